@@ -1,0 +1,3 @@
+"""specbench: evaluation of latency-hiding techniques for ASR and simultaneous translation."""
+
+__version__ = "0.1.0"

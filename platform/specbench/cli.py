@@ -1,0 +1,173 @@
+"""`specbench`: the one command-line entry point. `main(argv) -> int`.
+
+Every user-fixable error is a `SpecbenchError`: printed as one message (file, field, fix), exit code 2,
+no traceback. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from specbench.errors import SpecbenchError
+
+DEFAULT_GRAPH_JOB = "jobs/graph_slurp.toml"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="specbench", description="Evaluate latency-hiding ASR and simultaneous translation: jobs on Ray, results in MLflow.")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
+                                          "local store .specbench/mlflow.db)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("run", help="run a job or a suite").add_argument("file", type=Path)
+    sub.add_parser("validate", help="check a job or suite file without running it").add_argument("file", type=Path)
+    data = sub.add_parser("data", help="the shared data").add_subparsers(dest="data_command", required=True)
+    data.add_parser("check", help="verify every file the jobs read")
+    graph = sub.add_parser("graph", help="the decoding graph").add_subparsers(dest="graph_command", required=True)
+    build = graph.add_parser("build", help="build the TLG of a graph job")
+    build.add_argument("file", type=Path)
+    build.add_argument("--force", action="store_true", help="rebuild even if a matching graph exists")
+    runs = sub.add_parser("runs", help="recent MLflow runs with their headline metrics")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--experiment")
+    ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print its address")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--host", default="127.0.0.1")
+    bench = sub.add_parser("bench", help="benchmarks (JSON to stdout, logged to MLflow)")
+    bsub = bench.add_subparsers(dest="bench_command", required=True)
+    bg = bsub.add_parser("graph", help="graph build time; CSR load vs kaldifst arc iteration")
+    bg.add_argument("file", type=Path, nargs="?", default=Path(DEFAULT_GRAPH_JOB))
+    bg.add_argument("--rebuild", action="store_true", help="time a full rebuild of the graph too")
+    bg.add_argument("--output", type=Path, help="also write the JSON here")
+    return p
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from specbench.pipelines.runner import run_file
+
+    for line in run_file(args.file, args.tracking_uri):
+        print(line)
+    print("Open the runs with `specbench ui` (MLflow UI on http://127.0.0.1:5000), or list them with "
+          "`specbench runs`.")
+    return 0
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from specbench.config import SuiteConfig, config_kind, load_config
+
+    config = load_config(args.file)
+    if isinstance(config, SuiteConfig):
+        for job in config.jobs:
+            print(f"{job}: ok ({config_kind(load_config(job))})")
+        print(f"{args.file}: ok (suite '{config.name}', {len(config.jobs)} jobs)")
+    else:
+        print(f"{args.file}: ok ({config_kind(config)})")
+    return 0
+
+
+def _cmd_data_check(args: argparse.Namespace) -> int:
+    from specbench.data.resolver import check_all
+
+    root, how, checks = check_all()
+    print(f"data directory: {root} (from {how})")
+    if not root.is_dir():
+        print(f"  MISSING: the folder does not exist. Fix: set SPECBENCH_DATA to the folder holding slurp/, "
+              f"cmudict/ and multi30k/, or place it at {root}.")
+        return 1
+    bad = [c for c in checks if not c.ok]
+    for c in checks:
+        print(f"  {'ok     ' if c.ok else 'PROBLEM'} {c.file.relpath}" + ("" if c.ok else f": {c.problem}"))
+    for c in bad:
+        print(f"  fix {c.file.relpath}: it is the {c.file.what}; get it from {c.file.source} and place it at {c.path}")
+    print(f"{len(checks) - len(bad)} of {len(checks)} files ok")
+    return 1 if bad else 0
+
+
+def _cmd_graph_build(args: argparse.Namespace) -> int:
+    from specbench.config import GraphConfig, load_config
+    from specbench.errors import ConfigError
+    from specbench.pipelines.runner import run_file
+
+    config = load_config(args.file)
+    if not isinstance(config, GraphConfig):
+        raise ConfigError(f"{args.file}: `graph build` needs a job with kind = \"graph\"")
+    for line in run_file(args.file, args.tracking_uri, force=args.force):
+        print(line)
+    return 0
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from specbench.pipelines.headline import HEADLINE_METRICS
+    from specbench.tracking.queries import recent_runs
+
+    rows = recent_runs(args.tracking_uri, args.limit, args.experiment, list(HEADLINE_METRICS))
+    if not rows:
+        print("no runs yet: try `specbench run jobs/quick.toml`")
+        return 0
+    header = ["run", "experiment", "name", "status", "started (UTC)", "headline metrics"]
+    table = [[r.run_id[:12], r.experiment, r.name, r.status, r.started,
+              ", ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items()))] for r in rows]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
+    for line in [header, *table]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
+    return 0
+
+
+def _cmd_ui(args: argparse.Namespace) -> int:
+    from specbench.tracking.store import resolve_tracking_uri
+    from specbench.tracking.ui import start_ui, stop
+
+    proc, address = start_ui(args.tracking_uri, host=args.host, port=args.port)
+    print(f"MLflow UI for {resolve_tracking_uri(args.tracking_uri)} at {address} (Ctrl-C stops it)", flush=True)
+    try:
+        proc.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop(proc)
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from specbench.config import GraphConfig, load_config
+    from specbench.errors import ConfigError
+    from specbench.pipelines.bench_graph import bench_graph, log_bench
+
+    config = load_config(args.file)
+    if not isinstance(config, GraphConfig):
+        raise ConfigError(f"{args.file}: `bench graph` needs a job with kind = \"graph\"")
+    result = bench_graph(config, rebuild=args.rebuild)
+    result["mlflow_run_id"] = log_bench(result, args.tracking_uri)
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text + "\n")
+    return 0
+
+
+_COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data_check, "graph": _cmd_graph_build,
+             "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse `argv` and run the command; returns the exit code."""
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    try:
+        return _COMMANDS[args.command](args)
+    except SpecbenchError as err:
+        print(f"specbench: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("specbench: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry_point() -> None:
+    sys.exit(main())

@@ -1,0 +1,225 @@
+"""Job and suite files: one frozen dataclass per job kind, and a strict TOML loader.
+
+A job file has a top-level `kind` (`graph`, ...) and the sections its dataclass defines; a suite file has
+`kind = "suite"` and `jobs = [...]` (paths relative to the suite file). The loader rejects unknown keys,
+wrong types and out-of-range values with a message naming the file, the key, the value and what is
+allowed. Constraints live in field metadata: `range=(lo, hi)` (inclusive; None for open), `choices=(...)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from specbench.errors import ConfigError
+
+
+def _range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
+    return {"range": (lo, hi)}
+
+
+def _choices(*values: str) -> dict[str, Any]:
+    return {"choices": values}
+
+
+@dataclass(frozen=True)
+class TrackingSection:
+    """Where the run is logged. The tracking URI comes from the command line or MLFLOW_TRACKING_URI."""
+
+    experiment: str = "specbench"
+
+
+@dataclass(frozen=True)
+class LmSection:
+    """The n-gram LM of the decoding graph, estimated with KenLM's lmplz (modified Kneser-Ney)."""
+
+    order: int = field(default=3, metadata=_range(1, 6))
+    deduplicate: bool = True
+    extra_vocabulary: tuple[str, ...] = field(default=("devel", "test"), metadata=_choices("devel", "test"))
+    discount_fallback: bool = True
+    memory: str = "10%"
+
+
+@dataclass(frozen=True)
+class LexiconSection:
+    """The pronunciation lexicon: CMUdict, then espeak-ng for the words CMUdict lacks."""
+
+    espeak_voice: str = "en-us"
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """`kind = "graph"`: compile the CTC decoding graph TLG from SLURP text, CMUdict and an n-gram LM."""
+
+    KIND: ClassVar[str] = "graph"
+    name: str = "slurp"
+    lm: LmSection = LmSection()
+    lexicon: LexiconSection = LexiconSection()
+    tracking: TrackingSection = TrackingSection(experiment="graph")
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"name must be letters, digits, '-' or '_', got {self.name!r}")
+
+
+@dataclass(frozen=True)
+class SuiteConfig:
+    """`kind = "suite"`: jobs run in order, each its own MLflow run tagged with the suite's name."""
+
+    KIND: ClassVar[str] = "suite"
+    name: str
+    jobs: tuple[Path, ...]
+
+
+JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig,)}
+
+
+def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:
+    shown = repr(value) if len(repr(value)) < 80 else repr(value)[:77] + "..."
+    return ConfigError(f"{path}: key '{key}' = {shown}: {problem}")
+
+
+def _check_scalar(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[str, Any]) -> Any:
+    if typ is bool:
+        ok = isinstance(value, bool)
+    elif typ is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif typ is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    elif typ is str:
+        ok = isinstance(value, str)
+    else:
+        raise TypeError(f"unsupported config type {typ} for {key}")
+    if not ok:
+        raise _fail(path, key, value, f"wrong type {type(value).__name__}; allowed: {typ.__name__}")
+    lo, hi = meta.get("range", (None, None))
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise _fail(path, key, value, f"out of range; allowed: {lo if lo is not None else '-inf'} to "
+                                      f"{hi if hi is not None else 'inf'}")
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        raise _fail(path, key, value, f"not allowed; allowed: {', '.join(map(repr, choices))}")
+    return value
+
+
+def _convert(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[str, Any]) -> Any:
+    origin = typing.get_origin(typ)
+    if dataclasses.is_dataclass(typ):
+        if not isinstance(value, dict):
+            raise _fail(path, key, value, f"must be a table [{key}]")
+        return _build(path, typ, value, prefix=key + ".")
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise _fail(path, key, value, f"wrong type {type(value).__name__}; allowed: a list")
+        item_type = typing.get_args(typ)[0]
+        return tuple(_convert(path, f"{key}[{i}]", v, item_type, meta) for i, v in enumerate(value))
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(typ) if a is not type(None)]
+        return _convert(path, key, value, args[0], meta)
+    if typ is Path:
+        if not isinstance(value, str):
+            raise _fail(path, key, value, "wrong type; allowed: a path string")
+        return Path(value)
+    return _check_scalar(path, key, value, typ, meta)
+
+
+def _build(path: Path, cls: type, table: dict[str, Any], prefix: str = "") -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in table:
+        if key not in fields:
+            allowed = ", ".join(sorted(fields)) or "(none)"
+            raise _fail(path, prefix + key, table[key], f"unknown key; allowed keys here: {allowed}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name in table:
+            kwargs[name] = _convert(path, prefix + name, table[name], hints[name], f.metadata)
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{path}: required key '{prefix + name}' is missing")
+    try:
+        return cls(**kwargs)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"{path}: section '{prefix.rstrip('.') or cls.__name__}': {err}") from err
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """Parse a TOML file; a syntax error names the file and the line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such job file. Fix: give the path of a .toml job or suite (see jobs/).")
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{path}: not valid TOML ({err}). Fix the syntax at that line.") from err
+
+
+def load_config(path: Path) -> Any:
+    """Load a job or suite file into its frozen dataclass (`GraphConfig`, ..., `SuiteConfig`)."""
+    path = Path(path)
+    table = dict(read_toml(path))
+    kind = table.pop("kind", None)
+    allowed = ", ".join(map(repr, [*JOB_KINDS, "suite"]))
+    if kind is None:
+        raise ConfigError(f"{path}: required key 'kind' is missing; allowed: {allowed}")
+    if kind == "suite":
+        return _load_suite(path, table)
+    if kind not in JOB_KINDS:
+        raise _fail(path, "kind", kind, f"unknown job kind; allowed: {allowed}")
+    return _build(path, JOB_KINDS[kind], table)
+
+
+def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
+    for key in table:
+        if key not in ("name", "jobs"):
+            raise _fail(path, key, table[key], "unknown key; allowed keys here: jobs, name")
+    jobs = table.get("jobs")
+    if not isinstance(jobs, list) or not jobs or not all(isinstance(j, str) for j in jobs):
+        raise _fail(path, "jobs", jobs, "must be a non-empty list of job file paths (relative to the suite)")
+    resolved = tuple((path.parent / j).resolve() for j in jobs)
+    for job, raw in zip(resolved, jobs):
+        if not job.is_file():
+            raise _fail(path, "jobs", raw, f"{job} does not exist")
+    name = table.get("name", path.stem)
+    if not isinstance(name, str):
+        raise _fail(path, "name", name, "wrong type; allowed: str")
+    return SuiteConfig(name=name, jobs=resolved)
+
+
+def config_kind(config: Any) -> str:
+    """The `kind` of a loaded config."""
+    return type(config).KIND
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    """The resolved config as plain TOML-able data (with its `kind`)."""
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, (tuple, list)):
+            return [plain(x) for x in v]
+        if isinstance(v, Path):
+            return str(v)
+        return v
+
+    out = {"kind": config_kind(config)}
+    for key, value in dataclasses.asdict(config).items():
+        out[key] = {k: plain(v) for k, v in value.items()} if isinstance(value, dict) else plain(value)
+    return out
+
+
+def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    """`{"lm": {"order": 3}}` -> `{"lm.order": "3"}`, for MLflow params."""
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+    return out

@@ -1,0 +1,1 @@
+"""specbench.tracking: the only package that imports mlflow (runs, logging, queries)."""

@@ -1,0 +1,70 @@
+"""Start the MLflow UI (a tracking server process) for a store, bound to 127.0.0.1 by default."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from specbench.errors import SpecbenchError
+from specbench.tracking.store import local_artifact_root, resolve_tracking_uri
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> None:
+    """Poll `url/health` until it answers; raise with the server's output if it exits or times out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SpecbenchError(f"the MLflow server exited with code {proc.returncode} before answering at {url}")
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.5)
+    proc.terminate()
+    raise SpecbenchError(f"the MLflow server did not answer at {url}/health within {timeout:.0f} s")
+
+
+def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int = 0,
+             log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """Start `mlflow server` on the store with lean settings; returns (process, address) once healthy."""
+    uri = resolve_tracking_uri(tracking_uri)
+    port = port or free_port(host)
+    env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
+           "--port", str(port), "--workers", "1"]
+    if uri.startswith("sqlite:"):
+        cmd += ["--artifacts-destination", str(local_artifact_root())]
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://{host}:{port}"
+    wait_healthy(address, proc)
+    return proc, address
+
+
+def stop(proc: subprocess.Popen, timeout: float = 15.0) -> None:
+    """Stop the server and its workers (its own process group)."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, 15)
+        proc.wait(timeout=timeout)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        proc.wait(timeout=5)

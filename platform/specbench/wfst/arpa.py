@@ -1,0 +1,170 @@
+"""ARPA back-off language models: read, score, write, and spread the unknown-word mass.
+
+Log probabilities are log10, as in the ARPA format. The back-off rule (Katz/KenLM):
+p(w | h) = p*(w | h) if the n-gram (h, w) is listed, else bow(h) * p(w | h'), h' = h without its
+oldest word; bow of an unlisted context is 1 (log10 0).
+
+`spread_unknown` removes `<unk>` and lists each known-but-unseen vocabulary word as a unigram with an equal
+share of p(<unk>): the graph can then recognize words that the training text never had (an assistant knows
+its entity lists) while every context's distribution still sums to one.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from specbench.errors import ArpaFormatError
+
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+_COUNT = re.compile(r"^ngram (\d+)=(\d+)$")
+_SECTION = re.compile(r"^\\(\d+)-grams:$")
+_FIX = "Fix: rebuild the LM with `specbench graph build JOB.toml`, or check that the file is an ARPA model."
+
+
+@dataclass
+class ArpaModel:
+    """An n-gram model: `ngrams[n-1][words] = (log10 p, log10 bow)`, words a tuple of length n."""
+
+    order: int
+    ngrams: list[dict[tuple[str, ...], tuple[float, float]]] = field(default_factory=list)
+
+    @property
+    def counts(self) -> list[int]:
+        return [len(level) for level in self.ngrams]
+
+    @property
+    def vocabulary(self) -> set[str]:
+        return {w[0] for w in self.ngrams[0]}
+
+    def log10_prob(self, word: str, context: Sequence[str]) -> float:
+        """log10 p(word | context), backing off; `context` oldest first. Unknown words score as <unk>."""
+        if (word,) not in self.ngrams[0]:
+            word = UNK
+            if (UNK,) not in self.ngrams[0]:
+                return -math.inf
+        context = tuple(context[-(self.order - 1):]) if self.order > 1 else ()
+        penalty = 0.0
+        while True:
+            hit = self.ngrams[len(context)].get(context + (word,))
+            if hit is not None:
+                return penalty + hit[0]
+            bow = self.ngrams[len(context) - 1].get(context) if context else None
+            penalty += bow[1] if bow is not None else 0.0
+            context = context[1:]
+
+    def sentence_log10(self, words: Sequence[str]) -> float:
+        """log10 p(words </s> | <s>)."""
+        history = [BOS]
+        total = 0.0
+        for w in [*words, EOS]:
+            total += self.log10_prob(w, history)
+            history.append(w)
+        return total
+
+    def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
+        """Perplexity over all tokens including `</s>` (not `<s>`), unknown words scored as `<unk>`."""
+        total, count = 0.0, 0
+        for words in sentences:
+            total += self.sentence_log10(words)
+            count += len(words) + 1
+        return 10 ** (-total / max(count, 1))
+
+
+def _parse_header(lines: list[str], path: Path) -> tuple[list[int], int]:
+    i = 0
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    if i >= len(lines) or lines[i].strip() != "\\data\\":
+        raise ArpaFormatError(f"{path}, line {i + 1}: expected the ARPA header '\\data\\'. {_FIX}")
+    counts: list[int] = []
+    i += 1
+    while i < len(lines) and lines[i].strip():
+        m = _COUNT.match(lines[i].strip())
+        if not m or int(m.group(1)) != len(counts) + 1:
+            raise ArpaFormatError(f"{path}, line {i + 1}: expected 'ngram {len(counts) + 1}=COUNT', "
+                                  f"found {lines[i].strip()!r}. {_FIX}")
+        counts.append(int(m.group(2)))
+        i += 1
+    if not counts:
+        raise ArpaFormatError(f"{path}: the header lists no 'ngram N=COUNT' lines. {_FIX}")
+    return counts, i
+
+
+def _parse_entry(line: str, n: int, path: Path, lineno: int) -> tuple[tuple[str, ...], float, float]:
+    parts = line.split()
+    if len(parts) not in (n + 1, n + 2):
+        raise ArpaFormatError(f"{path}, line {lineno}: a {n}-gram line needs a log10 probability, {n} words "
+                              f"and an optional back-off weight; found {line.strip()!r}. {_FIX}")
+    try:
+        logp = float(parts[0])
+        bow = float(parts[n + 1]) if len(parts) == n + 2 else 0.0
+    except ValueError as err:
+        raise ArpaFormatError(f"{path}, line {lineno}: not a number in {line.strip()!r}. {_FIX}") from err
+    return tuple(parts[1:n + 1]), logp, bow
+
+
+def read_arpa(path: Path) -> ArpaModel:
+    """Parse an ARPA file; any malformed line raises `ArpaFormatError` naming the file and line."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ArpaFormatError(f"{path}: cannot read the ARPA file ({err}). {_FIX}") from err
+    counts, i = _parse_header(lines, path)
+    model = ArpaModel(order=len(counts))
+    for n in range(1, len(counts) + 1):
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        m = _SECTION.match(lines[i].strip()) if i < len(lines) else None
+        if not m or int(m.group(1)) != n:
+            found = lines[i].strip() if i < len(lines) else "end of file"
+            raise ArpaFormatError(f"{path}, line {i + 1}: expected '\\{n}-grams:', found {found!r}. {_FIX}")
+        i += 1
+        level: dict[tuple[str, ...], tuple[float, float]] = {}
+        while i < len(lines) and lines[i].strip() and not lines[i].startswith("\\"):
+            words, logp, bow = _parse_entry(lines[i], n, path, i + 1)
+            level[words] = (logp, bow)
+            i += 1
+        if len(level) != counts[n - 1]:
+            raise ArpaFormatError(f"{path}: the header promises {counts[n - 1]} {n}-grams but the file has "
+                                  f"{len(level)} (truncated?). {_FIX}")
+        model.ngrams.append(level)
+    rest = [line.strip() for line in lines[i:] if line.strip()]
+    if rest[:1] != ["\\end\\"]:
+        raise ArpaFormatError(f"{path}: missing the closing '\\end\\' (truncated?). {_FIX}")
+    return model
+
+
+def write_arpa(model: ArpaModel, path: Path) -> None:
+    """Write `model` in ARPA format (n-grams in insertion order)."""
+    out = ["\\data\\", *(f"ngram {n}={c}" for n, c in enumerate(model.counts, 1)), ""]
+    for n, level in enumerate(model.ngrams, 1):
+        out.append(f"\\{n}-grams:")
+        for words, (logp, bow) in level.items():
+            has_bow = n < model.order and bow != 0.0
+            out.append(f"{logp:.7g}\t{' '.join(words)}" + (f"\t{bow:.7g}" if has_bow else ""))
+        out.append("")
+    out.append("\\end\\")
+    Path(path).write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+def spread_unknown(model: ArpaModel, unseen_words: Iterable[str]) -> ArpaModel:
+    """A copy of `model` with `<unk>` replaced by the given words, each with p(<unk>) / count.
+
+    Words already in the model are ignored. Without unseen words, `<unk>` is simply dropped (the graph has
+    no unknown-word token). Higher-order n-grams never contain `<unk>` (lmplz sees no `<unk>` in text).
+    """
+    words = sorted(set(unseen_words) - model.vocabulary)
+    unigrams = dict(model.ngrams[0])
+    unk = unigrams.pop((UNK,), None)
+    if words:
+        if unk is None:
+            raise ArpaFormatError("the ARPA model has no <unk> unigram to spread over unseen words. "
+                                  "Fix: estimate it with lmplz (which always writes <unk>).")
+        share = unk[0] - math.log10(len(words))
+        unigrams.update({(w,): (share, 0.0) for w in words})
+    return ArpaModel(order=model.order, ngrams=[unigrams, *model.ngrams[1:]])

@@ -1,0 +1,186 @@
+"""Build the SLURP decoding graph: normalized text -> lexicon -> trigram LM -> L, G, T -> TLG.
+
+The output directory `.specbench/graphs/<name>-<hash>/` is keyed by the hash of everything that decides its
+contents (the config, the data files, the source of the modules that build it), written under a temporary
+name and renamed only when complete, so a half-built graph is never taken for a finished one and a rerun
+reuses a graph only when its inputs match.
+
+Files: `TLG.fst` (const), `G.fst`, `L_disambig.fst`, `words.txt`, `tokens.txt`, `lexicon.txt`, `lm.arpa`
+(the ARPA with the unknown-word mass spread), `lm.raw.arpa` (lmplz's output), `train.txt` (the LM
+text), `stats.json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from specbench.config import GraphConfig, config_to_dict
+from specbench.data import slurp, text_norm
+from specbench.data.resolver import data_file
+from specbench.paths import work_dir
+from specbench.wfst import arpa as arpa_mod
+from specbench.wfst import compose, kenlm_tools, lexicon, symbols, topology
+from specbench.wfst.graph import read_graph
+
+RECIPE_VERSION = 1
+_SOURCES = (text_norm, lexicon, topology, symbols, arpa_mod, compose, kenlm_tools)
+_DATA = ("slurp/lm.txt.gz", "slurp/devel.jsonl.gz", "slurp/test.jsonl.gz", "cmudict/cmudict.dict")
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """What `stats.json` holds; logged to MLflow as `graph.*` metrics."""
+
+    states: int
+    arcs: int
+    epsilon_arcs: int
+    vocabulary: int
+    vocabulary_train: int
+    lexicon_prons: int
+    lexicon_from_espeak: int
+    disambig_symbols: int
+    ngrams: tuple[int, ...]
+    train_sentences: int
+    ppl_devel: float
+    ppl_test: float
+    ppl_test_kenlm: float
+    test_tokens: int
+    test_tokens_unseen: int
+    build_seconds: float
+
+    @property
+    def test_unseen_rate(self) -> float:
+        return self.test_tokens_unseen / max(self.test_tokens, 1)
+
+    def metrics(self) -> dict[str, float]:
+        out = {k: float(v) for k, v in asdict(self).items() if not isinstance(v, tuple)}
+        out.update({f"ngrams_order{n}": float(c) for n, c in enumerate(self.ngrams, 1)})
+        out["test_unseen_rate"] = self.test_unseen_rate
+        return out
+
+
+@dataclass(frozen=True)
+class GraphArtifacts:
+    """A built graph directory and its statistics."""
+
+    directory: Path
+    stats: GraphStats
+    reused: bool
+
+    @property
+    def tlg(self) -> Path:
+        return self.directory / "TLG.fst"
+
+    @property
+    def words(self) -> Path:
+        return self.directory / "words.txt"
+
+    @property
+    def tokens(self) -> Path:
+        return self.directory / "tokens.txt"
+
+
+def inputs_hash(config: GraphConfig) -> str:
+    """sha256 over the config, the data files and the source of every module that shapes the graph."""
+    h = hashlib.sha256()
+    h.update(json.dumps({"recipe": RECIPE_VERSION, "config": config_to_dict(config)}, sort_keys=True).encode())
+    for rel in _DATA:
+        h.update(rel.encode())
+        h.update(data_file(rel).read_bytes())
+    for module in _SOURCES:
+        h.update(Path(module.__file__).read_bytes())
+    return h.hexdigest()
+
+
+def graph_dir(config: GraphConfig) -> Path:
+    return work_dir() / "graphs" / f"{config.name}-{inputs_hash(config)[:16]}"
+
+
+def load_stats(directory: Path) -> GraphStats:
+    data = json.loads((directory / "stats.json").read_text())
+    data["ngrams"] = tuple(data["ngrams"])
+    return GraphStats(**data)
+
+
+Step = Callable[[str], None]
+
+
+def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = False) -> GraphArtifacts:
+    """Build (or reuse) the graph of `config`; `step(name)` is called as each stage starts."""
+    final = graph_dir(config)
+    if (final / "stats.json").is_file() and not force:
+        return GraphArtifacts(final, load_stats(final), reused=True)
+    tmp = final.with_name(f"{final.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        stats = _build_into(config, tmp, step)
+        (tmp / "stats.json").write_text(json.dumps(asdict(stats), indent=2))
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(tmp, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return GraphArtifacts(final, stats, reused=False)
+
+
+def _texts(config: GraphConfig) -> tuple[list[list[str]], dict[str, list[list[str]]]]:
+    train = [text_norm.normalize_words(s) for s in slurp.read_training_text(config.lm.deduplicate)]
+    train = [w for w in train if w]
+    if config.lm.deduplicate:
+        train = [list(t) for t in dict.fromkeys(tuple(w) for w in train)]
+    evals = {split: [w for w in (text_norm.normalize_words(u.sentence) for u in slurp.read_split(split)) if w]
+             for split in ("devel", "test")}
+    return train, evals
+
+
+def _build_into(config: GraphConfig, out: Path, step: Step) -> GraphStats:
+    start = time.perf_counter()
+    step("normalizing SLURP text")
+    train, evals = _texts(config)
+    vocab_train = {w for s in train for w in s}
+    vocab = set(vocab_train)
+    for split in config.lm.extra_vocabulary:
+        vocab.update(w for s in evals[split] for w in s)
+    step(f"building the lexicon of {len(vocab)} words (CMUdict, espeak-ng for the rest)")
+    lex = lexicon.build_lexicon(sorted(vocab), data_file("cmudict/cmudict.dict"), voice=config.lexicon.espeak_voice)
+    lexicon.write_lexicon(lex, out / "lexicon.txt")
+    step(f"estimating a {config.lm.order}-gram LM with lmplz")
+    (out / "train.txt").write_text("".join(" ".join(s) + "\n" for s in train), encoding="utf-8")
+    kenlm_tools.estimate_arpa(out / "train.txt", out / "lm.raw.arpa", config.lm.order,
+                              vocab_pad=len(vocab) + 3, memory=config.lm.memory,
+                              discount_fallback=config.lm.discount_fallback)
+    model = arpa_mod.spread_unknown(arpa_mod.read_arpa(out / "lm.raw.arpa"), vocab - vocab_train)
+    arpa_mod.write_arpa(model, out / "lm.arpa")
+    step("composing L, G and T into TLG")
+    entries, max_k = topology.add_disambiguation(lex.prons)
+    tokens = symbols.token_table(lexicon.PHONES, max_k)
+    words = symbols.word_table(vocab)
+    tokens.write(out / "tokens.txt")
+    words.write(out / "words.txt")
+    compose.arpa_to_g(out / "lm.arpa", out / "words.txt", out / "G.fst")
+    l_text = topology.lexicon_fst_text(entries, tokens, words)
+    compose.compile_text(l_text, "L").write(str(out / "L_disambig.fst"))
+    lg = compose.compose_lg(l_text, out / "G.fst")
+    lg = compose.remove_disambiguation(lg, [tokens[f"#{k}"] for k in range(max_k + 1)])
+    compose.write_const(compose.compose_tlg(topology.ctc_topology_text(tokens, lexicon.PHONES), lg),
+                        out / "TLG.fst")
+    step("measuring the graph and the LM")
+    csr = read_graph(out / "TLG.fst")
+    test_tokens = [w for s in evals["test"] for w in s]
+    return GraphStats(
+        states=csr.num_states, arcs=csr.num_arcs, epsilon_arcs=csr.num_epsilon_arcs,
+        vocabulary=len(vocab), vocabulary_train=len(vocab_train), lexicon_prons=lex.num_prons,
+        lexicon_from_espeak=len(lex.from_espeak), disambig_symbols=max_k + 1,
+        ngrams=tuple(model.counts), train_sentences=len(train),
+        ppl_devel=model.perplexity(evals["devel"]), ppl_test=model.perplexity(evals["test"]),
+        ppl_test_kenlm=kenlm_tools.query_perplexity(out / "lm.arpa", [" ".join(s) for s in evals["test"]]),
+        test_tokens=len(test_tokens), test_tokens_unseen=sum(w not in vocab_train for w in test_tokens),
+        build_seconds=time.perf_counter() - start,
+    )

@@ -1,0 +1,71 @@
+"""Symbol tables (`words.txt`, `tokens.txt`) in OpenFst text form: `symbol id` per line, `<eps>` = 0.
+
+tokens.txt: `<eps>` 0, `<blk>` 1, the 39 CMUdict phones 2..40, then `#0`, `#1`, ... (disambiguation).
+Graph input label j is acoustic-score column j - 1 (kaldi-decoder's DecodableCtc convention): column 0 is
+the CTC blank, column k the k-th phone of `lexicon.PHONES`.
+
+words.txt: `<eps>` 0, the vocabulary sorted, then `#0`, `<s>`, `</s>` (what kaldilm's arpa2fst expects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbench.errors import DataError
+
+EPS, BLANK = "<eps>", "<blk>"
+
+
+@dataclass(frozen=True)
+class SymbolTable:
+    """A bijection between symbols and integer ids."""
+
+    symbols: tuple[str, ...]  # symbols[id]
+
+    def __post_init__(self) -> None:
+        if len(set(self.symbols)) != len(self.symbols):
+            raise ValueError("symbol table has duplicate symbols")
+
+    @property
+    def ids(self) -> dict[str, int]:
+        return {s: i for i, s in enumerate(self.symbols)}
+
+    def __len__(self) -> int:
+        return len(self.symbols)
+
+    def __getitem__(self, symbol: str) -> int:
+        return self.ids[symbol]
+
+    def write(self, path: Path) -> None:
+        Path(path).write_text("".join(f"{s} {i}\n" for i, s in enumerate(self.symbols)), encoding="utf-8")
+
+    @classmethod
+    def read(cls, path: Path) -> SymbolTable:
+        pairs = []
+        for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            parts = line.split()
+            if len(parts) != 2 or not parts[1].isdigit():
+                raise DataError(f"{path}, line {lineno}: expected 'symbol id', found {line!r}. "
+                                "Fix: rebuild the graph with `specbench graph build JOB.toml`.")
+            pairs.append((int(parts[1]), parts[0]))
+        pairs.sort()
+        if [i for i, _ in pairs] != list(range(len(pairs))):
+            raise DataError(f"{path}: ids are not 0..{len(pairs) - 1} without gaps. "
+                            "Fix: rebuild the graph with `specbench graph build JOB.toml`.")
+        return cls(tuple(s for _, s in pairs))
+
+
+def token_table(phones: Sequence[str], num_disambig: int) -> SymbolTable:
+    """`<eps>`, `<blk>`, the phones, `#0`..`#{num_disambig}`."""
+    return SymbolTable((EPS, BLANK, *phones, *(f"#{i}" for i in range(num_disambig + 1))))
+
+
+def word_table(words: Iterable[str]) -> SymbolTable:
+    """`<eps>`, the sorted vocabulary, `#0`, `<s>`, `</s>`."""
+    vocab = sorted(set(words))
+    reserved = {EPS, "#0", "<s>", "</s>", "<unk>"} & set(vocab)
+    if reserved:
+        raise ValueError(f"vocabulary contains reserved symbols {sorted(reserved)}")
+    return SymbolTable((EPS, *vocab, "#0", "<s>", "</s>"))
