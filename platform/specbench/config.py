@@ -42,6 +42,7 @@ class LmSection:
     deduplicate: bool = True
     extra_vocabulary: tuple[str, ...] = field(default=("devel", "test"), metadata=_choices("devel", "test"))
     discount_fallback: bool = True
+    interpolate_unigrams: bool = False
     memory: str = "10%"
 
 

@@ -130,11 +130,12 @@ def test_read_lexicon_malformed(tmp_path: Path, line: str) -> None:
         ("b_ˈʌ_ɾ_ɚ", "B AH T ER"),  # butter
         ("ˈɑːɹ_ɹ_ɑː_n_s_ə_n", "AA R AA N S AH N"),  # aaronson: linking r collapsed
         ("ɐ_k_s_ˌɛ_l_ɚ_ɹ_ˈeɪ_ʃ_ə_n", "AH K S EH L ER EY SH AH N"),  # acceleration
-        ("ɐ_p_ɹ_ˈiː_ʃ_ɪ__ˌeɪ_t", "AH P R IY SH IH EY T"),  # appreciate: empty syllable phoneme
+        ("ɐ_p_ɹ_ˈiː_ʃ_ɪ__ˌeɪ_t", "AH P R IY SH IY EY T"),  # appreciate: empty phoneme, IH + vowel -> IY
+        ("ɹ_ˈeɪ_d_ɪ_oʊ", "R EY D IY OW"),  # radio
         ("k_w_ˈaɪɚ", "K W AY ER"),  # choir
         ("aɪ_d_ˈəl", "AY D AH L"),  # i'dl
         ("h_ˌɑː_l_ə_p_ˈeɪ_nʲ_oʊ_z", "HH AA L AH P EY N Y OW Z"),  # jalapenos
-        ("d_ɪ_ˈoʊ ɹ_ˈe‍ɪ", "D IH OW R EY"),  # two espeak words for one input word; ZWJ tie dropped
+        ("d_ɪ_ˈɑː ɹ_ˈe‍ɪ", "D IY AA R EY"),  # two espeak words for one input word; ZWJ tie dropped
     ],
 )
 def test_ipa_to_cmu(ipa: str, phones: str) -> None:

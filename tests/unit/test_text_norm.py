@@ -42,10 +42,10 @@ def test_markup_dropped(raw: str, expected: str) -> None:
     ("raw", "expected"),
     [
         ("send an email to jack@gmail dot com", "send an email to jack at gmail dot com"),  # SLURP
-        ("hey post my complaint to @microsoft on twitter", "hey post my complaint to at microsoft on twitter"),
+        ("post my complaint to @microsoft on twitter", "post my complaint to at microsoft on twitter"),
         ("tweet complaint to @", "tweet complaint to at"),
         ("olly tweet a message to at&t and tell them", "olly tweet a message to at and t and tell them"),
-        ("please tweet @nike my pants ripped #nothappy", "please tweet at nike my pants ripped hashtag nothappy"),
+        ("tweet @nike my pants ripped #nothappy", "tweet at nike my pants ripped hashtag nothappy"),
         ("#NAME?", "hashtag name"),  # SLURP's spreadsheet artefact
         ("50% off", "fifty percent off"),
         ("c+ grade", "c plus grade"),

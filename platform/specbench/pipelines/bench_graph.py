@@ -6,7 +6,6 @@ shared machine where absolute times do not.
 
 from __future__ import annotations
 
-import platform as _stdlib_platform
 import statistics
 import tempfile
 import time
@@ -17,6 +16,7 @@ import kaldifst
 import numpy as np
 
 from specbench.config import GraphConfig
+from specbench.hardware import describe
 from specbench.pipelines.graph import run_graph
 from specbench.tracking.runs import TrackedRun
 from specbench.wfst.graph import read_graph
@@ -56,7 +56,7 @@ def bench_graph(config: GraphConfig, rebuild: bool, repeats: int = 5) -> dict[st
         raise AssertionError(f"CSR and kaldifst disagree: {csr.num_arcs} vs {walked} arcs")
     return {
         "bench": "graph",
-        "hardware": f"{_stdlib_platform.machine()}, {_stdlib_platform.processor() or 'cpu'}",
+        "hardware": describe(),
         "graph_states": csr.num_states,
         "graph_arcs": csr.num_arcs,
         "build_seconds": art.stats.build_seconds if not art.reused else None,

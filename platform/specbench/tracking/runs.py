@@ -22,6 +22,7 @@ from typing import Any
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from specbench.hardware import describe
 from specbench.paths import project_root
 from specbench.tracking.store import local_artifact_root, quiet_mlflow, resolve_tracking_uri
 
@@ -64,7 +65,7 @@ class TrackedRun:
         base_tags = {
             "git_commit": git_commit(),
             "host": _stdlib_platform.node(),
-            "hardware": f"{_stdlib_platform.machine()} {_stdlib_platform.processor() or ''}".strip(),
+            "hardware": describe(),
         }
         base_tags.update(tags or {})
         exp_id = experiment_id(self.client, experiment)

@@ -155,7 +155,8 @@ def _build_into(config: GraphConfig, out: Path, step: Step) -> GraphStats:
     (out / "train.txt").write_text("".join(" ".join(s) + "\n" for s in train), encoding="utf-8")
     kenlm_tools.estimate_arpa(out / "train.txt", out / "lm.raw.arpa", config.lm.order,
                               vocab_pad=len(vocab) + 3, memory=config.lm.memory,
-                              discount_fallback=config.lm.discount_fallback)
+                              discount_fallback=config.lm.discount_fallback,
+                              interpolate_unigrams=config.lm.interpolate_unigrams)
     model = arpa_mod.spread_unknown(arpa_mod.read_arpa(out / "lm.raw.arpa"), vocab - vocab_train)
     arpa_mod.write_arpa(model, out / "lm.arpa")
     step("composing L, G and T into TLG")

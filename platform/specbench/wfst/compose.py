@@ -8,7 +8,11 @@ TLG = T o LG, arc-sorted on input labels, written in OpenFst's const format.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import kaldifst
@@ -21,10 +25,28 @@ from specbench.wfst.graph import read_graph, replace_ilabels
 
 def arpa_to_g(arpa: Path, words_txt: Path, g_path: Path) -> None:
     """G.fst from an ARPA file over the words of `words_txt` (`#0` on back-off arcs)."""
-    kaldilm.arpa2fst(input_arpa=str(arpa), output_fst=str(g_path), disambig_symbol="#0",
-                     read_symbol_table=str(words_txt), max_arpa_warnings=0)
+    with native_stderr_captured() as log:
+        kaldilm.arpa2fst(input_arpa=str(arpa), output_fst=str(g_path), disambig_symbol="#0",
+                         read_symbol_table=str(words_txt), max_arpa_warnings=0)
     if not g_path.is_file():
-        raise ToolError(f"kaldilm.arpa2fst wrote no {g_path} from {arpa}; check the ARPA file and {words_txt}.")
+        raise ToolError(f"kaldilm.arpa2fst wrote no {g_path} from {arpa}; check the ARPA file and {words_txt}. "
+                        f"Its log:\n{log.read_text(errors='replace')[-2000:]}")
+
+
+@contextlib.contextmanager
+def native_stderr_captured() -> Iterator[Path]:
+    """Send file descriptor 2 (where Kaldi's C++ code logs) to a temporary file for the duration."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryDirectory(prefix="specbench-log-") as tmp:
+        log = Path(tmp) / "stderr.log"
+        with log.open("wb") as fh:
+            os.dup2(fh.fileno(), 2)
+            try:
+                yield log
+            finally:
+                os.dup2(saved, 2)
+                os.close(saved)
 
 
 def compile_text(text: str, what: str) -> kaldifst.StdVectorFst:
@@ -41,8 +63,8 @@ def compose_lg(l_text: str, g_path: Path) -> kaldifst.StdVectorFst:
     g = kaldifst.StdVectorFst.read(str(g_path))
     kaldifst.arcsort(g, sort_type="ilabel")
     lg = kaldifst.StdVectorFst(kaldifst.compose(lex, g))
-    if not kaldifst.determinize_star(lg, use_log=True):
-        raise ToolError("determinizing L o G failed (are the disambiguation symbols missing from L?)")
+    if kaldifst.determinize_star(lg, use_log=True):  # True means it stopped early (kaldifst's convention)
+        raise ToolError("determinizing L o G stopped early; the graph is too large for determinize-star")
     kaldifst.minimize_encoded(lg)
     kaldifst.arcsort(lg, sort_type="ilabel")
     return lg

@@ -90,15 +90,19 @@ def build_kenlm() -> None:
 
 
 def estimate_arpa(text: Path, arpa: Path, order: int, vocab_pad: int = 0, memory: str = "10%",
-                  discount_fallback: bool = True) -> str:
+                  discount_fallback: bool = True, interpolate_unigrams: bool = False) -> str:
     """Run lmplz on `text` (one normalized sentence per line) and write `arpa`; returns lmplz's log.
 
-    `vocab_pad`: lmplz pads the vocabulary to this size with `<unk>`, so p(<unk>) carries the mass of the
-    words the LM never saw (later spread over the known unseen words of the graph's vocabulary).
+    p(<unk>) is the mass of the words the LM never saw (later spread over the known unseen words of the
+    graph's vocabulary). With `interpolate_unigrams` (lmplz's default) the unigrams are interpolated with
+    a uniform distribution over `vocab_pad` words and <unk> gets the padding's share; without it <unk> gets
+    the whole discounted unigram mass (SRILM's behaviour), which fits SLURP's held-out text better.
     """
     cmd = [str(kenlm_binary("lmplz")), "-o", str(order), "-S", memory, "-T", str(arpa.parent),
            "--text", str(text), "--arpa", str(arpa)]
-    if vocab_pad:
+    if not interpolate_unigrams:
+        cmd += ["--interpolate_unigrams", "0"]
+    elif vocab_pad:
         cmd += ["--vocab_pad", str(vocab_pad)]
     if discount_fallback:
         cmd.append("--discount_fallback")

@@ -1,0 +1,40 @@
+"""A one-line description of the machine, for benchmark results and run tags ("2 x AMD EPYC ..., no GPU")."""
+
+from __future__ import annotations
+
+import os
+import platform as _stdlib_platform
+import shutil
+import subprocess
+from functools import lru_cache
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return _stdlib_platform.processor() or _stdlib_platform.machine()
+
+
+def gpu_names() -> list[str]:
+    """GPU names from nvidia-smi, or [] when there is none."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+@lru_cache(maxsize=1)
+def describe() -> str:
+    """`"{cores} x {cpu model}, {gpu or 'no GPU'}"`; cores are the ones this process may use."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    gpus = gpu_names()
+    return f"{cores} x {cpu_model()}, " + (", ".join(gpus) if gpus else "no GPU")
