@@ -103,6 +103,19 @@ def graph_dir(config: GraphConfig) -> Path:
     return work_dir() / "graphs" / f"{config.name}-{inputs_hash(config)[:16]}"
 
 
+def verify_graph(directory: Path) -> None:
+    """Check a cached graph before reuse: the FSTs parse, the ARPA parses, the symbol tables read.
+
+    A damaged file raises `FstFormatError` / `ArpaFormatError` / `DataError` naming it; the fix is
+    `specbench graph build JOB.toml --force`.
+    """
+    for name in ("TLG.fst", "G.fst"):
+        read_graph(directory / name)
+    arpa_mod.read_arpa(directory / "lm.arpa")
+    symbols.SymbolTable.read(directory / "words.txt")
+    symbols.SymbolTable.read(directory / "tokens.txt")
+
+
 def load_stats(directory: Path) -> GraphStats:
     data = json.loads((directory / "stats.json").read_text())
     data["ngrams"] = tuple(data["ngrams"])
@@ -116,6 +129,7 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
     """Build (or reuse) the graph of `config`; `step(name)` is called as each stage starts."""
     final = graph_dir(config)
     if (final / "stats.json").is_file() and not force:
+        verify_graph(final)
         return GraphArtifacts(final, load_stats(final), reused=True)
     tmp = final.with_name(f"{final.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,26 @@
+"""Shared fixtures. Heavy imports (ray via specbench.runtime) happen inside fixtures only, so that the
+GPU machine, which has no ray, can still collect tests/gpu."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[Any]:
+    """A new local Ray with 2 CPUs and no GPU, bound to 127.0.0.1, for the whole session ($RAY_ADDRESS is
+    ignored).
+
+    Workers get this directory on their `PYTHONPATH`, so stages from `stages_for_tests` unpickle there.
+    Yields `specbench.runtime.ClusterInfo`; shuts Ray down at the end if it started it.
+    """
+    from specbench.runtime import ray_session
+
+    with ray_session("local", num_cpus=2, num_gpus=0, python_path=[TESTS_DIR]) as info:
+        yield info
