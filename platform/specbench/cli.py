@@ -21,11 +21,16 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="specbench", description="Evaluate latency-hiding ASR and simultaneous translation: jobs on Ray, results in MLflow.")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
                                           "local store .specbench/mlflow.db)")
+    p.add_argument("--ray-address", help="Ray cluster to join (HOST:PORT or auto); default: a local Ray "
+                                         "bound to 127.0.0.1, or $RAY_ADDRESS")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run a job or a suite").add_argument("file", type=Path)
     sub.add_parser("validate", help="check a job or suite file without running it").add_argument("file", type=Path)
     data = sub.add_parser("data", help="the shared data").add_subparsers(dest="data_command", required=True)
     data.add_parser("check", help="verify every file the jobs read")
+    data.add_parser("speech", help="synthesize the speech corpus of a speech job").add_argument("file", type=Path)
+    train = sub.add_parser("train", help="train a model").add_subparsers(dest="train_command", required=True)
+    train.add_parser("am", help="train the causal CTC acoustic model").add_argument("file", type=Path)
     graph = sub.add_parser("graph", help="the decoding graph").add_subparsers(dest="graph_command", required=True)
     build = graph.add_parser("build", help="build the TLG of a graph job")
     build.add_argument("file", type=Path)
@@ -45,10 +50,29 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-untyped-def]
+    from specbench.pipelines.runner import RunOptions
+
+    return RunOptions(tracking_uri=args.tracking_uri, ray_address=args.ray_address, force=force)
+
+
+def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
+    """Run a job file after checking it is of `kind` (the convenience verbs)."""
+    from specbench.config import config_kind, load_config
+    from specbench.errors import ConfigError
+    from specbench.pipelines.runner import run_file
+
+    if config_kind(load_config(args.file)) != kind:
+        raise ConfigError(f"{args.file}: this command needs a job with kind = \"{kind}\"")
+    for line in run_file(args.file, _options(args, force)):
+        print(line)
+    return 0
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from specbench.pipelines.runner import run_file
 
-    for line in run_file(args.file, args.tracking_uri):
+    for line in run_file(args.file, _options(args)):
         print(line)
     print("Open the runs with `specbench ui` (MLflow UI on http://127.0.0.1:5000), or list them with "
           "`specbench runs`.")
@@ -66,6 +90,16 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     else:
         print(f"{args.file}: ok ({config_kind(config)})")
     return 0
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    if args.data_command == "speech":
+        return _run_kind(args, "speech")
+    return _cmd_data_check(args)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    return _run_kind(args, {"am": "train_am"}[args.train_command])
 
 
 def _cmd_data_check(args: argparse.Namespace) -> int:
@@ -87,16 +121,7 @@ def _cmd_data_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_graph_build(args: argparse.Namespace) -> int:
-    from specbench.config import GraphConfig, load_config
-    from specbench.errors import ConfigError
-    from specbench.pipelines.runner import run_file
-
-    config = load_config(args.file)
-    if not isinstance(config, GraphConfig):
-        raise ConfigError(f"{args.file}: `graph build` needs a job with kind = \"graph\"")
-    for line in run_file(args.file, args.tracking_uri, force=args.force):
-        print(line)
-    return 0
+    return _run_kind(args, "graph", force=args.force)
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
@@ -149,8 +174,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data_check, "graph": _cmd_graph_build,
-             "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
+_COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data, "graph": _cmd_graph_build,
+             "train": _cmd_train, "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

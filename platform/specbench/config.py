@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from specbench.acoustic.settings import ModelConfig, TrainSettings
 from specbench.errors import ConfigError
 
 
@@ -69,6 +70,48 @@ class GraphConfig:
 
 
 @dataclass(frozen=True)
+class CorpusSection:
+    """What to synthesize (`[corpus]`): sentences per split, voices, speaking rates and noise."""
+
+    train_sentences: int = field(default=4000, metadata=_range(0, 20000))
+    train_copies: int = field(default=2, metadata=_range(1, 10))
+    devel_sentences: int = field(default=400, metadata=_range(0, 5000))
+    test_sentences: int = field(default=1000, metadata=_range(0, 5000))
+    train_voices: tuple[str, ...] = ("espeak:en-us", "espeak:en-us+m3", "espeak:en-us+f3", "espeak:en-gb-x-rp",
+                                     "flite:kal16", "flite:awb", "flite:slt", "festival:slt-hts")
+    eval_voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")
+    rates: tuple[float, ...] = (0.85, 1.0, 1.15)
+    snr_db: tuple[float, ...] = (float("inf"), 30.0, 20.0)
+
+
+@dataclass(frozen=True)
+class SpeechConfig:
+    """`kind = "speech"`: synthesize SLURP sentences with several voices into a corpus with a manifest."""
+
+    KIND: ClassVar[str] = "speech"
+    name: str = "slurp"
+    seed: int = 0
+    shard_size: int = field(default=64, metadata=_range(1, 10000))
+    corpus: CorpusSection = CorpusSection()
+    tracking: TrackingSection = TrackingSection(experiment="speech")
+
+
+@dataclass(frozen=True)
+class TrainAmConfig:
+    """`kind = "train_am"`: train the causal CTC acoustic model on a synthesized corpus."""
+
+    KIND: ClassVar[str] = "train_am"
+    name: str = "am_slurp"
+    speech_job: Path = Path("speech_slurp.toml")  # relative to this job file
+    graph_job: Path = Path("graph_slurp.toml")
+    output: Path = Path("models/am_slurp.pt")  # relative to the project root
+    devel_utterances: int = field(default=400, metadata=_range(10, 100000))
+    model: ModelConfig = ModelConfig()
+    training: TrainSettings = TrainSettings()
+    tracking: TrackingSection = TrackingSection(experiment="acoustic")
+
+
+@dataclass(frozen=True)
 class SuiteConfig:
     """`kind = "suite"`: jobs run in order, each its own MLflow run tagged with the suite's name."""
 
@@ -77,7 +120,7 @@ class SuiteConfig:
     jobs: tuple[Path, ...]
 
 
-JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig,)}
+JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig)}
 
 
 def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:

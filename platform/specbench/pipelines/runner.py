@@ -2,45 +2,74 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specbench.config import SuiteConfig, config_kind, config_to_dict, flatten, load_config
-from specbench.pipelines import graph
 from specbench.tracking.runs import TrackedRun
 
 
-def _run_one(path: Path, config: Any, tracking_uri: str | None, suite: str | None,
-             force: bool = False) -> list[str]:
+@dataclass(frozen=True)
+class RunOptions:
+    """Command-line options every job sees."""
+
+    tracking_uri: str | None = None
+    ray_address: str | None = None
+    force: bool = False  # rebuild cached artifacts (the graph) even when their input hash matches
+
+
+def _graph(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import graph
+
+    return graph.summary(graph.run_graph(config, run, force=opts.force))
+
+
+def _speech(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import speech
+
+    return speech.summary(speech.build_corpus(config, run, opts.ray_address))
+
+
+def _train_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import train_am
+
+    card = train_am.run_train_am(config, path, run, opts.ray_address)
+    return [f"acoustic model {train_am.output_path(config)}: {card['parameters']:,} parameters, best devel PER "
+            f"{card['best_devel_per']:.3f} at epoch {card['best_epoch']} ({card['stopped_because']})"]
+
+
+RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
+    "graph": _graph,
+    "speech": _speech,
+    "train_am": _train_am,
+}
+
+
+def _run_one(path: Path, config: Any, opts: RunOptions, suite: str | None) -> list[str]:
     kind = config_kind(config)
     tags = {"kind": kind, "job_file": str(path)}
     if suite:
         tags["suite"] = suite
-    with TrackedRun(config.tracking.experiment, f"{kind}-{config.name}", tracking_uri, tags) as run:
+    with TrackedRun(config.tracking.experiment, f"{kind}-{config.name}", opts.tracking_uri, tags) as run:
         resolved = config_to_dict(config)
         run.log_params(flatten(resolved))
         run.log_dict(resolved, "config.resolved.json")
         run.log_artifact(path, "config")
-        if kind == "graph":
-            lines = graph.summary(graph.run_graph(config, run, force=force))
-        else:  # pragma: no cover - every kind in JOB_KINDS is handled above
-            raise NotImplementedError(kind)
+        lines = RUNNERS[kind](config, path, run, opts)
         lines.append(f"  MLflow run {run.run_id} in experiment '{config.tracking.experiment}' ({run.tracking_uri})")
         return lines
 
 
-def run_file(path: Path, tracking_uri: str | None = None, force: bool = False) -> list[str]:
-    """Run a job or suite file; returns the summary lines. Raises on the first failing job.
-
-    `force` rebuilds cached artifacts (the graph) even when their input hash matches.
-    """
+def run_file(path: Path, opts: RunOptions = RunOptions()) -> list[str]:
+    """Run a job or suite file; returns the summary lines. Raises on the first failing job."""
     path = Path(path)
     config = load_config(path)
     if isinstance(config, SuiteConfig):
-        for job in config.jobs:
-            load_config(job)  # validate every job before running any
+        jobs = [(job, load_config(job)) for job in config.jobs]  # validate every job before running any
         lines = []
-        for job in config.jobs:
-            lines += _run_one(job, load_config(job), tracking_uri, suite=config.name, force=force)
+        for job, job_config in jobs:
+            lines += _run_one(job, job_config, opts, suite=config.name)
         return lines
-    return _run_one(path, config, tracking_uri, suite=None, force=force)
+    return _run_one(path, config, opts, suite=None)

@@ -1,0 +1,100 @@
+"""Audio to CTC log-probabilities: a batched stage (CPU or GPU) over rows naming WAV files.
+
+Input columns: `utt_id: string`, `audio_path: string` (absolute, or relative to `audio_root`).
+Output columns (DESIGN.md's scores format): `utt_id`, `frame_shift_ms: float32`, `num_frames: int32`,
+`num_classes: int32`, `loglikes: list<float32>` (row-major T x P; column j is graph input label j + 1,
+column 0 the blank), and `status`. A row whose audio cannot be read keeps its id and gets the reason in
+`status`; the rest of the batch is scored.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import torch
+
+from specbench.acoustic.checkpoint import AcousticCheckpoint, load_checkpoint
+from specbench.acoustic.features import FRAME_SHIFT_MS, fbank
+from specbench.acoustic.model import CausalCtcModel
+from specbench.data.synthesis import read_wav
+from specbench.stage import STATUS_COLUMN, STATUS_OK, Resources, Stage
+
+SCORES_SCHEMA = pa.schema([
+    ("utt_id", pa.string()),
+    ("frame_shift_ms", pa.float32()),
+    ("num_frames", pa.int32()),
+    ("num_classes", pa.int32()),
+    ("loglikes", pa.list_(pa.float32())),
+    (STATUS_COLUMN, pa.string()),
+])
+OUTPUT_FRAME_SHIFT_MS = FRAME_SHIFT_MS * CausalCtcModel.subsampling_factor
+
+
+@torch.no_grad()
+def score_features(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], device: str = "cpu") -> list[np.ndarray]:
+    """Raw fbank `(T_i, 80)` arrays -> log-probabilities `(T'_i, P) float32` arrays, one padded batch."""
+    if not feats_list:
+        return []
+    longest = max(len(f) for f in feats_list)
+    batch = np.zeros((len(feats_list), max(longest, 1), feats_list[0].shape[1]), dtype=np.float32)
+    for i, f in enumerate(feats_list):
+        batch[i, : len(f)] = ckpt.cmvn.apply(f)
+    lengths = torch.tensor([len(f) for f in feats_list], dtype=torch.int64)
+    logprobs, out_lengths = ckpt.model(torch.from_numpy(batch).to(device), lengths.to(device))
+    logprobs = logprobs.float().cpu().numpy()
+    return [logprobs[i, : int(n)] for i, n in enumerate(out_lengths.cpu())]
+
+
+def score_samples(ckpt: AcousticCheckpoint, samples: np.ndarray, device: str = "cpu") -> np.ndarray:
+    """One utterance `(N,) float32` at 16 kHz -> `(T', P) float32` log-probabilities."""
+    return score_features(ckpt, [fbank(samples)], device)[0]
+
+
+class AcousticScorer(Stage):
+    """The inference stage; `num_gpus > 0` puts the model on CUDA (a fraction lets models share a GPU)."""
+
+    stateful = True
+
+    def __init__(self, checkpoint: Path, audio_root: Path | None = None, num_gpus: float = 0.0,
+                 expected_phones: tuple[str, ...] | None = None) -> None:
+        self.checkpoint = Path(checkpoint)
+        self.audio_root = Path(audio_root) if audio_root else None
+        self.expected_phones = expected_phones
+        self.resources = Resources(num_cpus=1.0, num_gpus=num_gpus)
+        self.device = "cuda" if num_gpus > 0 else "cpu"
+        self._ckpt: AcousticCheckpoint | None = None
+
+    def setup(self) -> None:
+        self._ckpt = load_checkpoint(self.checkpoint, self.expected_phones, self.device)
+
+    def _path(self, audio_path: str) -> Path:
+        path = Path(audio_path)
+        return path if path.is_absolute() or self.audio_root is None else self.audio_root / path
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        if self._ckpt is None:
+            self.setup()
+        assert self._ckpt is not None
+        ids = batch.column("utt_id").to_pylist()
+        feats, ok_index, status = [], [], [STATUS_OK] * len(ids)
+        for i, audio_path in enumerate(batch.column("audio_path").to_pylist()):
+            try:
+                samples, _ = read_wav(self._path(audio_path))
+                feats.append(fbank(samples))
+                ok_index.append(i)
+            except Exception as err:  # noqa: BLE001 - reported per row
+                status[i] = f"{type(err).__name__}: {err}"
+        scores: list[np.ndarray | None] = [None] * len(ids)
+        for i, s in zip(ok_index, score_features(self._ckpt, feats, self.device)):
+            scores[i] = s
+        num_classes = self._ckpt.model.config.num_classes
+        return pa.table({
+            "utt_id": ids,
+            "frame_shift_ms": pa.array([OUTPUT_FRAME_SHIFT_MS] * len(ids), pa.float32()),
+            "num_frames": pa.array([len(s) if s is not None else None for s in scores], pa.int32()),
+            "num_classes": pa.array([num_classes] * len(ids), pa.int32()),
+            "loglikes": pa.array([s.reshape(-1) if s is not None else None for s in scores], pa.list_(pa.float32())),
+            STATUS_COLUMN: status,
+        }, schema=SCORES_SCHEMA)

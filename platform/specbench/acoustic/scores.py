@@ -1,0 +1,66 @@
+"""Acoustic scores on disk: DESIGN.md's Parquet format and Kaldi ark/scp (kaldiio).
+
+Parquet: one row per utterance (`utt_id`, `frame_shift_ms`, `num_frames`, `num_classes`, `loglikes`
+row-major T x P float32, `status`). Kaldi: a float32 matrix per utterance, the frame shift given separately.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import kaldiio
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from specbench.errors import DataError
+from specbench.stage import STATUS_COLUMN, STATUS_OK
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write atomically (temp file + rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, path)
+
+
+def iter_matrices(table: pa.Table) -> Iterator[tuple[str, np.ndarray]]:
+    """(utt_id, (T, P) float32) for every ok row."""
+    for row in table.to_pylist():
+        if row.get(STATUS_COLUMN, STATUS_OK) != STATUS_OK:
+            continue
+        mat = np.asarray(row["loglikes"], dtype=np.float32)
+        yield row["utt_id"], mat.reshape(int(row["num_frames"]), int(row["num_classes"]))
+
+
+def read_parquet_scores(path: Path) -> dict[str, np.ndarray]:
+    """utt_id -> (T, P) float32 from a scores Parquet file."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise DataError(f"{path}: not a readable scores Parquet file ({err})") from err
+    missing = {"utt_id", "num_frames", "num_classes", "loglikes"} - set(table.column_names)
+    if missing:
+        raise DataError(f"{path}: scores table lacks the columns {sorted(missing)}; see DESIGN.md's Interfaces")
+    return dict(iter_matrices(table))
+
+
+def write_kaldi(table: pa.Table, ark: Path) -> Path:
+    """Write `ark` and its `.scp` beside it; returns the scp path."""
+    ark = Path(ark)
+    scp = ark.with_suffix(".scp")
+    ark.parent.mkdir(parents=True, exist_ok=True)
+    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
+        for utt_id, mat in iter_matrices(table):
+            writer(utt_id, mat)
+    return scp
+
+
+def read_kaldi(scp: Path) -> dict[str, np.ndarray]:
+    """utt_id -> (T, P) float32 from a Kaldi scp."""
+    return {k: np.asarray(v, dtype=np.float32) for k, v in kaldiio.load_scp(str(scp)).items()}

@@ -1,0 +1,140 @@
+"""Training loop of the causal CTC acoustic model: CTC loss, SpecAugment, Adam with warm-up, a time budget,
+evaluation on devel after every epoch (greedy CTC phone error rate), early stopping and the best weights kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from specbench.acoustic.dataset import Example, length_batches
+from specbench.acoustic.features import Cmvn
+from specbench.acoustic.model import CausalCtcModel
+from specbench.acoustic.settings import TrainSettings
+from specbench.metrics.wer import error_rate
+
+
+@dataclass
+class TrainHistory:
+    """Per-epoch records and the best epoch."""
+
+    epochs: list[dict[str, float]] = field(default_factory=list)
+    best_per: float = math.inf
+    best_epoch: int = -1
+    stopped_because: str = ""
+
+
+def collate(examples: Sequence[Example], cmvn: Cmvn) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Padded normalized features `(B, T, 80)`, lengths `(B,)`, concatenated targets, target lengths."""
+    longest = max(len(e.feats) for e in examples)
+    feats = np.zeros((len(examples), longest, examples[0].feats.shape[1]), dtype=np.float32)
+    for i, e in enumerate(examples):
+        feats[i, : len(e.feats)] = cmvn.apply(e.feats.astype(np.float32))
+    lengths = torch.tensor([len(e.feats) for e in examples], dtype=torch.int64)
+    targets = torch.from_numpy(np.concatenate([e.targets for e in examples]))
+    target_lengths = torch.tensor([len(e.targets) for e in examples], dtype=torch.int64)
+    return torch.from_numpy(feats), lengths, targets, target_lengths
+
+
+def spec_augment(feats: torch.Tensor, lengths: torch.Tensor, s: TrainSettings, gen: torch.Generator) -> torch.Tensor:
+    """Zero random frequency bands and time spans (in place on a copy)."""
+    feats = feats.clone()
+    bins = feats.shape[2]
+    for b in range(feats.shape[0]):
+        for _ in range(s.freq_masks):
+            width = int(torch.randint(0, s.freq_mask_width + 1, (1,), generator=gen))
+            start = int(torch.randint(0, max(1, bins - width), (1,), generator=gen))
+            feats[b, :, start:start + width] = 0.0
+        max_t = max(1, int(s.time_mask_fraction * int(lengths[b])))
+        for _ in range(s.time_masks):
+            width = int(torch.randint(0, max_t + 1, (1,), generator=gen))
+            start = int(torch.randint(0, max(1, int(lengths[b]) - width), (1,), generator=gen))
+            feats[b, start:start + width, :] = 0.0
+    return feats
+
+
+def greedy_ctc(logprobs: torch.Tensor, length: int) -> list[int]:
+    """Best label per frame, repeats merged, blanks (0) removed."""
+    best = logprobs[:length].argmax(dim=-1).tolist()
+    out, previous = [], 0
+    for label in best:
+        if label != previous and label != 0:
+            out.append(label)
+        previous = label
+    return out
+
+
+@torch.no_grad()
+def phone_error_rate(model: CausalCtcModel, examples: Sequence[Example], cmvn: Cmvn, batch_frames: int) -> float:
+    """Greedy-decoding PER of `model` on `examples`."""
+    model.eval()
+    pairs = []
+    for batch in length_batches(examples, batch_frames, None):
+        chunk = [examples[i] for i in batch]
+        feats, lengths, _, _ = collate(chunk, cmvn)
+        logprobs, out_lengths = model(feats, lengths)
+        for j, e in enumerate(chunk):
+            pairs.append((e.targets.tolist(), greedy_ctc(logprobs[j], int(out_lengths[j]))))
+    return error_rate(pairs)
+
+
+def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequence[Example], cmvn: Cmvn,
+          s: TrainSettings, on_epoch: Callable[[dict[str, float], CausalCtcModel], None] = lambda r, m: None,
+          on_step: Callable[[int, int, float], None] = lambda i, n, loss: None) -> TrainHistory:
+    """Train in place; at the end `model` holds the weights of the best devel epoch."""
+    if s.threads:
+        torch.set_num_threads(s.threads)
+    torch.manual_seed(s.seed)
+    gen = torch.Generator().manual_seed(s.seed)
+    rng = np.random.default_rng(s.seed)
+    ctc = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+    opt = torch.optim.AdamW(model.parameters(), lr=s.learning_rate, weight_decay=1e-2)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / s.warmup_steps))
+    history, best_state, start = TrainHistory(), None, time.monotonic()
+    for epoch in range(s.max_epochs):
+        model.train()
+        batches = length_batches(train_set, s.batch_frames, rng)
+        total, frames = 0.0, 0
+        for i, batch in enumerate(batches):
+            feats, lengths, targets, target_lengths = collate([train_set[j] for j in batch], cmvn)
+            logprobs, out_lengths = model(spec_augment(feats, lengths, s, gen), lengths)
+            loss = ctc(logprobs.transpose(0, 1), targets, out_lengths, target_lengths)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+            sched.step()
+            total += float(loss) * len(batch)
+            frames += len(batch)
+            on_step(i, len(batches), float(loss))
+            if (time.monotonic() - start) / 60 > s.max_minutes:
+                break
+        per = phone_error_rate(model, devel_set, cmvn, s.batch_frames)
+        record = {"epoch": float(epoch), "train_loss": total / max(frames, 1), "devel_per": per,
+                  "minutes": (time.monotonic() - start) / 60, "lr": opt.param_groups[0]["lr"]}
+        history.epochs.append(record)
+        if per < history.best_per:
+            history.best_per, history.best_epoch = per, epoch
+            best_state = copy.deepcopy(model.state_dict())
+        on_epoch(record, model)
+        if record["minutes"] > s.max_minutes:
+            history.stopped_because = f"time budget of {s.max_minutes} minutes"
+            break
+        if epoch - history.best_epoch >= s.patience:
+            history.stopped_because = f"no devel improvement for {s.patience} epochs"
+            break
+        if epoch >= 2 and per > history.best_per:
+            for group in opt.param_groups:
+                group["lr"] *= 0.5
+    else:
+        history.stopped_because = f"{s.max_epochs} epochs"
+    if best_state is not None:
+        model.load_state_dict(best_state)
+    model.eval()
+    return history

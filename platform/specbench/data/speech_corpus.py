@@ -1,0 +1,417 @@
+"""Planning a synthetic speech corpus from SLURP text, synthesizing it, and its Parquet manifest.
+
+1. `plan_utterances(CorpusPlan(...))` decides, without audio, which sentence is spoken by which voice at which
+   rate and SNR: a `pyarrow.Table` with `PLAN_SCHEMA`. Training sentences come from SLURP's deduplicated
+   training text and use only training voices; devel/test sentences (one per unique `slurp_id`) use the
+   evaluation voices, which include every held-out voice (`voices.HELD_OUT_VOICES`).
+2. `synthesize_shard(rows, corpus_root)` (or `synthesize_row` per row) writes
+   ``corpus_root/{split}/{voice-slug}/{utt_id}.wav`` plus a sidecar ``{utt_id}.json`` that records what was
+   synthesized and the end of speech (measured on the clean speech, before noise, so it cannot be measured
+   again from a noisy file). A rerun skips rows whose WAV and matching sidecar exist, re-reading the
+   duration from the WAV. Failures are reported in `status`, never raised. These are plain functions that
+   the runtime can run as Ray tasks over shards.
+3. `write_manifest` / `read_manifest` store the synthesized rows as Parquet with `MANIFEST_SCHEMA`;
+   `word_times` stays null until forced alignment fills it.
+
+Determinism: every random choice comes from a `numpy.random.Generator` seeded with ``[plan.seed, split]``,
+so changing the size of one split does not change the draws of another.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from specbench.data import slurp
+from specbench.data.synthesis import RATE_RANGE, SAMPLE_RATE, read_wav, synthesize
+from specbench.data.text_norm import normalize
+from specbench.data.voices import HELD_OUT_VOICES, get_voice, voice_names
+from specbench.errors import ConfigError, DataError, SpecbenchError
+
+__all__ = [
+    "CorpusPlan",
+    "MANIFEST_SCHEMA",
+    "PLAN_SCHEMA",
+    "WORD_TIMES_TYPE",
+    "plan_utterances",
+    "read_manifest",
+    "skipped_counts",
+    "synthesize_row",
+    "synthesize_shard",
+    "write_manifest",
+]
+
+SPLITS = ("train", "devel", "test")
+WORD_TIMES_TYPE = pa.list_(
+    pa.struct([("word", pa.string()), ("start_s", pa.float32()), ("end_s", pa.float32())])
+)
+PLAN_SCHEMA = pa.schema([
+    pa.field("utt_id", pa.string(), nullable=False),
+    pa.field("slurp_id", pa.int32()),
+    pa.field("text", pa.string(), nullable=False),
+    pa.field("normalized_text", pa.string(), nullable=False),
+    pa.field("voice", pa.string(), nullable=False),
+    pa.field("rate", pa.float32(), nullable=False),
+    pa.field("snr_db", pa.float32(), nullable=False),
+    pa.field("noise_seed", pa.int64(), nullable=False),
+    pa.field("split", pa.string(), nullable=False),
+    pa.field("audio_path", pa.string(), nullable=False),
+])
+MANIFEST_SCHEMA = pa.schema(list(PLAN_SCHEMA) + [
+    pa.field("duration_s", pa.float32()),
+    pa.field("num_samples", pa.int64()),
+    pa.field("end_of_speech_s", pa.float32()),
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("word_times", WORD_TIMES_TYPE),
+])
+_SIDECAR_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CorpusPlan:
+    """What to synthesize. Lists (from TOML) become tuples; None in `snr_db` means clean (+inf).
+
+    Attributes:
+        seed: seeds every random draw (>= 0).
+        train_sentences: unique training sentences to use (0 = all 11.5k).
+        train_voices: registry names used for training; no held-out voice allowed.
+        eval_voices: registry names for devel/test; must include every held-out voice.
+        devel_sentences, test_sentences: unique SLURP texts per split (0 = all).
+        rates: speaking-rate multipliers drawn from (each in [0.5, 2.0]).
+        snr_db: SNRs in dB drawn from; +inf (or None) is clean speech.
+        train_copies_per_sentence: voice/rate/SNR draws per training sentence (distinct voices when possible).
+    """
+
+    seed: int = 0
+    train_sentences: int = 1000
+    train_voices: tuple[str, ...] = voice_names(held_out=False)
+    eval_voices: tuple[str, ...] = voice_names()
+    devel_sentences: int = 0
+    test_sentences: int = 0
+    rates: tuple[float, ...] = (0.85, 1.0, 1.15)
+    snr_db: tuple[float, ...] = (math.inf, 20.0, 10.0)
+    train_copies_per_sentence: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("seed", "train_sentences", "devel_sentences", "test_sentences"):
+            _check_int(name, getattr(self, name), minimum=0)
+            object.__setattr__(self, name, int(getattr(self, name)))
+        _check_int("train_copies_per_sentence", self.train_copies_per_sentence, minimum=1)
+        object.__setattr__(self, "train_copies_per_sentence", int(self.train_copies_per_sentence))
+        for name in ("train_voices", "eval_voices"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        self._check_voices()
+        try:
+            rates = tuple(float(r) for r in self.rates)
+            snrs = tuple(math.inf if s is None else float(s) for s in self.snr_db)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"CorpusPlan.rates / snr_db: need numbers ({err})") from None
+        if not rates or any(not RATE_RANGE[0] <= r <= RATE_RANGE[1] for r in rates):
+            raise ConfigError(f"CorpusPlan.rates: need rates in {list(RATE_RANGE)}, got {list(self.rates)}")
+        if not snrs or any(math.isnan(s) or s == -math.inf for s in snrs):
+            raise ConfigError(
+                f"CorpusPlan.snr_db: need finite dB values or inf (clean), got {list(self.snr_db)}"
+            )
+        object.__setattr__(self, "rates", rates)
+        object.__setattr__(self, "snr_db", snrs)
+
+    def _check_voices(self) -> None:
+        for field_name in ("train_voices", "eval_voices"):
+            names = getattr(self, field_name)
+            if not names or len(set(names)) != len(names):
+                raise ConfigError(f"CorpusPlan.{field_name}: need distinct voice names, got {list(names)}")
+            for name in names:
+                try:
+                    get_voice(name)
+                except SpecbenchError as err:
+                    raise ConfigError(f"CorpusPlan.{field_name}: {err}") from None
+        held = [n for n in self.train_voices if get_voice(n).held_out]
+        if held:
+            raise ConfigError(
+                f"CorpusPlan.train_voices: {held} are held out for devel/test and must never be used in "
+                "training. Fix: remove them from train_voices."
+            )
+        missing = [n for n in HELD_OUT_VOICES if n not in self.eval_voices]
+        if missing:
+            raise ConfigError(f"CorpusPlan.eval_voices: must include the held-out voices; missing {missing}")
+
+    def to_json(self) -> str:
+        """The plan as JSON (inf written as the string "inf")."""
+        data = asdict(self)
+        data["snr_db"] = ["inf" if math.isinf(s) else s for s in self.snr_db]
+        return json.dumps(data, sort_keys=True)
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"CorpusPlan.{name}: need an integer >= {minimum}, got {value!r}")
+
+
+def _rng(seed: int, split: str) -> np.random.Generator:
+    """The generator of one split: independent of the other splits' sizes."""
+    return np.random.default_rng([seed, zlib.crc32(split.encode())])
+
+
+def _snr_tag(snr: float) -> str:
+    """``clean`` for +inf, else ``snr10``, ``snr7p5``, ``snrm5`` (filesystem-safe)."""
+    if math.isinf(snr):
+        return "clean"
+    return "snr" + f"{snr:g}".replace("-", "m").replace(".", "p")
+
+
+def _row(split: str, index: int, raw: str, norm: str, voice: str, rate: float, snr: float,
+         seed: int, slurp_id: int | None) -> dict[str, Any]:
+    """One planned utterance (a `PLAN_SCHEMA` row)."""
+    slug = get_voice(voice).slug
+    rate32, snr32 = float(np.float32(rate)), float(np.float32(snr))
+    utt_id = f"{split}-{index:06d}-{slug}-r{round(rate32 * 100):03d}-{_snr_tag(snr32)}"
+    return {
+        "utt_id": utt_id, "slurp_id": slurp_id, "text": raw, "normalized_text": norm, "voice": voice,
+        "rate": rate32, "snr_db": snr32, "noise_seed": zlib.crc32(f"{seed}:{utt_id}".encode()),
+        "split": split, "audio_path": f"{split}/{slug}/{utt_id}.wav",
+    }
+
+
+def _plan_train(plan: CorpusPlan, texts: Sequence[str]) -> tuple[list[dict[str, Any]], int]:
+    """Training rows (shuffled, truncated, `train_copies_per_sentence` draws each) and the empty count."""
+    pairs = [(raw, norm) for raw in dict.fromkeys(texts) if (norm := normalize(raw))]
+    skipped = len(dict.fromkeys(texts)) - len(pairs)
+    rng = _rng(plan.seed, "train")
+    order = rng.permutation(len(pairs))
+    if plan.train_sentences:
+        order = order[: plan.train_sentences]
+    copies, voices = plan.train_copies_per_sentence, plan.train_voices
+    rows = []
+    for i, idx in enumerate(order):
+        raw, norm = pairs[int(idx)]
+        picks = rng.choice(len(voices), size=copies, replace=copies > len(voices))
+        for k, v in enumerate(picks):
+            rate = plan.rates[int(rng.integers(len(plan.rates)))]
+            snr = plan.snr_db[int(rng.integers(len(plan.snr_db)))]
+            rows.append(_row("train", i * copies + k, raw, norm, voices[int(v)], rate, snr, plan.seed, None))
+    return rows, skipped
+
+
+def _balanced(rng: np.random.Generator, n: int, k: int) -> np.ndarray:
+    """(n,) int indices in [0, k), each used floor(n/k) or ceil(n/k) times, in random order."""
+    return rng.permutation(np.arange(n) % k)
+
+
+def _plan_eval(plan: CorpusPlan, split: str, utts: Sequence[slurp.SlurpUtterance],
+               limit: int) -> tuple[list[dict[str, Any]], int]:
+    """Devel or test rows: one per unique slurp_id, voices/rates/SNRs balanced; and the empty count."""
+    first: dict[int, slurp.SlurpUtterance] = {}
+    for u in utts:
+        first.setdefault(u.slurp_id, u)
+    unique = list(first.values())
+    kept = [(u, norm) for u in unique if (norm := normalize(u.sentence))]
+    skipped = len(unique) - len(kept)
+    rng = _rng(plan.seed, split)
+    if limit and limit < len(kept):
+        kept = [kept[int(i)] for i in np.sort(rng.choice(len(kept), size=limit, replace=False))]
+    n = len(kept)
+    v_idx = _balanced(rng, n, len(plan.eval_voices))
+    r_idx, s_idx = _balanced(rng, n, len(plan.rates)), _balanced(rng, n, len(plan.snr_db))
+    rows = [
+        _row(split, i, u.sentence, norm, plan.eval_voices[int(v_idx[i])], plan.rates[int(r_idx[i])],
+             plan.snr_db[int(s_idx[i])], plan.seed, u.slurp_id)
+        for i, (u, norm) in enumerate(kept)
+    ]
+    return rows, skipped
+
+
+def plan_utterances(
+    plan: CorpusPlan,
+    *,
+    training_text: Sequence[str] | None = None,
+    eval_utterances: Mapping[str, Sequence[slurp.SlurpUtterance]] | None = None,
+) -> pa.Table:
+    """The corpus plan as a table (`PLAN_SCHEMA`), train rows first, then devel, then test. No audio.
+
+    `training_text` (raw sentences) and `eval_utterances` ({"devel": [...], "test": [...]}) default to SLURP's
+    (`slurp.read_training_text()`, `slurp.read_split`). Sentences whose normalized text is empty are skipped;
+    their counts per split are in the schema metadata (`skipped_counts`), with the plan as JSON.
+    """
+    texts = slurp.read_training_text(deduplicate=True) if training_text is None else training_text
+    rows, skipped = _plan_train(plan, texts)
+    counts = {"train": skipped}
+    for split, limit in (("devel", plan.devel_sentences), ("test", plan.test_sentences)):
+        if eval_utterances is not None:
+            utts = eval_utterances.get(split, [])
+        else:
+            utts = slurp.read_split(split)  # type: ignore[arg-type]
+        split_rows, counts[split] = _plan_eval(plan, split, utts, limit)
+        rows += split_rows
+    meta = {
+        b"specbench.plan": plan.to_json().encode(),
+        b"specbench.skipped_empty": json.dumps(counts).encode(),
+    }
+    return pa.Table.from_pylist(rows, schema=PLAN_SCHEMA.with_metadata(meta))
+
+
+def skipped_counts(table: pa.Table) -> dict[str, int]:
+    """Sentences skipped per split because their normalized text was empty (from `plan_utterances`)."""
+    raw = (table.schema.metadata or {}).get(b"specbench.skipped_empty")
+    return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
+
+
+def _sidecar_key(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What determines a row's audio; a sidecar whose key differs is stale."""
+    return {
+        "version": _SIDECAR_VERSION, "normalized_text": row["normalized_text"], "voice": row["voice"],
+        "rate": float(row["rate"]), "snr_db": float(row["snr_db"]), "noise_seed": int(row["noise_seed"]),
+    }
+
+
+def _done(wav: Path, key: Mapping[str, Any]) -> dict[str, float | int] | None:
+    """Measurements of an already synthesized row, or None when it must be (re)done.
+
+    Duration and sample count are read again from the WAV; the end of speech comes from the sidecar.
+    """
+    sidecar = wav.with_suffix(".json")
+    if not (wav.is_file() and sidecar.is_file()):
+        return None
+    try:
+        meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        if meta.get("key") != key:
+            return None
+        samples, _ = read_wav(wav)
+    except (ValueError, OSError, DataError):
+        return None
+    if len(samples) != meta.get("num_samples"):
+        return None
+    return {"duration_s": len(samples) / SAMPLE_RATE, "num_samples": len(samples),
+            "end_of_speech_s": float(meta["end_of_speech_s"])}
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
+    """Synthesize one planned row unless its WAV (and sidecar) already exist; never raises.
+
+    Returns the row plus `duration_s` (float32 value, seconds), `num_samples` (int), `end_of_speech_s`
+    (float32 value, seconds), `word_times` (None) and `status` (``ok``, or ``ErrorType: message`` with the
+    measurements None).
+    """
+    out = dict(row)
+    out.update(duration_s=None, num_samples=None, end_of_speech_s=None, word_times=None)
+    try:
+        wav = Path(corpus_root) / str(row["audio_path"])
+        key = _sidecar_key(row)
+        measured = _done(wav, key)
+        if measured is None:
+            voice = get_voice(str(row["voice"]))
+            res = synthesize(str(row["normalized_text"]), voice, float(row["rate"]), wav,
+                             seed=int(row["noise_seed"]), snr_db=float(row["snr_db"]))
+            measured = {"duration_s": res.duration_s, "num_samples": res.num_samples,
+                        "end_of_speech_s": res.end_of_speech_s}
+            _write_json_atomic(wav.with_suffix(".json"), {"key": key, **measured})
+        out.update(
+            duration_s=float(np.float32(measured["duration_s"])),
+            num_samples=int(measured["num_samples"]),
+            end_of_speech_s=float(np.float32(measured["end_of_speech_s"])),
+            status="ok",
+        )
+    except Exception as err:  # noqa: BLE001 - a failed utterance is reported in its row, never raised
+        out["status"] = f"{type(err).__name__}: {err}"
+    return out
+
+
+def synthesize_shard(rows: Iterable[Mapping[str, Any]], corpus_root: Path,
+                     progress: bool = False) -> list[dict[str, Any]]:
+    """`synthesize_row` over `rows` in order (one Ray task per shard); `progress` shows a tqdm bar."""
+    rows = list(rows)
+    if progress:
+        from tqdm import tqdm
+
+        rows = list(tqdm(rows, desc="synthesizing", unit="utt"))
+    return [synthesize_row(row, corpus_root) for row in rows]
+
+
+def write_manifest(rows: Iterable[Mapping[str, Any]] | pa.Table, path: Path) -> pa.Table:
+    """Write synthesized rows as Parquet with `MANIFEST_SCHEMA`, atomically; returns the written table.
+
+    Missing optional columns (`word_times`, measurements) become null; `DataError` for rows that do not fit
+    the schema or for duplicate `utt_id`s.
+    """
+    path = Path(path)
+    table = rows if isinstance(rows, pa.Table) else None
+    try:
+        if table is None:
+            table = pa.Table.from_pylist(list(rows), schema=MANIFEST_SCHEMA)  # type: ignore[arg-type]
+        else:
+            table = _conform(table, path)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as err:
+        raise DataError(f"{path}: rows do not fit the manifest schema ({err})") from err
+    nulls = [f.name for f in MANIFEST_SCHEMA if not f.nullable and table.column(f.name).null_count]
+    if nulls:
+        raise DataError(f"{path}: columns {nulls} have null values (every row needs them; status is 'ok' or "
+                        "the reason it failed)")
+    ids = table.column("utt_id").to_pylist()
+    if len(set(ids)) != len(ids):
+        dups = sorted({i for i in ids if ids.count(i) > 1})[:5]
+        raise DataError(f"{path}: duplicate utt_id values, e.g. {dups}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return table
+
+
+def _conform(table: pa.Table, path: Path) -> pa.Table:
+    """`table` with MANIFEST_SCHEMA's columns in order, null `word_times` added when absent, cast."""
+    if "word_times" not in table.column_names:
+        table = table.append_column("word_times", pa.nulls(table.num_rows, WORD_TIMES_TYPE))
+    missing = [n for n in MANIFEST_SCHEMA.names if n not in table.column_names]
+    if missing:
+        raise DataError(f"{path}: the rows lack manifest columns {missing}")
+    meta = table.schema.metadata
+    return table.select(MANIFEST_SCHEMA.names).cast(MANIFEST_SCHEMA.with_metadata(meta))
+
+
+def read_manifest(path: Path) -> pa.Table:
+    """Read a manifest; `DataError` naming the file and every missing or mistyped column."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError as err:
+        raise DataError(
+            f"{path}: no such manifest. Fix: run the speech job (`specbench data speech`)."
+        ) from err
+    except (pa.ArrowException, OSError) as err:
+        raise DataError(f"{path}: not a readable Parquet manifest ({err})") from err
+    problems = []
+    for field in MANIFEST_SCHEMA:
+        if field.name not in table.column_names:
+            problems.append(f"missing column {field.name!r} ({field.type})")
+        elif not table.schema.field(field.name).type.equals(field.type):
+            found = table.schema.field(field.name).type
+            problems.append(f"column {field.name!r} is {found}, expected {field.type}")
+    if problems:
+        raise DataError(f"{path}: not a speech manifest: {'; '.join(problems)}")
+    return table

@@ -1,0 +1,98 @@
+"""The `speech` job: plan a synthesized SLURP corpus, synthesize it as Ray tasks over shards (a rerun skips
+the WAVs that exist), force-align it when an acoustic model is available, and write the Parquet manifest.
+
+The corpus lives in `.specbench/speech/<name>/` (`manifest.parquet`, `<split>/<voice>/<utt>.wav`). The
+manifest is written under a temporary name and renamed, so an interrupted run leaves the previous one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import pyarrow as pa
+
+from specbench.config import SpeechConfig
+from specbench.data.speech_corpus import CorpusPlan, plan_utterances, read_manifest, synthesize_shard, write_manifest
+from specbench.paths import work_dir
+from specbench.runtime import connect, run_tasks
+from specbench.stage import STATUS_COLUMN, STATUS_OK
+from specbench.tracking.runs import TrackedRun
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A synthesized corpus: its root folder and manifest."""
+
+    root: Path
+    manifest: pa.Table
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.parquet"
+
+    def rows(self, split: str) -> list[dict]:
+        return [r for r in self.manifest.to_pylist() if r["split"] == split and r[STATUS_COLUMN] == STATUS_OK]
+
+
+def corpus_root(config: SpeechConfig) -> Path:
+    return work_dir() / "speech" / config.name
+
+
+def corpus_plan(config: SpeechConfig) -> CorpusPlan:
+    c = config.corpus
+    return CorpusPlan(seed=config.seed, train_sentences=c.train_sentences, train_voices=c.train_voices,
+                      eval_voices=c.eval_voices, devel_sentences=c.devel_sentences,
+                      test_sentences=c.test_sentences, rates=c.rates, snr_db=c.snr_db,
+                      train_copies_per_sentence=c.train_copies)
+
+
+def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_address: str | None = None) -> Corpus:
+    """Synthesize what is missing and write the manifest; log counts and throughput to `run`."""
+    root = corpus_root(config)
+    planned = plan_utterances(corpus_plan(config)).to_pylist()
+    shards = [planned[i:i + config.shard_size] for i in range(0, len(planned), config.shard_size)]
+    existing = sum((root / r["audio_path"]).is_file() for r in planned)
+    connect(ray_address)
+    start = time.perf_counter()
+    done = run_tasks(partial(synthesize_shard, corpus_root=root), shards,
+                     progress=f"synthesizing {len(planned) - existing} of {len(planned)} utterances")
+    seconds = time.perf_counter() - start
+    rows = [row for shard in done for row in shard]
+    write_manifest(rows, root / "manifest.parquet")
+    corpus = Corpus(root, read_manifest(root / "manifest.parquet"))
+    if run is not None:
+        run.log_metrics(corpus_metrics(rows, len(planned) - existing, seconds))
+        run.set_tags({"corpus_dir": str(root)})
+    return corpus
+
+
+def corpus_metrics(rows: list[dict], synthesized: int, seconds: float) -> dict[str, float]:
+    ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
+    out = {"speech.utterances": float(len(rows)), "speech.failed": float(len(rows) - len(ok)),
+           "speech.synthesized": float(synthesized),
+           "speech.synth_utts_per_s": synthesized / seconds if synthesized and seconds > 0 else 0.0}
+    for split in ("train", "devel", "test"):
+        part = [r for r in ok if r["split"] == split]
+        out[f"speech.{split}.utterances"] = float(len(part))
+        out[f"speech.{split}.hours"] = sum(float(r["duration_s"]) for r in part) / 3600
+    for voice, n in Counter(r["voice"] for r in ok).items():
+        out[f"speech.voice.{voice.replace(':', '_').replace('+', '_')}.utterances"] = float(n)
+    return out
+
+
+def summary(corpus: Corpus) -> list[str]:
+    rows = corpus.manifest.to_pylist()
+    failed = [r for r in rows if r[STATUS_COLUMN] != STATUS_OK]
+    lines = [f"speech corpus {corpus.root}: {len(rows) - len(failed):,} utterances ok, {len(failed)} failed"]
+    for split in ("train", "devel", "test"):
+        part = [r for r in rows if r["split"] == split and r[STATUS_COLUMN] == STATUS_OK]
+        voices = sorted({r["voice"] for r in part})
+        hours = sum(float(r["duration_s"]) for r in part) / 3600
+        lines.append(f"  {split}: {len(part):,} utterances, {hours:.2f} h, voices {', '.join(voices)}")
+    for r in failed[:5]:
+        lines.append(f"  failed {r['utt_id']}: {r[STATUS_COLUMN]}")
+    return lines
