@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     bg.add_argument("file", type=Path, nargs="?", default=Path(DEFAULT_GRAPH_JOB))
     bg.add_argument("--rebuild", action="store_true", help="time a full rebuild of the graph too")
     bg.add_argument("--output", type=Path, help="also write the JSON here")
+    ba = bsub.add_parser("acoustic", help="synthesis throughput; features + model real-time factor")
+    ba.add_argument("--checkpoint", type=Path, default=Path("models/am_slurp.pt"))
+    ba.add_argument("--utterances", type=int, default=40)
+    ba.add_argument("--output", type=Path, help="also write the JSON here")
     return p
 
 
@@ -157,14 +161,21 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from specbench.config import GraphConfig, load_config
-    from specbench.errors import ConfigError
-    from specbench.pipelines.bench_graph import bench_graph, log_bench
+    from specbench.pipelines.bench_graph import log_bench
 
-    config = load_config(args.file)
-    if not isinstance(config, GraphConfig):
-        raise ConfigError(f"{args.file}: `bench graph` needs a job with kind = \"graph\"")
-    result = bench_graph(config, rebuild=args.rebuild)
+    if args.bench_command == "graph":
+        from specbench.config import GraphConfig, load_config
+        from specbench.errors import ConfigError
+        from specbench.pipelines.bench_graph import bench_graph
+
+        config = load_config(args.file)
+        if not isinstance(config, GraphConfig):
+            raise ConfigError(f"{args.file}: `bench graph` needs a job with kind = \"graph\"")
+        result = bench_graph(config, rebuild=args.rebuild)
+    else:
+        from specbench.pipelines.bench_acoustic import bench_acoustic
+
+        result = bench_acoustic(args.checkpoint, args.utterances)
     result["mlflow_run_id"] = log_bench(result, args.tracking_uri)
     text = json.dumps(result, indent=2)
     print(text)

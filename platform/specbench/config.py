@@ -73,10 +73,10 @@ class GraphConfig:
 class CorpusSection:
     """What to synthesize (`[corpus]`): sentences per split, voices, speaking rates and noise."""
 
-    train_sentences: int = field(default=4000, metadata=_range(0, 20000))
+    train_sentences: int = field(default=4000, metadata=_range(0, 20000))  # 0: all
     train_copies: int = field(default=2, metadata=_range(1, 10))
-    devel_sentences: int = field(default=400, metadata=_range(0, 5000))
-    test_sentences: int = field(default=1000, metadata=_range(0, 5000))
+    devel_sentences: int = field(default=400, metadata=_range(0, 5000))  # 0: all
+    test_sentences: int = field(default=1000, metadata=_range(0, 5000))  # 0: all
     train_voices: tuple[str, ...] = ("espeak:en-us", "espeak:en-us+m3", "espeak:en-us+f3", "espeak:en-gb-x-rp",
                                      "flite:kal16", "flite:awb", "flite:slt", "festival:slt-hts")
     eval_voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")
@@ -92,6 +92,8 @@ class SpeechConfig:
     name: str = "slurp"
     seed: int = 0
     shard_size: int = field(default=64, metadata=_range(1, 10000))
+    align_checkpoint: Path = Path("models/am_slurp.pt")  # forced alignment when it exists (project root)
+    graph_job: Path = Path("graph_slurp.toml")  # relative to this job file: lexicon and tokens to align with
     corpus: CorpusSection = CorpusSection()
     tracking: TrackingSection = TrackingSection(experiment="speech")
 
@@ -105,9 +107,36 @@ class TrainAmConfig:
     speech_job: Path = Path("speech_slurp.toml")  # relative to this job file
     graph_job: Path = Path("graph_slurp.toml")
     output: Path = Path("models/am_slurp.pt")  # relative to the project root
-    devel_utterances: int = field(default=400, metadata=_range(10, 100000))
+    devel_utterances: int = field(default=400, metadata=_range(1, 100000))
     model: ModelConfig = ModelConfig()
     training: TrainSettings = TrainSettings()
+    tracking: TrackingSection = TrackingSection(experiment="acoustic")
+
+
+@dataclass(frozen=True)
+class DecodeSection:
+    """Kaldi FasterDecoder settings for evaluation (`[decode]`); the acoustic scale is tuned on devel."""
+
+    beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
+    acoustic_scales: tuple[float, ...] = field(default=(0.6, 0.8, 1.0, 1.2, 1.5), metadata=_range(0.01, 10.0))
+
+
+@dataclass(frozen=True)
+class EvalAmConfig:
+    """`kind = "eval_am"`: score a corpus with the acoustic model, decode it with the TLG, report WER/PER."""
+
+    KIND: ClassVar[str] = "eval_am"
+    name: str = "am_slurp"
+    checkpoint: Path = Path("models/am_slurp.pt")  # relative to the project root
+    speech_job: Path = Path("speech_slurp.toml")  # relative to this job file
+    graph_job: Path = Path("graph_slurp.toml")
+    devel_utterances: int = field(default=400, metadata=_range(1, 100000))
+    test_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    real_recordings: bool = True
+    update_card: bool = False  # write the metrics into the checkpoint's model card
+    shard_size: int = field(default=50, metadata=_range(1, 10000))
+    decode: DecodeSection = DecodeSection()
     tracking: TrackingSection = TrackingSection(experiment="acoustic")
 
 
@@ -120,7 +149,7 @@ class SuiteConfig:
     jobs: tuple[Path, ...]
 
 
-JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig)}
+JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig, EvalAmConfig)}
 
 
 def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:

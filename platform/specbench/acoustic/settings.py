@@ -39,5 +39,6 @@ class TrainSettings:
     freq_mask_width: int = field(default=12, metadata=_r(0, 40))
     time_masks: int = field(default=2, metadata=_r(0, 10))
     time_mask_fraction: float = field(default=0.05, metadata=_r(0.0, 0.5))
+    freq_warp: float = field(default=0.12, metadata=_r(0.0, 0.3))  # mel-axis stretch up to +-12% (VTLP-like)
     seed: int = 0
     threads: int = field(default=0, metadata=_r(0, 256))  # 0: all cores

@@ -42,11 +42,25 @@ def collate(examples: Sequence[Example], cmvn: Cmvn) -> tuple[torch.Tensor, torc
     return torch.from_numpy(feats), lengths, targets, target_lengths
 
 
+def frequency_warp(feats: torch.Tensor, factor: float) -> torch.Tensor:
+    """Stretch `(T, F)` features along the mel axis by `factor` (linear interpolation, edges clamped): a
+    vocal-tract-length perturbation that makes unseen speakers less foreign."""
+    bins = feats.shape[-1]
+    source = torch.clamp(torch.arange(bins, dtype=torch.float32) / factor, 0, bins - 1)
+    low = source.floor().long()
+    high = torch.clamp(low + 1, max=bins - 1)
+    frac = source - low
+    return feats[..., low] * (1 - frac) + feats[..., high] * frac
+
+
 def spec_augment(feats: torch.Tensor, lengths: torch.Tensor, s: TrainSettings, gen: torch.Generator) -> torch.Tensor:
-    """Zero random frequency bands and time spans (in place on a copy)."""
+    """Warp the mel axis, zero random frequency bands and time spans (on a copy)."""
     feats = feats.clone()
     bins = feats.shape[2]
     for b in range(feats.shape[0]):
+        if s.freq_warp > 0:
+            factor = 1.0 + s.freq_warp * (2 * float(torch.rand(1, generator=gen)) - 1)
+            feats[b] = frequency_warp(feats[b], factor)
         for _ in range(s.freq_masks):
             width = int(torch.randint(0, s.freq_mask_width + 1, (1,), generator=gen))
             start = int(torch.randint(0, max(1, bins - width), (1,), generator=gen))
@@ -95,7 +109,8 @@ def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequen
     rng = np.random.default_rng(s.seed)
     ctc = torch.nn.CTCLoss(blank=0, zero_infinity=True)
     opt = torch.optim.AdamW(model.parameters(), lr=s.learning_rate, weight_decay=1e-2)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / s.warmup_steps))
+    decay = [1.0]  # halved when devel stops improving; LambdaLR multiplies the base rate by it
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: decay[0] * min(1.0, (step + 1) / s.warmup_steps))
     history, best_state, start = TrainHistory(), None, time.monotonic()
     for epoch in range(s.max_epochs):
         model.train()
@@ -110,9 +125,10 @@ def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequen
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             opt.step()
             sched.step()
-            total += float(loss) * len(batch)
+            value = float(loss.detach())
+            total += value * len(batch)
             frames += len(batch)
-            on_step(i, len(batches), float(loss))
+            on_step(i, len(batches), value)
             if (time.monotonic() - start) / 60 > s.max_minutes:
                 break
         per = phone_error_rate(model, devel_set, cmvn, s.batch_frames)
@@ -126,12 +142,12 @@ def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequen
         if record["minutes"] > s.max_minutes:
             history.stopped_because = f"time budget of {s.max_minutes} minutes"
             break
-        if epoch - history.best_epoch >= s.patience:
+        learning = history.best_per < 1.0  # past CTC's initial all-blank stage
+        if learning and epoch - history.best_epoch >= s.patience:
             history.stopped_because = f"no devel improvement for {s.patience} epochs"
             break
-        if epoch >= 2 and per > history.best_per:
-            for group in opt.param_groups:
-                group["lr"] *= 0.5
+        if learning and epoch > history.best_epoch:
+            decay[0] *= 0.5
     else:
         history.stopped_because = f"{s.max_epochs} epochs"
     if best_state is not None:

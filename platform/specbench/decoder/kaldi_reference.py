@@ -87,3 +87,23 @@ def _linear_result(best: object) -> KaldiResult:
         state = dst
     g, a = finals.get(state, (0.0, 0.0)) if state is not None else (0.0, 0.0)
     return KaldiResult(tuple(words), graph + g, acoustic + a, tuple(starts), tuple(ilabels))
+
+
+def decode_rows(tlg_path: str, rows: list[dict], acoustic_scale: float, beam: float = 15.0,
+                max_active: int = 10000) -> list[dict]:
+    """Decode scores rows (`utt_id`, `num_frames`, `num_classes`, `loglikes`) with one loaded graph;
+    returns `{utt_id, word_ids, graph_cost, acoustic_cost, word_start_frames, status}` per row.
+    A plain function so that it can run as a Ray task over a shard of rows."""
+    decoder = KaldiFasterDecoder(Path(tlg_path), beam=beam, max_active=max_active, acoustic_scale=acoustic_scale)
+    out = []
+    for row in rows:
+        mat = np.asarray(row["loglikes"], dtype=np.float32).reshape(int(row["num_frames"]), int(row["num_classes"]))
+        result = decoder.decode(mat)
+        if result is None:
+            out.append({"utt_id": row["utt_id"], "word_ids": [], "graph_cost": None, "acoustic_cost": None,
+                        "word_start_frames": [], "status": "no path reached a final state"})
+            continue
+        out.append({"utt_id": row["utt_id"], "word_ids": list(result.word_ids), "graph_cost": result.graph_cost,
+                    "acoustic_cost": result.acoustic_cost, "word_start_frames": list(result.word_start_frames),
+                    "status": "ok"})
+    return out

@@ -29,7 +29,7 @@ def _graph(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[s
 def _speech(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
     from specbench.pipelines import speech
 
-    return speech.summary(speech.build_corpus(config, run, opts.ray_address))
+    return speech.summary(speech.build_corpus(config, run, opts.ray_address, path))
 
 
 def _train_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
@@ -40,10 +40,22 @@ def _train_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> lis
             f"{card['best_devel_per']:.3f} at epoch {card['best_epoch']} ({card['stopped_because']})"]
 
 
+def _eval_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import acoustic_eval
+
+    m = acoustic_eval.run_eval_am(config, path, run, opts.ray_address)
+    lines = [f"acoustic model {config.checkpoint}: test WER {m['asr.wer']:.3f} (acoustic scale "
+             f"{m['asr.acoustic_scale']}, devel WER {m['asr.devel_wer']:.3f}), greedy PER {m['asr.per_greedy']:.3f}"]
+    lines += [f"  {k}: {v:.4g}" for k, v in sorted(m.items()) if k.startswith("asr.wer.") or "real" in k
+              or "unseen" in k or "in_lm_text" in k]
+    return lines
+
+
 RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
     "graph": _graph,
     "speech": _speech,
     "train_am": _train_am,
+    "eval_am": _eval_am,
 }
 
 

@@ -7,6 +7,8 @@ manifest is written under a temporary name and renamed, so an interrupted run le
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -15,12 +17,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from specbench.config import SpeechConfig
+from specbench.acoustic.alignment import align_shard
+from specbench.config import GraphConfig, SpeechConfig
 from specbench.data.speech_corpus import CorpusPlan, plan_utterances, read_manifest, synthesize_shard, write_manifest
-from specbench.paths import work_dir
+from specbench.paths import project_root, work_dir
+from specbench.pipelines.refs import referenced_job
 from specbench.runtime import connect, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
 from specbench.tracking.runs import TrackedRun
+from specbench.wfst.build import build_graph
 
 
 @dataclass(frozen=True)
@@ -50,8 +55,40 @@ def corpus_plan(config: SpeechConfig) -> CorpusPlan:
                       train_copies_per_sentence=c.train_copies)
 
 
-def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_address: str | None = None) -> Corpus:
-    """Synthesize what is missing and write the manifest; log counts and throughput to `run`."""
+def _checkpoint_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def align_corpus(rows: list[dict], root: Path, checkpoint: Path, graph_dir: Path, shard_size: int) -> list[dict]:
+    """Word times by forced alignment, reusing the previous manifest's where audio and checkpoint match."""
+    digest = _checkpoint_digest(checkpoint)
+    stamp = root / "alignment.json"
+    previous: dict[str, list] = {}
+    if stamp.is_file() and json.loads(stamp.read_text()).get("checkpoint_sha256") == digest \
+            and (root / "manifest.parquet").is_file():
+        old = read_manifest(root / "manifest.parquet").select(["utt_id", "word_times"]).to_pylist()
+        previous = {r["utt_id"]: r["word_times"] for r in old if r["word_times"]}
+    todo = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK and r["utt_id"] not in previous]
+    shards = [todo[i:i + shard_size] for i in range(0, len(todo), shard_size)]
+    fn = partial(align_shard, corpus_root=str(root), checkpoint=str(checkpoint), graph_dir=str(graph_dir))
+    aligned = {r["utt_id"]: r["word_times"] for shard in run_tasks(fn, shards, progress=
+               f"aligning {len(todo)} utterances") for r in shard}
+    stamp.write_text(json.dumps({"checkpoint": str(checkpoint), "checkpoint_sha256": digest}) + "\n")
+    return [{**r, "word_times": previous.get(r["utt_id"]) or aligned.get(r["utt_id"])} for r in rows]
+
+
+def _keep_word_times(rows: list[dict], root: Path) -> list[dict]:
+    """Carry word times over from the existing manifest (the audio of an existing utterance is unchanged)."""
+    path = root / "manifest.parquet"
+    if not path.is_file():
+        return rows
+    old = {r["utt_id"]: r["word_times"] for r in read_manifest(path).select(["utt_id", "word_times"]).to_pylist()}
+    return [{**r, "word_times": old.get(r["utt_id"])} for r in rows]
+
+
+def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_address: str | None = None,
+                 job_path: Path | None = None) -> Corpus:
+    """Synthesize what is missing, align when the acoustic model exists, write the manifest; log to `run`."""
     root = corpus_root(config)
     planned = plan_utterances(corpus_plan(config)).to_pylist()
     shards = [planned[i:i + config.shard_size] for i in range(0, len(planned), config.shard_size)]
@@ -62,11 +99,22 @@ def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_addres
                      progress=f"synthesizing {len(planned) - existing} of {len(planned)} utterances")
     seconds = time.perf_counter() - start
     rows = [row for shard in done for row in shard]
+    checkpoint = config.align_checkpoint if config.align_checkpoint.is_absolute() \
+        else project_root() / config.align_checkpoint
+    aligned = False
+    if checkpoint.is_file() and job_path is not None:
+        graph_cfg = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
+        rows = align_corpus(rows, root, checkpoint, build_graph(graph_cfg).directory, config.shard_size)
+        aligned = True
+    else:
+        rows = _keep_word_times(rows, root)
     write_manifest(rows, root / "manifest.parquet")
     corpus = Corpus(root, read_manifest(root / "manifest.parquet"))
     if run is not None:
         run.log_metrics(corpus_metrics(rows, len(planned) - existing, seconds))
-        run.set_tags({"corpus_dir": str(root)})
+        run.set_tags({"corpus_dir": str(root), "word_times": "forced alignment" if aligned else "none"})
+        ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
+        run.log_metrics({"speech.aligned": float(sum(bool(r.get("word_times")) for r in ok))})
     return corpus
 
 

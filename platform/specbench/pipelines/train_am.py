@@ -16,23 +16,14 @@ from specbench.acoustic.dataset import load_examples
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.training import train
-from specbench.config import GraphConfig, SpeechConfig, TrainAmConfig, load_config
-from specbench.errors import ConfigError
+from specbench.config import GraphConfig, SpeechConfig, TrainAmConfig
 from specbench.paths import project_root, work_dir
+from specbench.pipelines import model_card
+from specbench.pipelines.refs import referenced_job
 from specbench.pipelines.speech import Corpus, build_corpus
 from specbench.tracking.runs import TrackedRun
 from specbench.wfst.build import GraphArtifacts, build_graph
 from specbench.wfst.lexicon import PHONES, read_lexicon
-
-
-def dependencies(config: TrainAmConfig, job_path: Path) -> tuple[SpeechConfig, GraphConfig]:
-    """The speech and graph jobs this job names (paths relative to its file)."""
-    speech = load_config(job_path.parent / config.speech_job)
-    graph = load_config(job_path.parent / config.graph_job)
-    if not isinstance(speech, SpeechConfig) or not isinstance(graph, GraphConfig):
-        raise ConfigError(f"{job_path}: speech_job must name a kind = \"speech\" job and graph_job a "
-                          "kind = \"graph\" job")
-    return speech, graph
 
 
 def output_path(config: TrainAmConfig) -> Path:
@@ -46,7 +37,8 @@ def _progress(desc: str):  # type: ignore[no-untyped-def]
 def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
                  ray_address: str | None = None) -> dict[str, Any]:
     """Train; returns the model card's data (also written beside the checkpoint)."""
-    speech_cfg, graph_cfg = dependencies(config, job_path)
+    speech_cfg = referenced_job(job_path, "speech_job", config.speech_job, SpeechConfig)
+    graph_cfg = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
     graph: GraphArtifacts = build_graph(graph_cfg)
     corpus: Corpus = build_corpus(speech_cfg, None, ray_address)
     prons = read_lexicon(graph.directory / "lexicon.txt").prons
@@ -61,10 +53,10 @@ def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
     bar = tqdm(desc="training", unit="batch", file=sys.stderr, mininterval=5.0)
 
     def on_step(i: int, n: int, loss: float) -> None:
-        bar.total = n
-        bar.n = i + 1
+        if i == 0:
+            bar.reset(total=n)
         bar.set_postfix(loss=f"{loss:.3f}", refresh=False)
-        bar.refresh() if i + 1 == n else None
+        bar.update(1)
 
     def on_epoch(record: dict[str, float], m: CausalCtcModel) -> None:
         print(f"epoch {int(record['epoch'])}: train loss {record['train_loss']:.3f}, devel PER "
@@ -99,6 +91,7 @@ def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
     out = output_path(config)
     save_checkpoint(out, model, cmvn, PHONES, {k: v for k, v in card.items() if k != "history"})
     out.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n")
+    model_card.update(out)
     if run is not None:
         run.log_metrics({"am.best_devel_per": history.best_per, "am.parameters": float(model.num_parameters),
                          "am.checkpoint_mb": out.stat().st_size / 2**20})

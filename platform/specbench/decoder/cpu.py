@@ -1,0 +1,278 @@
+"""The CPU reference WFST decoder: Kaldi's `FasterDecoder` semantics, vectorized with numpy.
+
+Per utterance: one token at the start state (cost 0), closed over epsilon arcs without a cutoff (Kaldi's
+`InitDecoding` passes FLT_MAX); then, per frame, the emitting step (`_emit`, Kaldi's `ProcessEmitting`)
+and the epsilon step (`_close`, `ProcessNonemitting`) with the cutoff the emitting step returned. At the
+end the best token at a final state (cost + final weight) is traced back.
+
+Emitting step, over all active tokens at once: `get_cutoff` (pruning.py) gives the weight cutoff and the
+adaptive beam; every token with cost < weight cutoff expands all its emitting arcs,
+`new = (cost + weight) + ac` with `ac = -acoustic_scale * loglikes[t, ilabel - 1]` (float32, as Kaldi's
+decodable returns it); the next cutoff is `min(new) + adaptive_beam`, and candidates with
+`new >= next cutoff` are pruned. Kaldi walks the tokens one by one with a shrinking cutoff, so it may keep a
+few extra tokens above the final cutoff that we never create (they are pruned at its next GetCutoff; they
+only matter through max_active/min_active counts). Epsilon step: tokens at or below the cutoff move along
+epsilon moves (epsilon.py); candidates above the cutoff are pruned; a state's token is replaced only by a
+strictly cheaper one; with the epsilon arcs as moves, improved states are re-expanded to a fixed point.
+
+Recombination tie rule (shared with the GPU backend): among the candidates for one destination state in one
+expansion, the lowest float64 cost wins, and on equal cost the lowest move index: the index into the
+graph's emitting ArcSet for emitting arcs, into the epsilon moves for epsilon moves (the epsilon ArcSet
+index when the moves are the arcs). A candidate replaces a token already at the state only when strictly
+cheaper (Kaldi keeps the existing token on a tie). A packed (float32 cost bits << 32 | arc index) uint64 key
+gives the same winners except where two candidates' costs differ by less than float32 resolution; Kaldi
+itself breaks exact ties by its hash-list order, so 1-best parity with Kaldi holds up to ties.
+
+Backpointers: every surviving token is an entry of an arena (`_Arena`): its predecessor entry and its move
+code (emitting arc index >= 0, or -1 - epsilon move index); the traceback reads the word labels, frames and
+costs from the graph and the scores.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, build_moves, close_emitting_arcs
+from specbench.decoder.pruning import BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, INT32_MAX, PruningConfig, get_cutoff
+from specbench.decoder.result import STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult, DecodeStats
+from specbench.decoder.search import Arena, SearchState, Tokens, gather_arcs, recombine
+from specbench.decoder.traceback import read_path
+from specbench.wfst.graph import CsrGraph
+
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+class CpuDecoder:
+    """Decode (T, P) float32 log-likelihood matrices over one graph; the graph is prepared once.
+
+    beam, max_active, min_active, beam_delta: Kaldi's FasterDecoderOptions (see pruning.PruningConfig).
+    acoustic_scale: the log-likelihoods are multiplied by it (in float32) before decoding.
+    epsilon_mode: "auto" (the precomputed epsilon closure when all epsilon weights are >= 0, else iteration
+        over the epsilon arcs), "closure" or "arcs".
+    Column j of the scores holds graph input label j + 1, so P must be >= the graph's largest input label.
+    Frame by frame: `init(utt_id)`, `advance(loglikes)` (any number of times), `result()`; `decode` does all.
+    """
+
+    def __init__(self, graph: CsrGraph, beam: float = 16.0, max_active: int = INT32_MAX, min_active: int = 20,
+                 beam_delta: float = 0.5, acoustic_scale: float = 1.0, epsilon_mode: str = "auto") -> None:
+        if not isinstance(graph, CsrGraph):
+            raise ValueError(f"CpuDecoder.graph must be a CsrGraph, got {type(graph).__name__}")
+        if graph.start < 0:
+            raise ValueError("CpuDecoder.graph has no start state (an empty FST)")
+        if not (isinstance(acoustic_scale, (int, float)) and 0 < acoustic_scale < math.inf):
+            raise ValueError(f"CpuDecoder.acoustic_scale must be a positive finite number, got {acoustic_scale!r}")
+        self.graph = graph
+        self.config = PruningConfig(beam=beam, max_active=max_active, min_active=min_active, beam_delta=beam_delta)
+        self.acoustic_scale = float(acoustic_scale)
+        emit = graph.emitting
+        self._emit_offsets, self._emit_degree = emit.offsets, emit.out_degree
+        self._emit_dest = emit.dest.astype(np.intp)
+        self._emit_weight = emit.weight.astype(np.float64)
+        self._emit_column = (emit.ilabel.astype(np.intp) - 1)
+        self._final = graph.final.astype(np.float64)
+        self.moves: EpsilonMoves = build_moves(graph.epsilon, epsilon_mode)
+        self._code_base = self.moves.num_moves + 1
+        self._closed_arcs = close_emitting_arcs(emit, self.moves) if self.moves.closed else None
+        self._dense_cost = np.full(graph.num_states, np.inf)
+        self._dense_index = np.full(graph.num_states, np.iinfo(np.int64).max, dtype=np.int64)
+        self._dense_pos = np.full(graph.num_states, -1, dtype=np.intp)
+        self._state: SearchState | None = None
+
+    # ---- the frame-by-frame interface -------------------------------------------------------------
+
+    def init(self, utt_id: str = "") -> None:
+        """Start an utterance: the start token, closed over epsilons with cutoff FLT_MAX."""
+        arena = Arena()
+        root = arena.add(np.array([-1], dtype=np.int64), np.array([0], dtype=np.int64))
+        tokens = Tokens(np.array([self.graph.start], dtype=np.intp), np.zeros(1), root)
+        self._state = SearchState(utt_id=str(utt_id), tokens=tokens, arena=arena)
+        self._close(FLT_MAX)
+
+    def advance(self, loglikes: np.ndarray) -> None:
+        """Decode the next frames: loglikes (t, P) float32 (other float dtypes are converted)."""
+        state = self._require_state()
+        neg = self._checked_costs(loglikes)
+        state.scores.append(neg)
+        rows = neg.astype(np.float64)
+        step = self._frame_with_closure if self.moves.closed else self._frame_with_arcs
+        for frame in range(rows.shape[0]):
+            step(rows[frame])
+            state.stats["frames"] += 1
+
+    def result(self) -> DecodeResult:
+        """The best path so far through a final state, or a defined empty result with the reason."""
+        state = self._require_state()
+        stats = DecodeStats(**state.stats)
+        frames = state.stats["frames"]
+        if frames == 0:
+            return DecodeResult.failed(state.utt_id, STATUS_EMPTY, 0, stats)
+        tokens = state.tokens
+        total = tokens.costs + self._final[tokens.states]
+        finite = np.isfinite(total).nonzero()[0]
+        if finite.size == 0:
+            return DecodeResult.failed(state.utt_id, STATUS_NO_FINAL, frames, stats)
+        best = finite[np.lexsort((tokens.states[finite], total[finite]))[0]]
+        return self._traceback(int(tokens.ids[best]), int(tokens.states[best]), stats)
+
+    def decode(self, loglikes: np.ndarray, utt_id: str = "") -> DecodeResult:
+        """Decode one utterance: loglikes (T, P) float32 log-likelihoods; T == 0 gives "empty utterance"."""
+        self.init(utt_id)
+        self.advance(loglikes)
+        return self.result()
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def _require_state(self) -> SearchState:
+        if self._state is None:
+            raise RuntimeError("CpuDecoder: call init() before advance() or result()")
+        return self._state
+
+    def _checked_costs(self, loglikes: np.ndarray) -> np.ndarray:
+        """(t, P) float32 acoustic costs -acoustic_scale * loglikes, after checking shape and values."""
+        state = self._require_state()
+        scores = np.asarray(loglikes)
+        if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
+            raise ValueError(f"utterance {state.utt_id!r}: scores must be a 2-D float array (T, P), got "
+                             f"{scores.dtype} of shape {scores.shape}")
+        scores = scores.astype(np.float32, copy=False)
+        if scores.shape[0] == 0:
+            return scores.reshape(0, scores.shape[1])
+        width, needed = scores.shape[1], self.graph.max_ilabel
+        if width < needed:
+            raise ValueError(f"utterance {state.utt_id!r}: scores have {width} columns, but the graph's input "
+                             f"labels go up to {needed} (column j scores label j + 1): need at least {needed}")
+        if state.width not in (None, width):
+            raise ValueError(f"utterance {state.utt_id!r}: scores have {width} columns, earlier frames had "
+                             f"{state.width}")
+        bad = ~np.isfinite(scores)
+        if bad.any():
+            frame, column = (int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(f"utterance {state.utt_id!r}: score at frame {state.stats['frames'] + frame}, column "
+                             f"{column} is {scores[frame, column]}; scores must be finite log-likelihoods")
+        state.width = width
+        return -(scores * np.float32(self.acoustic_scale))
+
+    def _expand(self, costs_row: np.ndarray, arcs: ClosedArcs | None) -> tuple[np.ndarray, ...]:
+        """Kaldi's ProcessEmitting up to recombination, over the emitting arcs (`arcs` None) or over the
+        closed arcs (emitting arcs followed by epsilon-closure moves). costs_row: (P,) float64 acoustic
+        costs of the frame.
+
+        Returns the candidates that survive the beam: codes (K,) int64 (emitting arc index, or closed-arc
+        code), new (K,) float64 costs, dest (K,) intp states, prev (K,) int64 arena entries of their source
+        tokens; and the next cutoff (float). With closed arcs the cutoff min(new) + adaptive beam is the
+        same as over bare arcs (move costs are >= 0), and a candidate is kept when new < cutoff (Kaldi keeps
+        an epsilon move landing exactly on the cutoff; we prune it).
+        """
+        state, config = self._state, self.config
+        tokens, stats = state.tokens, state.stats
+        cut = get_cutoff(tokens.costs, config)
+        stats["max_active_binds"] += cut.binding == BIND_MAX_ACTIVE
+        stats["min_active_binds"] += cut.binding == BIND_MIN_ACTIVE
+        stats["beam_narrowings"] += cut.adaptive_beam < config.beam32
+        expand = tokens if cut.all_below else tokens.select((tokens.costs < cut.weight_cutoff).nonzero()[0])
+        if arcs is None:
+            offsets, degree, weight, column = self._emit_offsets, self._emit_degree, self._emit_weight, self._emit_column
+        else:
+            offsets, degree, weight, column = arcs.offsets, arcs.degree, arcs.weight, arcs.column
+        index, counts = gather_arcs(offsets, degree, expand.states)
+        new = expand.costs.repeat(counts)
+        new += weight.take(index)
+        new += costs_row.take(column.take(index))
+        next_cutoff = float(new.min()) + cut.adaptive_beam if new.size else math.inf
+        if cut.best >= 0 and not tokens.costs[cut.best] < cut.weight_cutoff:  # Kaldi's best-token pre-pass
+            next_cutoff = min(next_cutoff, self._best_token_bound(tokens, cut.best, costs_row, cut.adaptive_beam))
+        keep = (new < next_cutoff).nonzero()[0]
+        stats["tokens_created"] += keep.size
+        stats["tokens_pruned"] += (tokens.size - expand.size) + (new.size - keep.size)
+        index, prev = index.take(keep), expand.ids.repeat(counts).take(keep)
+        if arcs is None:
+            return index, new.take(keep), self._emit_dest.take(index), prev, next_cutoff
+        stats["epsilon_iterations"] += 1
+        return arcs.code.take(index), new.take(keep), arcs.dest.take(index), prev, next_cutoff
+
+    def _frame_with_arcs(self, costs_row: np.ndarray) -> None:
+        """One frame with epsilon arcs as moves: recombine the emitting candidates, then iterate epsilons."""
+        state = self._state
+        arcs, new, dest, prev, cutoff = self._expand(costs_row, None)
+        win = recombine(dest, new, arcs, self._dense_cost, self._dense_index)
+        ids = state.arena.add(prev[win], arcs[win] * self._code_base)
+        state.tokens = Tokens(dest[win], new[win], ids)
+        self._close(cutoff)
+
+    def _frame_with_closure(self, costs_row: np.ndarray) -> None:
+        """One frame over the closed arcs: every emitting candidate, bare or followed by one epsilon-closure
+        move, competes in one recombination (tie: lowest code, i.e. emitting arc, bare before moved, then
+        move), which gives the tokens of Kaldi's ProcessEmitting + ProcessNonemitting (see the module
+        docstring)."""
+        state = self._state
+        codes, new, dest, prev, _ = self._expand(costs_row, self._closed_arcs)
+        win = recombine(dest, new, codes, self._dense_cost, self._dense_index)
+        ids = state.arena.add(prev[win], codes[win])
+        state.tokens = Tokens(dest[win], new[win], ids)
+
+    def _best_token_bound(self, tokens: Tokens, best: int, costs_row: np.ndarray, beam: float) -> float:
+        """min over the best token's emitting arcs of new cost + beam (+inf without arcs)."""
+        arcs = self.graph.emitting.state_arcs(int(tokens.states[best]))
+        new = tokens.costs[best] + self._emit_weight[arcs] + costs_row[self._emit_column[arcs]]
+        return float(new.min()) + beam if new.size else math.inf
+
+    def _close(self, cutoff: float) -> None:
+        """Kaldi's ProcessNonemitting(cutoff) over the search's tokens (see the module docstring)."""
+        state, moves = self._state, self.moves
+        tokens, stats, pos = state.tokens, state.stats, self._dense_pos
+        pos[tokens.states] = np.arange(tokens.size)
+        frontier = ((tokens.costs <= cutoff) & (moves.degree[tokens.states] > 0)).nonzero()[0]
+        rounds = 0
+        while frontier.size:
+            rounds += 1
+            if rounds > self.graph.num_states + 1:
+                raise RuntimeError(f"utterance {state.utt_id!r}: the epsilon step does not converge "
+                                   "(a negative-weight epsilon cycle?)")
+            frontier = self._close_round(tokens, frontier, cutoff, stats)
+            tokens = state.tokens
+            if moves.closed:
+                break
+        stats["epsilon_iterations"] += rounds
+        pos[state.tokens.states] = -1
+
+    def _close_round(self, tokens: Tokens, frontier: np.ndarray, cutoff: float, stats: dict) -> np.ndarray:
+        """One round of epsilon moves from the tokens at `frontier` positions; updates the search's tokens
+        (in place for improved states, appended for new ones) and returns the improved positions."""
+        moves, state, pos = self.moves, self._state, self._dense_pos
+        move, counts = gather_arcs(moves.offsets, moves.degree, tokens.states[frontier])
+        owner = np.arange(frontier.shape[0]).repeat(counts)
+        cand = tokens.costs[frontier][owner] + moves.cost[move]
+        keep = (cand <= cutoff).nonzero()[0]
+        stats["tokens_created"] += keep.size
+        stats["tokens_pruned"] += move.size - keep.size
+        move, cand, owner = move[keep], cand[keep], owner[keep]
+        dest = moves.dest[move]
+        win = recombine(dest, cand, move, self._dense_cost, self._dense_index)
+        dest, cand, move, prev = dest[win], cand[win], move[win], tokens.ids[frontier[owner[win]]]
+        at = pos[dest]
+        better = ((at < 0) | (cand < tokens.costs[np.maximum(at, 0)])).nonzero()[0]
+        if better.size == 0:
+            return better
+        ids = state.arena.add(prev[better], -1 - move[better].astype(np.int64))
+        at, dest, cand = at[better], dest[better], cand[better]
+        old = at >= 0
+        tokens.costs[at[old]] = cand[old]
+        tokens.ids[at[old]] = ids[old]
+        fresh = (~old).nonzero()[0]
+        start = tokens.size
+        pos[dest[fresh]] = start + np.arange(fresh.size)
+        state.tokens = tokens.extend(dest[fresh], cand[fresh], ids[fresh])
+        return np.concatenate([at[old], start + np.arange(fresh.size)])
+
+    def _traceback(self, token_id: int, final_state: int, stats: DecodeStats) -> DecodeResult:
+        """The DecodeResult of the path ending at arena entry `token_id` in `final_state`."""
+        state = self._state
+        costs = np.concatenate(state.scores) if len(state.scores) > 1 else state.scores[0]
+        path = read_path(state.arena.path(token_id), self._code_base, self.graph, self.moves, costs, final_state)
+        return DecodeResult(
+            utt_id=state.utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
+            acoustic_cost=path.acoustic_cost, num_frames=state.stats["frames"],
+            word_end_frames=path.word_end_frames, stats=stats,
+        )

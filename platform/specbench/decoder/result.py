@@ -1,0 +1,115 @@
+"""What every decoder backend returns for one utterance: `DecodeResult`, with its `DecodeStats`.
+
+Costs are tropical (negated natural-log probabilities), split like the weight of Kaldi's best-path lattice:
+`graph_cost` (value1) is the sum of the graph weights along the best path plus the final weight of its last
+state; `acoustic_cost` (value2) is the negated sum of the *scaled* log-likelihoods the path consumed, one per
+frame (`-acoustic_scale * loglikes[t, ilabel - 1]`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+STATUS_OK = "ok"
+STATUS_NO_FINAL = "no final state reached"
+STATUS_EMPTY = "empty utterance"
+
+
+@dataclass(frozen=True)
+class DecodeStats:
+    """Counters of one decoded utterance (all non-negative ints).
+
+    frames: frames decoded.
+    tokens_created: candidate tokens that survived the beam, before recombination (emitting arcs with a
+        cost below the frame's next cutoff, epsilon expansions at or below it).
+    tokens_pruned: active tokens not expanded because their cost reached the frame's cutoff, plus candidate
+        tokens rejected by the beam.
+    max_active_binds: frames whose cutoff was set by max_active (more tokens than max_active within beam).
+    min_active_binds: frames whose cutoff was widened by min_active (fewer than min_active within beam).
+    beam_narrowings: frames whose adaptive beam came out below the configured beam.
+    epsilon_iterations: rounds of epsilon expansion over all frames (a precomputed epsilon closure counts
+        one round per expansion).
+    queue_overflows: tokens dropped because a fixed-size queue was full (always 0 on the CPU).
+    """
+
+    frames: int = 0
+    tokens_created: int = 0
+    tokens_pruned: int = 0
+    max_active_binds: int = 0
+    min_active_binds: int = 0
+    beam_narrowings: int = 0
+    epsilon_iterations: int = 0
+    queue_overflows: int = 0
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"DecodeStats.{item.name} must be a non-negative int, got {value!r}")
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """The 1-best of one utterance.
+
+    utt_id: the utterance id.
+    status: "ok", or why there is no hypothesis ("no final state reached", "empty utterance"); then
+        word_ids and word_end_frames are empty and both costs are +inf.
+    word_ids: output labels (word ids) along the best path, epsilons (0) left out.
+    graph_cost, acoustic_cost: see the module docstring; total_cost is their sum.
+    num_frames: frames decoded (T).
+    word_end_frames: one int per word. Number the path's emitting arcs 0..T-1 (= the frame each consumed).
+        Word k's label sits on some arc of the path; word_end_frames[k] is the frame of the last emitting arc
+        before the arc that carries word k + 1's label (i.e. one less than the number of emitting arcs
+        before that arc), and T - 1 for the last word. So a word's segment runs from its own label to the
+        next word's label, trailing blanks included; a word whose segment holds no emitting arc gets the
+        frame before its label (possibly -1 when no frame precedes it).
+    lattice: reserved for lattices (None for now).
+    stats: the search's counters.
+    partials: reserved for partial hypotheses (empty for now).
+    """
+
+    utt_id: str
+    status: str
+    word_ids: tuple[int, ...]
+    graph_cost: float
+    acoustic_cost: float
+    num_frames: int
+    word_end_frames: tuple[int, ...]
+    stats: DecodeStats = field(default_factory=DecodeStats)
+    lattice: object | None = None
+    partials: tuple = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, str) or not self.status:
+            raise ValueError(f"DecodeResult.status must be a non-empty string, got {self.status!r}")
+        if len(self.word_end_frames) != len(self.word_ids):
+            raise ValueError(
+                f"DecodeResult.word_end_frames has {len(self.word_end_frames)} entries for "
+                f"{len(self.word_ids)} words (utterance {self.utt_id!r})"
+            )
+        if self.num_frames < 0:
+            raise ValueError(f"DecodeResult.num_frames must be >= 0, got {self.num_frames!r}")
+        if self.status == STATUS_OK and not (math.isfinite(self.graph_cost) and math.isfinite(self.acoustic_cost)):
+            raise ValueError(f"DecodeResult with status ok needs finite costs (utterance {self.utt_id!r})")
+
+    @property
+    def ok(self) -> bool:
+        """Whether a hypothesis was found."""
+        return self.status == STATUS_OK
+
+    @property
+    def total_cost(self) -> float:
+        """graph_cost + acoustic_cost (+inf without a hypothesis)."""
+        return self.graph_cost + self.acoustic_cost
+
+    @classmethod
+    def failed(cls, utt_id: str, status: str, num_frames: int, stats: DecodeStats) -> DecodeResult:
+        """The defined empty result of an utterance without a hypothesis: no words, costs +inf."""
+        if status == STATUS_OK:
+            raise ValueError("DecodeResult.failed needs a reason, not 'ok'")
+        return cls(
+            utt_id=utt_id, status=status, word_ids=(), graph_cost=math.inf, acoustic_cost=math.inf,
+            num_frames=num_frames, word_end_frames=(), stats=stats,
+        )

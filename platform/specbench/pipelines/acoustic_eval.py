@@ -1,0 +1,143 @@
+"""The `eval_am` job: score held-out speech with the acoustic model (a Ray actor-pool stage), decode it with
+the SLURP TLG (Kaldi's FasterDecoder as Ray tasks over shards), and report WER and PER.
+
+The acoustic scale is tuned on devel (never on test). Test WER is reported overall, per voice, and split
+by whether an utterance holds a word that the LM's training text never had; the real recordings' WER is
+reported as it is. Scores are kept as Parquet and Kaldi ark/scp in `.specbench/scores/<name>/`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from specbench.acoustic import scores as scores_io
+from specbench.acoustic.checkpoint import load_checkpoint
+from specbench.acoustic.features import fbank
+from specbench.acoustic.inference import SCORES_SCHEMA, AcousticScorer, score_features
+from specbench.acoustic.training import greedy_ctc
+from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig
+from specbench.data.real_speech import load_audio, real_recordings
+from specbench.decoder.kaldi_reference import decode_rows
+from specbench.metrics.wer import error_rate, wer
+from specbench.paths import project_root, work_dir
+from specbench.pipelines import model_card
+from specbench.pipelines.refs import referenced_job
+from specbench.pipelines.speech import build_corpus
+from specbench.runtime import connect, run_ray, run_tasks
+from specbench.stage import STATUS_COLUMN, STATUS_OK
+from specbench.tracking.runs import TrackedRun
+from specbench.wfst.build import build_graph
+from specbench.wfst.lexicon import PHONES, read_lexicon
+from specbench.wfst.symbols import SymbolTable
+
+
+def score_rows(checkpoint: Path, audio_root: Path, rows: list[dict], batch_size: int = 32) -> pa.Table:
+    """Acoustic scores of manifest rows through the Ray actor-pool stage; only ok rows are returned."""
+    table = pa.table({"utt_id": [r["utt_id"] for r in rows], "audio_path": [r["audio_path"] for r in rows]})
+    out = run_ray(AcousticScorer(checkpoint, audio_root, expected_phones=PHONES), table, batch_size=batch_size)
+    return out.filter(pa.compute.equal(out[STATUS_COLUMN], STATUS_OK))
+
+
+def decode_scores(tlg: Path, table: pa.Table, scale: float, config: EvalAmConfig,
+                  words: SymbolTable) -> dict[str, list[str]]:
+    """utt_id -> decoded words (empty when the decoder found no path)."""
+    rows = table.to_pylist()
+    shards = [rows[i:i + config.shard_size] for i in range(0, len(rows), config.shard_size)]
+    fn = partial(decode_rows, str(tlg), acoustic_scale=scale, beam=config.decode.beam,
+                 max_active=config.decode.max_active)
+    results = [r for shard in run_tasks(fn, shards, progress=None) for r in shard]
+    return {r["utt_id"]: [words.symbols[w] for w in r["word_ids"]] for r in results}
+
+
+def _wer_of(rows: list[dict], hyps: dict[str, list[str]]) -> float:
+    return wer([r["normalized_text"].split() for r in rows], [hyps.get(r["utt_id"], []) for r in rows])
+
+
+def _greedy_per(table: pa.Table, rows: list[dict], prons: dict) -> float:
+    index = {p: i + 1 for i, p in enumerate(PHONES)}
+    mats = dict(scores_io.iter_matrices(table))
+    pairs = []
+    for r in rows:
+        ref = [index[p] for w in r["normalized_text"].split() for p in prons[w][0]]
+        pairs.append((ref, greedy_ctc_np(mats[r["utt_id"]])))
+    return error_rate(pairs)
+
+
+def greedy_ctc_np(mat: np.ndarray) -> list[int]:
+    import torch
+
+    return greedy_ctc(torch.from_numpy(mat), len(mat))
+
+
+def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
+                ray_address: str | None = None) -> dict[str, Any]:
+    """Evaluate; returns the metrics (also logged to `run`)."""
+    speech_cfg = referenced_job(job_path, "speech_job", config.speech_job, SpeechConfig)
+    graph_cfg = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
+    graph = build_graph(graph_cfg)
+    corpus = build_corpus(speech_cfg, None, ray_address)
+    connect(ray_address)
+    checkpoint = config.checkpoint if config.checkpoint.is_absolute() else project_root() / config.checkpoint
+    words = SymbolTable.read(graph.words)
+    prons = dict(read_lexicon(graph.directory / "lexicon.txt").prons)
+    train_vocab = {w for line in (graph.directory / "train.txt").read_text().splitlines() for w in line.split()}
+    out_dir = work_dir() / "scores" / config.name
+    devel = corpus.rows("devel")[: config.devel_utterances]
+    test = corpus.rows("test")
+    test = test[: config.test_utterances] if config.test_utterances else test
+    devel_scores = score_rows(checkpoint, corpus.root, devel)
+    test_scores = score_rows(checkpoint, corpus.root, test)
+    for split, table in (("devel", devel_scores), ("test", test_scores)):
+        scores_io.write_parquet(table, out_dir / f"{split}.parquet")
+        scores_io.write_kaldi(table, out_dir / f"{split}.ark")
+    tuning = {s: _wer_of(devel, decode_scores(graph.tlg, devel_scores, s, config, words))
+              for s in config.decode.acoustic_scales}
+    scale = min(tuning, key=lambda s: (tuning[s], s))
+    hyps = decode_scores(graph.tlg, test_scores, scale, config, words)
+    metrics = {"asr.wer": _wer_of(test, hyps), "asr.per_greedy": _greedy_per(test_scores, test, prons),
+               "asr.acoustic_scale": scale, "asr.devel_wer": tuning[scale],
+               "asr.test_utterances": float(len(test))}
+    by_voice: dict[str, list[dict]] = defaultdict(list)
+    for r in test:
+        by_voice[r["voice"]].append(r)
+    for voice, rows in sorted(by_voice.items()):
+        metrics[f"asr.wer.{voice.replace(':', '_').replace('+', '_')}"] = _wer_of(rows, hyps)
+    seen = [r for r in test if all(w in train_vocab for w in r["normalized_text"].split())]
+    unseen = [r for r in test if r not in seen]
+    metrics["asr.wer_all_words_in_lm_text"] = _wer_of(seen, hyps)
+    metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps) if unseen else 0.0
+    metrics["asr.utterances_with_unseen_words"] = float(len(unseen))
+    if config.real_recordings:
+        metrics.update(_real_wer(checkpoint, graph.tlg, scale, config, words))
+    if config.update_card:
+        model_card.update(checkpoint, metrics)
+    if run is not None:
+        run.log_metrics(metrics)
+        for i, s in enumerate(sorted(tuning)):
+            run.log_metrics({"asr.devel_wer_by_scale": tuning[s]}, step=i)
+        run.set_tags({"asr_decoder": "kaldi", "scores_dir": str(out_dir)})
+    return metrics
+
+
+def _real_wer(checkpoint: Path, tlg: Path, scale: float, config: EvalAmConfig, words: SymbolTable) -> dict:
+    recordings = real_recordings()
+    if not recordings:
+        return {}
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    mats = score_features(ckpt, [fbank(load_audio(r.path)) for r in recordings])
+    rows = [{"utt_id": r.utt_id, "num_frames": len(m), "num_classes": m.shape[1], "loglikes": m.reshape(-1)}
+            for r, m in zip(recordings, mats)]
+    table = pa.Table.from_pylist([{**row, "frame_shift_ms": 40.0, STATUS_COLUMN: STATUS_OK} for row in rows],
+                                 schema=SCORES_SCHEMA)
+    hyps = decode_scores(tlg, table, scale, config, words)
+    refs = [r.text.split() for r in recordings]
+    vocab = set(words.symbols)
+    oov = sum(w not in vocab for ref in refs for w in ref) / max(1, sum(map(len, refs)))
+    return {"asr.real_recordings_wer": wer(refs, [hyps[r.utt_id] for r in recordings]),
+            "asr.real_recordings_oov_rate": oov, "asr.real_recordings": float(len(recordings))}

@@ -1,0 +1,78 @@
+"""`specbench bench acoustic`: synthesis throughput per engine, and features plus model inference as a
+real-time factor (CPU, and CUDA when torch sees a GPU), measured side by side in one run."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from specbench.acoustic.checkpoint import load_checkpoint
+from specbench.acoustic.features import fbank
+from specbench.acoustic.inference import score_features
+from specbench.data import slurp, text_norm
+from specbench.data.synthesis import read_wav, synthesize
+from specbench.data.voices import VOICES
+from specbench.hardware import describe
+from specbench.wfst.lexicon import PHONES
+
+ENGINE_VOICES = {"espeak-ng": "espeak:en-us", "flite": "flite:slt", "festival": "festival:slt-hts"}
+
+
+def _sentences(n: int) -> list[str]:
+    texts = [text_norm.normalize(u.sentence) for u in slurp.read_split("test")]
+    return [t for t in texts if t][:n]
+
+
+def bench_synthesis(sentences: list[str], tmp: Path) -> dict[str, Any]:
+    """Utterances per second and x real time for one voice of each engine (one process)."""
+    out: dict[str, Any] = {}
+    by_name = {v.name: v for v in VOICES}
+    for engine, name in ENGINE_VOICES.items():
+        voice = by_name[name]
+        count = len(sentences) if engine != "festival" else max(3, len(sentences) // 5)
+        t0, audio = time.perf_counter(), 0.0
+        for i, text in enumerate(sentences[:count]):
+            audio += synthesize(text, voice, 1.0, tmp / f"{engine}-{i}.wav", seed=i, snr_db=20.0).duration_s
+        seconds = time.perf_counter() - t0
+        out[f"synth_{engine}_utts_per_s"] = count / seconds
+        out[f"synth_{engine}_x_realtime"] = audio / seconds
+    return out
+
+
+def bench_inference(checkpoint: Path, wavs: list[Path], device: str, batch: int = 16) -> dict[str, Any]:
+    """Real-time factor (compute seconds per audio second) of fbank + model, batched."""
+    ckpt = load_checkpoint(checkpoint, PHONES, device)
+    samples = [read_wav(w)[0] for w in wavs]
+    audio = sum(len(s) for s in samples) / 16000
+    score_features(ckpt, [fbank(samples[0])], device)  # warm-up
+    t0 = time.perf_counter()
+    feats = [fbank(s) for s in samples]
+    t_feats = time.perf_counter() - t0
+    for i in range(0, len(feats), batch):
+        score_features(ckpt, feats[i:i + batch], device)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    total = time.perf_counter() - t0
+    return {f"{device}_rtf": total / audio, f"{device}_features_rtf": t_feats / audio,
+            f"{device}_audio_seconds": audio}
+
+
+def bench_acoustic(checkpoint: Path, utterances: int = 40) -> dict[str, Any]:
+    sentences = _sentences(utterances)
+    with tempfile.TemporaryDirectory(prefix="specbench-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        result: dict[str, Any] = {"bench": "acoustic", "hardware": describe(), "utterances": len(sentences),
+                                  "threads": torch.get_num_threads()}
+        result.update(bench_synthesis(sentences, tmp))
+        wavs = sorted(tmp.glob("*.wav"))
+        result.update(bench_inference(checkpoint, wavs, "cpu"))
+        if torch.cuda.is_available():
+            result.update(bench_inference(checkpoint, wavs, "cuda"))
+            result["speedup_cuda_vs_cpu"] = result["cpu_rtf"] / result["cuda_rtf"]
+    result["model_parameters"] = sum(p.numel() for p in load_checkpoint(checkpoint, PHONES).model.parameters())
+    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in result.items()}

@@ -1,0 +1,94 @@
+"""The speech -> acoustic model -> decoding path end to end on the quick corpus: a short real training run
+through the `train_am` job, evaluation through the `eval_am` job (Ray stages, Kaldi's FasterDecoder), and
+forced alignment in the `speech` job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from specbench.acoustic.checkpoint import load_checkpoint
+from specbench.cli import main
+from specbench.data.speech_corpus import read_manifest
+from specbench.paths import work_dir
+from specbench.tracking.queries import get_run, recent_runs
+from specbench.wfst.lexicon import PHONES
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = ROOT / "jobs"
+
+
+@pytest.fixture()
+def store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def test_train_then_evaluate_a_small_model(tmp_path: Path, store: None, slurp_graph: object) -> None:
+    ckpt = tmp_path / "am_tiny.pt"
+    train_job = tmp_path / "am_tiny.toml"
+    train_job.write_text(f'''kind = "train_am"
+name = "am_tiny"
+speech_job = "{JOBS / 'speech_quick.toml'}"
+graph_job = "{JOBS / 'graph_slurp.toml'}"
+output = "{ckpt}"
+devel_utterances = 8
+[model]
+hidden = 32
+layers = 1
+conv_channels = 4
+[training]
+max_minutes = 0.1
+max_epochs = 2
+warmup_steps = 2
+''')
+    assert main(["train", "am", str(train_job)]) == 0
+    model = load_checkpoint(ckpt, PHONES)
+    assert model.metadata["train_utterances"] == 8 and len(model.metadata["train_voices"]) >= 2
+    assert ckpt.with_suffix(".json").is_file()
+    eval_job = tmp_path / "eval_tiny.toml"
+    eval_job.write_text(f'''kind = "eval_am"
+name = "tiny"
+checkpoint = "{ckpt}"
+speech_job = "{JOBS / 'speech_quick.toml'}"
+graph_job = "{JOBS / 'graph_slurp.toml'}"
+devel_utterances = 4
+test_utterances = 6
+real_recordings = true
+shard_size = 3
+[decode]
+acoustic_scales = [1.0]
+beam = 8.0
+max_active = 2000
+''')
+    assert main(["run", str(eval_job)]) == 0
+    run = recent_runs(experiment="acoustic", limit=1)[0]
+    assert run.status == "FINISHED" and run.tags["asr_decoder"] == "kaldi"
+    metrics = get_run(run.run_id).metrics
+    for key in ("asr.wer", "asr.per_greedy", "asr.acoustic_scale", "asr.real_recordings_wer",
+                "asr.wer_all_words_in_lm_text"):
+        assert key in metrics
+    assert {k for k in metrics if k.startswith("asr.wer.")} == {"asr.wer.espeak_en-us_f4", "asr.wer.flite_rms"}
+    scores = pq.read_table(work_dir() / "scores" / "tiny" / "test.parquet")
+    assert scores.num_rows == 6 and set(scores.column("status").to_pylist()) == {"ok"}
+    assert (work_dir() / "scores" / "tiny" / "test.scp").is_file()
+
+
+@pytest.mark.skipif(not (ROOT / "models" / "am_slurp.pt").is_file(), reason="no trained model in models/")
+def test_shipped_model_decodes_and_aligns_the_quick_corpus(store: None, slurp_graph: object,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["data", "speech", str(JOBS / "speech_quick.toml")]) == 0
+    manifest = read_manifest(work_dir() / "speech" / "quick" / "manifest.parquet").to_pylist()
+    aligned = [r for r in manifest if r["word_times"]]
+    assert len(aligned) == len(manifest)
+    for r in aligned:
+        times = r["word_times"]
+        assert [t["word"] for t in times] == r["normalized_text"].split()
+        assert all(0 <= t["start_s"] < t["end_s"] <= r["duration_s"] + 0.05 for t in times)
+        assert all(a["end_s"] <= b["start_s"] + 1e-6 for a, b in zip(times, times[1:]))
+    assert main(["run", str(JOBS / "am_eval_quick.toml")]) == 0
+    out = capsys.readouterr().out
+    wer = float(out.split("test WER ")[1].split()[0])
+    assert wer <= 0.25, out

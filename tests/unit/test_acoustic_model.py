@@ -1,0 +1,109 @@
+"""The causal acoustic model: causality, shapes, size; checkpoints; the inference stage and score files."""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from specbench.acoustic import scores as scores_io
+from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
+from specbench.acoustic.features import Cmvn, fbank
+from specbench.acoustic.inference import AcousticScorer, score_samples
+from specbench.acoustic.model import CausalCtcModel, lookahead_ms
+from specbench.acoustic.settings import ModelConfig
+from specbench.errors import DataError
+from specbench.wfst.lexicon import PHONES
+
+pytestmark = pytest.mark.unit
+RNG = np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    model = CausalCtcModel(ModelConfig(hidden=64, layers=2)).eval()
+    feats = [fbank(RNG.normal(0, 0.1, 16000).astype(np.float32)) for _ in range(3)]
+    path = tmp_path_factory.mktemp("ckpt") / "am.pt"
+    save_checkpoint(path, model, Cmvn.estimate(feats), PHONES, {"note": "random weights"})
+    return path
+
+
+def test_default_model_size_and_shapes() -> None:
+    model = CausalCtcModel(ModelConfig())
+    assert 2_000_000 < model.num_parameters <= 3_000_000
+    for t in (1, 4, 5, 301):
+        out, lengths = model(torch.zeros(1, t, 80), torch.tensor([t]))
+        assert out.shape == (1, -(-(-(-t // 2)) // 2), 40) and int(lengths[0]) == out.shape[1]
+        assert torch.allclose(out.exp().sum(-1), torch.ones(1, out.shape[1]), atol=1e-5)
+
+
+@pytest.mark.parametrize("cut_s", [0.52, 1.0, 1.37])
+def test_changing_audio_after_t_leaves_earlier_frames_unchanged(checkpoint: Path, cut_s: float) -> None:
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    audio = RNG.normal(0, 0.1, 32000).astype(np.float32)
+    changed = audio.copy()
+    changed[int(cut_s * 16000):] = RNG.normal(0, 0.3, len(changed) - int(cut_s * 16000))
+    a, b = score_samples(ckpt, audio), score_samples(ckpt, changed)
+    assert a.shape == b.shape
+    frame_ms = 40.0
+    safe = int((cut_s * 1000 - lookahead_ms()) // frame_ms) + 1  # frames j with 40 j + 25 ms <= t
+    assert np.array_equal(a[:safe], b[:safe])
+    assert not np.allclose(a[safe + 1:], b[safe + 1:])  # the test can fail: later frames do change
+    assert lookahead_ms() <= 40.0
+
+
+def test_checkpoint_round_trip_fp16_and_phone_check(checkpoint: Path, tmp_path: Path) -> None:
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    assert ckpt.phones == PHONES and ckpt.metadata["note"] == "random weights"
+    blob = torch.load(checkpoint, weights_only=True)
+    assert all(v.dtype == torch.float16 for v in blob["state_dict"].values() if v.is_floating_point())
+    with pytest.raises(DataError, match="trained over the phones"):
+        load_checkpoint(checkpoint, tuple(reversed(PHONES)))
+    with pytest.raises(DataError, match="does not exist"):
+        load_checkpoint(tmp_path / "missing.pt")
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"not a checkpoint")
+    with pytest.raises(DataError, match="not a readable"):
+        load_checkpoint(bad)
+
+
+def _write_wav(path: Path, samples: np.ndarray, rate: int = 16000) -> None:
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+
+
+def test_inference_stage_reports_bad_rows_and_scores_the_rest(checkpoint: Path, tmp_path: Path) -> None:
+    for i, n in enumerate((8000, 16000, 12345)):
+        _write_wav(tmp_path / f"u{i}.wav", RNG.normal(0, 0.1, n).astype(np.float32))
+    _write_wav(tmp_path / "slow.wav", RNG.normal(0, 0.1, 8000).astype(np.float32), rate=8000)
+    (tmp_path / "broken.wav").write_bytes(b"RIFF....")
+    ids = ["u0", "u1", "broken", "u2", "slow"]
+    table = pa.table({"utt_id": ids, "audio_path": [f"{i}.wav" for i in ids]})
+    stage = AcousticScorer(checkpoint, tmp_path, expected_phones=PHONES)
+    stage.setup()
+    out = stage(table)
+    assert out.column("utt_id").to_pylist() == ids
+    status = out.column("status").to_pylist()
+    assert status[0] == status[1] == status[3] == "ok"
+    assert "broken.wav" in status[2] and "slow.wav" in status[4] and "16000" in status[4]
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    batched = dict(scores_io.iter_matrices(out))
+    for i in ("u0", "u1", "u2"):
+        from specbench.data.synthesis import read_wav
+
+        alone = score_samples(ckpt, read_wav(tmp_path / f"{i}.wav")[0])
+        np.testing.assert_allclose(batched[i], alone, atol=1e-4)  # batching and padding change nothing
+    scores_io.write_parquet(out, tmp_path / "scores.parquet")
+    scp = scores_io.write_kaldi(out, tmp_path / "scores.ark")
+    from_parquet, from_kaldi = scores_io.read_parquet_scores(tmp_path / "scores.parquet"), scores_io.read_kaldi(scp)
+    assert sorted(from_parquet) == sorted(from_kaldi) == ["u0", "u1", "u2"]
+    for key in from_parquet:
+        np.testing.assert_array_equal(from_parquet[key], from_kaldi[key])
