@@ -166,9 +166,11 @@ def test_infinite_beam_finds_a_best_path(graph_spec: tuple, frames: int, seed: i
     forward = forward_best(arcs, finals, graph.num_states, ac)
     assert forward == pytest.approx(best, abs=TOL) if math.isfinite(best) else forward == math.inf
     for mode in ("closure", "arcs"):
-        result = CpuDecoder(graph, acoustic_scale=scale, epsilon_mode=mode, **INFINITE_BEAM).decode(loglikes, "u")
+        decoder = CpuDecoder(graph, acoustic_scale=scale, epsilon_mode=mode, **INFINITE_BEAM)
+        result = decoder.decode(loglikes, "u")
         if not math.isfinite(best):
-            assert result.status == STATUS_NO_FINAL and result.word_ids == () and result.total_cost == math.inf
+            assert result.status == STATUS_NO_FINAL and result.word_ids == ()
+            assert result.total_cost == math.inf
             continue
         assert result.ok, (mode, result.status)
         assert result.total_cost == pytest.approx(best, abs=TOL), mode
@@ -263,7 +265,8 @@ def test_invalid_options_are_rejected_with_the_field() -> None:
     graph = compile_graph(CHAIN)
     for kwargs, field in (({"beam": 0.0}, "beam"), ({"max_active": 1}, "max_active"),
                           ({"min_active": 30, "max_active": 20}, "min_active"),
-                          ({"acoustic_scale": -1.0}, "acoustic_scale"), ({"epsilon_mode": "x"}, "epsilon mode")):
+                          ({"acoustic_scale": -1.0}, "acoustic_scale"),
+                          ({"epsilon_mode": "x"}, "epsilon mode")):
         with pytest.raises(ValueError, match=field):
             CpuDecoder(graph, **kwargs)
     with pytest.raises(RuntimeError, match="init"):

@@ -1,31 +1,44 @@
 """The CPU reference WFST decoder: Kaldi's `FasterDecoder` semantics, vectorized with numpy.
 
-Per utterance: one token at the start state (cost 0), closed over epsilon arcs without a cutoff (Kaldi's
-`InitDecoding` passes FLT_MAX); then, per frame, the emitting step (`_emit`, Kaldi's `ProcessEmitting`)
-and the epsilon step (`_close`, `ProcessNonemitting`) with the cutoff the emitting step returned. At the
-end the best token at a final state (cost + final weight) is traced back.
+Per utterance: one token at the start state (cost 0), closed over epsilon arcs with cutoff FLT_MAX (Kaldi's
+`InitDecoding`); then per frame Kaldi's `ProcessEmitting` and `ProcessNonemitting(cutoff)`; at the end the
+token with the lowest cost + final weight (ties: the lower state) is traced back. Kaldi's numeric types
+are kept: float64 token costs, float32 arc weights and acoustic costs, float32 order statistics and
+adaptive beam (pruning.py).
 
-Emitting step, over all active tokens at once: `get_cutoff` (pruning.py) gives the weight cutoff and the
-adaptive beam; every token with cost < weight cutoff expands all its emitting arcs,
-`new = (cost + weight) + ac` with `ac = -acoustic_scale * loglikes[t, ilabel - 1]` (float32, as Kaldi's
-decodable returns it); the next cutoff is `min(new) + adaptive_beam`, and candidates with
-`new >= next cutoff` are pruned. Kaldi walks the tokens one by one with a shrinking cutoff, so it may keep a
-few extra tokens above the final cutoff that we never create (they are pruned at its next GetCutoff; they
-only matter through max_active/min_active counts). Epsilon step: tokens at or below the cutoff move along
-epsilon moves (epsilon.py); candidates above the cutoff are pruned; a state's token is replaced only by a
-strictly cheaper one; with the epsilon arcs as moves, improved states are re-expanded to a fixed point.
+Emitting step, over all active tokens at once: `get_cutoff` gives the weight cutoff and the adaptive beam;
+every token with cost < weight cutoff expands all its emitting arcs, `new = (cost + weight) + ac` with
+`ac = -acoustic_scale * loglikes[t, ilabel - 1]` (float32); the next cutoff is `min(new) + adaptive_beam`
+(Kaldi's best-token pre-pass gives the same bound) and candidates with `new >= next cutoff` are pruned.
+Epsilon step (epsilon.py): tokens at or below the cutoff move along epsilon moves; candidates above the
+cutoff are pruned; a state's token is replaced only by a strictly cheaper one.
 
-Recombination tie rule (shared with the GPU backend): among the candidates for one destination state in one
-expansion, the lowest float64 cost wins, and on equal cost the lowest move index: the index into the
-graph's emitting ArcSet for emitting arcs, into the epsilon moves for epsilon moves (the epsilon ArcSet
-index when the moves are the arcs). A candidate replaces a token already at the state only when strictly
-cheaper (Kaldi keeps the existing token on a tie). A packed (float32 cost bits << 32 | arc index) uint64 key
-gives the same winners except where two candidates' costs differ by less than float32 resolution; Kaldi
-itself breaks exact ties by its hash-list order, so 1-best parity with Kaldi holds up to ties.
+Two ways to run the epsilon step, with the same tokens up to exact ties:
+- closure (the default when all epsilon weights are >= 0): every emitting arc is precomputed bare and
+  followed by each shortest epsilon path out of its destination (`ClosedArcs`), so one gather and one
+  recombination per frame do both steps (an epsilon prefix never costs more than its path, so pruning the
+  whole candidate prunes what Kaldi prunes step by step);
+- arcs: recombine the emitting candidates, then expand epsilon arcs from the states that improved until a
+  fixed point (a label-correcting search, valid for negative weights without negative cycles).
 
-Backpointers: every surviving token is an entry of an arena (`_Arena`): its predecessor entry and its move
-code (emitting arc index >= 0, or -1 - epsilon move index); the traceback reads the word labels, frames and
-costs from the graph and the scores.
+Recombination tie rule (the GPU backend shares it): among the candidates for one destination state in one
+recombination, the lowest float64 cost wins, then the lowest code. Codes: an emitting arc `a` (its index in
+the graph's emitting ArcSet) optionally followed by epsilon move `m` is `a * base + m + 1`, with
+base = number of epsilon moves + 1 (so: lowest emitting arc, bare before followed, then lowest move); in
+the arcs mode, epsilon candidates compare by epsilon arc index. A packed (float32 cost bits << 32 | index)
+uint64 key picks the same winners except between candidates whose costs differ below float32 resolution.
+Kaldi breaks exact ties by its hash-list order, so parity with Kaldi holds up to ties.
+
+Where Kaldi differs (besides ties): it walks the tokens one at a time with a cutoff that shrinks as it goes,
+so it keeps a few emitting tokens above the frame's final cutoff, in an order-dependent way. The next
+GetCutoff prunes them unless max_active or min_active decides (they enter its counts), but after the last
+frame they stay: Kaldi may reach a final state (or a cheaper one) through such a token where we report
+"no final state reached" (or a costlier path). In closure mode a move landing exactly on the cutoff is
+pruned (Kaldi keeps it) and move costs are summed before the token cost (rounding at 1e-16 relative).
+
+Backpointers: every kept token is an `Arena` entry (predecessor entry, code; a bare epsilon move `m` from
+the arcs mode or the initial closure is code `-1 - m`); `traceback.read_path` turns codes into words, word
+end frames and costs.
 """
 
 from __future__ import annotations
@@ -53,6 +66,9 @@ class CpuDecoder:
         over the epsilon arcs), "closure" or "arcs".
     Column j of the scores holds graph input label j + 1, so P must be >= the graph's largest input label.
     Frame by frame: `init(utt_id)`, `advance(loglikes)` (any number of times), `result()`; `decode` does all.
+    One utterance at a time per instance (not thread-safe). `config` is read at every frame, so it may be
+    replaced between `advance` calls. Memory: the closure mode keeps about 32 bytes per closed arc (1.1 M
+    closed arcs, 35 MB, for the 760k-arc SLURP TLG) plus every kept token's backpointer (16 bytes).
     """
 
     def __init__(self, graph: CsrGraph, beam: float = 16.0, max_active: int = INT32_MAX, min_active: int = 20,
@@ -62,9 +78,11 @@ class CpuDecoder:
         if graph.start < 0:
             raise ValueError("CpuDecoder.graph has no start state (an empty FST)")
         if not (isinstance(acoustic_scale, (int, float)) and 0 < acoustic_scale < math.inf):
-            raise ValueError(f"CpuDecoder.acoustic_scale must be a positive finite number, got {acoustic_scale!r}")
+            raise ValueError(
+                f"CpuDecoder.acoustic_scale must be a positive finite number, got {acoustic_scale!r}")
         self.graph = graph
-        self.config = PruningConfig(beam=beam, max_active=max_active, min_active=min_active, beam_delta=beam_delta)
+        self.config = PruningConfig(
+            beam=beam, max_active=max_active, min_active=min_active, beam_delta=beam_delta)
         self.acoustic_scale = float(acoustic_scale)
         emit = graph.emitting
         self._emit_offsets, self._emit_degree = emit.offsets, emit.out_degree
@@ -72,6 +90,7 @@ class CpuDecoder:
         self._emit_weight = emit.weight.astype(np.float64)
         self._emit_column = (emit.ilabel.astype(np.intp) - 1)
         self._final = graph.final.astype(np.float64)
+        self._max_ilabel = graph.max_ilabel  # a reduction over all arcs: computed once
         self.moves: EpsilonMoves = build_moves(graph.epsilon, epsilon_mode)
         self._code_base = self.moves.num_moves + 1
         self._closed_arcs = close_emitting_arcs(emit, self.moves) if self.moves.closed else None
@@ -97,8 +116,8 @@ class CpuDecoder:
         state.scores.append(neg)
         rows = neg.astype(np.float64)
         step = self._frame_with_closure if self.moves.closed else self._frame_with_arcs
-        for frame in range(rows.shape[0]):
-            step(rows[frame])
+        for row in rows:
+            step(row)
             state.stats["frames"] += 1
 
     def result(self) -> DecodeResult:
@@ -139,20 +158,21 @@ class CpuDecoder:
         scores = scores.astype(np.float32, copy=False)
         if scores.shape[0] == 0:
             return scores.reshape(0, scores.shape[1])
-        width, needed = scores.shape[1], self.graph.max_ilabel
+        width, needed = scores.shape[1], self._max_ilabel
         if width < needed:
-            raise ValueError(f"utterance {state.utt_id!r}: scores have {width} columns, but the graph's input "
-                             f"labels go up to {needed} (column j scores label j + 1): need at least {needed}")
+            raise ValueError(f"utterance {state.utt_id!r}: scores have {width} columns, but the graph's "
+                             f"input labels go up to {needed} (column j scores label j + 1): need at least "
+                             f"{needed}")
         if state.width not in (None, width):
             raise ValueError(f"utterance {state.utt_id!r}: scores have {width} columns, earlier frames had "
                              f"{state.width}")
-        bad = ~np.isfinite(scores)
-        if bad.any():
-            frame, column = (int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(f"utterance {state.utt_id!r}: score at frame {state.stats['frames'] + frame}, column "
-                             f"{column} is {scores[frame, column]}; scores must be finite log-likelihoods")
+        if not np.isfinite(scores).all():
+            frame, column = (int(i) for i in np.argwhere(~np.isfinite(scores))[0])
+            raise ValueError(f"utterance {state.utt_id!r}: score at frame {state.stats['frames'] + frame}, "
+                             f"column {column} is {scores[frame, column]}; scores must be finite "
+                             "log-likelihoods")
         state.width = width
-        return -(scores * np.float32(self.acoustic_scale))
+        return scores * np.float32(-self.acoustic_scale)  # == -(scores * scale) bit for bit
 
     def _expand(self, costs_row: np.ndarray, arcs: ClosedArcs | None) -> tuple[np.ndarray, ...]:
         """Kaldi's ProcessEmitting up to recombination, over the emitting arcs (`arcs` None) or over the
@@ -173,7 +193,8 @@ class CpuDecoder:
         stats["beam_narrowings"] += cut.adaptive_beam < config.beam32
         expand = tokens if cut.all_below else tokens.select((tokens.costs < cut.weight_cutoff).nonzero()[0])
         if arcs is None:
-            offsets, degree, weight, column = self._emit_offsets, self._emit_degree, self._emit_weight, self._emit_column
+            offsets, degree = self._emit_offsets, self._emit_degree
+            weight, column = self._emit_weight, self._emit_column
         else:
             offsets, degree, weight, column = arcs.offsets, arcs.degree, arcs.weight, arcs.column
         index, counts = gather_arcs(offsets, degree, expand.states)
@@ -182,7 +203,8 @@ class CpuDecoder:
         new += costs_row.take(column.take(index))
         next_cutoff = float(new.min()) + cut.adaptive_beam if new.size else math.inf
         if cut.best >= 0 and not tokens.costs[cut.best] < cut.weight_cutoff:  # Kaldi's best-token pre-pass
-            next_cutoff = min(next_cutoff, self._best_token_bound(tokens, cut.best, costs_row, cut.adaptive_beam))
+            bound = self._best_token_bound(tokens, cut.best, costs_row, cut.adaptive_beam)
+            next_cutoff = min(next_cutoff, bound)
         keep = (new < next_cutoff).nonzero()[0]
         stats["tokens_created"] += keep.size
         stats["tokens_pruned"] += (tokens.size - expand.size) + (new.size - keep.size)
@@ -270,7 +292,8 @@ class CpuDecoder:
         """The DecodeResult of the path ending at arena entry `token_id` in `final_state`."""
         state = self._state
         costs = np.concatenate(state.scores) if len(state.scores) > 1 else state.scores[0]
-        path = read_path(state.arena.path(token_id), self._code_base, self.graph, self.moves, costs, final_state)
+        codes = state.arena.path(token_id)
+        path = read_path(codes, self._code_base, self.graph, self.moves, costs, final_state)
         return DecodeResult(
             utt_id=state.utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=state.stats["frames"],

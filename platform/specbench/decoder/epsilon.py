@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specbench.decoder.search import gather_arcs
 from specbench.wfst.graph import ArcSet
 
 DEFAULT_MAX_CLOSURE_FACTOR = 8  # give up the closure when it has more moves than this many per epsilon arc
@@ -102,14 +103,11 @@ def _best_per_pair(num_states: int, parts: list[tuple[np.ndarray, ...]]) -> tupl
 def _extend(frontier: tuple[np.ndarray, ...], eps: ArcSet, w64: np.ndarray) -> tuple[np.ndarray, ...]:
     """Every frontier move followed by one more epsilon arc (cycles back to the source dropped)."""
     f_src, f_dest, f_cost = frontier[:3]
-    counts = eps.out_degree[f_dest]
-    owner = np.repeat(np.arange(f_dest.shape[0]), counts)
-    ends = np.cumsum(counts)
-    arcs = np.arange(int(ends[-1]) if ends.size else 0) + (eps.offsets[f_dest] - ends + counts)[owner]
-    src, dest = f_src[owner], eps.dest[arcs].astype(np.intp)
+    arcs, counts = gather_arcs(eps.offsets, eps.out_degree, f_dest)
+    src, dest = f_src.repeat(counts), eps.dest[arcs].astype(np.intp)
     keep = src != dest
     ones = np.ones(int(keep.sum()), dtype=bool)
-    return src[keep], dest[keep], (f_cost[owner] + w64[arcs])[keep], arcs[keep], ones
+    return src[keep], dest[keep], (f_cost.repeat(counts) + w64[arcs])[keep], arcs[keep], ones
 
 
 def epsilon_closure(eps: ArcSet, max_moves: int | None = None) -> EpsilonMoves | None:
@@ -127,7 +125,8 @@ def epsilon_closure(eps: ArcSet, max_moves: int | None = None) -> EpsilonMoves |
     arc_src = _arc_sources(eps)
     arcs = np.arange(eps.num_arcs, dtype=np.intp)
     keep = arc_src != eps.dest
-    first = (arc_src[keep], eps.dest[keep].astype(np.intp), w64[keep], arcs[keep], np.ones(int(keep.sum()), bool))
+    first = (arc_src[keep], eps.dest[keep].astype(np.intp), w64[keep], arcs[keep],
+             np.ones(int(keep.sum()), dtype=bool))
     moves = _best_per_pair(num_states, [first])
     frontier = moves
     while frontier[0].shape[0]:
@@ -141,8 +140,8 @@ def epsilon_closure(eps: ArcSet, max_moves: int | None = None) -> EpsilonMoves |
     offsets = np.zeros(num_states + 1, dtype=np.int64)
     np.cumsum(np.bincount(src, minlength=num_states), out=offsets[1:])
     return EpsilonMoves(
-        offsets=offsets, degree=np.diff(offsets), src=src, dest=dest, cost=cost, last_arc=last, arc_src=arc_src,
-        closed=True,
+        offsets=offsets, degree=np.diff(offsets), src=src, dest=dest, cost=cost, last_arc=last,
+        arc_src=arc_src, closed=True,
     )
 
 
@@ -157,7 +156,8 @@ def build_moves(eps: ArcSet, mode: str = "auto") -> EpsilonMoves:
     if closure is not None:
         return closure
     if mode == "closure":
-        raise ValueError("the epsilon closure needs non-negative epsilon weights and a bounded size; use 'arcs'")
+        raise ValueError("the epsilon closure needs non-negative epsilon weights and a bounded size; "
+                         "use epsilon mode 'arcs'")
     return epsilon_arcs(eps)
 
 
@@ -187,7 +187,8 @@ def close_emitting_arcs(emit: ArcSet, moves: EpsilonMoves) -> ClosedArcs:
         raise ValueError("close_emitting_arcs needs the epsilon closure (moves.closed)")
     base = moves.num_moves + 1
     if (emit.num_arcs + 1) * base >= 2**62:
-        raise ValueError(f"{emit.num_arcs} emitting arcs and {moves.num_moves} epsilon moves overflow int64 codes")
+        raise ValueError(f"{emit.num_arcs} emitting arcs and {moves.num_moves} epsilon moves overflow int64 "
+                         "codes; use epsilon mode 'arcs'")
     arc_dest = emit.dest.astype(np.intp)
     counts = 1 + moves.degree[arc_dest]
     arc = np.arange(emit.num_arcs, dtype=np.int64).repeat(counts)

@@ -45,14 +45,16 @@ class PruningConfig:
         if not (isinstance(self.beam, (int, float)) and 0 < self.beam < np.inf):
             raise ValueError(f"PruningConfig.beam must be a positive finite number, got {self.beam!r}")
         if not isinstance(self.max_active, int) or not 1 < self.max_active <= INT32_MAX:
-            raise ValueError(f"PruningConfig.max_active must be an int in (1, {INT32_MAX}], got {self.max_active!r}")
+            raise ValueError(
+                f"PruningConfig.max_active must be an int in (1, {INT32_MAX}], got {self.max_active!r}")
         if not isinstance(self.min_active, int) or not 0 <= self.min_active < self.max_active:
             raise ValueError(
                 f"PruningConfig.min_active must be an int in [0, max_active={self.max_active}), "
                 f"got {self.min_active!r}"
             )
         if not (isinstance(self.beam_delta, (int, float)) and 0 <= self.beam_delta < np.inf):
-            raise ValueError(f"PruningConfig.beam_delta must be a finite number >= 0, got {self.beam_delta!r}")
+            raise ValueError(
+                f"PruningConfig.beam_delta must be a finite number >= 0, got {self.beam_delta!r}")
 
     @cached_property
     def beam32(self) -> float:

@@ -91,7 +91,8 @@ class DecodeResult:
             )
         if self.num_frames < 0:
             raise ValueError(f"DecodeResult.num_frames must be >= 0, got {self.num_frames!r}")
-        if self.status == STATUS_OK and not (math.isfinite(self.graph_cost) and math.isfinite(self.acoustic_cost)):
+        finite = math.isfinite(self.graph_cost) and math.isfinite(self.acoustic_cost)
+        if self.status == STATUS_OK and not finite:
             raise ValueError(f"DecodeResult with status ok needs finite costs (utterance {self.utt_id!r})")
 
     @property
