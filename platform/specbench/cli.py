@@ -35,6 +35,16 @@ def _parser() -> argparse.ArgumentParser:
     build = graph.add_parser("build", help="build the TLG of a graph job")
     build.add_argument("file", type=Path)
     build.add_argument("--force", action="store_true", help="rebuild even if a matching graph exists")
+    dec = sub.add_parser("decode", help="decode acoustic scores with a WFST (our CPU decoder or Kaldi's)")
+    dec.add_argument("--graph", type=Path, required=True, help="OpenFst graph (vector or const), e.g. TLG.fst")
+    dec.add_argument("--scores", type=Path, required=True, help=".parquet, Kaldi .scp/.ark, .npy or .npz")
+    dec.add_argument("--out", type=Path, required=True, help="output: .jsonl (one JSON line each) or .parquet")
+    dec.add_argument("--words", type=Path, help="words.txt: write words as strings, not output labels")
+    dec.add_argument("--backend", choices=("cpu", "kaldi"), default="cpu")
+    dec.add_argument("--frame-shift-ms", type=float, help="frame shift of Kaldi/numpy scores")
+    dec.add_argument("--beam", type=float, default=15.0)
+    dec.add_argument("--max-active", type=int, default=10000)
+    dec.add_argument("--acoustic-scale", type=float, default=1.0)
     runs = sub.add_parser("runs", help="recent MLflow runs with their headline metrics")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--experiment")
@@ -128,6 +138,15 @@ def _cmd_graph_build(args: argparse.Namespace) -> int:
     return _run_kind(args, "graph", force=args.force)
 
 
+def _cmd_decode(args: argparse.Namespace) -> int:
+    from specbench.pipelines.decode import decode_file
+
+    summary = decode_file(args.graph, args.scores, args.out, args.backend, args.beam, args.max_active,
+                          args.acoustic_scale, args.frame_shift_ms, args.words)
+    print(json.dumps(summary, indent=2))
+    return 1 if summary["failed"] == summary["utterances"] else 0
+
+
 def _cmd_runs(args: argparse.Namespace) -> int:
     from specbench.pipelines.headline import HEADLINE_METRICS
     from specbench.tracking.queries import recent_runs
@@ -186,7 +205,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data, "graph": _cmd_graph_build,
-             "train": _cmd_train, "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
+             "train": _cmd_train, "decode": _cmd_decode, "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
