@@ -28,17 +28,27 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     os.replace(tmp, path)
 
 
-def iter_matrices(table: pa.Table) -> Iterator[tuple[str, np.ndarray]]:
-    """(utt_id, (T, P) float32) for every ok row."""
+def iter_rows(table: pa.Table, where: str = "scores") -> Iterator[tuple[str, np.ndarray, float]]:
+    """(utt_id, (T, P) float32, frame_shift_ms or 0.0) for every ok row; a row whose size does not match
+    its shape is an error naming `where` and the utterance."""
     for row in table.to_pylist():
         if row.get(STATUS_COLUMN, STATUS_OK) != STATUS_OK:
             continue
-        mat = np.asarray(row["loglikes"], dtype=np.float32)
-        yield row["utt_id"], mat.reshape(int(row["num_frames"]), int(row["num_classes"]))
+        flat = np.asarray(row["loglikes"], dtype=np.float32)
+        shape = (int(row["num_frames"]), int(row["num_classes"]))
+        if flat.size != shape[0] * shape[1]:
+            raise DataError(f"{where}: utterance {row['utt_id']!r} has {flat.size} scores, not {shape[0]} x {shape[1]}")
+        yield row["utt_id"], flat.reshape(shape), float(row.get("frame_shift_ms") or 0.0)
 
 
-def read_parquet_scores(path: Path) -> dict[str, np.ndarray]:
-    """utt_id -> (T, P) float32 from a scores Parquet file."""
+def iter_matrices(table: pa.Table) -> Iterator[tuple[str, np.ndarray]]:
+    """(utt_id, (T, P) float32) for every ok row."""
+    for utt_id, mat, _ in iter_rows(table):
+        yield utt_id, mat
+
+
+def read_parquet_table(path: Path) -> pa.Table:
+    """A scores Parquet table, checked for the columns of DESIGN.md's scores format."""
     path = Path(path)
     try:
         table = pq.read_table(path)
@@ -47,7 +57,12 @@ def read_parquet_scores(path: Path) -> dict[str, np.ndarray]:
     missing = {"utt_id", "num_frames", "num_classes", "loglikes"} - set(table.column_names)
     if missing:
         raise DataError(f"{path}: scores table lacks the columns {sorted(missing)}; see DESIGN.md's Interfaces")
-    return dict(iter_matrices(table))
+    return table
+
+
+def read_parquet_scores(path: Path) -> dict[str, np.ndarray]:
+    """utt_id -> (T, P) float32 from a scores Parquet file."""
+    return dict(iter_matrices(read_parquet_table(path)))
 
 
 def write_kaldi(table: pa.Table, ark: Path) -> Path:

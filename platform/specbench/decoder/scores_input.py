@@ -11,9 +11,8 @@ from pathlib import Path
 
 import kaldiio
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
+from specbench.acoustic.scores import iter_rows, read_parquet_table
 from specbench.errors import DataError
 
 Scores = Iterator[tuple[str, np.ndarray, float]]
@@ -47,21 +46,7 @@ def _matrix(value: object, path: Path, utt_id: str) -> np.ndarray:
 
 
 def _parquet(path: Path) -> Scores:
-    try:
-        table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as err:
-        raise DataError(f"{path}: not a readable Parquet file ({err})") from err
-    missing = {"utt_id", "num_frames", "num_classes", "loglikes"} - set(table.column_names)
-    if missing:
-        raise DataError(f"{path}: the scores table lacks {sorted(missing)} (see DESIGN.md's Interfaces)")
-    for row in table.to_pylist():
-        if row.get("status", "ok") != "ok":
-            continue
-        flat = np.asarray(row["loglikes"], dtype=np.float32)
-        shape = (int(row["num_frames"]), int(row["num_classes"]))
-        if flat.size != shape[0] * shape[1]:
-            raise DataError(f"{path}: utterance {row['utt_id']!r} has {flat.size} scores, not {shape[0]} x {shape[1]}")
-        yield row["utt_id"], flat.reshape(shape), float(row.get("frame_shift_ms") or 0.0)
+    yield from iter_rows(read_parquet_table(path), str(path))
 
 
 def _kaldi(path: Path, frame_shift_ms: float) -> Scores:
