@@ -33,8 +33,6 @@ from specbench.wfst.graph import CsrGraph, read_graph
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
-REAL_SCORES = ROOT / ".specbench" / "scores" / "am_slurp" / "test.parquet"
 NUM_UTTERANCES = 200
 
 
@@ -228,13 +226,6 @@ def peaky_scores(rng: np.random.Generator, columns: list[int], width: int) -> np
     return (logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))).astype(np.float32)
 
 
-def real_utterances() -> list[tuple[str, np.ndarray]]:
-    """The first NUM_UTTERANCES of the acoustic model's SLURP test scores, by utt_id."""
-    from specbench.acoustic.scores import read_parquet_scores
-
-    return sorted(read_parquet_scores(REAL_SCORES).items())[:NUM_UTTERANCES]
-
-
 def generated_utterances(graph_dir: Path, width: int) -> list[tuple[str, np.ndarray]]:
     """NUM_UTTERANCES peaky scores of SLURP training sentences (random lexicon words without train.txt)."""
     prons, words = read_lexicon_phones(graph_dir)
@@ -259,10 +250,8 @@ def slurp_tlg(slurp_graph: GraphArtifacts) -> CsrGraph:
 @pytest.mark.parametrize("max_active", [10000, 200])
 @pytest.mark.parametrize("source", ["real", "generated"])
 def test_slurp_tlg_matches_kaldi(slurp_graph: GraphArtifacts, slurp_tlg: CsrGraph, source: str,
-                                 max_active: int) -> None:
-    if source == "real" and not REAL_SCORES.exists():
-        pytest.skip(f"no real scores at {REAL_SCORES} (run the acoustic model's scoring job)")
-    utterances = real_utterances() if source == "real" else \
+                                 max_active: int, request: pytest.FixtureRequest) -> None:
+    utterances = request.getfixturevalue("real_test_scores") if source == "real" else \
         generated_utterances(slurp_graph.directory, slurp_tlg.max_ilabel)
     ours = CpuDecoder(slurp_tlg, beam=15.0, max_active=max_active, min_active=20)
     kaldi = KaldiFasterDecoder(slurp_graph.tlg, beam=15.0, max_active=max_active, min_active=20)
