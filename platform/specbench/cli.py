@@ -171,12 +171,14 @@ def _cmd_ui(args: argparse.Namespace) -> int:
     proc, address = start_ui(args.tracking_uri, host=args.host, port=args.port)
     print(f"MLflow UI for {resolve_tracking_uri(args.tracking_uri)} at {address} (Ctrl-C stops it)", flush=True)
     try:
-        proc.wait()
+        code = proc.wait()
     except KeyboardInterrupt:
-        pass
+        code = 0
     finally:
         stop(proc)
-    return 0
+    if code:
+        print(f"specbench: error: the MLflow server exited with code {code}", file=sys.stderr)
+    return 1 if code else 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:

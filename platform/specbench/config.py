@@ -121,6 +121,10 @@ class DecodeSection:
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
     acoustic_scales: tuple[float, ...] = field(default=(0.6, 0.8, 1.0, 1.2, 1.5), metadata=_range(0.01, 10.0))
 
+    def __post_init__(self) -> None:
+        if not self.acoustic_scales:
+            raise ValueError("acoustic_scales must list at least one value")
+
 
 @dataclass(frozen=True)
 class EvalAmConfig:
@@ -259,6 +263,8 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     for job, raw in zip(resolved, jobs):
         if not job.is_file():
             raise _fail(path, "jobs", raw, f"{job} does not exist")
+        if read_toml(job).get("kind") == "suite":
+            raise _fail(path, "jobs", raw, "is itself a suite; a suite lists jobs only")
     name = table.get("name", path.stem)
     if not isinstance(name, str):
         raise _fail(path, "name", name, "wrong type; allowed: str")

@@ -80,3 +80,15 @@ def test_decoder_stage_on_ray_equals_the_plain_loop(ray_cluster: object, slurp_g
     on_ray = run_ray(stage, table, batch_size=2, mode="actors", num_actors=2)
     assert local.equals(on_ray)
     assert set(local.column("status").to_pylist()) == {"ok"}
+
+
+def test_missing_graph_or_words_is_one_clear_error(tmp_path: Path, slurp_graph: GraphArtifacts,
+                                                   utterances: dict[str, np.ndarray],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    np.savez(tmp_path / "s.npz", **utterances)
+    for args in (["--graph", str(tmp_path / "nope.fst")], ["--graph", str(slurp_graph.tlg), "--words",
+                                                            str(tmp_path / "nope.txt")]):
+        code = main(["decode", *args, "--scores", str(tmp_path / "s.npz"), "--frame-shift-ms", "40",
+                     "--out", str(tmp_path / "o.jsonl")])
+        err = capsys.readouterr().err
+        assert code == 2 and "nope" in err and "Traceback" not in err

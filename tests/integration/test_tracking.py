@@ -93,3 +93,15 @@ def test_runs_table_and_ui(store: str, capsys: pytest.CaptureFixture[str], tmp_p
     finally:
         stop(proc)
     assert proc.poll() is not None
+
+
+def test_ui_refuses_a_port_in_use(store: str) -> None:
+    import socket
+
+    from specbench.errors import SpecbenchError
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        with pytest.raises(SpecbenchError, match="already in use"):
+            start_ui(port=busy.getsockname()[1])

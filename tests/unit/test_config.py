@@ -83,3 +83,12 @@ def test_resolved_config_round_trips_to_params() -> None:
     assert params["lm.order"] == "3"
     assert params["lm.extra_vocabulary"] == "devel,test"
     assert params["tracking.experiment"] == "graph"
+
+
+def test_suite_may_not_nest_and_scales_may_not_be_empty(tmp_path: Path) -> None:
+    write(tmp_path, 'kind = "suite"\njobs = ["graph.toml"]\n', "inner.toml")
+    write(tmp_path, 'kind = "graph"\n', "graph.toml")
+    with pytest.raises(ConfigError, match="is itself a suite"):
+        load_config(write(tmp_path, 'kind = "suite"\njobs = ["inner.toml"]\n', "outer.toml"))
+    with pytest.raises(ConfigError, match="acoustic_scales must list at least one value"):
+        load_config(write(tmp_path, 'kind = "eval_am"\n[decode]\nacoustic_scales = []\n'))

@@ -15,6 +15,8 @@ import kaldi_decoder
 import kaldifst
 import numpy as np
 
+from specbench.errors import DataError
+
 
 @dataclass(frozen=True)
 class KaldiResult:
@@ -37,6 +39,9 @@ class KaldiFasterDecoder:
     def __init__(self, tlg_path: Path, beam: float = 15.0, max_active: int = 10000, min_active: int = 20,
                  acoustic_scale: float = 1.0) -> None:
         self.fst = kaldifst.StdConstFst.read(str(tlg_path))
+        if self.fst is None:
+            raise DataError(f"{tlg_path}: kaldifst cannot read it as a const-format OpenFst graph. Fix: give the "
+                            "TLG.fst written by `specbench graph build JOB.toml`.")
         self.options = kaldi_decoder.FasterDecoderOptions(beam=beam, max_active=max_active, min_active=min_active)
         self.acoustic_scale = acoustic_scale
 

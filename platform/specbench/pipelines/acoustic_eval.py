@@ -46,13 +46,14 @@ def score_rows(checkpoint: Path, audio_root: Path, rows: list[dict], batch_size:
 
 def decode_scores(tlg: Path, table: pa.Table, scale: float, config: EvalAmConfig,
                   words: SymbolTable) -> dict[str, list[str]]:
-    """utt_id -> decoded words (empty when the decoder found no path)."""
+    """utt_id -> decoded words, for the utterances the decoder found a path for (the rest are missing and
+    count as all deletions in the WER; `_failures` counts them)."""
     rows = table.to_pylist()
     shards = [rows[i:i + config.shard_size] for i in range(0, len(rows), config.shard_size)]
     fn = partial(decode_rows, str(tlg), acoustic_scale=scale, beam=config.decode.beam,
                  max_active=config.decode.max_active)
     results = [r for shard in run_tasks(fn, shards, progress=None) for r in shard]
-    return {r["utt_id"]: [words.symbols[w] for w in r["word_ids"]] for r in results}
+    return {r["utt_id"]: [words.symbols[w] for w in r["word_ids"]] for r in results if r["status"] == "ok"}
 
 
 def _wer_of(rows: list[dict], hyps: dict[str, list[str]]) -> float:
@@ -60,12 +61,13 @@ def _wer_of(rows: list[dict], hyps: dict[str, list[str]]) -> float:
 
 
 def _greedy_per(table: pa.Table, rows: list[dict], prons: dict) -> float:
+    """Greedy CTC PER; an utterance without scores counts as all deletions (like its WER)."""
     index = {p: i + 1 for i, p in enumerate(PHONES)}
     mats = dict(scores_io.iter_matrices(table))
     pairs = []
     for r in rows:
         ref = [index[p] for w in r["normalized_text"].split() for p in prons[w][0]]
-        pairs.append((ref, greedy_ctc_np(mats[r["utt_id"]])))
+        pairs.append((ref, greedy_ctc_np(mats[r["utt_id"]]) if r["utt_id"] in mats else []))
     return error_rate(pairs)
 
 
@@ -111,7 +113,9 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     seen = [r for r in test if all(w in train_vocab for w in r["normalized_text"].split())]
     unseen = [r for r in test if r not in seen]
     metrics["asr.wer_all_words_in_lm_text"] = _wer_of(seen, hyps)
-    metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps) if unseen else 0.0
+    metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps) if unseen else float("nan")
+    metrics["asr.score_failed"] = float(len(test) - test_scores.num_rows)
+    metrics["asr.decode_failed"] = float(sum(r["utt_id"] not in hyps for r in test) - metrics["asr.score_failed"])
     metrics["asr.utterances_with_unseen_words"] = float(len(unseen))
     if config.real_recordings:
         metrics.update(_real_wer(checkpoint, graph.tlg, scale, config, words))

@@ -25,6 +25,9 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                 max_active: int = 10000, acoustic_scale: float = 1.0, frame_shift_ms: float | None = None,
                 words: Path | None = None) -> dict[str, Any]:
     """Decode every utterance of `scores`; returns a summary (counts, failures by reason, frames/s)."""
+    for what, path in (("graph", graph), ("words", words)):
+        if path is not None and not Path(path).is_file():
+            raise DataError(f"--{what} {path}: no such file")
     stage = DecoderStage(graph, backend, beam=beam, max_active=max_active, acoustic_scale=acoustic_scale)
     stage.setup()
     symbols = SymbolTable.read(words).symbols if words else None

@@ -26,8 +26,7 @@ def render(card: dict[str, Any]) -> str:
     lines += _table([("training utterances", card["train_utterances"]), ("training hours", card["train_hours"]),
                      ("training voices", card["train_voices"]), ("devel utterances", card["devel_utterances"]),
                      ("devel/test voices (held out of training)", card["devel_voices"]),
-                     ("corpus", "jobs/speech_slurp.toml: 4,000 of SLURP's 11,502 unique training sentences, "
-                                "2 voice/rate/noise draws each")])
+                     ("corpus", card["corpus"])])
     lines += ["", "## Model and training", ""]
     lines += _table([("parameters", card["parameters"]), ("lookahead (ms)", card["lookahead_ms"]),
                      ("output frame shift (ms)", card["frame_shift_ms"]),

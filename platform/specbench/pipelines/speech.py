@@ -55,35 +55,53 @@ def corpus_plan(config: SpeechConfig) -> CorpusPlan:
                       train_copies_per_sentence=c.train_copies)
 
 
-def _checkpoint_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _alignment_key(checkpoint: Path, graph_dir: Path) -> str:
+    """sha256 of what word times depend on besides the audio: the model and the lexicon and tokens."""
+    h = hashlib.sha256()
+    for path in (checkpoint, graph_dir / "lexicon.txt", graph_dir / "tokens.txt"):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _previous_word_times(root: Path, rows: list[dict]) -> dict[str, list]:
+    """Word times of the existing manifest that still fit: same utterance id (split, index, voice, rate,
+    noise) and the same words. A changed seed or plan that gives an id another sentence drops them."""
+    path = root / "manifest.parquet"
+    if not path.is_file():
+        return {}
+    words = {r["utt_id"]: r["normalized_text"].split() for r in rows}
+    old = read_manifest(path).select(["utt_id", "word_times"]).to_pylist()
+    return {r["utt_id"]: r["word_times"] for r in old
+            if r["word_times"] and [t["word"] for t in r["word_times"]] == words.get(r["utt_id"])}
 
 
 def align_corpus(rows: list[dict], root: Path, checkpoint: Path, graph_dir: Path, shard_size: int) -> list[dict]:
-    """Word times by forced alignment, reusing the previous manifest's where audio and checkpoint match."""
-    digest = _checkpoint_digest(checkpoint)
+    """Word times by forced alignment, reusing the previous manifest's where the audio, the words, the model
+    and the lexicon are unchanged."""
+    key = _alignment_key(checkpoint, graph_dir)
     stamp = root / "alignment.json"
-    previous: dict[str, list] = {}
-    if stamp.is_file() and json.loads(stamp.read_text()).get("checkpoint_sha256") == digest \
-            and (root / "manifest.parquet").is_file():
-        old = read_manifest(root / "manifest.parquet").select(["utt_id", "word_times"]).to_pylist()
-        previous = {r["utt_id"]: r["word_times"] for r in old if r["word_times"]}
+    stamped = stamp.is_file() and json.loads(stamp.read_text() or "{}").get("key") == key
+    previous = _previous_word_times(root, rows) if stamped else {}
     todo = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK and r["utt_id"] not in previous]
     shards = [todo[i:i + shard_size] for i in range(0, len(todo), shard_size)]
     fn = partial(align_shard, corpus_root=str(root), checkpoint=str(checkpoint), graph_dir=str(graph_dir))
-    aligned = {r["utt_id"]: r["word_times"] for shard in run_tasks(fn, shards, progress=
-               f"aligning {len(todo)} utterances") for r in shard}
-    stamp.write_text(json.dumps({"checkpoint": str(checkpoint), "checkpoint_sha256": digest}) + "\n")
+    aligned = {r["utt_id"]: r["word_times"]
+               for shard in run_tasks(fn, shards, progress=f"aligning {len(todo)} utterances") for r in shard}
     return [{**r, "word_times": previous.get(r["utt_id"]) or aligned.get(r["utt_id"])} for r in rows]
 
 
+def _write_stamp(root: Path, checkpoint: Path, graph_dir: Path) -> None:
+    """Record what the manifest's word times came from; written after the manifest, atomically."""
+    tmp = root / "alignment.json.tmp"
+    tmp.write_text(json.dumps({"checkpoint": str(checkpoint), "graph": str(graph_dir),
+                               "key": _alignment_key(checkpoint, graph_dir)}) + "\n")
+    tmp.replace(root / "alignment.json")
+
+
 def _keep_word_times(rows: list[dict], root: Path) -> list[dict]:
-    """Carry word times over from the existing manifest (the audio of an existing utterance is unchanged)."""
-    path = root / "manifest.parquet"
-    if not path.is_file():
-        return rows
-    old = {r["utt_id"]: r["word_times"] for r in read_manifest(path).select(["utt_id", "word_times"]).to_pylist()}
-    return [{**r, "word_times": old.get(r["utt_id"])} for r in rows]
+    """Carry word times over from the existing manifest where they still fit (see `_previous_word_times`)."""
+    previous = _previous_word_times(root, rows)
+    return [{**r, "word_times": previous.get(r["utt_id"])} for r in rows]
 
 
 def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_address: str | None = None,
@@ -101,14 +119,16 @@ def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_addres
     rows = [row for shard in done for row in shard]
     checkpoint = config.align_checkpoint if config.align_checkpoint.is_absolute() \
         else project_root() / config.align_checkpoint
-    aligned = False
+    graph_dir = None
     if checkpoint.is_file() and job_path is not None:
-        graph_cfg = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
-        rows = align_corpus(rows, root, checkpoint, build_graph(graph_cfg).directory, config.shard_size)
-        aligned = True
+        graph_dir = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).directory
+        rows = align_corpus(rows, root, checkpoint, graph_dir, config.shard_size)
     else:
         rows = _keep_word_times(rows, root)
     write_manifest(rows, root / "manifest.parquet")
+    if graph_dir is not None:
+        _write_stamp(root, checkpoint, graph_dir)
+    aligned = graph_dir is not None
     corpus = Corpus(root, read_manifest(root / "manifest.parquet"))
     if run is not None:
         run.log_metrics(corpus_metrics(rows, len(planned) - existing, seconds))

@@ -1,5 +1,6 @@
 """The `train_am` job: train the causal CTC acoustic model on the synthesized corpus, keep the best devel
-epoch, write it in fp16 to `models/` with a model card, and evaluate it (see `acoustic_eval`)."""
+epoch, and write it in fp16 to `models/` with a model card. The `eval_am` job evaluates it and adds its
+metrics to the card."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
         "train_voices": sorted({e.voice for e in train_set}),
         "devel_utterances": len(devel_set),
         "devel_voices": sorted({e.voice for e in devel_set}),
-        "corpus": str(corpus.root),
+        "corpus": f"{config.speech_job}: {len({r['normalized_text'] for r in train_rows}):,} unique SLURP "
+                  f"training sentences, {len(train_rows):,} utterances (in {corpus.root.name})",
         "graph": str(graph.directory),
         "history": history.epochs,
         "best_epoch": history.best_epoch,

@@ -34,7 +34,6 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> Non
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.5)
-    proc.terminate()
     raise SpecbenchError(f"the MLflow server did not answer at {url}/health within {timeout:.0f} s")
 
 
@@ -42,16 +41,29 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
              log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
     """Start `mlflow server` on the store with lean settings; returns (process, address) once healthy."""
     uri = resolve_tracking_uri(tracking_uri)
+    if port:
+        with socket.socket() as probe:
+            if probe.connect_ex((host, port)) == 0:
+                raise SpecbenchError(f"port {port} on {host} is already in use (another MLflow UI?). "
+                                     "Fix: pass --port with a free port.")
     port = port or free_port(host)
     env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
     if uri.startswith("sqlite:"):
         cmd += ["--artifacts-destination", str(local_artifact_root())]
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL
-    proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
+    try:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    finally:
+        if log_path:
+            out.close()  # type: ignore[union-attr]
     address = f"http://{host}:{port}"
-    wait_healthy(address, proc)
+    try:
+        wait_healthy(address, proc)
+    except BaseException:
+        stop(proc)
+        raise
     return proc, address
 
 

@@ -13,9 +13,12 @@ text), `stats.json`.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -24,13 +27,16 @@ from pathlib import Path
 from specbench.config import GraphConfig, config_to_dict
 from specbench.data import slurp, text_norm
 from specbench.data.resolver import data_file
+from specbench.errors import DataError
 from specbench.paths import work_dir
 from specbench.wfst import arpa as arpa_mod
-from specbench.wfst import compose, kenlm_tools, lexicon, symbols, topology
+from specbench.wfst import compose, fst_binary, kenlm_tools, lexicon, symbols, topology
+from specbench.wfst import graph as graph_mod
 from specbench.wfst.graph import read_graph
 
-RECIPE_VERSION = 1
-_SOURCES = (text_norm, lexicon, topology, symbols, arpa_mod, compose, kenlm_tools)
+RECIPE_VERSION = 2
+_SOURCES = (text_norm, slurp, lexicon, topology, symbols, arpa_mod, compose, kenlm_tools, graph_mod, fst_binary)
+_PACKAGES = ("kaldifst", "kaldilm")
 _DATA = ("slurp/lm.txt.gz", "slurp/devel.jsonl.gz", "slurp/test.jsonl.gz", "cmudict/cmudict.dict")
 
 
@@ -94,9 +100,22 @@ def inputs_hash(config: GraphConfig) -> str:
     for rel in _DATA:
         h.update(rel.encode())
         h.update(data_file(rel).read_bytes())
-    for module in _SOURCES:
+    for module in (*_SOURCES, sys.modules[__name__]):
         h.update(Path(module.__file__).read_bytes())
+    h.update(json.dumps(_tool_versions(), sort_keys=True).encode())
     return h.hexdigest()
+
+
+def _tool_versions() -> dict[str, str]:
+    """Versions of the outside tools that shape the graph (espeak-ng's pronunciations, KenLM, OpenFst)."""
+    versions = {name: importlib.metadata.version(name) for name in _PACKAGES}
+    versions["kenlm"] = kenlm_tools.KENLM_VERSION
+    try:
+        out = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True, timeout=10).stdout
+        versions["espeak-ng"] = out.strip()
+    except (OSError, subprocess.SubprocessError):
+        versions["espeak-ng"] = "missing"
+    return versions
 
 
 def graph_dir(config: GraphConfig) -> Path:
@@ -117,9 +136,15 @@ def verify_graph(directory: Path) -> None:
 
 
 def load_stats(directory: Path) -> GraphStats:
-    data = json.loads((directory / "stats.json").read_text())
-    data["ngrams"] = tuple(data["ngrams"])
-    return GraphStats(**data)
+    """The statistics of a built graph; a damaged or foreign `stats.json` is a DataError with the fix."""
+    path = directory / "stats.json"
+    try:
+        data = json.loads(path.read_text())
+        data["ngrams"] = tuple(data["ngrams"])
+        return GraphStats(**data)
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        raise DataError(f"{path}: not the statistics of a graph built by this version ({err}). Fix: "
+                        "`specbench graph build JOB.toml --force`.") from err
 
 
 Step = Callable[[str], None]

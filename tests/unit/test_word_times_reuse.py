@@ -1,0 +1,35 @@
+"""Word times of an existing manifest are reused only for the same utterance id AND the same words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench.data.speech_corpus import MANIFEST_SCHEMA
+from specbench.pipelines.speech import _keep_word_times, _previous_word_times
+
+pytestmark = pytest.mark.unit
+
+
+def _row(utt_id: str, text: str, times: list | None) -> dict:
+    row = {name: None for name in MANIFEST_SCHEMA.names}
+    row.update(utt_id=utt_id, text=text, normalized_text=text, voice="espeak:en-us", rate=1.0,
+               snr_db=float("inf"), noise_seed=1, split="train", audio_path=f"train/{utt_id}.wav", duration_s=1.0,
+               num_samples=16000, end_of_speech_s=0.9, word_times=times, status="ok")
+    return row
+
+
+def test_changed_sentence_behind_an_id_drops_its_old_word_times(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    old = [_row("u1", "play jazz", [{"word": "play", "start_s": 0.1, "end_s": 0.3},
+                                    {"word": "jazz", "start_s": 0.4, "end_s": 0.7}]),
+           _row("u2", "lights off", [{"word": "lights", "start_s": 0.1, "end_s": 0.4},
+                                     {"word": "off", "start_s": 0.5, "end_s": 0.6}])]
+    pq.write_table(pa.Table.from_pylist(old, schema=MANIFEST_SCHEMA), tmp_path / "manifest.parquet")
+    new = [_row("u1", "play jazz", None), _row("u2", "turn on the lights", None)]
+    assert set(_previous_word_times(tmp_path, new)) == {"u1"}
+    kept = _keep_word_times(new, tmp_path)
+    assert kept[0]["word_times"] == old[0]["word_times"] and kept[1]["word_times"] is None
