@@ -92,3 +92,12 @@ def test_missing_graph_or_words_is_one_clear_error(tmp_path: Path, slurp_graph: 
                      "--out", str(tmp_path / "o.jsonl")])
         err = capsys.readouterr().err
         assert code == 2 and "nope" in err and "Traceback" not in err
+
+
+def test_a_malformed_row_fails_alone(slurp_graph: GraphArtifacts, utterances: dict[str, np.ndarray]) -> None:
+    good = utterances["utt1"]
+    table = pa.table({"utt_id": ["bad", "good"], "num_frames": [7, len(good)], "num_classes": [40, 40],
+                      "loglikes": [good.reshape(-1)[:13], good.reshape(-1)]})
+    out = DecoderStage(slurp_graph.tlg, "cpu", beam=12.0, max_active=3000)(table)
+    status = out.column("status").to_pylist()
+    assert status[0].startswith("malformed scores") and status[1] == "ok"

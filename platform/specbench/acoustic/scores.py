@@ -70,9 +70,14 @@ def write_kaldi(table: pa.Table, ark: Path) -> Path:
     ark = Path(ark)
     scp = ark.with_suffix(".scp")
     ark.parent.mkdir(parents=True, exist_ok=True)
-    with kaldiio.WriteHelper(f"ark,scp:{ark},{scp}") as writer:
+    tmp_ark, tmp_scp = ark.with_name(ark.name + ".tmp"), scp.with_name(scp.name + ".tmp")
+    with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
         for utt_id, mat in iter_matrices(table):
             writer(utt_id, mat)
+    os.replace(tmp_ark, ark)
+    # the scp names the ark it was written beside: point it at the final name
+    tmp_scp.write_text(tmp_scp.read_text().replace(str(tmp_ark), str(ark)))
+    os.replace(tmp_scp, scp)
     return scp
 
 

@@ -74,6 +74,12 @@ class DecoderStage(Stage):
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows = []
         for r in batch.to_pylist():
-            mat = np.asarray(r["loglikes"], dtype=np.float32).reshape(int(r["num_frames"]), int(r["num_classes"]))
+            try:
+                mat = np.asarray(r["loglikes"], dtype=np.float32).reshape(int(r["num_frames"]), int(r["num_classes"]))
+            except (TypeError, ValueError) as err:  # a malformed row fails alone
+                rows.append({"id": r["utt_id"], "status": f"malformed scores: {err}", "word_ids": [],
+                             "graph_cost": None, "acoustic_cost": None, "num_frames": r.get("num_frames"),
+                             "word_end_frames": []})
+                continue
             rows.append(self.decode_one(r["utt_id"], mat))
         return pa.Table.from_pylist(rows, schema=OUTPUT_SCHEMA)
