@@ -49,9 +49,12 @@ import numpy as np
 
 from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, build_moves, close_emitting_arcs
 from specbench.decoder.pruning import BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, INT32_MAX, PruningConfig, get_cutoff
-from specbench.decoder.result import STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult, DecodeStats
+from specbench.decoder.lattice_paths import MovePaths, lattice_from_records
+from specbench.decoder.result import (
+    STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult, DecodeStats, PartialHypothesis,
+)
 from specbench.decoder.search import Arena, SearchState, Tokens, gather_arcs, recombine
-from specbench.decoder.traceback import read_path
+from specbench.decoder.traceback import partial_words, read_path
 from specbench.wfst.graph import CsrGraph
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -72,7 +75,8 @@ class CpuDecoder:
     """
 
     def __init__(self, graph: CsrGraph, beam: float = 16.0, max_active: int = INT32_MAX, min_active: int = 20,
-                 beam_delta: float = 0.5, acoustic_scale: float = 1.0, epsilon_mode: str = "auto") -> None:
+                 beam_delta: float = 0.5, acoustic_scale: float = 1.0, epsilon_mode: str = "auto",
+                 lattice_beam: float | None = None) -> None:
         if not isinstance(graph, CsrGraph):
             raise ValueError(f"CpuDecoder.graph must be a CsrGraph, got {type(graph).__name__}")
         if graph.start < 0:
@@ -98,15 +102,28 @@ class CpuDecoder:
         self._dense_index = np.full(graph.num_states, np.iinfo(np.int64).max, dtype=np.int64)
         self._dense_pos = np.full(graph.num_states, -1, dtype=np.intp)
         self._state: SearchState | None = None
+        if lattice_beam is not None and not lattice_beam >= 0:
+            raise ValueError(f"CpuDecoder.lattice_beam must be >= 0 (None: no lattice), got {lattice_beam!r}")
+        if lattice_beam is not None and not self.moves.closed:
+            raise ValueError("lattices need the epsilon closure (epsilon mode 'closure' or 'auto' on a graph "
+                             "whose epsilon weights are >= 0)")
+        self.lattice_beam = lattice_beam
+        self._move_paths = MovePaths.build(self.moves, graph.num_states) if lattice_beam is not None else None
 
     # ---- the frame-by-frame interface -------------------------------------------------------------
 
-    def init(self, utt_id: str = "") -> None:
-        """Start an utterance: the start token, closed over epsilons with cutoff FLT_MAX."""
+    def init(self, utt_id: str = "", partial_every: int | None = None) -> None:
+        """Start an utterance: the start token, closed over epsilons with cutoff FLT_MAX. With
+        `partial_every` (frames), the best partial path is kept after every that many frames."""
         arena = Arena()
         root = arena.add(np.array([-1], dtype=np.int64), np.array([0], dtype=np.int64))
         tokens = Tokens(np.array([self.graph.start], dtype=np.intp), np.zeros(1), root)
         self._state = SearchState(utt_id=str(utt_id), tokens=tokens, arena=arena)
+        self._partial_every = partial_every or 0
+        if self._partial_every < 0:
+            raise ValueError(f"partial_every must be >= 1 frame (or None), got {partial_every!r}")
+        self._partials: list[tuple[int, int, int]] = []  # (frame, arena entry, state)
+        self._records: list[np.ndarray] = []
         self._close(FLT_MAX)
 
     def advance(self, loglikes: np.ndarray) -> None:
@@ -119,6 +136,8 @@ class CpuDecoder:
         for row in rows:
             step(row)
             state.stats["frames"] += 1
+            if self._partial_every and state.stats["frames"] % self._partial_every == 0:
+                self._keep_partial()
 
     def result(self) -> DecodeResult:
         """The best path so far through a final state, or a defined empty result with the reason."""
@@ -135,11 +154,28 @@ class CpuDecoder:
         best = finite[np.lexsort((tokens.states[finite], total[finite]))[0]]
         return self._traceback(int(tokens.ids[best]), int(tokens.states[best]), stats)
 
-    def decode(self, loglikes: np.ndarray, utt_id: str = "") -> DecodeResult:
-        """Decode one utterance: loglikes (T, P) float32 log-likelihoods; T == 0 gives "empty utterance"."""
-        self.init(utt_id)
+    def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
+        """Decode one utterance: loglikes (T, P) float32 log-likelihoods; T == 0 gives "empty utterance".
+        partial_every: take the best partial path after every that many frames (DecodeResult.partials)."""
+        self.init(utt_id, partial_every)
         self.advance(loglikes)
         return self.result()
+
+    def _keep_partial(self) -> None:
+        """Remember the best token now (lowest cost, then lowest state) for a partial hypothesis."""
+        tokens = self._state.tokens
+        if tokens.size:
+            best = np.lexsort((tokens.states, tokens.costs))[0]
+            frame = self._state.stats["frames"] - 1
+            self._partials.append((frame, int(tokens.ids[best]), int(tokens.states[best])))
+
+    def _partial_results(self, costs: np.ndarray) -> tuple[PartialHypothesis, ...]:
+        found = []
+        for frame, entry, last_state in self._partials:
+            path = read_path(self._state.arena.path(entry), self._code_base, self.graph, self.moves,
+                             costs[:frame + 1], last_state)
+            found.append(PartialHypothesis(frame, partial_words(path.word_ids, last_state, self._final)))
+        return tuple(found)
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -187,6 +223,7 @@ class CpuDecoder:
         """
         state, config = self._state, self.config
         tokens, stats = state.tokens, state.stats
+        self._src_states = None
         cut = get_cutoff(tokens.costs, config)
         stats["max_active_binds"] += cut.binding == BIND_MAX_ACTIVE
         stats["min_active_binds"] += cut.binding == BIND_MIN_ACTIVE
@@ -209,6 +246,8 @@ class CpuDecoder:
         stats["tokens_created"] += keep.size
         stats["tokens_pruned"] += (tokens.size - expand.size) + (new.size - keep.size)
         index, prev = index.take(keep), expand.ids.repeat(counts).take(keep)
+        if self.lattice_beam is not None:
+            self._src_states = expand.states.repeat(counts).take(keep)
         if arcs is None:
             return index, new.take(keep), self._emit_dest.take(index), prev, next_cutoff
         stats["epsilon_iterations"] += 1
@@ -231,8 +270,19 @@ class CpuDecoder:
         state = self._state
         codes, new, dest, prev, _ = self._expand(costs_row, self._closed_arcs)
         win = recombine(dest, new, codes, self._dense_cost, self._dense_index)
+        if self.lattice_beam is not None:
+            self._record_lattice_arcs(codes, new, dest, win)
         ids = state.arena.add(prev[win], codes[win])
         state.tokens = Tokens(dest[win], new[win], ids)
+
+    def _record_lattice_arcs(self, codes: np.ndarray, new: np.ndarray, dest: np.ndarray, win: np.ndarray) -> None:
+        """Keep the candidates within the lattice beam of their destination's winner (frame, src, code)."""
+        best = self._dense_cost
+        best[dest[win]] = new[win]
+        near = (new <= best.take(dest) + self.lattice_beam).nonzero()[0]
+        best[dest[win]] = np.inf
+        frame = np.full(near.shape[0], self._state.stats["frames"], dtype=np.int64)
+        self._records.append(np.stack([frame, self._src_states[near].astype(np.int64), codes[near]], axis=1))
 
     def _best_token_bound(self, tokens: Tokens, best: int, costs_row: np.ndarray, beam: float) -> float:
         """min over the best token's emitting arcs of new cost + beam (+inf without arcs)."""
@@ -294,8 +344,14 @@ class CpuDecoder:
         costs = np.concatenate(state.scores) if len(state.scores) > 1 else state.scores[0]
         codes = state.arena.path(token_id)
         path = read_path(codes, self._code_base, self.graph, self.moves, costs, final_state)
+        lattice = None
+        if self.lattice_beam is not None:
+            records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
+            lattice = lattice_from_records(self.graph, self.moves, self._move_paths, costs, records,
+                                           self.lattice_beam)
         return DecodeResult(
             utt_id=state.utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=state.stats["frames"],
-            word_end_frames=path.word_end_frames, stats=stats,
+            word_end_frames=path.word_end_frames, stats=stats, lattice=lattice,
+            partials=self._partial_results(costs),
         )

@@ -50,6 +50,18 @@ class DecodeStats:
 
 
 @dataclass(frozen=True)
+class PartialHypothesis:
+    """The best path after frames 0..frame, cut to its complete words (see `lanes.partial_words`).
+
+    frame: the last frame used (0-based); its end time is (frame + 1) * frame shift.
+    word_ids: the complete words of the best partial path, in order.
+    """
+
+    frame: int
+    word_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class DecodeResult:
     """The 1-best of one utterance.
 
@@ -65,9 +77,9 @@ class DecodeResult:
         before that arc), and T - 1 for the last word. So a word's segment runs from its own label to the
         next word's label, trailing blanks included; a word whose segment holds no emitting arc gets the
         frame before its label (possibly -1 when no frame precedes it).
-    lattice: reserved for lattices (None for now).
     stats: the search's counters.
-    partials: reserved for partial hypotheses (empty for now).
+    lattice: the pruned word lattice (`lattice.WordLattice`) when one was asked for, else None.
+    partials: `PartialHypothesis` values at the frames asked for, in frame order.
     """
 
     utt_id: str

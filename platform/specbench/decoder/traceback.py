@@ -70,3 +70,11 @@ def read_path(codes: list[int], base: int, graph: CsrGraph, moves: EpsilonMoves,
                 words.append(label)
                 starts.append(frame)
     return BestPath(tuple(words), tuple(starts), graph_cost, acoustic_cost, frames)
+
+
+def partial_words(word_ids: tuple[int, ...], last_state: int, final: np.ndarray) -> tuple[int, ...]:
+    """The words of a partial best path that are complete: every word followed by another word's label,
+    and the last word too when the path's state may end the utterance (finite final weight)."""
+    if word_ids and not np.isfinite(final[last_state]):
+        return word_ids[:-1]
+    return word_ids

@@ -1,0 +1,331 @@
+"""The GPU decoding algorithm, backend-neutral: many utterances (lanes) decoded together, frame by frame.
+
+This module holds the host side that the numpy twin (`twin.py`) and the cupy backend (`gpu.py`) share: the
+graph tables, the per-batch buffers, and the frame loop as a fixed sequence of kernel calls. Each backend
+implements the same kernels (`LaneKernels`): numpy functions in the twin, CUDA kernels in
+`kernels/lanes.cu` on the GPU, so CI checks the GPU algorithm step by step on every commit.
+
+Per frame f, over the tokens of every lane whose utterance has more than f frames:
+
+1. `lane_reduce`: per-lane best and worst cost and token count (atomicMin / atomicMax on order-preserving
+   float64 bits, atomicAdd).
+2. `select_setup`, then 4 x (`radix_histogram`, `radix_scan`): per lane, the exact k-th smallest float32
+   cost for k = max_active (when more tokens are active) and k = min_active (when tokens lie beyond the
+   beam) by radix selection over 256-bin cost histograms of the order-preserving float32 bits, 8 bits a
+   pass: Kaldi's `nth_element` cutoffs, exactly, without sorting.
+3. `lane_cutoff`: Kaldi's GetCutoff from those statistics (pruning.py's rules and float types): the
+   weight cutoff, the adaptive beam; max-active and min-active binds and beam narrowings are counted.
+4. `token_degree` + prefix sum: out-degrees (in the closed-arc table) of the tokens below the cutoff.
+5. `expand_min`: load-balanced over arcs: slot j finds its token by binary search in the prefix sums and
+   its arc as an offset; the per-lane minimum of the new costs (atomicMin) gives the next cutoff.
+6. `expand_recombine`: candidates below the next cutoff pack (order-preserving float32 cost << 32 | arc
+   entry) into a uint64 and `atomicMin` it into a dense per-lane state table.
+7. `resolve_cost`, `resolve_index`: among candidates whose float32 costs tie with the winner's, the lowest
+   float64 cost, then the lowest arc entry (two more atomicMin passes): the CPU decoder's tie rule exactly.
+8. `mark` + prefix sums, `emit_winners`: winners compacted into the next token queue and the backpointer
+   arena; candidates within the lattice beam of their destination's winner recorded for the lattice.
+9. At frames where partial hypotheses are asked for, and at each lane's last frame, `lane_best`: the best
+   token per lane (lowest cost, then lowest state; at the end with final weights).
+
+Epsilon arcs: the epsilon closure is iterated to its fixed point once per graph on the host
+(`epsilon.epsilon_closure`) and each emitting arc is stored followed by every closure move
+(`epsilon.ClosedArcs`), so a frame's emitting and epsilon steps are the one expansion above; this is the
+CPU decoder's default mode, with the same tokens. Graphs with negative epsilon weights need the CPU backend.
+
+Queues have fixed capacities (tokens, candidate arcs, arena entries, lattice records); anything that does
+not fit is dropped and counted in `DecodeStats.queue_overflows` (and the lane's result says so).
+
+Difference from the CPU decoder: Kaldi bounds the next cutoff also by the best token's arcs when the best
+token itself is not expanded (possible only when the max_active-th cost ties with the best); the lane
+algorithm expands what lies below the cutoff and leaves that case out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, close_emitting_arcs, epsilon_closure
+from specbench.decoder.pruning import INT32_MAX, PruningConfig
+from specbench.decoder.result import STATUS_EMPTY, STATUS_NO_FINAL, DecodeResult, DecodeStats
+from specbench.decoder.traceback import partial_words, read_path
+from specbench.wfst.graph import CsrGraph
+
+STATUS_OVERFLOW = "queue overflow"
+STAT_NAMES = ("frames", "tokens_created", "tokens_pruned", "max_active_binds", "min_active_binds",
+              "beam_narrowings", "epsilon_iterations", "queue_overflows")
+STAT = {name: i for i, name in enumerate(STAT_NAMES)}
+FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@dataclass(frozen=True)
+class LaneGraph:
+    """Host tables of one graph for the lane algorithm (uploaded once per decoder).
+
+    offsets (S + 1,) int64, degree (S,) int32: closed arcs per state (CSR). dest (E,) int32, weight (E,)
+    float64 (arc weight + closure-move cost), column (E,) int32 score column, code (E,) int64 (the CPU
+    decoder's backpointer code). final (S,) float64. init_dest, init_cost, init_move: the closure moves out
+    of the start state (its tokens at frame 0).
+    """
+
+    graph: CsrGraph
+    moves: EpsilonMoves
+    closed: ClosedArcs
+    offsets: np.ndarray
+    degree: np.ndarray
+    dest: np.ndarray
+    weight: np.ndarray
+    column: np.ndarray
+    code: np.ndarray
+    final: np.ndarray
+    init_dest: np.ndarray
+    init_cost: np.ndarray
+    init_move: np.ndarray
+
+    @property
+    def num_states(self) -> int:
+        return self.graph.num_states
+
+    @classmethod
+    def build(cls, graph: CsrGraph) -> LaneGraph:
+        if not isinstance(graph, CsrGraph):
+            raise ValueError(f"the lane decoder needs a CsrGraph, got {type(graph).__name__}")
+        if graph.start < 0:
+            raise ValueError("the lane decoder's graph has no start state (an empty FST)")
+        moves = epsilon_closure(graph.epsilon)
+        if moves is None:
+            raise ValueError("the lane (GPU) decoder needs the epsilon closure, which this graph does not allow "
+                             "(a negative epsilon weight, or too many closure moves); use the CPU backend")
+        closed = close_emitting_arcs(graph.emitting, moves)
+        if closed.dest.shape[0] >= 2**32 - 1:
+            raise ValueError(f"{closed.dest.shape[0]} closed arcs do not fit the 32-bit index of the packed keys")
+        lo, hi = int(moves.offsets[graph.start]), int(moves.offsets[graph.start + 1])
+        return cls(
+            graph=graph, moves=moves, closed=closed, offsets=closed.offsets,
+            degree=closed.degree.astype(np.int32), dest=closed.dest.astype(np.int32), weight=closed.weight,
+            column=closed.column.astype(np.int32), code=closed.code, final=graph.final.astype(np.float64),
+            init_dest=moves.dest[lo:hi].astype(np.int32), init_cost=moves.cost[lo:hi],
+            init_move=np.arange(lo, hi, dtype=np.int64),
+        )
+
+
+@dataclass(frozen=True)
+class LaneSettings:
+    """Search options (Kaldi's FasterDecoderOptions plus the lattice beam) and queue capacities.
+
+    token_capacity: tokens per frame over all lanes; arc_capacity: candidate arcs per frame over all lanes;
+    arena_capacity: backpointers per batch; lattice_capacity: lattice records per batch.
+    """
+
+    pruning: PruningConfig
+    acoustic_scale: float = 1.0
+    lattice_beam: float | None = None
+    token_capacity: int = 1 << 21
+    arc_capacity: int = 1 << 24
+    arena_capacity: int = 1 << 27
+    lattice_capacity: int = 1 << 26
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.acoustic_scale, (int, float)) and 0 < self.acoustic_scale < math.inf):
+            raise ValueError(f"acoustic_scale must be a positive finite number, got {self.acoustic_scale!r}")
+        if self.lattice_beam is not None and not (self.lattice_beam >= 0):
+            raise ValueError(f"lattice_beam must be >= 0 (or None for no lattice), got {self.lattice_beam!r}")
+        for name in ("token_capacity", "arc_capacity", "arena_capacity", "lattice_capacity"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1 or value >= 2**31:
+                raise ValueError(f"{name} must be an int in [1, 2^31), got {value!r}")
+
+
+@dataclass
+class LaneBatch:
+    """What the host knows about one batch: lane lengths, and which frames get partial hypotheses."""
+
+    utt_ids: list[str]
+    lengths: np.ndarray  # (L,) int32, all > 0
+    costs: np.ndarray  # (L, Tmax, P) float32 acoustic costs, zero-padded
+    partial_frames: tuple[int, ...]  # sorted frame indices f: a partial after frames 0..f
+
+
+@dataclass
+class LaneOutput:
+    """What a backend's kernels hand back after the last frame (host numpy arrays)."""
+
+    arena_prev: np.ndarray  # (R,) int64
+    arena_code: np.ndarray  # (R,) int64
+    final_id: np.ndarray  # (L,) int64 arena entry of the best final token, -1 when none
+    final_state: np.ndarray  # (L,) int64
+    partial_id: np.ndarray  # (L, len(partial_frames)) int64, -1 when none
+    partial_state: np.ndarray  # (L, len(partial_frames)) int64
+    stats: np.ndarray  # (L, 8) int64, STAT_NAMES order
+    lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame, src state, closed-arc entry)
+
+
+class LaneKernels:
+    """The kernels of the lane algorithm; `twin.NumpyLaneKernels` and `gpu.CudaLaneKernels` implement them.
+
+    `start(batch)` uploads the batch and the frame-0 tokens, `frame(f)` runs one frame over every lane,
+    `finish()` returns the LaneOutput.
+    """
+
+    def start(self, batch: LaneBatch) -> None:
+        raise NotImplementedError
+
+    def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> LaneOutput:
+        raise NotImplementedError
+
+
+def partial_frame_indices(num_frames: int, every: int | None) -> tuple[int, ...]:
+    """Frames f (0-based) after which a partial hypothesis is taken: every `every` frames, f = k*every - 1."""
+    if not every:
+        return ()
+    if every < 1:
+        raise ValueError(f"partial interval must be >= 1 frame, got {every}")
+    return tuple(range(every - 1, num_frames, every))
+
+
+class LaneDecoder:
+    """Decode batches of utterances with the lane algorithm on one backend's kernels.
+
+    kernels_factory(lane_graph, settings) -> LaneKernels. `decode_batch(items)` takes (utt_id, loglikes
+    (T, P) float32) pairs and returns one DecodeResult per item, in order; a bad item gets a failed
+    result with the reason and never stops the others. At most `max_lanes` utterances are decoded together.
+    """
+
+    def __init__(self, graph: CsrGraph, kernels_factory, beam: float = 16.0, max_active: int = INT32_MAX,
+                 min_active: int = 20, beam_delta: float = 0.5, acoustic_scale: float = 1.0,
+                 lattice_beam: float | None = None, max_lanes: int = 256, **capacities: int) -> None:
+        self.lane_graph = LaneGraph.build(graph)
+        self.settings = LaneSettings(
+            pruning=PruningConfig(beam=beam, max_active=max_active, min_active=min_active,
+                                  beam_delta=beam_delta),
+            acoustic_scale=float(acoustic_scale), lattice_beam=lattice_beam, **capacities)
+        if not isinstance(max_lanes, int) or max_lanes < 1:
+            raise ValueError(f"max_lanes must be a positive int, got {max_lanes!r}")
+        self.max_lanes = max_lanes
+        self.kernels: LaneKernels = kernels_factory(self.lane_graph, self.settings)
+        self._max_ilabel = graph.max_ilabel
+
+    def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
+        """One utterance (a batch of one)."""
+        return self.decode_batch([(utt_id, loglikes)], partial_every)[0]
+
+    def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],
+                     partial_every: int | None = None) -> list[DecodeResult]:
+        """Decode `items` in batches of at most max_lanes; partial hypotheses every `partial_every` frames."""
+        results: list[DecodeResult | None] = [None] * len(items)
+        good: list[tuple[int, str, np.ndarray]] = []
+        for position, (utt_id, loglikes) in enumerate(items):
+            try:
+                costs = self._checked_costs(str(utt_id), loglikes)
+            except ValueError as err:
+                results[position] = DecodeResult.failed(str(utt_id), f"bad scores: {err}", 0, DecodeStats())
+                continue
+            if costs.shape[0] == 0:
+                results[position] = DecodeResult.failed(str(utt_id), STATUS_EMPTY, 0, DecodeStats())
+                continue
+            good.append((position, str(utt_id), costs))
+        for begin in range(0, len(good), self.max_lanes):
+            chunk = good[begin:begin + self.max_lanes]
+            for (position, _, _), result in zip(chunk, self._decode_lanes(chunk, partial_every), strict=True):
+                results[position] = result
+        return [r for r in results if r is not None]
+
+    def _checked_costs(self, utt_id: str, loglikes: np.ndarray) -> np.ndarray:
+        scores = np.asarray(loglikes)
+        if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
+            raise ValueError(f"utterance {utt_id!r}: scores must be a 2-D float array (T, P), got "
+                             f"{scores.dtype} of shape {scores.shape}")
+        scores = scores.astype(np.float32, copy=False)
+        if scores.shape[0] and scores.shape[1] < self._max_ilabel:
+            raise ValueError(f"utterance {utt_id!r}: scores have {scores.shape[1]} columns, but the graph's input "
+                             f"labels go up to {self._max_ilabel} (column j scores label j + 1)")
+        if not np.isfinite(scores).all():
+            frame, column = (int(i) for i in np.argwhere(~np.isfinite(scores))[0])
+            raise ValueError(f"utterance {utt_id!r}: score at frame {frame}, column {column} is "
+                             f"{scores[frame, column]}; scores must be finite log-likelihoods")
+        return scores * np.float32(-self.settings.acoustic_scale)
+
+    def _decode_lanes(self, chunk: list[tuple[int, str, np.ndarray]],
+                      partial_every: int | None) -> list[DecodeResult]:
+        lengths = np.array([c[2].shape[0] for c in chunk], dtype=np.int32)
+        width = max(c[2].shape[1] for c in chunk)
+        costs = np.zeros((len(chunk), int(lengths.max()), width), dtype=np.float32)
+        for lane, (_, _, mat) in enumerate(chunk):
+            costs[lane, :mat.shape[0], :mat.shape[1]] = mat
+        partials = partial_frame_indices(int(lengths.max()), partial_every)
+        batch = LaneBatch([c[1] for c in chunk], lengths, costs, partials)
+        self.kernels.start(batch)
+        slot_of = {f: i for i, f in enumerate(partials)}
+        for f in range(int(lengths.max())):
+            self.kernels.frame(f, (lengths == f + 1).nonzero()[0], slot_of.get(f, -1))
+        return assemble_results(self.lane_graph, self.settings, batch, self.kernels.finish())
+
+
+def _trace(prev: np.ndarray, code: np.ndarray, ids: np.ndarray) -> list[list[int]]:
+    """Backpointer paths of several arena entries at once (one numpy step per path position)."""
+    paths: list[list[int]] = [[] for _ in range(ids.shape[0])]
+    cur = ids.copy()
+    alive = (cur >= 0) & (prev[np.maximum(cur, 0)] >= 0)
+    steps = []
+    while alive.any():
+        idx = alive.nonzero()[0]
+        steps.append((idx, code[cur[idx]]))
+        cur[idx] = prev[cur[idx]]
+        alive[idx] = prev[cur[idx]] >= 0
+    for idx, codes in reversed(steps):
+        for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
+            paths[i].append(c)
+    return paths
+
+
+def assemble_results(lg: LaneGraph, settings: LaneSettings, batch: LaneBatch,
+                     out: LaneOutput) -> list[DecodeResult]:
+    """Trace back every lane's best final token (and partials), build DecodeResults with lattices."""
+    from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
+
+    base = lg.moves.num_moves + 1
+    paths = _trace(out.arena_prev, out.arena_code, out.final_id)
+    lattices = (lane_lattices(lg, batch, out.lattice, settings.lattice_beam)
+                if out.lattice is not None else [None] * len(batch.utt_ids))
+    results = []
+    for lane, utt_id in enumerate(batch.utt_ids):
+        counts = out.stats[lane].astype(np.int64).tolist()
+        counts[STAT["frames"]] = int(batch.lengths[lane])
+        stats = DecodeStats(**dict(zip(STAT_NAMES, (int(c) for c in counts), strict=True)))
+        frames = int(batch.lengths[lane])
+        if stats.queue_overflows:
+            results.append(DecodeResult.failed(utt_id, STATUS_OVERFLOW, frames, stats))
+            continue
+        if out.final_id[lane] < 0:
+            results.append(DecodeResult.failed(utt_id, STATUS_NO_FINAL, frames, stats))
+            continue
+        path = read_path(paths[lane], base, lg.graph, lg.moves, batch.costs[lane, :frames],
+                         int(out.final_state[lane]))
+        partials = _partials(lg, batch, out, lane, base)
+        results.append(DecodeResult(
+            utt_id=utt_id, status="ok", word_ids=path.word_ids, graph_cost=path.graph_cost,
+            acoustic_cost=path.acoustic_cost, num_frames=frames, word_end_frames=path.word_end_frames,
+            stats=stats, lattice=lattices[lane], partials=partials))
+    return results
+
+
+def _partials(lg: LaneGraph, batch: LaneBatch, out: LaneOutput, lane: int, base: int) -> tuple:
+    from specbench.decoder.result import PartialHypothesis
+
+    found = []
+    for slot, frame in enumerate(batch.partial_frames):
+        entry = int(out.partial_id[lane, slot])
+        if frame >= batch.lengths[lane] or entry < 0:
+            continue
+        codes = _trace(out.arena_prev, out.arena_code, np.array([entry]))[0]
+        path = read_path(codes, base, lg.graph, lg.moves, batch.costs[lane, :frame + 1],
+                         int(out.partial_state[lane, slot]))
+        words = partial_words(path.word_ids, int(out.partial_state[lane, slot]), lg.final)
+        found.append(PartialHypothesis(frame=frame, word_ids=words))
+    return tuple(found)

@@ -1,0 +1,431 @@
+"""Word lattices: the arcs a decoder kept for one utterance, pruned like Kaldi's lattice pruning.
+
+Nodes are (frame, state) pairs: frame f = frames consumed so far (0..T), state = graph state. A decoder
+records arcs with `RawLatticeBuilder` (per-frame chunks of arrays); `prune_lattice` deduplicates them and
+keeps the arcs on a complete path (start node to a final frame-T node) whose total cost is within
+`lattice_beam` of the best (forward-backward pruning, as Kaldi's `PruneLattice`). The result is a
+`WordLattice`: best path, word sequences, oracle word errors, and a Kaldi word lattice (kaldifst.Lattice,
+weights (graph, acoustic)). Costs are tropical: graph + acoustic (+ final weight) along a path.
+
+Epsilon arcs (same frame) may form cycles of non-negative total weight; every pass over a frame relaxes
+its epsilon arcs to a fixed point (vectorized Bellman-Ford, one round per node of the frame at most).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import kaldifst
+import numpy as np
+
+from specbench.errors import DataError
+
+_FIELDS = ("src_frame", "src_state", "dst_frame", "dst_state", "ilabel", "olabel", "graph_cost",
+           "acoustic_cost")
+_DTYPE = dict(zip(_FIELDS, [np.int32] * 6 + [np.float64] * 2))
+_NO_ARC = np.iinfo(np.int64).max
+_FAR = 1 << 40  # "unreachable" in the integer edit-distance table
+
+
+@dataclass(frozen=True)
+class RawLattice:
+    """Every arc between search tokens a decoder kept for one utterance (arrays of one length A).
+
+    dst_frame == src_frame + 1 for emitting arcs (ilabel > 0), == src_frame for epsilon arcs (ilabel 0).
+    Costs: graph arc weight, acoustic cost (-acoustic_scale * loglike; 0 on epsilon arcs). Duplicated arcs
+    (same nodes and labels) are allowed; pruning keeps the cheapest.
+    """
+
+    num_frames: int
+    start_state: int
+    src_frame: np.ndarray
+    src_state: np.ndarray
+    dst_frame: np.ndarray
+    dst_state: np.ndarray
+    ilabel: np.ndarray
+    olabel: np.ndarray
+    graph_cost: np.ndarray
+    acoustic_cost: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in ("num_frames", "start_state"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"RawLattice.{name} must be a non-negative int, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        for name in _FIELDS:
+            object.__setattr__(self, name, np.asarray(getattr(self, name), dtype=_DTYPE[name]).ravel())
+        lengths = {name: len(getattr(self, name)) for name in _FIELDS}
+        if len(set(lengths.values())) > 1:
+            raise ValueError(f"RawLattice arrays differ in length: {lengths}")
+        step = self.dst_frame - self.src_frame
+        for bad, what in [
+            ((step != 0) & (step != 1), "dst_frame must be src_frame (epsilon) or src_frame + 1 (emitting)"),
+            ((self.src_frame < 0) | (self.dst_frame > self.num_frames), "frames must lie in 0..num_frames"),
+            ((self.src_state < 0) | (self.dst_state < 0) | (self.ilabel < 0), "states, labels must be >= 0"),
+            ((self.ilabel == 0) != (step == 0), "ilabel must be 0 exactly on epsilon arcs (no frame step)"),
+            (~np.isfinite(self.graph_cost + self.acoustic_cost), "costs must be finite"),
+        ]:
+            if np.any(bad):
+                raise ValueError(f"RawLattice: {what} (arc {int(np.argmax(bad))})")
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.src_frame)
+
+
+class RawLatticeBuilder:
+    """Collects arcs chunk by chunk (arrays, or scalars broadcast against them); `build` joins them once."""
+
+    def __init__(self) -> None:
+        self._parts: dict[str, list[np.ndarray]] = {name: [] for name in _FIELDS}
+
+    def add(self, src_frame, src_state, dst_frame, dst_state, ilabel, olabel, graph_cost,
+            acoustic_cost) -> None:
+        values = np.broadcast_arrays(*(np.asarray(v) for v in (
+            src_frame, src_state, dst_frame, dst_state, ilabel, olabel, graph_cost, acoustic_cost)))
+        for name, value in zip(_FIELDS, values):
+            self._parts[name].append(np.array(value.ravel(), dtype=_DTYPE[name]))
+
+    @property
+    def num_arcs(self) -> int:
+        return sum(len(part) for part in self._parts["src_frame"])
+
+    def build(self, num_frames: int, start_state: int) -> RawLattice:
+        arrays = {name: np.concatenate(parts) if parts else np.zeros(0, dtype=_DTYPE[name])
+                  for name, parts in self._parts.items()}
+        return RawLattice(num_frames=num_frames, start_state=start_state, **arrays)
+
+
+# ---------------------------------------------------------------------------------------------- relaxation
+
+
+def _frame_groups(arc_frame: np.ndarray, emitting: np.ndarray, num_frames: int) -> list:
+    """Per frame f: (epsilon arcs of f, emitting arcs leaving f), as arc index arrays."""
+    key = 2 * arc_frame.astype(np.int64) + emitting
+    order = np.argsort(key, kind="stable")
+    bounds = np.searchsorted(key[order], np.arange(2 * num_frames + 3))
+    return [(order[bounds[2 * f]:bounds[2 * f + 1]], order[bounds[2 * f + 1]:bounds[2 * f + 2]])
+            for f in range(num_frames + 1)]
+
+
+def _fixed_point(step, arcs: np.ndarray, rounds: int, frame: int) -> None:
+    for _ in range(rounds + 1):
+        if not step(arcs):
+            return
+    raise RuntimeError(f"lattice: epsilon relaxation did not converge at frame {frame} (negative cycle?)")
+
+
+def _shortest(init, tail, head, cost, groups, sizes, reverse: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Costs from `init` along arcs tail -> head, frame by frame (descending when `reverse`), with the
+    predecessor arc of every improved node: a node keeps its arc unless a strictly cheaper one appears;
+    equally cheap candidates of one round go to the lowest arc index."""
+    dist, back = init.copy(), np.full(len(init), -1, dtype=np.int64)
+
+    def step(arcs: np.ndarray) -> bool:
+        if arcs.size == 0:
+            return False
+        to = head[arcs]
+        cand = dist[tail[arcs]] + cost[arcs]
+        old = dist[to]
+        np.minimum.at(dist, to, cand)
+        win = (cand < old) & (cand == dist[to])
+        if not win.any():
+            return False
+        back[to[win]] = _NO_ARC
+        np.minimum.at(back, to[win], arcs[win])
+        return True
+
+    for f in (reversed(range(len(groups))) if reverse else range(len(groups))):
+        eps, emit = groups[f]
+        if reverse:
+            step(emit)
+        _fixed_point(step, eps, int(sizes[f]), f)
+        if not reverse:
+            step(emit)
+    return dist, back
+
+
+# ---------------------------------------------------------------------------------------------- pruning
+
+
+def _dedup(raw: RawLattice) -> np.ndarray:
+    """Arc indices of `raw` without duplicates (same nodes and labels): the lowest total cost, then the
+    lowest acoustic cost, then the first recorded."""
+    keys = [raw.src_frame, raw.src_state, raw.dst_frame, raw.dst_state, raw.ilabel, raw.olabel]
+    order = np.lexsort([raw.acoustic_cost, raw.graph_cost + raw.acoustic_cost] + keys[::-1])
+    first = np.ones(len(order), dtype=bool)
+    if len(order) > 1:
+        first[1:] = np.any([k[order][1:] != k[order][:-1] for k in keys], axis=0)
+    return order[first]
+
+
+def prune_lattice(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> WordLattice | None:
+    """Keep the arcs with alpha[src] + cost + beta[dst] <= best + lattice_beam (and final weights with
+    alpha + final within it); None when no final frame-T node is reachable. Node 0 is the start node, the
+    others follow in (frame, state) order; arcs are sorted by (src, dst, ilabel, olabel)."""
+    if not float(lattice_beam) >= 0:
+        raise ValueError(f"prune_lattice: lattice_beam must be >= 0, got {lattice_beam!r}")
+    final = np.asarray(final, dtype=np.float64)
+    keep = _dedup(raw)
+    sf, ss, df, ds = (a[keep].astype(np.int64) for a in (raw.src_frame, raw.src_state, raw.dst_frame,
+                                                          raw.dst_state))
+    ilabel, olabel, graph, acoustic = (a[keep] for a in (raw.ilabel, raw.olabel, raw.graph_cost,
+                                                         raw.acoustic_cost))
+    width = int(max(ss.max(initial=0), ds.max(initial=0), raw.start_state)) + 1
+    keys, inverse = np.unique(np.concatenate([[raw.start_state], sf * width + ss, df * width + ds]),
+                              return_inverse=True)
+    start, src, dst = int(inverse[0]), inverse[1:1 + len(sf)], inverse[1 + len(sf):]
+    node_frame, node_state = keys // width, keys % width
+    num_frames, n = raw.num_frames, len(keys)
+    at_end = node_frame == num_frames
+    if node_state[at_end].max(initial=-1) >= len(final):
+        raise ValueError(f"prune_lattice: final has {len(final)} entries, a frame-T node has state "
+                         f"{int(node_state[at_end].max())}")
+    end_cost = np.full(n, np.inf)
+    end_cost[at_end] = final[node_state[at_end]]
+    groups = _frame_groups(sf, df != sf, num_frames)
+    sizes = np.bincount(node_frame, minlength=num_frames + 1)
+    cost = graph + acoustic
+    init = np.full(n, np.inf)
+    init[start] = 0.0
+    alpha, _ = _shortest(init, src, dst, cost, groups, sizes, reverse=False)
+    beta, _ = _shortest(end_cost, dst, src, cost, groups, sizes, reverse=True)
+    best = float(np.min(alpha + end_cost))
+    if not math.isfinite(best):
+        return None
+    limit = best + lattice_beam + 1e-6 * max(1.0, abs(best))
+    through = alpha[src] + cost + beta[dst]
+    arc_keep = np.isfinite(through) & (through <= limit)
+    ends = alpha + end_cost
+    node_keep = np.zeros(n, dtype=bool)
+    node_keep[src[arc_keep]] = node_keep[dst[arc_keep]] = True
+    old = np.flatnonzero(node_keep)
+    old = np.concatenate([[start], old[old != start]])
+    new = np.full(n, -1, dtype=np.int64)
+    new[old] = np.arange(len(old))
+    a_src, a_dst = new[src[arc_keep]], new[dst[arc_keep]]
+    order = np.lexsort((olabel[arc_keep], ilabel[arc_keep], a_dst, a_src))
+    return WordLattice(
+        num_frames=num_frames, node_frame=node_frame[old].astype(np.int32),
+        node_state=node_state[old].astype(np.int32),
+        final_cost=np.where(np.isfinite(ends) & (ends <= limit), end_cost, np.inf)[old],
+        src=a_src[order].astype(np.int32), dst=a_dst[order].astype(np.int32),
+        ilabel=ilabel[arc_keep][order], olabel=olabel[arc_keep][order],
+        graph_cost=graph[arc_keep][order], acoustic_cost=acoustic[arc_keep][order])
+
+
+# ---------------------------------------------------------------------------------------------- lattice
+
+
+@dataclass(frozen=True)
+class WordLattice:
+    """A pruned lattice: N nodes (node 0 = start), arcs src -> dst with graph and acoustic costs.
+
+    final_cost: the final weight of kept final frame-T nodes, +inf elsewhere. Complete path: node 0 to a
+    node with a finite final_cost; its cost is graph + acoustic + final.
+    """
+
+    num_frames: int
+    node_frame: np.ndarray
+    node_state: np.ndarray
+    final_cost: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    ilabel: np.ndarray
+    olabel: np.ndarray
+    graph_cost: np.ndarray
+    acoustic_cost: np.ndarray
+
+    def __post_init__(self) -> None:
+        nodes = {len(self.node_frame), len(self.node_state), len(self.final_cost)}
+        arcs = {len(a) for a in (self.src, self.dst, self.ilabel, self.olabel, self.graph_cost,
+                                 self.acoustic_cost)}
+        if len(nodes) != 1 or len(arcs) != 1:
+            raise ValueError("WordLattice node arrays and arc arrays must each have one length")
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_frame)
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.src)
+
+    @property
+    def density(self) -> float:
+        """Lattice arcs per frame."""
+        return self.num_arcs / max(self.num_frames, 1)
+
+    def _layout(self) -> tuple[list, np.ndarray]:
+        frame = self.node_frame[self.src]
+        return (_frame_groups(frame, self.node_frame[self.dst] != frame, self.num_frames),
+                np.bincount(self.node_frame, minlength=self.num_frames + 1))
+
+    def _finals(self) -> np.ndarray:
+        finals = np.flatnonzero(np.isfinite(self.final_cost))
+        if finals.size == 0:
+            raise ValueError("WordLattice has no final node (no complete path)")
+        return finals
+
+    def best_path(self) -> tuple[tuple[int, ...], float, float]:
+        """(word ids, graph cost incl. final weight, acoustic cost) of the cheapest complete path.
+
+        Ties: the final node with the lowest id; into each node, the path of the frame-synchronous
+        relaxation (`_shortest`): a node's predecessor changes only for a strictly cheaper cost, and among
+        equally cheap candidates of one round the lowest arc index (arcs sorted by src, dst, ilabel, olabel).
+        """
+        finals = self._finals()
+        init = np.full(self.num_nodes, np.inf)
+        init[0] = 0.0
+        dist, back = _shortest(init, self.src, self.dst, self.graph_cost + self.acoustic_cost,
+                               *self._layout(), reverse=False)
+        end = int(finals[np.argmin(dist[finals] + self.final_cost[finals])])
+        path, node = [], end
+        while node != 0:
+            if back[node] < 0 or len(path) > self.num_arcs:
+                raise RuntimeError("WordLattice.best_path: broken traceback")
+            path.append(int(back[node]))
+            node = int(self.src[back[node]])
+        path.reverse()
+        words = tuple(int(w) for w in self.olabel[path] if w != 0)
+        graph = sum(self.graph_cost[path].tolist(), 0.0) + float(self.final_cost[end])
+        return words, graph, sum(self.acoustic_cost[path].tolist(), 0.0)
+
+    def _successors(self) -> list[list[int]]:
+        out: list[list[int]] = [[] for _ in range(self.num_nodes)]
+        for arc, node in enumerate(self.src.tolist()):
+            out[node].append(arc)
+        return out
+
+    def word_sequences(self, limit: int = 100_000) -> dict[tuple[int, ...], float]:
+        """Every word sequence of a complete path with its lowest total cost, by DP over prefixes when the
+        lattice is acyclic, else by depth-first search over paths that never revisit a node (with
+        non-negative cycles the cheapest path of a sequence needs none). ValueError beyond `limit` paths."""
+        succ, finals, final = self._successors(), np.isfinite(self.final_cost), self.final_cost.tolist()
+        dst, words = self.dst.tolist(), self.olabel.tolist()
+        cost = (self.graph_cost + self.acoustic_cost).tolist()
+        result: dict[tuple[int, ...], float] = {}
+        too_many = ValueError(f"WordLattice.word_sequences: more than {limit} paths")
+
+        def keep(table: dict, key: tuple[int, ...], value: float) -> None:
+            if value < table.get(key, math.inf):
+                table[key] = value
+
+        def extend(seq: tuple[int, ...], arc: int) -> tuple[int, ...]:
+            return seq + (words[arc],) if words[arc] else seq
+
+        indegree, order = np.bincount(self.dst, minlength=self.num_nodes).tolist(), []
+        ready = [0] if indegree[0] == 0 else []
+        while ready:  # Kahn's topological order; it misses nodes on a cycle
+            order.append(ready.pop())
+            for arc in succ[order[-1]]:
+                indegree[dst[arc]] -= 1
+                if indegree[dst[arc]] == 0:
+                    ready.append(dst[arc])
+        if len(order) == self.num_nodes:
+            count = [1] + [0] * (self.num_nodes - 1)
+            for node in order:
+                for arc in succ[node]:
+                    count[dst[arc]] += count[node]
+            if sum(count[node] for node in np.flatnonzero(finals).tolist()) > limit:
+                raise too_many
+            prefixes: list[dict] = [{(): 0.0}] + [{} for _ in range(self.num_nodes - 1)]
+            for node in order:
+                here, prefixes[node] = prefixes[node], {}
+                for seq, value in here.items():
+                    if finals[node]:
+                        keep(result, seq, value + final[node])
+                    for arc in succ[node]:
+                        keep(prefixes[dst[arc]], extend(seq, arc), value + cost[arc])
+            return result
+        paths, on_path = int(finals[0]), np.zeros(self.num_nodes, dtype=bool)
+        if finals[0]:
+            result[()] = final[0]
+        stack, on_path[0] = [(0, iter(succ[0]), (), 0.0)], True
+        while stack:
+            node, arcs, seq, value = stack[-1]
+            arc = next(arcs, None)
+            if arc is None:
+                stack.pop()
+                on_path[node] = False
+            elif not on_path[dst[arc]]:
+                nxt, key, total = dst[arc], extend(seq, arc), value + cost[arc]
+                if finals[nxt]:
+                    paths += 1
+                    if paths > limit:
+                        raise too_many
+                    keep(result, key, total + final[nxt])
+                on_path[nxt] = True
+                stack.append((nxt, iter(succ[nxt]), key, total))
+        return result
+
+    def oracle_errors(self, reference: Sequence[int]) -> int:
+        """The least word edit distance (substitution, insertion, deletion: 1 each) between `reference`
+        and a complete path's words: DP over (node, reference position), frame by frame."""
+        finals, ref = self._finals(), np.asarray(list(reference), dtype=np.int64)
+        pos = np.arange(len(ref) + 1)
+        table = np.full((self.num_nodes, len(ref) + 1), _FAR, dtype=np.int64)
+        table[0] = pos  # rows stay closed under deletions: table[v, j] <= table[v, j - 1] + 1
+
+        def step(arcs: np.ndarray) -> bool:
+            if arcs.size == 0:
+                return False
+            prev, words = table[self.src[arcs]], self.olabel[arcs]
+            cand, has = prev.copy(), words != 0
+            if has.any():
+                sub = np.full_like(prev[has], _FAR)
+                sub[:, 1:] = prev[has][:, :-1] + (words[has, None] != ref[None, :])
+                cand[has] = np.minimum(prev[has] + 1, sub)
+                cand = np.minimum.accumulate(cand - pos, axis=1) + pos
+            to = self.dst[arcs]
+            old = table[to]
+            np.minimum.at(table, to, cand)
+            return bool((table[to] < old).any())
+
+        groups, sizes = self._layout()
+        for f, (eps, emit) in enumerate(groups):
+            _fixed_point(step, eps, int(sizes[f]) * len(pos), f)  # (node, position) pairs
+            step(emit)
+        return int(table[finals, len(ref)].min())
+
+    def to_kaldifst(self) -> kaldifst.Lattice:
+        """A word acceptor (ilabel = olabel = word id, 0 = epsilon), weights LatticeWeight(graph, acoustic),
+        final weights LatticeWeight(final, 0); state i = node i, start 0."""
+        fst = kaldifst.Lattice()
+        for _ in range(self.num_nodes):
+            fst.add_state()
+        fst.start = 0
+        for s, d, w, g, a in zip(self.src.tolist(), self.dst.tolist(), self.olabel.tolist(),
+                                 self.graph_cost.tolist(), self.acoustic_cost.tolist()):
+            fst.add_arc(s, kaldifst.LatticeArc(w, w, kaldifst.LatticeWeight(g, a), d))
+        for node in np.flatnonzero(np.isfinite(self.final_cost)).tolist():
+            fst.set_final(node, kaldifst.LatticeWeight(float(self.final_cost[node]), 0.0))
+        return fst
+
+    def write(self, path: str | os.PathLike) -> None:
+        """Write `to_kaldifst()` as an OpenFst binary file (atomically; parent folders are created)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        if not self.to_kaldifst().write(str(tmp)):
+            raise DataError(f"cannot write lattice file {path}")
+        os.replace(tmp, path)
+
+
+def read_lattice(path: str | os.PathLike) -> kaldifst.Lattice:
+    """Read an OpenFst lattice file written by `WordLattice.write`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"lattice file {path} does not exist")
+    try:
+        fst = kaldifst.Lattice.read(str(path))
+    except RuntimeError as err:
+        raise DataError(f"cannot read lattice file {path}: {err}") from err
+    if fst is None:
+        raise DataError(f"cannot read lattice file {path}: not an OpenFst lattice (weights graph,acoustic)")
+    return fst

@@ -1,0 +1,299 @@
+"""The CPU twin of the GPU decoder: the kernels of `lanes.py` written in numpy, step for step.
+
+Every method of `NumpyLaneKernels` does what the CUDA kernel of the same name in `kernels/lanes.cu` does,
+over the same fixed-capacity queues: `np.minimum.at` on the same order-preserving uint64 keys stands for
+`atomicMin`, `np.searchsorted` on the prefix sums for the kernels' binary search, `np.add.at` on 256-bin
+histograms for their atomicAdd. `TwinDecoder` is the lane decoder on these kernels; tests compare it with
+the CPU backend on every commit, so the GPU algorithm is checked without a GPU.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specbench.decoder.lanes import (
+    STAT, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings,
+)
+from specbench.wfst.graph import CsrGraph
+
+U64_MAX = np.uint64(2**64 - 1)
+U32_MAX = np.uint32(2**32 - 1)
+
+
+def ordered32(values: np.ndarray) -> np.ndarray:
+    """Order-preserving uint32 bits of float32 values (negative: all bits flipped; else sign bit set)."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
+    return np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x80000000))
+
+
+def from_ordered32(keys: np.ndarray) -> np.ndarray:
+    keys = np.asarray(keys, dtype=np.uint32)
+    bits = np.where(keys >> np.uint32(31), keys & np.uint32(0x7FFFFFFF), ~keys)
+    return bits.view(np.float32)
+
+
+def ordered64(values: np.ndarray) -> np.ndarray:
+    """Order-preserving uint64 bits of float64 values."""
+    bits = np.ascontiguousarray(values, dtype=np.float64).view(np.uint64)
+    return np.where(bits >> np.uint64(63), ~bits, bits | np.uint64(1 << 63))
+
+
+def from_ordered64(keys: np.ndarray) -> np.ndarray:
+    keys = np.asarray(keys, dtype=np.uint64)
+    bits = np.where(keys >> np.uint64(63), keys & np.uint64((1 << 63) - 1), ~keys)
+    return bits.view(np.float64)
+
+
+def _add_per_lane(stats: np.ndarray, column: int, lanes: np.ndarray) -> None:
+    """stats[lane, column] += 1 for every entry of `lanes` (the kernels' warp-aggregated atomicAdd)."""
+    stats[:, column] += np.bincount(lanes, minlength=stats.shape[0])
+
+
+class NumpyLaneKernels(LaneKernels):
+    """The lane algorithm's kernels in numpy (one batch at a time)."""
+
+    def __init__(self, lg: LaneGraph, settings: LaneSettings) -> None:
+        self.lg, self.s = lg, settings
+        self.beam32 = settings.pruning.beam32
+
+    # ---- batch start: frame-0 tokens (the start state closed over epsilons) -------------------------
+
+    def start(self, batch: LaneBatch) -> None:
+        lg, lanes = self.lg, len(batch.utt_ids)
+        self.batch, self.num_lanes = batch, lanes
+        size = lanes * lg.num_states
+        self.dense_key = np.full(size, U64_MAX, dtype=np.uint64)
+        self.dense_cost = np.full(size, U64_MAX, dtype=np.uint64)
+        self.dense_entry = np.full(size, U32_MAX, dtype=np.uint32)
+        self.stats = np.zeros((lanes, len(STAT)), dtype=np.int64)
+        self.final_id = np.full(lanes, -1, dtype=np.int64)
+        self.final_state = np.full(lanes, -1, dtype=np.int64)
+        slots = len(batch.partial_frames)
+        self.partial_id = np.full((lanes, slots), -1, dtype=np.int64)
+        self.partial_state = np.full((lanes, slots), -1, dtype=np.int64)
+        per_lane = 1 + lg.init_dest.shape[0]
+        lane_of = np.arange(lanes, dtype=np.int32).repeat(per_lane)
+        roots = np.arange(lanes, dtype=np.int64) * per_lane
+        self.tok_lane = lane_of
+        self.tok_state = np.tile(np.concatenate([[lg.graph.start], lg.init_dest]).astype(np.int32), lanes)
+        self.tok_cost = np.tile(np.concatenate([[0.0], lg.init_cost]), lanes)
+        self.tok_id = np.arange(lanes * per_lane, dtype=np.int64)
+        prev = np.full((lanes, per_lane), -1, dtype=np.int64)
+        prev[:, 1:] = roots[:, None]
+        code = np.tile(np.concatenate([[0], -1 - lg.init_move]), lanes)
+        self.arena_prev, self.arena_code = [prev.ravel()], [code]
+        self.arena_size = lanes * per_lane
+        if lg.init_dest.shape[0]:
+            self.stats[:, STAT["tokens_created"]] += lg.init_dest.shape[0]
+            self.stats[:, STAT["epsilon_iterations"]] += 1
+        self.lattice: list[np.ndarray] | None = [] if self.s.lattice_beam is not None else None
+        self.lattice_size = 0
+
+    # ---- one frame ------------------------------------------------------------------------------------
+
+    def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+        self._drop_finished_lanes(f)
+        best, worst, count = self.lane_reduce()
+        selected = self.radix_select(best, worst, count)
+        cutoff, adaptive = self.lane_cutoff(best, worst, count, selected)
+        deg, cum = self.token_degree(cutoff)
+        slot_tok, entry, new = self.expand_min(f, deg, cum)
+        keep, index = self.expand_recombine(slot_tok, entry, new, adaptive)
+        win = self.resolve(keep, index, entry, new)
+        self.emit_winners(f, win, keep, index, slot_tok, entry, new)
+        self.stats[:, STAT["epsilon_iterations"]] += 1 * (self.batch.lengths > f)
+        if finishing.size:
+            self.lane_best(finishing, with_final=True, slot=-1)
+        if partial_slot >= 0:
+            self.lane_best((self.batch.lengths > f).nonzero()[0], with_final=False, slot=partial_slot)
+
+    def _drop_finished_lanes(self, f: int) -> None:
+        """Tokens of lanes whose utterance has ended take no part (the kernels skip them)."""
+        active = self.batch.lengths[self.tok_lane] > f
+        if not active.all():
+            self.tok_lane, self.tok_state = self.tok_lane[active], self.tok_state[active]
+            self.tok_cost, self.tok_id = self.tok_cost[active], self.tok_id[active]
+
+    def lane_reduce(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per lane: best cost, worst cost, token count (atomicMin/atomicMax on ordered bits, atomicAdd)."""
+        lanes = self.num_lanes
+        best = np.full(lanes, U64_MAX, dtype=np.uint64)
+        worst = np.zeros(lanes, dtype=np.uint64)
+        keys = ordered64(self.tok_cost)
+        np.minimum.at(best, self.tok_lane, keys)
+        np.maximum.at(worst, self.tok_lane, keys)
+        count = np.bincount(self.tok_lane, minlength=lanes).astype(np.int64)
+        return from_ordered64(best), from_ordered64(worst), count
+
+    def radix_select(self, best: np.ndarray, worst: np.ndarray, count: np.ndarray) -> np.ndarray:
+        """(L, 2) float32: the max_active-th and min_active-th smallest float32 costs (0-based) of the lanes
+        that need them (else +inf): `select_setup`, then 4 passes of `radix_histogram` + `radix_scan`."""
+        cfg = self.s.pruning
+        need = np.zeros((self.num_lanes, 2), dtype=bool)
+        need[:, 0] = count > cfg.max_active
+        beam_cutoff = best + self.beam32
+        need[:, 1] = ((count > cfg.min_active) & (cfg.min_active > 0)
+                      & (worst.astype(np.float32).astype(np.float64) > beam_cutoff))
+        remaining = np.tile(np.array([cfg.max_active, cfg.min_active], dtype=np.int64), (self.num_lanes, 1))
+        prefix = np.zeros((self.num_lanes, 2), dtype=np.uint32)
+        keys = ordered32(self.tok_cost.astype(np.float32))
+        for shift in (24, 16, 8, 0):
+            hist = np.zeros((self.num_lanes, 2, 256), dtype=np.int64)
+            digit = (keys >> np.uint32(shift)) & np.uint32(255)
+            for slot in (0, 1):
+                match = need[self.tok_lane, slot]
+                if shift < 24:
+                    match &= (keys >> np.uint32(shift + 8)) == prefix[self.tok_lane, slot]
+                np.add.at(hist, (self.tok_lane[match], slot, digit[match]), 1)
+            cum = hist.cumsum(axis=2)  # radix_scan: one thread per (lane, slot) walks its 256 bins
+            chosen = (cum <= remaining[:, :, None]).sum(axis=2)
+            before = np.take_along_axis(cum, np.maximum(chosen - 1, 0)[:, :, None], axis=2)[:, :, 0]
+            remaining -= np.where(chosen > 0, before, 0)
+            prefix = (prefix << np.uint32(8)) | np.minimum(chosen, 255).astype(np.uint32)
+        values = from_ordered32(prefix).astype(np.float64)
+        return np.where(need, values, np.inf)
+
+    def lane_cutoff(self, best: np.ndarray, worst: np.ndarray, count: np.ndarray,
+                    selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Kaldi's GetCutoff per lane (pruning.get_cutoff's rules): weight cutoff and adaptive beam."""
+        cfg, beam32 = self.s.pruning, self.beam32
+        has = count > 0
+        beam_cutoff = best + beam32
+        max_binds = has & (count > cfg.max_active) & (selected[:, 0] < beam_cutoff)
+        min_cut = np.full(self.num_lanes, np.inf)
+        over = has & (count > cfg.min_active)
+        if cfg.min_active == 0:
+            min_cut[over] = best[over]
+        else:
+            inside = over & (worst.astype(np.float32).astype(np.float64) <= beam_cutoff)
+            min_cut[inside] = beam_cutoff[inside]
+            beyond = over & ~inside
+            min_cut[beyond] = selected[beyond, 1]
+        min_binds = has & ~max_binds & (min_cut > beam_cutoff)
+        cutoff = np.where(max_binds, selected[:, 0], np.where(min_binds, min_cut, beam_cutoff))
+        adaptive = np.full(self.num_lanes, beam32)
+        bound = max_binds | min_binds
+        adaptive[bound] = ((cutoff[bound] - best[bound]) + cfg.beam_delta).astype(np.float32)
+        cutoff[~has] = np.inf
+        self.stats[:, STAT["max_active_binds"]] += max_binds
+        self.stats[:, STAT["min_active_binds"]] += min_binds
+        self.stats[:, STAT["beam_narrowings"]] += has & (adaptive < beam32)
+        return cutoff, adaptive
+
+    def token_degree(self, cutoff: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Closed-arc out-degree of every token below its lane's cutoff (0 otherwise), and prefix sums."""
+        expand = self.tok_cost < cutoff[self.tok_lane]
+        _add_per_lane(self.stats, STAT["tokens_pruned"], self.tok_lane[~expand])
+        deg = np.where(expand, self.lg.degree[self.tok_state], 0).astype(np.int64)
+        return deg, deg.cumsum()
+
+    def expand_min(self, f: int, deg: np.ndarray, cum: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Arc slots j < min(E, arc capacity): token by binary search, arc entry, new cost; slots past the
+        capacity are dropped and counted per lane."""
+        total = int(cum[-1]) if cum.shape[0] else 0
+        slots = min(total, self.s.arc_capacity)
+        if total > slots:
+            first = cum - deg
+            lost = np.clip(cum - np.maximum(first, slots), 0, None)
+            self.stats[:, STAT["queue_overflows"]] += np.bincount(self.tok_lane, lost, self.num_lanes).astype(
+                np.int64)
+        j = np.arange(slots, dtype=np.int64)
+        tok = np.searchsorted(cum, j, side="right")
+        entry = self.lg.offsets[self.tok_state[tok]] + (j - (cum[tok] - deg[tok]))
+        ac = self.batch.costs[self.tok_lane[tok], f, self.lg.column[entry]].astype(np.float64)
+        new = (self.tok_cost[tok] + self.lg.weight[entry]) + ac
+        return tok, entry, new
+
+    def expand_recombine(self, tok: np.ndarray, entry: np.ndarray, new: np.ndarray,
+                         adaptive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Next cutoff per lane = min new + adaptive beam; candidates below it atomicMin their packed key."""
+        lanes = self.tok_lane[tok]
+        min_new = np.full(self.num_lanes, U64_MAX, dtype=np.uint64)
+        np.minimum.at(min_new, lanes, ordered64(new))
+        next_cutoff = from_ordered64(min_new) + adaptive
+        keep = new < next_cutoff[lanes]
+        _add_per_lane(self.stats, STAT["tokens_created"], lanes[keep])
+        _add_per_lane(self.stats, STAT["tokens_pruned"], lanes[~keep])
+        index = lanes.astype(np.int64) * self.lg.num_states + self.lg.dest[entry]
+        key = (ordered32(new.astype(np.float32)).astype(np.uint64) << np.uint64(32)) | entry.astype(np.uint64)
+        np.minimum.at(self.dense_key, index[keep], key[keep])
+        self._key = key
+        return keep, index
+
+    def resolve(self, keep: np.ndarray, index: np.ndarray, entry: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """`resolve_cost` and `resolve_index`: exact float64 cost, then entry, among float32 ties."""
+        high = self._key >> np.uint64(32)
+        tie = keep & (high == (self.dense_key[index] >> np.uint64(32)))
+        cost_key = ordered64(new)
+        np.minimum.at(self.dense_cost, index[tie], cost_key[tie])
+        tie &= cost_key == self.dense_cost[index]
+        np.minimum.at(self.dense_entry, index[tie], entry[tie].astype(np.uint32))
+        return tie & (entry.astype(np.uint32) == self.dense_entry[index])
+
+    def emit_winners(self, f: int, win: np.ndarray, keep: np.ndarray, index: np.ndarray, tok: np.ndarray,
+                     entry: np.ndarray, new: np.ndarray) -> None:
+        """`mark` + prefix sums + `emit_winners`: the next token queue, arena entries, lattice records;
+        the dense entries touched are reset."""
+        s = self.s
+        if s.lattice_beam is not None:
+            best_here = from_ordered64(self.dense_cost[index])
+            near = np.flatnonzero(keep & (new <= best_here + s.lattice_beam))
+            room = max(0, s.lattice_capacity - self.lattice_size)
+            lanes = self.tok_lane[tok[near]]
+            _add_per_lane(self.stats, STAT["queue_overflows"], lanes[room:])
+            near, lanes = near[:room], lanes[:room]
+            record = np.stack([lanes.astype(np.int64), np.full(near.shape[0], f, dtype=np.int64),
+                               self.tok_state[tok[near]].astype(np.int64), entry[near]], axis=1)
+            self.lattice.append(record)
+            self.lattice_size += near.shape[0]
+        winners = np.flatnonzero(win)
+        room = min(s.token_capacity, s.arena_capacity - self.arena_size)
+        _add_per_lane(self.stats, STAT["queue_overflows"], self.tok_lane[tok[winners[max(room, 0):]]])
+        winners = winners[:max(room, 0)]
+        src = tok[winners]
+        ids = self.arena_size + np.arange(winners.shape[0], dtype=np.int64)
+        self.arena_prev.append(self.tok_id[src])
+        self.arena_code.append(self.lg.code[entry[winners]])
+        self.arena_size += winners.shape[0]
+        touched = index[keep]
+        self.dense_key[touched] = U64_MAX
+        self.dense_cost[touched] = U64_MAX
+        self.dense_entry[touched] = U32_MAX
+        self.tok_lane = self.tok_lane[src]
+        self.tok_state = self.lg.dest[entry[winners]]
+        self.tok_cost = new[winners]
+        self.tok_id = ids
+
+    def lane_best(self, lanes: np.ndarray, with_final: bool, slot: int) -> None:
+        """Best token of each of `lanes`: lowest cost (+ final weight), then lowest state."""
+        mine = np.isin(self.tok_lane, lanes)
+        lane, state = self.tok_lane[mine], self.tok_state[mine]
+        cost = self.tok_cost[mine] + (self.lg.final[state] if with_final else 0.0)
+        finite = np.isfinite(cost)
+        lane, state, cost, ids = lane[finite], state[finite], cost[finite], self.tok_id[mine][finite]
+        best = np.full(self.num_lanes, U64_MAX, dtype=np.uint64)
+        np.minimum.at(best, lane, ordered64(cost))
+        tied = ordered64(cost) == best[lane]
+        low = np.full(self.num_lanes, np.iinfo(np.int64).max, dtype=np.int64)
+        np.minimum.at(low, lane[tied], state[tied].astype(np.int64))
+        pick = tied & (state == low[lane])
+        target_id, target_state = ((self.final_id, self.final_state) if slot < 0 else
+                                   (self.partial_id[:, slot], self.partial_state[:, slot]))
+        target_id[lane[pick]] = ids[pick]
+        target_state[lane[pick]] = state[pick]
+
+    def finish(self) -> LaneOutput:
+        lattice = None
+        if self.lattice is not None:
+            lattice = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
+        return LaneOutput(
+            arena_prev=np.concatenate(self.arena_prev), arena_code=np.concatenate(self.arena_code),
+            final_id=self.final_id, final_state=self.final_state, partial_id=self.partial_id,
+            partial_state=self.partial_state, stats=self.stats, lattice=lattice)
+
+
+class TwinDecoder(LaneDecoder):
+    """The GPU decoding algorithm on the CPU (numpy): same arguments and results as `gpu.GpuDecoder`."""
+
+    def __init__(self, graph: CsrGraph, **options) -> None:
+        super().__init__(graph, NumpyLaneKernels, **options)
