@@ -1,11 +1,13 @@
 # `make run`: set up .venv and run the quick suite on the embedded default (local Ray, MLflow in SQLite).
 # `make test`: set up .venv and run every test (unit + integration).
+# `make gpu-check OUT=DIR`: on the H200 machine (no .venv, no install; run `python scripts/gpu_carry.py` here
+# first and send .specbench/gpu-carry along): GPU tests and the decoder benchmark, JSON into OUT.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.specbench-installed
 
-.PHONY: run test test-unit test-integration bench clean
+.PHONY: run test test-unit test-integration bench gpu-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +30,23 @@ test-integration: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/specbench bench graph --output benchmarks/results/graph.json
+
+# Python 3.12 with numpy, pyarrow, cupy and pytest; kaldifst, kaldi-decoder and kaldiio from the carried wheels.
+GPU_PYTHON ?= python3
+OUT ?= benchmarks/results/gpu
+UTTS ?= 1000
+CARRY := .specbench/gpu-carry
+GPU_ENV := PYTHONPATH=platform:$(CARRY)/site
+
+gpu-check:
+	@test -f $(CARRY)/manifest.json || { echo "$(CARRY) is missing: run 'python scripts/gpu_carry.py' first"; exit 2; }
+	mkdir -p $(OUT)
+	test -d $(CARRY)/site/kaldi_decoder || $(GPU_PYTHON) -c "import kaldifst, kaldi_decoder, kaldiio" 2>/dev/null || \
+		$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --target $(CARRY)/site $(CARRY)/wheels/*.whl
+	$(GPU_ENV) SPECBENCH_GPU_OUT=$(OUT) $(GPU_PYTHON) -m pytest tests/gpu -m gpu -q --junitxml=$(OUT)/gpu_tests.xml; tests=$$?; \
+	$(GPU_ENV) $(GPU_PYTHON) -m specbench bench decoder --graph $(CARRY)/TLG.fst --scores $(CARRY)/scores_test.npz \
+		--utterances $(UTTS) --no-mlflow --output $(OUT)/decoder_h200.json > /dev/null; bench=$$?; \
+	[ $$tests -eq 0 ] || [ $$tests -eq 5 ] || exit $$tests; exit $$bench  # pytest 5: no GPU tests collected
 
 clean:
 	rm -rf $(VENV) .specbench

@@ -15,6 +15,7 @@ from pathlib import Path
 from specbench.errors import SpecbenchError
 
 DEFAULT_GRAPH_JOB = "jobs/graph_slurp.toml"
+DEFAULT_BENCH_SCORES = ".specbench/scores/am_slurp/test.parquet"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -61,7 +62,37 @@ def _parser() -> argparse.ArgumentParser:
     ba.add_argument("--checkpoint", type=Path, default=Path("models/am_slurp.pt"))
     ba.add_argument("--utterances", type=int, default=40)
     ba.add_argument("--output", type=Path, help="also write the JSON here")
+    bd = bsub.add_parser("decoder", help="Kaldi, CPU, twin and GPU decoders side by side on the same "
+                                         "utterances: real-time factors, speedups, 1-best agreement")
+    bd.add_argument("--graph", type=Path, help=f"TLG (OpenFst const); default: the graph of {DEFAULT_GRAPH_JOB}")
+    bd.add_argument("--scores", type=Path, help=f"scores, .parquet or .npz; default: {DEFAULT_BENCH_SCORES}")
+    bd.add_argument("--utterances", type=int, default=1000, help="the first N held-out-voice utterances by id")
+    bd.add_argument("--beam", type=float, default=15.0)
+    bd.add_argument("--max-active", type=int, default=10000)
+    bd.add_argument("--lattice-beam", type=float, default=8.0)
+    bd.add_argument("--acoustic-scale", type=float, default=1.0)
+    bd.add_argument("--gpu-decoders", type=_int_list, default=(1, 2, 4, 8),
+                    help="decoder processes sharing the GPU, one configuration each (default 1,2,4,8)")
+    bd.add_argument("--backends", type=_name_list, help="a comma-separated subset of kaldi, cpu, cpu_lattice, "
+                                                        "twin, gpu, gpu_lattice (default: all)")
+    bd.add_argument("--frame-shift-ms", type=float, help="frame shift of .npz scores without a manifest")
+    bd.add_argument("--output", type=Path, help="also write the JSON here")
+    bd.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
     return p
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
+def _name_list(text: str) -> tuple[str, ...]:
+    return tuple(x.strip().replace("-", "_") for x in text.split(",") if x.strip())
 
 
 def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-untyped-def]
@@ -182,6 +213,8 @@ def _cmd_ui(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    if args.bench_command == "decoder":
+        return _cmd_bench_decoder(args)
     from specbench.pipelines.bench_graph import log_bench
 
     if args.bench_command == "graph":
@@ -198,11 +231,66 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         result = bench_acoustic(args.checkpoint, args.utterances)
     result["mlflow_run_id"] = log_bench(result, args.tracking_uri)
+    _emit_bench(result, args.output)
+    return 0
+
+
+def _emit_bench(result: dict, output: Path | None) -> None:
+    """Print the JSON; with `output`, also write it there atomically (temp file + rename)."""
+    import os
+
     text = json.dumps(result, indent=2)
     print(text)
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text(text + "\n")
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_name(output.name + ".tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, output)
+
+
+def _cmd_bench_decoder(args: argparse.Namespace) -> int:
+    """Runs where ray, mlflow and polars are missing (the GPU machine): MLflow only when importable."""
+    from specbench.hardware import limit_threads
+
+    limit_threads()  # before numpy is imported, so that its BLAS starts with one thread
+    from specbench.errors import DataError
+    from specbench.pipelines.bench_decoder import BACKENDS, bench_decoder
+
+    graph = args.graph
+    if graph is None:
+        from specbench.config import load_config
+        from specbench.wfst.build import build_graph
+
+        graph = build_graph(load_config(Path(DEFAULT_GRAPH_JOB))).tlg
+    scores = args.scores or Path(DEFAULT_BENCH_SCORES)
+    if not scores.is_file():
+        raise DataError(f"scores file {scores} does not exist" + (
+            ". Fix: write it with `specbench run jobs/am_eval.toml`, or pass --scores" if args.scores is None
+            else ""))
+    if args.utterances < 1:
+        raise DataError(f"--utterances must be >= 1, got {args.utterances}")
+    backends = args.backends or BACKENDS
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        raise DataError(f"--backends: unknown {', '.join(unknown)}; allowed: {', '.join(BACKENDS)}")
+    result = bench_decoder(graph, scores, utterances=args.utterances, beam=args.beam, max_active=args.max_active,
+                           lattice_beam=args.lattice_beam, acoustic_scale=args.acoustic_scale,
+                           gpu_decoders=args.gpu_decoders, include=backends, frame_shift_ms=args.frame_shift_ms)
+    if args.no_mlflow:
+        result["mlflow_run_id"] = None
+    else:
+        try:
+            from specbench.pipelines.bench_graph import log_bench
+        except ImportError as err:
+            print(f"specbench: not logged to MLflow ({err}); the JSON holds the result", file=sys.stderr)
+            result["mlflow_run_id"] = None
+        else:
+            result["mlflow_run_id"] = log_bench(result, args.tracking_uri)
+    _emit_bench(result, args.output)
+    if result["errors"]:
+        print(f"specbench: bench decoder: these backends failed: {', '.join(result['errors'])} (see `backends` "
+              "in the JSON)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -38,3 +38,24 @@ def describe() -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpus = gpu_names()
     return f"{cores} x {cpu_model()}, " + (", ".join(gpus) if gpus else "no GPU")
+
+
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                   "VECLIB_MAXIMUM_THREADS")
+_THREAD_LIMIT: dict[str, object] | None = None
+
+
+def limit_threads() -> dict[str, object]:
+    """Set the BLAS/OpenMP thread variables to 1 for this process and the processes it starts, so that a
+    CPU measurement uses one core. They only take effect in libraries loaded afterwards: the first call
+    records whether numpy was already imported (then its BLAS pool may keep more threads; element-wise
+    numpy is single-threaded either way). Returns what was set, the same dict on every call."""
+    global _THREAD_LIMIT
+    if _THREAD_LIMIT is None:
+        import sys
+
+        numpy_loaded = "numpy" in sys.modules
+        for name in THREAD_ENV_VARS:
+            os.environ[name] = "1"
+        _THREAD_LIMIT = {"env": {name: "1" for name in THREAD_ENV_VARS}, "numpy_loaded_before": numpy_loaded}
+    return _THREAD_LIMIT

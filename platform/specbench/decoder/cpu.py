@@ -49,7 +49,7 @@ import numpy as np
 
 from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, build_moves, close_emitting_arcs
 from specbench.decoder.pruning import BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, INT32_MAX, PruningConfig, get_cutoff
-from specbench.decoder.lattice_paths import MovePaths, lattice_from_records
+from specbench.decoder.lattice_paths import epsilon_links, lattice_from_records
 from specbench.decoder.result import (
     STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult, DecodeStats, PartialHypothesis,
 )
@@ -108,7 +108,6 @@ class CpuDecoder:
             raise ValueError("lattices need the epsilon closure (epsilon mode 'closure' or 'auto' on a graph "
                              "whose epsilon weights are >= 0)")
         self.lattice_beam = lattice_beam
-        self._move_paths = MovePaths.build(self.moves, graph.num_states) if lattice_beam is not None else None
 
     # ---- the frame-by-frame interface -------------------------------------------------------------
 
@@ -125,6 +124,8 @@ class CpuDecoder:
         self._partials: list[tuple[int, int, int]] = []  # (frame, arena entry, state)
         self._records: list[np.ndarray] = []
         self._close(FLT_MAX)
+        if self.lattice_beam is not None:
+            self._record_epsilon_links(0)
 
     def advance(self, loglikes: np.ndarray) -> None:
         """Decode the next frames: loglikes (t, P) float32 (other float dtypes are converted)."""
@@ -270,19 +271,32 @@ class CpuDecoder:
         state = self._state
         codes, new, dest, prev, _ = self._expand(costs_row, self._closed_arcs)
         win = recombine(dest, new, codes, self._dense_cost, self._dense_index)
-        if self.lattice_beam is not None:
-            self._record_lattice_arcs(codes, new, dest, win)
         ids = state.arena.add(prev[win], codes[win])
         state.tokens = Tokens(dest[win], new[win], ids)
+        if self.lattice_beam is not None:
+            self._record_lattice_arcs(codes, new, dest, win)
+            self._record_epsilon_links(state.stats["frames"] + 1)
 
     def _record_lattice_arcs(self, codes: np.ndarray, new: np.ndarray, dest: np.ndarray, win: np.ndarray) -> None:
-        """Keep the candidates within the lattice beam of their destination's winner (frame, src, code)."""
+        """Lattice links of the emitting step: the bare emitting-arc candidates (no closure move) within the
+        lattice beam of their destination's token, as (frame, src state, emitting arc)."""
         best = self._dense_cost
         best[dest[win]] = new[win]
-        near = (new <= best.take(dest) + self.lattice_beam).nonzero()[0]
+        near = ((codes % self._code_base == 0) & (new <= best.take(dest) + self.lattice_beam)).nonzero()[0]
         best[dest[win]] = np.inf
         frame = np.full(near.shape[0], self._state.stats["frames"], dtype=np.int64)
-        self._records.append(np.stack([frame, self._src_states[near].astype(np.int64), codes[near]], axis=1))
+        self._records.append(np.stack([frame, self._src_states[near].astype(np.int64),
+                                       codes[near] // self._code_base], axis=1))
+
+    def _record_epsilon_links(self, frame: int) -> None:
+        """Lattice links of the epsilon step: every epsilon arc between two of the frame's tokens within the
+        lattice beam of its destination token, as (frame, src state, -1 - epsilon arc)."""
+        tokens, dense = self._state.tokens, self._dense_cost
+        dense[tokens.states] = tokens.costs
+        src, code = epsilon_links(self.graph, tokens.states, tokens.costs, dense, self.lattice_beam)
+        dense[tokens.states] = np.inf
+        frames = np.full(src.shape[0], frame, dtype=np.int64)
+        self._records.append(np.stack([frames, src.astype(np.int64), code.astype(np.int64)], axis=1))
 
     def _best_token_bound(self, tokens: Tokens, best: int, costs_row: np.ndarray, beam: float) -> float:
         """min over the best token's emitting arcs of new cost + beam (+inf without arcs)."""
@@ -347,8 +361,7 @@ class CpuDecoder:
         lattice = None
         if self.lattice_beam is not None:
             records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
-            lattice = lattice_from_records(self.graph, self.moves, self._move_paths, costs, records,
-                                           self.lattice_beam)
+            lattice = lattice_from_records(self.graph, costs, records, self.lattice_beam)
         return DecodeResult(
             utt_id=state.utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=state.stats["frames"],

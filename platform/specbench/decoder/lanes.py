@@ -23,7 +23,10 @@ Per frame f, over the tokens of every lane whose utterance has more than f frame
 7. `resolve_cost`, `resolve_index`: among candidates whose float32 costs tie with the winner's, the lowest
    float64 cost, then the lowest arc entry (two more atomicMin passes): the CPU decoder's tie rule exactly.
 8. `mark` + prefix sums, `emit_winners`: winners compacted into the next token queue and the backpointer
-   arena; candidates within the lattice beam of their destination's winner recorded for the lattice.
+   arena; bare emitting-arc candidates within the lattice beam of their destination's winner are recorded
+   as lattice links, and (`epsilon_links`: `dense_tok_set`, `eps_link_count`, prefix sums,
+   `eps_link_write`, `dense_tok_clear`) every epsilon arc between two of the new tokens within the lattice
+   beam of its destination (lattice_paths.py).
 9. At frames where partial hypotheses are asked for, and at each lane's last frame, `lane_best`: the best
    token per lane (lowest cost, then lowest state; at the end with final weights).
 
@@ -67,8 +70,10 @@ class LaneGraph:
 
     offsets (S + 1,) int64, degree (S,) int32: closed arcs per state (CSR). dest (E,) int32, weight (E,)
     float64 (arc weight + closure-move cost), column (E,) int32 score column, code (E,) int64 (the CPU
-    decoder's backpointer code). final (S,) float64. init_dest, init_cost, init_move: the closure moves out
-    of the start state (its tokens at frame 0).
+    decoder's backpointer code), bare_arc (E,) int64 (the emitting arc of an entry without a closure move,
+    else -1: the emitting lattice links). final (S,) float64. init_dest, init_cost, init_move: the closure
+    moves out of the start state (its tokens at frame 0). eps_offsets (S + 1,) int64, eps_degree (S,) int32,
+    eps_dest (M,) int32, eps_weight (M,) float64: the epsilon arcs (the epsilon lattice links).
     """
 
     graph: CsrGraph
@@ -80,10 +85,15 @@ class LaneGraph:
     weight: np.ndarray
     column: np.ndarray
     code: np.ndarray
+    bare_arc: np.ndarray
     final: np.ndarray
     init_dest: np.ndarray
     init_cost: np.ndarray
     init_move: np.ndarray
+    eps_offsets: np.ndarray
+    eps_degree: np.ndarray
+    eps_dest: np.ndarray
+    eps_weight: np.ndarray
 
     @property
     def num_states(self) -> int:
@@ -103,12 +113,17 @@ class LaneGraph:
         if closed.dest.shape[0] >= 2**32 - 1:
             raise ValueError(f"{closed.dest.shape[0]} closed arcs do not fit the 32-bit index of the packed keys")
         lo, hi = int(moves.offsets[graph.start]), int(moves.offsets[graph.start + 1])
+        base = moves.num_moves + 1
+        eps = graph.epsilon
         return cls(
             graph=graph, moves=moves, closed=closed, offsets=closed.offsets,
             degree=closed.degree.astype(np.int32), dest=closed.dest.astype(np.int32), weight=closed.weight,
-            column=closed.column.astype(np.int32), code=closed.code, final=graph.final.astype(np.float64),
+            column=closed.column.astype(np.int32), code=closed.code,
+            bare_arc=np.where(closed.code % base == 0, closed.code // base, -1),
+            final=graph.final.astype(np.float64),
             init_dest=moves.dest[lo:hi].astype(np.int32), init_cost=moves.cost[lo:hi],
-            init_move=np.arange(lo, hi, dtype=np.int64),
+            init_move=np.arange(lo, hi, dtype=np.int64), eps_offsets=eps.offsets,
+            eps_degree=eps.out_degree.astype(np.int32), eps_dest=eps.dest, eps_weight=eps.weight.astype(np.float64),
         )
 
 
@@ -160,7 +175,7 @@ class LaneOutput:
     partial_id: np.ndarray  # (L, len(partial_frames)) int64, -1 when none
     partial_state: np.ndarray  # (L, len(partial_frames)) int64
     stats: np.ndarray  # (L, 8) int64, STAT_NAMES order
-    lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame, src state, closed-arc entry)
+    lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame, src state, code: see lattice_paths)
 
 
 class LaneKernels:
@@ -291,7 +306,7 @@ def assemble_results(lg: LaneGraph, settings: LaneSettings, batch: LaneBatch,
 
     base = lg.moves.num_moves + 1
     paths = _trace(out.arena_prev, out.arena_code, out.final_id)
-    lattices = (lane_lattices(lg, batch, out.lattice, settings.lattice_beam)
+    lattices = (lane_lattices(lg.graph, batch, out.lattice, settings.lattice_beam)
                 if out.lattice is not None else [None] * len(batch.utt_ids))
     results = []
     for lane, utt_id in enumerate(batch.utt_ids):

@@ -1,14 +1,10 @@
-"""Word lattices: the arcs a decoder kept for one utterance, pruned like Kaldi's lattice pruning.
+"""Word lattices: the arcs a decoder kept for one utterance, pruned forward-backward as Kaldi does.
 
 Nodes are (frame, state) pairs: frame f = frames consumed so far (0..T), state = graph state. A decoder
-records arcs with `RawLatticeBuilder` (per-frame chunks of arrays); `prune_lattice` deduplicates them and
-keeps the arcs on a complete path (start node to a final frame-T node) whose total cost is within
-`lattice_beam` of the best (forward-backward pruning, as Kaldi's `PruneLattice`). The result is a
-`WordLattice`: best path, word sequences, oracle word errors, and a Kaldi word lattice (kaldifst.Lattice,
-weights (graph, acoustic)). Costs are tropical: graph + acoustic (+ final weight) along a path.
-
-Epsilon arcs (same frame) may form cycles of non-negative total weight; every pass over a frame relaxes
-its epsilon arcs to a fixed point (vectorized Bellman-Ford, one round per node of the frame at most).
+records arcs with `RawLatticeBuilder`; `prune_lattice` keeps the arcs on a complete path (start node to a
+final frame-T node) within `lattice_beam` of the best and gives a `WordLattice`: best path, word sequences,
+oracle word errors, a Kaldi word lattice (weights (graph, acoustic)). Costs are tropical. Epsilon arcs (one
+frame) may form cycles of non-negative weight; each frame relaxes them to a fixed point (Bellman-Ford).
 """
 
 from __future__ import annotations
@@ -33,12 +29,9 @@ _FAR = 1 << 40  # "unreachable" in the integer edit-distance table
 
 @dataclass(frozen=True)
 class RawLattice:
-    """Every arc between search tokens a decoder kept for one utterance (arrays of one length A).
-
-    dst_frame == src_frame + 1 for emitting arcs (ilabel > 0), == src_frame for epsilon arcs (ilabel 0).
-    Costs: graph arc weight, acoustic cost (-acoustic_scale * loglike; 0 on epsilon arcs). Duplicated arcs
-    (same nodes and labels) are allowed; pruning keeps the cheapest.
-    """
+    """Every arc between search tokens kept for one utterance (arrays of one length). dst_frame is
+    src_frame + 1 on emitting arcs (ilabel > 0), src_frame on epsilon arcs (ilabel 0, acoustic cost 0).
+    Duplicates (same nodes and labels) are allowed: pruning keeps the cheapest."""
 
     num_frames: int
     start_state: int
@@ -171,11 +164,9 @@ def prune_lattice(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> Wo
     if not float(lattice_beam) >= 0:
         raise ValueError(f"prune_lattice: lattice_beam must be >= 0, got {lattice_beam!r}")
     final = np.asarray(final, dtype=np.float64)
-    keep = _dedup(raw)
-    sf, ss, df, ds = (a[keep].astype(np.int64) for a in (raw.src_frame, raw.src_state, raw.dst_frame,
-                                                          raw.dst_state))
-    ilabel, olabel, graph, acoustic = (a[keep] for a in (raw.ilabel, raw.olabel, raw.graph_cost,
-                                                         raw.acoustic_cost))
+    unique = _dedup(raw)
+    sf, ss, df, ds, ilabel, olabel, graph, acoustic = (getattr(raw, name)[unique] for name in _FIELDS)
+    sf, ss, df, ds = (a.astype(np.int64) for a in (sf, ss, df, ds))
     width = int(max(ss.max(initial=0), ds.max(initial=0), raw.start_state)) + 1
     keys, inverse = np.unique(np.concatenate([[raw.start_state], sf * width + ss, df * width + ds]),
                               return_inverse=True)
@@ -224,11 +215,8 @@ def prune_lattice(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> Wo
 
 @dataclass(frozen=True)
 class WordLattice:
-    """A pruned lattice: N nodes (node 0 = start), arcs src -> dst with graph and acoustic costs.
-
-    final_cost: the final weight of kept final frame-T nodes, +inf elsewhere. Complete path: node 0 to a
-    node with a finite final_cost; its cost is graph + acoustic + final.
-    """
+    """A pruned lattice: nodes (0 = start), arcs src -> dst. final_cost: the final weight of kept final
+    frame-T nodes, +inf elsewhere. A complete path runs from node 0 to a node with a finite final_cost."""
 
     num_frames: int
     node_frame: np.ndarray
@@ -240,13 +228,6 @@ class WordLattice:
     olabel: np.ndarray
     graph_cost: np.ndarray
     acoustic_cost: np.ndarray
-
-    def __post_init__(self) -> None:
-        nodes = {len(self.node_frame), len(self.node_state), len(self.final_cost)}
-        arcs = {len(a) for a in (self.src, self.dst, self.ilabel, self.olabel, self.graph_cost,
-                                 self.acoustic_cost)}
-        if len(nodes) != 1 or len(arcs) != 1:
-            raise ValueError("WordLattice node arrays and arc arrays must each have one length")
 
     @property
     def num_nodes(self) -> int:
@@ -286,12 +267,11 @@ class WordLattice:
                                *self._layout(), reverse=False)
         end = int(finals[np.argmin(dist[finals] + self.final_cost[finals])])
         path, node = [], end
-        while node != 0:
-            if back[node] < 0 or len(path) > self.num_arcs:
-                raise RuntimeError("WordLattice.best_path: broken traceback")
-            path.append(int(back[node]))
+        while node != 0 and len(path) <= self.num_arcs:
+            path.insert(0, int(back[node]))
             node = int(self.src[back[node]])
-        path.reverse()
+        if node != 0:
+            raise RuntimeError("WordLattice.best_path: the traceback does not reach the start node")
         words = tuple(int(w) for w in self.olabel[path] if w != 0)
         graph = sum(self.graph_cost[path].tolist(), 0.0) + float(self.final_cost[end])
         return words, graph, sum(self.acoustic_cost[path].tolist(), 0.0)
@@ -408,10 +388,9 @@ class WordLattice:
         return fst
 
     def write(self, path: str | os.PathLike) -> None:
-        """Write `to_kaldifst()` as an OpenFst binary file (atomically; parent folders are created)."""
-        path = Path(path)
+        """Write `to_kaldifst()` as an OpenFst binary file, atomically; parent folders are created."""
+        path, tmp = Path(path), Path(f"{path}.tmp")
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
         if not self.to_kaldifst().write(str(tmp)):
             raise DataError(f"cannot write lattice file {path}")
         os.replace(tmp, path)
@@ -419,8 +398,7 @@ class WordLattice:
 
 def read_lattice(path: str | os.PathLike) -> kaldifst.Lattice:
     """Read an OpenFst lattice file written by `WordLattice.write`."""
-    path = Path(path)
-    if not path.is_file():
+    if not Path(path).is_file():
         raise DataError(f"lattice file {path} does not exist")
     try:
         fst = kaldifst.Lattice.read(str(path))

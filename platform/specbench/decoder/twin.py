@@ -14,6 +14,7 @@ import numpy as np
 from specbench.decoder.lanes import (
     STAT, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings,
 )
+from specbench.decoder.search import gather_arcs
 from specbench.wfst.graph import CsrGraph
 
 U64_MAX = np.uint64(2**64 - 1)
@@ -88,6 +89,9 @@ class NumpyLaneKernels(LaneKernels):
             self.stats[:, STAT["epsilon_iterations"]] += 1
         self.lattice: list[np.ndarray] | None = [] if self.s.lattice_beam is not None else None
         self.lattice_size = 0
+        if self.lattice is not None:
+            self.dense_tok = np.full(size, np.inf)
+            self.epsilon_links(0)
 
     # ---- one frame ------------------------------------------------------------------------------------
 
@@ -101,6 +105,8 @@ class NumpyLaneKernels(LaneKernels):
         keep, index = self.expand_recombine(slot_tok, entry, new, adaptive)
         win = self.resolve(keep, index, entry, new)
         self.emit_winners(f, win, keep, index, slot_tok, entry, new)
+        if self.lattice is not None:
+            self.epsilon_links(f + 1)
         self.stats[:, STAT["epsilon_iterations"]] += 1 * (self.batch.lengths > f)
         if finishing.size:
             self.lane_best(finishing, with_final=True, slot=-1)
@@ -237,15 +243,9 @@ class NumpyLaneKernels(LaneKernels):
         s = self.s
         if s.lattice_beam is not None:
             best_here = from_ordered64(self.dense_cost[index])
-            near = np.flatnonzero(keep & (new <= best_here + s.lattice_beam))
-            room = max(0, s.lattice_capacity - self.lattice_size)
-            lanes = self.tok_lane[tok[near]]
-            _add_per_lane(self.stats, STAT["queue_overflows"], lanes[room:])
-            near, lanes = near[:room], lanes[:room]
-            record = np.stack([lanes.astype(np.int64), np.full(near.shape[0], f, dtype=np.int64),
-                               self.tok_state[tok[near]].astype(np.int64), entry[near]], axis=1)
-            self.lattice.append(record)
-            self.lattice_size += near.shape[0]
+            bare = self.lg.bare_arc[entry]
+            near = np.flatnonzero(keep & (bare >= 0) & (new <= best_here + s.lattice_beam))
+            self._record(self.tok_lane[tok[near]], f, self.tok_state[tok[near]], bare[near])
         winners = np.flatnonzero(win)
         room = min(s.token_capacity, s.arena_capacity - self.arena_size)
         _add_per_lane(self.stats, STAT["queue_overflows"], self.tok_lane[tok[winners[max(room, 0):]]])
@@ -263,6 +263,32 @@ class NumpyLaneKernels(LaneKernels):
         self.tok_state = self.lg.dest[entry[winners]]
         self.tok_cost = new[winners]
         self.tok_id = ids
+
+    def _record(self, lanes: np.ndarray, frame: int, src: np.ndarray, code: np.ndarray) -> None:
+        """Append lattice records (lane, frame, src state, code) up to the capacity; count the rest."""
+        room = max(0, self.s.lattice_capacity - self.lattice_size)
+        _add_per_lane(self.stats, STAT["queue_overflows"], lanes[room:])
+        lanes, src, code = lanes[:room], src[:room], code[:room]
+        self.lattice.append(np.stack([lanes.astype(np.int64), np.full(lanes.shape[0], frame, dtype=np.int64),
+                                      src.astype(np.int64), code.astype(np.int64)], axis=1))
+        self.lattice_size += lanes.shape[0]
+
+    def epsilon_links(self, frame: int) -> None:
+        """`dense_tok_set`, `eps_link_count` + prefix sums, `eps_link_write`, `dense_tok_clear`: every
+        epsilon arc between two tokens of the frame within the lattice beam of its destination token."""
+        lg, states = self.lg, self.token_index()
+        self.dense_tok[states] = self.tok_cost
+        index, counts = gather_arcs(lg.eps_offsets, lg.eps_degree.astype(np.int64), self.tok_state)
+        reach = self.tok_cost.repeat(counts) + lg.eps_weight[index]
+        lanes = self.tok_lane.repeat(counts)
+        target = lanes.astype(np.int64) * lg.num_states + lg.eps_dest[index]
+        near = np.flatnonzero(reach <= self.dense_tok[target] + self.s.lattice_beam)
+        self._record(lanes[near], frame, self.tok_state.repeat(counts)[near], -1 - index[near])
+        self.dense_tok[states] = np.inf
+
+    def token_index(self) -> np.ndarray:
+        """Dense (lane, state) index of every token."""
+        return self.tok_lane.astype(np.int64) * self.lg.num_states + self.tok_state
 
     def lane_best(self, lanes: np.ndarray, with_final: bool, slot: int) -> None:
         """Best token of each of `lanes`: lowest cost (+ final weight), then lowest state."""

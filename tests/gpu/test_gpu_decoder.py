@@ -1,0 +1,167 @@
+"""The GPU backend against the CPU backend and its numpy twin (skipped without a CUDA device).
+
+Runs on the H200 test machine from the source tree (`make gpu-check`): numpy, cupy, pytest and the carried
+kaldifst wheel only (no hypothesis, ray, mlflow or polars). Real scores come from `.specbench/gpu-carry/`
+(`python scripts/gpu_carry.py`), else from the acoustic-model evaluation's Parquet scores. With
+SPECBENCH_GPU_OUT set, a JSON summary of the parity checks is written there.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specbench.decoder.cpu import CpuDecoder
+from specbench.decoder.gpu import gpu_available
+from specbench.decoder.twin import TwinDecoder
+from specbench.wfst.graph import CsrGraph, read_graph
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not gpu_available(), reason="no CUDA device")]
+
+ROOT = Path(__file__).resolve().parents[2]
+CARRY = ROOT / ".specbench" / "gpu-carry"
+SUMMARY: dict[str, object] = {}
+
+
+def _gpu_decoder(graph: CsrGraph, **options):
+    from specbench.decoder.gpu import GpuDecoder
+
+    return GpuDecoder(graph, **options)
+
+
+def _write_summary() -> None:
+    out = os.environ.get("SPECBENCH_GPU_OUT")
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / "gpu_parity.json").write_text(json.dumps(SUMMARY, indent=2, sort_keys=True))
+
+
+def _random_graph(rng: np.random.Generator, tmp: Path) -> tuple[CsrGraph, int]:
+    """A small random graph as OpenFst text (epsilon weights > 0, emitting self-loops, finals)."""
+    import kaldifst
+
+    states, width = int(rng.integers(2, 7)), int(rng.integers(3, 5))
+    lines = []
+    for src in range(states):
+        for _ in range(int(rng.integers(1 if src == 0 else 0, 5))):
+            ilabel = int(rng.choice([0] + list(range(1, width + 1)) * 2))
+            weight = float(np.float32(rng.uniform(0.25, 3.0) if ilabel == 0 else rng.uniform(-1.0, 3.0)))
+            lines.append(f"{src} {int(rng.integers(0, states))} {ilabel} {int(rng.integers(0, 4))} {weight!r}")
+    lines.sort(key=lambda line: not line.startswith("0 "))
+    lines += [f"{s} {float(np.float32(rng.uniform(0, 2)))!r}" for s in range(states) if rng.random() < 0.5]
+    fst = kaldifst.compile("\n".join(lines) + "\n", keep_state_numbering=True)
+    path = tmp / "g.fst"
+    assert fst.write(str(path))
+    return read_graph(path), width
+
+
+def _same(a, b, cost_tol: float = 0.0) -> bool:
+    if a.status != b.status or a.word_ids != b.word_ids or a.stats != b.stats or a.partials != b.partials:
+        return False
+    return not a.ok or abs(a.total_cost - b.total_cost) <= cost_tol
+
+
+def test_tiny_random_graphs_equal_twin_and_cpu() -> None:
+    rng = np.random.default_rng(2026)
+    infinite = {"beam": 1e9, "max_active": 2**31 - 1, "min_active": 0}
+    pruned = {"beam": 1.5, "max_active": 3, "min_active": 1}
+    checked = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(150):
+            graph, width = _random_graph(rng, Path(tmp))
+            items = [(f"u{i}", rng.uniform(-5, 0, size=(int(rng.integers(1, 6)), width)).astype(np.float32))
+                     for i in range(int(rng.integers(1, 5)))]
+            for options in (infinite, pruned):
+                try:
+                    twin = TwinDecoder(graph, lattice_beam=2.0, **options)
+                except ValueError:
+                    continue  # the closure does not apply (covered by the twin's tests)
+                gpu = _gpu_decoder(graph, lattice_beam=2.0, **options).decode_batch(items, 2)
+                cpu = CpuDecoder(graph, lattice_beam=2.0, **options)
+                for (utt, mat), got, want in zip(items, gpu, twin.decode_batch(items, 2), strict=True):
+                    assert _same(got, want), (utt, got, want)
+                    assert _same(got, cpu.decode(mat, utt, partial_every=2))
+                    if got.ok:
+                        assert np.array_equal(got.lattice.src, want.lattice.src)
+                        assert np.allclose(got.lattice.graph_cost, want.lattice.graph_cost)
+                    checked += 1
+    SUMMARY["tiny_graph_utterances_identical"] = checked
+    _write_summary()
+
+
+def _real_scores(limit: int) -> tuple[Path, list[tuple[str, np.ndarray]]]:
+    if (CARRY / "scores_test.npz").is_file():
+        with np.load(CARRY / "scores_test.npz") as data:
+            items = [(key, data[key].astype(np.float32)) for key in sorted(data.files)[:limit]]
+        return CARRY / "TLG.fst", items
+    parquet = ROOT / ".specbench" / "scores" / "am_slurp" / "test.parquet"
+    graphs = sorted((ROOT / ".specbench" / "graphs").glob("slurp-*/TLG.fst"), key=lambda p: p.stat().st_mtime)
+    if not parquet.is_file() or not graphs:
+        pytest.skip("no real scores: run `python scripts/gpu_carry.py` and carry .specbench/gpu-carry")
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(parquet).to_pylist()
+    rows = sorted((r for r in table if r["status"] == "ok"), key=lambda r: r["utt_id"])[:limit]
+    return graphs[-1], [(r["utt_id"], np.asarray(r["loglikes"], np.float32).reshape(r["num_frames"], -1))
+                        for r in rows]
+
+
+@pytest.mark.parametrize("max_active", [10000, 200])
+def test_slurp_one_best_equals_cpu(max_active: int) -> None:
+    graph_path, items = _real_scores(1000)
+    graph = read_graph(graph_path)
+    options = {"beam": 15.0, "max_active": max_active, "min_active": 20}
+    gpu = _gpu_decoder(graph, **options).decode_batch(items, 3)
+    cpu = CpuDecoder(graph, **options)
+    identical = bound = identical_bound = 0
+    for (utt, mat), got in zip(items, gpu, strict=True):
+        want = cpu.decode(mat, utt, partial_every=3)
+        same = _same(got, want, cost_tol=1e-3)
+        identical += same
+        if want.stats.max_active_binds:
+            bound += 1
+            identical_bound += same
+    SUMMARY[f"slurp_max_active_{max_active}"] = {
+        "utterances": len(items), "onebest_identical": identical / len(items),
+        "max_active_bound_utterances": bound, "identical_where_bound": identical_bound}
+    _write_summary()
+    assert identical == len(items)
+
+
+def test_slurp_lattices_equal_cpu() -> None:
+    graph_path, items = _real_scores(100)
+    graph = read_graph(graph_path)
+    options = {"beam": 15.0, "max_active": 10000, "lattice_beam": 8.0}
+    gpu = _gpu_decoder(graph, **options).decode_batch(items)
+    cpu = CpuDecoder(graph, **options)
+    arcs = frames = 0
+    for (utt, mat), got in zip(items, gpu, strict=True):
+        want = cpu.decode(mat, utt)
+        assert got.ok == want.ok, utt
+        if not want.ok:
+            continue
+        for name in ("src", "dst", "ilabel", "olabel", "node_state"):
+            assert np.array_equal(getattr(got.lattice, name), getattr(want.lattice, name)), (utt, name)
+        assert np.allclose(got.lattice.graph_cost, want.lattice.graph_cost, atol=1e-3)
+        assert np.allclose(got.lattice.acoustic_cost, want.lattice.acoustic_cost, atol=1e-3)
+        arcs, frames = arcs + got.lattice.num_arcs, frames + got.num_frames
+    SUMMARY["slurp_lattices"] = {"utterances": len(items), "identical": True,
+                                 "density": arcs / max(frames, 1)}
+    _write_summary()
+
+
+def test_bad_utterances_fail_alone_on_the_gpu() -> None:
+    graph_path, items = _real_scores(3)
+    graph = read_graph(graph_path)
+    bad = items[0][1].copy()
+    bad[2, 5] = math.nan
+    batch = [items[0], ("nan", bad), ("empty", np.zeros((0, bad.shape[1]), np.float32)), items[1]]
+    results = _gpu_decoder(graph, beam=15.0, max_active=10000).decode_batch(batch)
+    assert results[0].ok and results[3].ok
+    assert "frame 2, column 5" in results[1].status and results[2].status == "empty utterance"

@@ -1,0 +1,40 @@
+"""`specbench bench decoder` on the SLURP TLG and the evaluation's scores: a few utterances through Kaldi, the
+CPU decoder (with and without lattices) and the twin, in a subprocess (the benchmark pins its process to one
+core and sets the thread variables to 1, which must not leak into the test session)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.wfst.build import GraphArtifacts
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SCORES = ROOT / ".specbench" / "scores" / "am_slurp" / "test.parquet"
+
+
+def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, tmp_path: Path) -> None:
+    if not SCORES.is_file():
+        pytest.skip(f"no evaluation scores at {SCORES} (written by `specbench run jobs/am_eval.toml`)")
+    out = tmp_path / "decoder.json"
+    proc = subprocess.run([sys.executable, "-m", "specbench", "bench", "decoder", "--graph", str(slurp_graph.tlg),
+                           "--scores", str(SCORES), "--utterances", "8", "--no-mlflow", "--output", str(out),
+                           "--backends", "kaldi,cpu,cpu_lattice,twin,gpu"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    result = json.loads(out.read_text())
+    assert proc.returncode == 0, (proc.stderr[-3000:], result.get("backends"))
+    assert result["utterances"] == 8 and result["frame_shift_ms"] == 40.0
+    assert result["audio_seconds"] == pytest.approx(result["frames"] * 0.04)
+    for name in ("kaldi", "cpu", "cpu_lattice", "twin"):
+        assert result["backends"][name] == {"status": "ok"}
+        assert result[f"{name}_rtfx"] > 0
+    assert result["gpu"] in ("available", "unavailable")
+    assert result["decoder.cpu_kaldi_identical"] >= 0.75
+    assert 0.0 <= result["decoder.onebest_identical"] <= 1.0
+    assert result["decoder.lattice_density"] >= 1.0  # at least the best path's arc per frame
+    assert result["decoder.max_active_bound_utterances"] + result["decoder.max_active_free_utterances"] == 8

@@ -1,0 +1,202 @@
+"""The decoder benchmark's helpers and the GPU carry folder's: utterance selection, score files, wheel tags,
+size accounting, the multi-process GPU timing (run with the GPU algorithm's numpy twin), the summary metrics,
+and that `python -m specbench bench decoder` runs without ray, mlflow, polars and tqdm."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from specbench.errors import DataError
+from specbench.pipelines import bench_decoder as bd
+from specbench.wfst.fst_binary import write_vector_fst
+from specbench.wfst.graph import from_arrays
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("gpu_carry", ROOT / "scripts" / "gpu_carry.py")
+gpu_carry = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(gpu_carry)
+
+IDS = ["test-000002-flite-rms-r100-clean", "test-000001-espeak-en-us-f4-r085-snr20",
+       "test-000000-espeak-en-us-f3-r100-clean", "test-000003-flite-kal16-r100-clean",
+       "test-000004-espeak-en-us-f4-r115-snr30"]
+
+
+def tiny_graph(tmp: Path) -> Path:
+    """Two states; words 1 and 2 on emitting arcs, a blank-like self-loop; state 1 final."""
+    path = tmp / "g.fst"
+    graph = from_arrays(0, np.array([np.inf, 0.0], dtype=np.float32), src=np.array([0, 1, 1, 0]),
+                        dest=np.array([1, 1, 0, 0]), ilabel=np.array([1, 2, 1, 2]), olabel=np.array([1, 0, 2, 0]),
+                        weight=np.array([0.5, 0.1, 0.2, 0.3], dtype=np.float32))
+    write_vector_fst(path, graph)
+    return path
+
+
+def scores(n: int, seed: int = 0) -> list[tuple[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    ids = [f"test-{i:06d}-{'flite-rms' if i % 2 else 'espeak-en-us-f4'}-r100-clean" for i in range(n)]
+    return [(u, np.log(rng.dirichlet(np.ones(3), size=int(rng.integers(3, 12)))).astype(np.float32)) for u in ids]
+
+
+# ---- selection and score files -------------------------------------------------------------------------
+
+def test_held_out_selection_is_sorted_and_cut() -> None:
+    assert bd.select_utterances(IDS, 10) == [IDS[1], IDS[0], IDS[4]]
+    assert bd.select_utterances(IDS, 2) == [IDS[1], IDS[0]]
+    assert not bd.is_held_out("test-000000-espeak-en-us-f3-r100-clean")
+    assert not bd.is_held_out("test-000000-flite-rmsx-r100-clean")
+    with pytest.raises(ValueError):
+        bd.select_utterances(IDS, 0)
+
+
+def test_npz_and_parquet_scores_read_the_same(tmp_path: Path) -> None:
+    items = scores(6) + [("test-000100-flite-slt-r100-clean", np.zeros((2, 3), np.float32))]
+    npz = tmp_path / "s.npz"
+    gpu_carry.write_scores_npz(items, npz)
+    with pytest.raises(DataError, match="frame shift"):
+        bd.load_scores(npz, 4)
+    (tmp_path / "manifest.json").write_text(json.dumps({"scores": {"file": "s.npz", "frame_shift_ms": 40.0}}))
+    from_npz, shift = bd.load_scores(npz, 4)
+    assert shift == 40.0 and [u for u, _ in from_npz] == sorted(u for u, _ in items[:6])[:4]
+    table = pa.table({"utt_id": [u for u, _ in items], "frame_shift_ms": [40.0] * len(items),
+                      "num_frames": [len(m) for _, m in items], "num_classes": [3] * len(items),
+                      "loglikes": [m.ravel().tolist() for _, m in items],
+                      "status": ["ok"] * (len(items) - 2) + ["bad", "ok"]})
+    pq.write_table(table, tmp_path / "s.parquet")
+    from_parquet, shift = bd.load_scores(tmp_path / "s.parquet", 10)
+    assert shift == 40.0
+    bad = items[-2][0]
+    expected = sorted((u, m) for u, m in items[:6] if u != bad)
+    assert [u for u, _ in from_parquet] == [u for u, _ in expected]
+    for (_, a), (_, b) in zip(from_parquet, expected):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(DataError, match="does not exist"):
+        bd.load_scores(tmp_path / "missing.parquet", 1)
+
+
+# ---- wheels and sizes ----------------------------------------------------------------------------------
+
+def test_wheel_tags() -> None:
+    assert gpu_carry.wheel_fits("kaldifst-1.8.3-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl")
+    assert gpu_carry.wheel_fits("kaldiio-2.18.1-py3-none-any.whl")
+    assert gpu_carry.wheel_fits("x-1.0-cp312-cp312-manylinux2014_x86_64.whl")
+    assert not gpu_carry.wheel_fits("x-1.0-cp311-cp311-manylinux2014_x86_64.whl")
+    assert not gpu_carry.wheel_fits("x-1.0-cp312-cp312-manylinux_2_34_x86_64.whl")
+    assert not gpu_carry.wheel_fits("x-1.0-cp312-cp312-manylinux2014_aarch64.whl")
+    assert not gpu_carry.wheel_fits("x-1.0-cp312-cp312-macosx_11_0_x86_64.whl")
+    assert gpu_carry.wheel_tags("kaldi_decoder-0.3.2-cp312-cp312-manylinux_2_28_x86_64.whl")[:2] == (
+        "kaldi_decoder", "0.3.2")
+
+
+def test_size_accounting(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x").write_bytes(b"1" * 10)
+    (tmp_path / "y").write_bytes(b"1" * 5)
+    assert gpu_carry.folder_bytes(tmp_path) == 15
+    assert gpu_carry.folder_bytes(tmp_path / "none") == 0
+    assert gpu_carry.check_budget(10, 15, limit=26) == 25
+    with pytest.raises(ValueError, match="over the"):
+        gpu_carry.check_budget(10, 16, limit=26)
+
+
+# ---- the GPU timing machinery and the summary -----------------------------------------------------------
+
+def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
+    graph_path, items = tiny_graph(tmp_path), scores(7)
+    params = bd.Params(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    from specbench.wfst.graph import read_graph
+
+    reference = bd.run_cpu(read_graph(graph_path), items, params).outcomes
+    runs = bd.run_gpu_processes(graph_path, items, params, 3, [("gpu", None), ("gpu_lattice", 8.0)],
+                                decoder="specbench.decoder.twin:TwinDecoder")
+    assert set(runs) == {"gpu", "gpu_lattice"}
+    assert runs["gpu"].outcomes == reference
+    for timed in runs.values():
+        assert timed.seconds > 0
+        assert [(o.ok, o.word_ids, o.total_cost) for o in timed.outcomes] == [
+            (o.ok, o.word_ids, o.total_cost) for o in reference]
+        assert timed.extra == {"peak_memory_bytes_per_process": 0, "peak_memory_bytes_total": 0}
+    assert all(o.lattice_arcs for o in runs["gpu_lattice"].outcomes if o.ok)
+
+
+def test_gpu_process_failure_is_reported(tmp_path: Path) -> None:
+    params = bd.Params(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    with pytest.raises(RuntimeError, match="failed"):
+        bd.run_gpu_processes(tmp_path / "missing.fst", scores(4), params, 2, [("gpu", None)],
+                             decoder="specbench.decoder.twin:TwinDecoder")
+
+
+def test_summary_metrics() -> None:
+    ok = bd.Outcome(True, (1, 2), 10.0, 0, None, 50)
+    bound = ok._replace(max_active_binds=3)
+    lat = ok._replace(lattice_arcs=500)
+    ids = ["a", "b"]
+    runs = {"kaldi": bd.Timed(4.0, [ok, ok], {}), "cpu": bd.Timed(8.0, [ok, bound], {}),
+            "cpu_lattice": bd.Timed(16.0, [lat, lat], {}),
+            "twin": bd.Timed(20.0, [ok, bound._replace(word_ids=(1,))], {})}
+    gpu = {"gpu1": bd.Timed(1.0, [ok, ok], {}), "gpu2": bd.Timed(0.5, [ok, ok._replace(total_cost=10.01)], {}),
+           "gpu2_lattice": bd.Timed(0.8, [lat, lat], {})}
+    out = bd._summary({}, runs, gpu, ids, 4.0)
+    assert out["decoder.rtfx"] == 8.0 and out["decoder.rtfx_backend"] == "gpu2"
+    assert out["decoder.speedup_vs_kaldi"] == 8.0 and out["decoder.cpu_vs_kaldi"] == 0.5
+    assert out["decoder.twin_vs_kaldi"] == 0.2
+    assert out["decoder.onebest_identical"] == 0.5  # gpu2's second utterance is 0.01 off
+    assert out["decoder.onebest_identical_max_active_bound"] == 0.0
+    assert out["decoder.onebest_identical_max_active_free"] == 1.0
+    assert out["twin_onebest_identical"] == 0.5 and out["mismatches"]["twin_vs_cpu"] == ["b"]
+    assert out["decoder.max_active_bound_utterances"] == 1
+    assert out["decoder.lattice_density"] == 10.0 and out["gpu2_lattice_overhead"] == 1.6
+    no_gpu = bd._summary({}, runs, {}, ids, 4.0)
+    assert no_gpu["decoder.rtfx"] == 0.5 and "decoder.speedup_vs_kaldi" not in no_gpu
+    assert no_gpu["decoder.onebest_identical"] == 0.5 and no_gpu["decoder.onebest_compared"] == "twin (no GPU)"
+    failed = bd.Outcome(False, (), math.inf, 0, None, 5)
+    assert bd.agree(failed, failed) and not bd.agree(failed, ok)
+
+
+# ---- runs where the GPU machine has no ray, mlflow, polars or tqdm ---------------------------------------
+
+BLOCKED = ("ray", "mlflow", "polars", "tqdm")
+RUNNER = f"""
+import runpy, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in {BLOCKED!r}:
+            raise ImportError('blocked: ' + name)
+sys.meta_path.insert(0, Block())
+sys.argv = ['specbench'] + sys.argv[1:]
+try:
+    runpy.run_module('specbench', run_name='__main__')
+except SystemExit as exit_:
+    assert not [m for m in {BLOCKED!r} if m in sys.modules]
+    raise
+"""
+
+
+def test_cli_bench_decoder_without_ray_mlflow_polars_tqdm(tmp_path: Path) -> None:
+    graph = tiny_graph(tmp_path)
+    gpu_carry.write_scores_npz(scores(5), tmp_path / "s.npz")
+    out = tmp_path / "r" / "bench.json"
+    proc = subprocess.run([sys.executable, "-c", RUNNER, "bench", "decoder", "--graph", str(graph), "--scores",
+                           str(tmp_path / "s.npz"), "--frame-shift-ms", "40", "--utterances", "4",
+                           "--backends", "cpu,cpu-lattice,twin,gpu", "--output", str(out)],
+                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "platform"),
+                                                               "PATH": "/usr/bin:/bin"}, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "not logged to MLflow" in proc.stderr
+    result = json.loads(out.read_text())
+    assert result == json.loads(proc.stdout)
+    assert result["utterances"] == 4 and result["audio_seconds"] == pytest.approx(result["frames"] * 0.04)
+    assert result["gpu"] == "unavailable" and result["backends"]["gpu"]["status"] == "unavailable"
+    assert "kaldi" not in result["backends"] and result["errors"] == []
+    assert result["decoder.rtfx_backend"] == "cpu" and result["threads"]["env"]["OMP_NUM_THREADS"] == "1"
+    assert result["decoder.onebest_compared"] == "twin (no GPU)"

@@ -1,0 +1,34 @@
+"""The GPU backend's CUDA kernels compile (NVRTC, no GPU needed) and every kernel the host code launches
+exists in the source."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from specbench.decoder import gpu
+from specbench.decoder.nvrtc import KERNELS, compile_ptx, kernel_names
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+def test_kernels_compile_without_warnings(arch: str) -> None:
+    ptx, log = compile_ptx(KERNELS.read_text(), arch)
+    assert "warning" not in log.lower(), log
+    for name in kernel_names(KERNELS.read_text()):
+        assert f".entry {name}(" in ptx
+
+
+def test_every_launched_kernel_is_defined() -> None:
+    host = open(gpu.__file__).read()
+    launched = set(re.findall(r'_launch\("(\w+)"', host))
+    defined = set(kernel_names(KERNELS.read_text()))
+    assert launched and launched <= defined, launched - defined
+    assert defined <= launched, f"kernels never launched: {defined - launched}"
+
+
+def test_a_broken_kernel_fails_with_the_compiler_log() -> None:
+    with pytest.raises(RuntimeError, match="does not compile"):
+        compile_ptx('extern "C" __global__ void k(int* a) { a[0] = undefined_name; }')

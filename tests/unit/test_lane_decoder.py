@@ -1,0 +1,187 @@
+"""The GPU decoding algorithm (its numpy twin) against the CPU backend and brute force, on tiny random graphs.
+
+The twin decodes several utterances of different lengths together as lanes; every field of every result
+(words, costs, word end frames, search counters, partial hypotheses, lattices) must equal the CPU backend's,
+at an infinite beam and under tight beam / max-active / min-active pruning, and at an infinite beam both
+must equal brute force (best cost, and every word sequence of the lattice).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_decoder_bruteforce import CHAIN, INFINITE_BEAM, brute_force, compile_graph, fst_text, random_graphs
+
+from specbench.decoder.cpu import CpuDecoder
+from specbench.decoder.lanes import STATUS_OVERFLOW, partial_frame_indices
+from specbench.decoder.result import STATUS_EMPTY
+from specbench.decoder.twin import TwinDecoder, from_ordered32, from_ordered64, ordered32, ordered64
+
+pytestmark = pytest.mark.unit
+
+TOL = 1e-6
+FAST = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _utterances(seed: int, width: int, lengths: list[int]) -> list[tuple[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [(f"u{i}", rng.uniform(-5.0, 0.0, size=(t, width)).astype(np.float32)) for i, t in enumerate(lengths)]
+
+
+def _assert_same(cpu, twin) -> None:
+    assert twin.utt_id == cpu.utt_id and twin.status == cpu.status
+    assert twin.word_ids == cpu.word_ids and twin.word_end_frames == cpu.word_end_frames
+    assert twin.graph_cost == cpu.graph_cost and twin.acoustic_cost == cpu.acoustic_cost
+    assert twin.stats == cpu.stats
+    assert twin.partials == cpu.partials
+
+
+def _all_simple_paths(arcs, finals, ac: np.ndarray) -> dict[tuple[int, ...], float]:
+    """Every word sequence of a path over (frame, state) nodes that visits no node twice, with its lowest
+    total cost (independent of the decoders)."""
+    frames, found = ac.shape[0], {}
+
+    def walk(t: int, s: int, cost: float, words: tuple[int, ...], seen: frozenset) -> None:
+        if t == frames and s in finals:
+            total = cost + finals[s]
+            found[words] = min(found.get(words, math.inf), total)
+        for src, d, i, o, w in arcs:
+            if src != s or (i and t == frames):
+                continue
+            node = (t + (1 if i else 0), d)
+            if node in seen:
+                continue
+            step = w + (ac[t, i - 1] if i else 0.0)
+            walk(node[0], d, cost + step, words + ((o,) if o else ()), seen | {node})
+
+    walk(0, 0, 0.0, (), frozenset({(0, 0)}))
+    return found
+
+
+def test_order_preserving_keys_round_trip_and_sort() -> None:
+    values = np.array([-np.inf, -3.5, -0.0, 0.0, 1e-30, 2.25, 1e30, np.inf])
+    assert np.array_equal(from_ordered64(ordered64(values)), values)
+    assert np.all(np.diff(ordered64(values[[0, 1, 3, 4, 5, 6, 7]]).astype(np.float64)) > 0)
+    v32 = values.astype(np.float32)
+    assert np.array_equal(from_ordered32(ordered32(v32)), v32)
+    assert np.all(np.diff(ordered32(v32[[0, 1, 3, 4, 5, 6, 7]]).astype(np.int64)) > 0)
+
+
+@FAST
+@given(random_graphs(), st.lists(st.integers(1, 4), min_size=1, max_size=4), st.integers(0, 2**32 - 1))
+def test_infinite_beam_equals_cpu_and_brute_force(graph_spec, lengths: list[int], seed: int) -> None:
+    arcs, finals, width = graph_spec
+    graph = compile_graph(fst_text(arcs, finals))
+    items = _utterances(seed, width, lengths)
+    twin = TwinDecoder(graph, lattice_beam=math.inf, max_lanes=3, **INFINITE_BEAM).decode_batch(items, 2)
+    cpu = CpuDecoder(graph, lattice_beam=math.inf, **INFINITE_BEAM)
+    for (utt, loglikes), got in zip(items, twin, strict=True):
+        want = cpu.decode(loglikes, utt, partial_every=2)
+        _assert_same(want, got)
+        ac = -loglikes.astype(np.float64)
+        best, sequences = brute_force(arcs, finals, graph.num_states, ac)
+        if not math.isfinite(best):
+            assert not got.ok and got.lattice is None
+            continue
+        assert got.total_cost == pytest.approx(best, abs=TOL) and got.word_ids in sequences
+        paths = _all_simple_paths(arcs, finals, ac)
+        for lattice in (got.lattice, want.lattice):
+            found = lattice.word_sequences()
+            assert found.keys() == paths.keys()
+            for words, cost in paths.items():
+                assert found[words] == pytest.approx(cost, abs=1e-5)
+
+
+@FAST
+@given(random_graphs(), st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(0, 2**32 - 1),
+       st.sampled_from([0.5, 1.5, 4.0]), st.sampled_from([3, 4, 6]), st.sampled_from([0, 1, 2]),
+       st.sampled_from([0.0, 0.75]))
+def test_pruned_search_equals_cpu_exactly(graph_spec, lengths, seed, beam, max_active, min_active,
+                                          lattice_beam) -> None:
+    arcs, finals, width = graph_spec
+    graph = compile_graph(fst_text(arcs, finals))
+    items = _utterances(seed, width, lengths)
+    options = {"beam": beam, "max_active": max_active, "min_active": min_active, "lattice_beam": lattice_beam}
+    twin = TwinDecoder(graph, max_lanes=4, **options).decode_batch(items, 1)
+    cpu = CpuDecoder(graph, **options)
+    for (utt, loglikes), got in zip(items, twin, strict=True):
+        want = cpu.decode(loglikes, utt, partial_every=1)
+        _assert_same(want, got)
+        if want.ok:
+            for name in ("src", "dst", "ilabel", "olabel", "graph_cost", "acoustic_cost", "node_state"):
+                assert np.array_equal(getattr(want.lattice, name), getattr(got.lattice, name)), name
+            _, graph_cost, acoustic_cost = got.lattice.best_path()  # its words may differ by a tie
+            assert graph_cost + acoustic_cost == pytest.approx(got.total_cost, abs=1e-5)
+            assert got.lattice.word_sequences()[got.word_ids] == pytest.approx(got.total_cost, abs=1e-5)
+
+
+def test_partials_keep_only_complete_words() -> None:
+    graph = compile_graph(CHAIN)
+    loglikes = np.log(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5], [0.2, 0.7, 0.5]], dtype=np.float32))
+    for result in (CpuDecoder(graph, **INFINITE_BEAM).decode(loglikes, "c", partial_every=1),
+                   TwinDecoder(graph, **INFINITE_BEAM).decode(loglikes, "c", partial_every=1)):
+        assert result.word_ids == (5, 7, 6)
+        assert [p.frame for p in result.partials] == [0, 1, 2]
+        # after frame 0 the best token is in state 1 (path words 5); state 1 is not final, so word 5 may
+        # still be spoken and is left out; after frame 1 the best path ends in final state 3 (words 5 7 6)
+        assert [p.word_ids for p in result.partials] == [(), (5, 7, 6), (5, 7, 6)]
+
+
+def test_batch_reports_bad_and_empty_utterances_alone() -> None:
+    graph = compile_graph(CHAIN)
+    good = np.log(np.full((3, 3), 0.5, dtype=np.float32))
+    bad = good.copy()
+    bad[1, 1] = np.nan
+    results = TwinDecoder(graph, **INFINITE_BEAM).decode_batch(
+        [("a", good), ("nan", bad), ("empty", np.zeros((0, 3), np.float32)), ("narrow", good[:, :1]), ("b", good)])
+    assert [r.utt_id for r in results] == ["a", "nan", "empty", "narrow", "b"]
+    assert results[0].ok and results[4].ok and results[0].word_ids == results[4].word_ids
+    assert "frame 1, column 1" in results[1].status and results[2].status == STATUS_EMPTY
+    assert "1 columns" in results[3].status
+
+
+def test_lane_splitting_does_not_change_results() -> None:
+    graph = compile_graph(CHAIN)
+    items = _utterances(5, 3, [3, 1, 5, 2, 4])
+    one = TwinDecoder(graph, beam=3.0, max_active=3, min_active=1, max_lanes=2).decode_batch(items, 2)
+    many = TwinDecoder(graph, beam=3.0, max_active=3, min_active=1, max_lanes=16).decode_batch(items, 2)
+    assert one == many
+
+
+def test_queue_overflow_is_counted_and_reported() -> None:
+    graph = compile_graph(CHAIN)
+    items = _utterances(1, 3, [4, 4])
+    results = TwinDecoder(graph, arc_capacity=2, **INFINITE_BEAM).decode_batch(items)
+    assert all(r.status == STATUS_OVERFLOW and r.stats.queue_overflows > 0 for r in results)
+    results = TwinDecoder(graph, lattice_beam=1.0, lattice_capacity=3, **INFINITE_BEAM).decode_batch(items)
+    assert any(r.status == STATUS_OVERFLOW for r in results)
+
+
+def test_partial_frames_and_bad_options() -> None:
+    assert partial_frame_indices(10, 3) == (2, 5, 8) and partial_frame_indices(10, None) == ()
+    graph = compile_graph(CHAIN)
+    with pytest.raises(ValueError, match="lattice_beam"):
+        TwinDecoder(graph, lattice_beam=-1.0)
+    with pytest.raises(ValueError, match="max_lanes"):
+        TwinDecoder(graph, max_lanes=0)
+    with pytest.raises(ValueError, match="arc_capacity"):
+        TwinDecoder(graph, arc_capacity=0)
+    negative = compile_graph("0 1 1 1 1.0\n1 2 0 2 -0.5\n2 0.5\n")
+    with pytest.raises(ValueError, match="epsilon closure"):
+        TwinDecoder(negative)
+
+
+def test_float32_ties_are_broken_by_the_exact_float64_cost() -> None:
+    """Two arcs into one state whose costs round to the same float32 but differ in float64: the packed
+    (float32 cost, arc) key alone would pick the lower arc (word 1); the exact cost picks word 2."""
+    graph = compile_graph("0 1 1 1 1.0\n0 1 2 2 1.0\n1 0\n")
+    loglikes = -np.array([[2.0**-20 + 2.0**-40, 2.0**-20]], dtype=np.float32)
+    assert np.float32(1 + 2.0**-20 + 2.0**-40) == np.float32(1 + 2.0**-20)
+    cpu = CpuDecoder(graph, **INFINITE_BEAM).decode(loglikes, "tie")
+    twin = TwinDecoder(graph, **INFINITE_BEAM).decode(loglikes, "tie")
+    assert cpu.word_ids == twin.word_ids == (2,)
+    _assert_same(cpu, twin)
