@@ -36,16 +36,23 @@ def _parser() -> argparse.ArgumentParser:
     build = graph.add_parser("build", help="build the TLG of a graph job")
     build.add_argument("file", type=Path)
     build.add_argument("--force", action="store_true", help="rebuild even if a matching graph exists")
-    dec = sub.add_parser("decode", help="decode acoustic scores with a WFST (our CPU decoder or Kaldi's)")
+    dec = sub.add_parser("decode", help="decode acoustic scores with a WFST (CPU, GPU, the GPU algorithm's "
+                                        "numpy twin, or Kaldi's FasterDecoder)")
     dec.add_argument("--graph", type=Path, required=True, help="OpenFst graph (vector or const), e.g. TLG.fst")
     dec.add_argument("--scores", type=Path, required=True, help=".parquet, Kaldi .scp/.ark, .npy or .npz")
     dec.add_argument("--out", type=Path, required=True, help="output: .jsonl (one JSON line each) or .parquet")
     dec.add_argument("--words", type=Path, help="words.txt: write words as strings, not output labels")
-    dec.add_argument("--backend", choices=("cpu", "kaldi"), default="cpu")
+    dec.add_argument("--backend", choices=("cpu", "gpu", "twin", "kaldi", "auto"), default="cpu",
+                     help="auto: gpu when a CUDA device is usable, else cpu")
     dec.add_argument("--frame-shift-ms", type=float, help="frame shift of Kaldi/numpy scores")
     dec.add_argument("--beam", type=float, default=15.0)
     dec.add_argument("--max-active", type=int, default=10000)
+    dec.add_argument("--min-active", type=int, default=20)
     dec.add_argument("--acoustic-scale", type=float, default=1.0)
+    dec.add_argument("--lattice-beam", type=float, help="keep lattices within this beam (default 8 with "
+                                                        "--lattice-dir)")
+    dec.add_argument("--lattice-dir", type=Path, help="write one OpenFst word lattice per utterance here")
+    dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio")
     runs = sub.add_parser("runs", help="recent MLflow runs with their headline metrics")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--experiment")
@@ -173,7 +180,9 @@ def _cmd_decode(args: argparse.Namespace) -> int:
     from specbench.pipelines.decode import decode_file
 
     summary = decode_file(args.graph, args.scores, args.out, args.backend, args.beam, args.max_active,
-                          args.acoustic_scale, args.frame_shift_ms, args.words)
+                          args.acoustic_scale, args.frame_shift_ms, args.words, lattice_beam=args.lattice_beam,
+                          lattice_dir=args.lattice_dir, partial_every_ms=args.partial_every_ms,
+                          min_active=args.min_active)
     print(json.dumps(summary, indent=2))
     return 1 if summary["failed"] == summary["utterances"] else 0
 

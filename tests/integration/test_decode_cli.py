@@ -9,6 +9,7 @@ from pathlib import Path
 import kaldiio
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401 - pa.parquet
 import pytest
 
 from specbench.cli import main
@@ -44,7 +45,7 @@ def test_cli_decodes_all_formats_and_reports_bad_utterances(tmp_path: Path, slur
         for key, mat in utterances.items():
             writer(key, mat)
     outputs = {}
-    for name, backend in (("scores.npz", "cpu"), ("s.scp", "kaldi"), ("s.scp", "cpu")):
+    for name, backend in (("scores.npz", "cpu"), ("s.scp", "kaldi"), ("s.scp", "cpu"), ("scores.npz", "twin")):
         out = tmp_path / f"{name}.{backend}.jsonl"
         code = main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / name),
                      "--frame-shift-ms", "40", "--words", str(slurp_graph.words), "--backend", backend,
@@ -57,8 +58,12 @@ def test_cli_decodes_all_formats_and_reports_bad_utterances(tmp_path: Path, slur
     npz = outputs[("scores.npz", "cpu")]
     assert "NaN" in npz["nan"]["status"] or "nan" in npz["nan"]["status"].lower()
     assert "narrow" in npz and npz["narrow"]["status"] != "ok"
+    twin = outputs[("scores.npz", "twin")]
+    assert "frame 0, column 0" in twin["nan"]["status"] and twin["narrow"]["status"] != "ok"
+    assert set(twin) == set(npz) == set(bad)
     for key in utterances:
         ours, kaldi = outputs[("s.scp", "cpu")][key], outputs[("s.scp", "kaldi")][key]
+        assert twin[key] == npz[key]
         assert ours["status"] == kaldi["status"] == "ok"
         assert ours["words"] == kaldi["words"] and ours["words"] == npz[key]["words"]
         assert ours["graph_cost"] + ours["acoustic_cost"] == pytest.approx(
@@ -80,6 +85,23 @@ def test_decoder_stage_on_ray_equals_the_plain_loop(ray_cluster: object, slurp_g
     on_ray = run_ray(stage, table, batch_size=2, mode="actors", num_actors=2)
     assert local.equals(on_ray)
     assert set(local.column("status").to_pylist()) == {"ok"}
+    twin = DecoderStage(slurp_graph.tlg, "twin", beam=12.0, max_active=3000)
+    lanes_on_ray = run_ray(twin, table, batch_size=3, mode="actors", num_actors=2)
+    for name in ("id", "status", "word_ids", "graph_cost", "acoustic_cost", "word_end_frames"):
+        assert lanes_on_ray.column(name).equals(local.column(name)), name
+
+
+def test_gpu_stage_asks_ray_for_a_gpu_fraction(ray_cluster: object, slurp_graph: GraphArtifacts,
+                                               utterances: dict[str, np.ndarray]) -> None:
+    from specbench.errors import SpecbenchError
+    from specbench.runtime import run_ray
+
+    stage = DecoderStage(slurp_graph.tlg, "gpu", gpu_fraction=0.25)
+    assert stage.resources.num_gpus == 0.25 and DecoderStage(slurp_graph.tlg, "cpu").resources.num_gpus == 0
+    table = pa.table({"utt_id": ["u"], "num_frames": [3], "num_classes": [40],
+                      "loglikes": [np.zeros(120, np.float32)]})
+    with pytest.raises(SpecbenchError, match="GPU"):
+        run_ray(stage, table, batch_size=1, mode="actors", num_actors=1)  # this cluster has no GPU
 
 
 def test_missing_graph_or_words_is_one_clear_error(tmp_path: Path, slurp_graph: GraphArtifacts,
@@ -101,3 +123,50 @@ def test_a_malformed_row_fails_alone(slurp_graph: GraphArtifacts, utterances: di
     out = DecoderStage(slurp_graph.tlg, "cpu", beam=12.0, max_active=3000)(table)
     status = out.column("status").to_pylist()
     assert status[0].startswith("malformed scores") and status[1] == "ok"
+
+
+def test_cli_writes_lattices_and_partials(tmp_path: Path, slurp_graph: GraphArtifacts,
+                                          utterances: dict[str, np.ndarray],
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench.decoder.lattice import read_lattice
+
+    np.savez(tmp_path / "s.npz", **utterances)
+    rows = {}
+    for backend in ("cpu", "twin"):
+        out = tmp_path / f"{backend}.parquet"
+        code = main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"),
+                     "--frame-shift-ms", "40", "--words", str(slurp_graph.words), "--backend", backend,
+                     "--lattice-dir", str(tmp_path / f"lat-{backend}"), "--partial-every-ms", "120",
+                     "--beam", "12", "--max-active", "3000", "--out", str(out)])
+        assert code == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["lattice_density"] > 0
+        rows[backend] = {r["id"]: r for r in pa.parquet.read_table(out).to_pylist()}
+    for key, mat in utterances.items():
+        cpu, twin = rows["cpu"][key], rows["twin"][key]
+        assert cpu["status"] == "ok" and cpu["words"] == twin["words"] and cpu["partials"] == twin["partials"]
+        assert [p["frame"] for p in cpu["partials"]] == list(range(2, len(mat), 3))
+        assert all(p["time_ms"] == pytest.approx(40 * (p["frame"] + 1)) for p in cpu["partials"])
+        assert all(len(p["words"]) == len(p["word_ids"]) for p in cpu["partials"])
+        lattice = read_lattice(cpu["lattice_path"])
+        assert lattice.num_states > 0 and Path(twin["lattice_path"]).stat().st_size == Path(
+            cpu["lattice_path"]).stat().st_size
+    assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"),
+                 "--frame-shift-ms", "40", "--backend", "kaldi", "--partial-every-ms", "120",
+                 "--out", str(tmp_path / "k.jsonl")]) == 2
+    assert "1-best only" in capsys.readouterr().err
+
+
+def test_gpu_backend_without_a_gpu_is_one_clear_error(tmp_path: Path, slurp_graph: GraphArtifacts,
+                                                      utterances: dict[str, np.ndarray],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench.decoder.gpu import gpu_available
+
+    if gpu_available():
+        pytest.skip("this machine has a GPU")
+    np.savez(tmp_path / "s.npz", **utterances)
+    code = main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"),
+                 "--frame-shift-ms", "40", "--backend", "gpu", "--out", str(tmp_path / "g.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--backend cpu" in err and "Traceback" not in err
+    assert not (tmp_path / "g.jsonl").exists()
