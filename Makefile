@@ -3,6 +3,7 @@
 # `make gpu-check OUT=DIR`: on the H200 machine (no .venv, no install; run `python scripts/gpu_carry.py` here
 # first and send .specbench/gpu-carry along): GPU tests and the decoder benchmark, JSON into OUT.
 PYTHON ?= python3
+export PYTHONUTF8 := 1
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.specbench-installed

@@ -26,7 +26,7 @@ def gpu_names() -> list[str]:
         return []
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20, check=True).stdout
+                             text=True, encoding="utf-8", timeout=20, check=True).stdout
     except (OSError, subprocess.SubprocessError):
         return []
     return [line.strip() for line in out.splitlines() if line.strip()]

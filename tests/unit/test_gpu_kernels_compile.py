@@ -15,16 +15,16 @@ pytestmark = pytest.mark.unit
 
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 def test_kernels_compile_without_warnings(arch: str) -> None:
-    ptx, log = compile_ptx(KERNELS.read_text(), arch)
+    ptx, log = compile_ptx(KERNELS.read_text(encoding="utf-8"), arch)
     assert "warning" not in log.lower(), log
-    for name in kernel_names(KERNELS.read_text()):
+    for name in kernel_names(KERNELS.read_text(encoding="utf-8")):
         assert f".entry {name}(" in ptx
 
 
 def test_every_launched_kernel_is_defined() -> None:
-    host = open(gpu.__file__).read()
+    host = open(gpu.__file__, encoding="utf-8").read()
     launched = set(re.findall(r'_launch\("(\w+)"', host))
-    defined = set(kernel_names(KERNELS.read_text()))
+    defined = set(kernel_names(KERNELS.read_text(encoding="utf-8")))
     assert launched and launched <= defined, launched - defined
     assert defined <= launched, f"kernels never launched: {defined - launched}"
 

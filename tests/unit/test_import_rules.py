@@ -20,7 +20,7 @@ ALGORITHMS = ("wfst", "decoder", "acoustic", "prediction", "simultrans", "metric
 
 def imported_roots(path: Path) -> set[str]:
     """Top-level names of every import in a module, wherever it appears (also inside functions)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):

@@ -146,7 +146,7 @@ def get_voice(name: str) -> Voice:
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
     """Run a short engine query (no shell) and return it; `ToolError` when it cannot start or hangs."""
     try:
-        return subprocess.run(args, capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S, check=False)
+        return subprocess.run(args, capture_output=True, text=True, encoding="utf-8", timeout=_CHECK_TIMEOUT_S, check=False)
     except (OSError, subprocess.TimeoutExpired) as err:
         raise ToolError(f"could not run {' '.join(args)}: {err}") from err
 

@@ -65,7 +65,7 @@ class CudaLaneKernels(LaneKernels):
     def __init__(self, lg: LaneGraph, settings: LaneSettings) -> None:
         cp = self.cp = _cupy()
         self.lg, self.s = lg, settings
-        self.module = cp.RawModule(code=KERNEL_SOURCE.read_text(), options=("--std=c++14",))
+        self.module = cp.RawModule(code=KERNEL_SOURCE.read_text(encoding="utf-8"), options=("--std=c++14",))
         self.fn = {}
         g = {}
         for name, array, dtype in (("offsets", lg.offsets, np.int64), ("degree", lg.degree, np.int32),

@@ -16,4 +16,12 @@ HEADLINE_METRICS: dict[str, str] = {
     "asr.wer": "word error rate on held-out-voice test speech (acoustic model + TLG, Kaldi FasterDecoder)",
     "asr.per_greedy": "greedy CTC phone error rate on the same utterances",
     "asr.real_recordings_wer": "word error rate on the six real recordings (mostly out-of-vocabulary book text)",
+    "decoder.rtfx": "audio seconds decoded per second by the fastest GPU configuration (the CPU backend without "
+                    "a GPU)",
+    "decoder.speedup_vs_kaldi": "Kaldi FasterDecoder seconds on one core / fastest GPU configuration seconds, same "
+                                "utterances, graph and beams, one run",
+    "decoder.cpu_vs_kaldi": "Kaldi FasterDecoder seconds / our CPU backend seconds, both on one core, one run",
+    "decoder.onebest_identical": "fraction of utterances whose GPU (without a GPU: twin) 1-best words equal the "
+                                 "CPU backend's, total cost within 1e-3",
+    "decoder.lattice_density": "lattice arcs per frame at lattice beam 8",
 }

@@ -34,10 +34,10 @@ def git_commit(root: Path | None = None) -> str:
     """The checkout's commit (with `-dirty` when it has uncommitted changes), or `unknown`."""
     root = root or project_root()
     try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, encoding="utf-8",
                              timeout=10, check=True).stdout.strip()
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+                               capture_output=True, text=True, encoding="utf-8", timeout=10).stdout.strip()
         return sha + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"

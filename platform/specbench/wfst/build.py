@@ -111,7 +111,7 @@ def _tool_versions() -> dict[str, str]:
     versions = {name: importlib.metadata.version(name) for name in _PACKAGES}
     versions["kenlm"] = kenlm_tools.KENLM_VERSION
     try:
-        out = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True, timeout=10).stdout
+        out = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True, encoding="utf-8", timeout=10).stdout
         versions["espeak-ng"] = out.strip()
     except (OSError, subprocess.SubprocessError):
         versions["espeak-ng"] = "missing"

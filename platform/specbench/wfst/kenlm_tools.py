@@ -106,7 +106,7 @@ def estimate_arpa(text: Path, arpa: Path, order: int, vocab_pad: int = 0, memory
         cmd += ["--vocab_pad", str(vocab_pad)]
     if discount_fallback:
         cmd.append("--discount_fallback")
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, encoding="utf-8")
     if proc.returncode != 0:
         raise ToolError(f"lmplz failed on {text} (exit {proc.returncode}):\n{proc.stderr[-2000:]}\n"
                         "Fix: check the text file (one sentence per line) and the LM options in the job file.")
@@ -116,7 +116,7 @@ def estimate_arpa(text: Path, arpa: Path, order: int, vocab_pad: int = 0, memory
 def query_perplexity(arpa: Path, sentences: list[str]) -> float:
     """Perplexity (OOVs included) that KenLM's `query` reports for `sentences` under `arpa`."""
     proc = subprocess.run([str(kenlm_binary("query")), "-v", "summary", str(arpa)],
-                          input="\n".join(sentences) + "\n", capture_output=True, text=True)
+                          input="\n".join(sentences) + "\n", capture_output=True, text=True, encoding="utf-8")
     if proc.returncode != 0:
         raise ToolError(f"KenLM query failed on {arpa}: {proc.stderr[-1000:]}")
     for line in proc.stdout.splitlines():

@@ -144,7 +144,7 @@ def _run_espeak(binary: str, words: Sequence[str], voice: str) -> list[str] | No
     cmd = [binary, "-q", "--ipa", "--sep=_", "-v", voice, "--stdin"]
     try:
         proc = subprocess.run(
-            cmd, input=text, capture_output=True, text=True, timeout=_TIMEOUT_S, check=False
+            cmd, input=text, capture_output=True, text=True, encoding="utf-8", timeout=_TIMEOUT_S, check=False
         )
     except (OSError, subprocess.TimeoutExpired) as err:
         raise ToolError(f"espeak-ng failed to run ({' '.join(cmd)}): {err}") from err
