@@ -149,7 +149,10 @@ def _shortest(init, tail, head, cost, groups, sizes, reverse: bool) -> tuple[np.
 def _dedup(raw: RawLattice) -> np.ndarray:
     """Arc indices of `raw` without duplicates (same nodes and labels): the lowest total cost, then the
     lowest acoustic cost, then the first recorded."""
-    keys = [raw.src_frame, raw.src_state, raw.dst_frame, raw.dst_state, raw.ilabel, raw.olabel]
+    width = int(max(raw.src_state.max(initial=0), raw.dst_state.max(initial=0))) + 1
+    labels = int(max(raw.ilabel.max(initial=0), raw.olabel.max(initial=0))) + 1
+    keys = [raw.src_frame.astype(np.int64) * width + raw.src_state,  # the same order as the six columns
+            (raw.dst_frame.astype(np.int64) * width + raw.dst_state) * labels + raw.ilabel, raw.olabel]
     order = np.lexsort([raw.acoustic_cost, raw.graph_cost + raw.acoustic_cost] + keys[::-1])
     first = np.ones(len(order), dtype=bool)
     if len(order) > 1:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -70,9 +71,9 @@ class ArcSet:
         """Number of arcs in this set."""
         return int(self.dest.shape[0])
 
-    @property
+    @cached_property
     def out_degree(self) -> np.ndarray:
-        """(num_states,) int64 number of arcs of each state in this set."""
+        """(num_states,) int64 number of arcs of each state in this set (computed once)."""
         return np.diff(self.offsets)
 
     def state_arcs(self, state: int) -> slice:
