@@ -32,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     data.add_parser("speech", help="synthesize the speech corpus of a speech job").add_argument("file", type=Path)
     train = sub.add_parser("train", help="train a model").add_subparsers(dest="train_command", required=True)
     train.add_parser("am", help="train the causal CTC acoustic model").add_argument("file", type=Path)
+    train.add_parser("mt", help="train a translation model (wait-k or full-sentence; resumes from its last "
+                                "checkpoint)").add_argument("file", type=Path)
     graph = sub.add_parser("graph", help="the decoding graph").add_subparsers(dest="graph_command", required=True)
     build = graph.add_parser("build", help="build the TLG of a graph job")
     build.add_argument("file", type=Path)
@@ -151,7 +153,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    return _run_kind(args, {"am": "train_am"}[args.train_command])
+    return _run_kind(args, {"am": "train_am", "mt": "train_mt"}[args.train_command])
 
 
 def _cmd_data_check(args: argparse.Namespace) -> int:

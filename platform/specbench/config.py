@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from specbench.acoustic.settings import ModelConfig, TrainSettings
 from specbench.errors import ConfigError
+from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 
 
 def _range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
@@ -153,7 +154,31 @@ class SuiteConfig:
     jobs: tuple[Path, ...]
 
 
-JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig, EvalAmConfig)}
+@dataclass(frozen=True)
+class TrainMtConfig:
+    """`kind = "train_mt"`: train a translation model (wait-k with a causal encoder, or full-sentence) on
+    Multi30k, with the project's joint BPE (trained first when missing)."""
+
+    KIND: ClassVar[str] = "train_mt"
+    name: str = "mt_waitk"
+    output: Path = Path("models/mt_waitk.pt")  # relative to the project root
+    bpe_model: Path = Path("models/mt_bpe.model")  # relative to the project root; shared by the MT jobs
+    source: str = "de"
+    target: str = "en"
+    devel_sentences: int = field(default=1014, metadata=_range(1, 100000))  # from val, for devel loss
+    bleu_sentences: int = field(default=300, metadata=_range(0, 100000))  # from val, greedy BLEU per epoch
+    model: MtModelConfig = MtModelConfig()
+    training: MtTrainSettings = MtTrainSettings()
+    tracking: TrackingSection = TrackingSection(experiment="simultrans")
+
+    def __post_init__(self) -> None:
+        if {self.source, self.target} != {"de", "en"}:
+            raise ValueError(f"source and target must be 'de' and 'en' (either way), got {self.source!r} -> "
+                             f"{self.target!r}")
+
+
+JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig, EvalAmConfig,
+                                                           TrainMtConfig)}
 
 
 def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:

@@ -51,11 +51,21 @@ def _eval_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list
     return lines
 
 
+def _train_mt(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import train_mt
+
+    card = train_mt.run_train_mt(config, path, run)
+    return [f"translation model {config.output}: {card['parameters']:,} parameters, best devel loss "
+            f"{card['best_devel_loss']:.3f} (BLEU {card['best_devel_bleu'] or float('nan'):.2f}) at epoch "
+            f"{card['best_epoch']} of {card['epochs']} ({card['stopped_because']})"]
+
+
 RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
     "graph": _graph,
     "speech": _speech,
     "train_am": _train_am,
     "eval_am": _eval_am,
+    "train_mt": _train_mt,
 }
 
 

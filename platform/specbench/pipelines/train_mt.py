@@ -1,0 +1,134 @@
+"""The `train_mt` job: train a translation model on Multi30k (De->En by default) with the project's joint
+BPE (trained first when missing), keep the epoch with the best devel loss, and write it in fp16 to `models/`
+with a model card. Per epoch: train and devel loss, greedy devel BLEU (sacrebleu), logged to MLflow."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import sacrebleu
+import torch
+
+from specbench.config import TrainMtConfig
+from specbench.data.multi30k import read_pairs
+from specbench.errors import ConfigError
+from specbench.paths import project_root, work_dir
+from specbench.simultrans.model import MtTransformer, parameter_count
+from specbench.simultrans.search import full_sentence, wait_k
+from specbench.simultrans.tokenizer import EOS, Tokenizer, train_bpe
+from specbench.simultrans.training import (
+    TrainState, config_hash, make_examples, save_model, stopped_because, train,
+)
+from specbench.tracking.runs import TrackedRun
+
+LICENCE = ("Multi30k (task 1, Elliott et al. 2016) is distributed for research and education; this model is "
+           "trained on its training split only and inherits those terms.")
+BLEU_WAIT_K = 5  # the wait-k model's devel BLEU is also measured at this k
+
+
+def _resolve(path: Path) -> Path:
+    return path if path.is_absolute() else project_root() / path
+
+
+def devel_bleu(model: MtTransformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], k: int | None) -> float:
+    """sacreBLEU (13a, cased, detokenized) of greedy decoding on `pairs`, full sentence or wait-k."""
+    model.eval()
+    sources = [tokenizer.encode(s) + [EOS] for s, _ in pairs]
+    hyps = []
+    for i in range(0, len(sources), 100):
+        chunk = sources[i:i + 100]
+        out = full_sentence(model, chunk) if k is None else wait_k(model, chunk, k)
+        hyps += [tokenizer.decode(t.tokens) for t in out]
+    model.train()
+    return sacrebleu.corpus_bleu(hyps, [[t for _, t in pairs]]).score
+
+
+def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None) -> dict[str, Any]:
+    """Train; returns the model card's data (also written beside the checkpoint)."""
+    out, bpe_path = _resolve(config.output), _resolve(config.bpe_model)
+    train_pairs = read_pairs("train", config.source, config.target)
+    val_pairs = read_pairs("val", config.source, config.target)
+    if not bpe_path.is_file():
+        train_bpe([s for pair in train_pairs for s in pair], bpe_path, config.model.vocab_size)
+    tokenizer = Tokenizer(bpe_path)
+    if tokenizer.vocab_size != config.model.vocab_size:
+        raise ConfigError(f"{job_path}: model.vocab_size = {config.model.vocab_size}, but the BPE model "
+                          f"{bpe_path} has {tokenizer.vocab_size} pieces. Fix: set vocab_size to "
+                          f"{tokenizer.vocab_size}, or delete {bpe_path} to train a new BPE (then retrain every "
+                          "model that uses it)")
+    encode = tokenizer.encode_many
+    max_len = config.model.max_positions
+    train_set = make_examples(list(zip(encode([s for s, _ in train_pairs]), encode([t for _, t in train_pairs]),
+                                       strict=True)), max_len)
+    devel_pairs = val_pairs[:config.devel_sentences]
+    devel_set = make_examples(list(zip(encode([s for s, _ in devel_pairs]), encode([t for _, t in devel_pairs]),
+                                       strict=True)), max_len)
+    bleu_pairs = val_pairs[:config.bleu_sentences]
+    torch.manual_seed(config.training.seed)
+    model = MtTransformer(config.model)
+    tag = config_hash(config.model, config.training, f"{tokenizer.sha256}:{config.source}-{config.target}")
+    state_path = work_dir() / "checkpoints" / config.name / "last.pt"
+    if config.training.threads == 0:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+    card: dict[str, Any] = {
+        "name": config.name, "kind": "wait-k (causal encoder)" if config.model.causal_encoder else "full-sentence",
+        "direction": f"{config.source}->{config.target}", "parameters": parameter_count(model),
+        "train_pairs": len(train_set), "devel_pairs": len(devel_set), "bpe_model": str(config.bpe_model),
+        "bpe_sha256": tokenizer.sha256, "model": config.model.to_dict(), "training": config.training.to_dict(),
+        "licence": LICENCE,
+    }
+    if run is not None:
+        run.log_params({"mt.parameters": card["parameters"], "mt.train_pairs": len(train_set)})
+
+    def on_epoch(model: MtTransformer, state: TrainState, metrics: dict[str, float]) -> None:
+        if bleu_pairs:
+            metrics["devel_bleu"] = devel_bleu(model, tokenizer, bleu_pairs, None)
+            if config.model.causal_encoder:
+                metrics[f"devel_bleu_wait{BLEU_WAIT_K}"] = devel_bleu(model, tokenizer, bleu_pairs, BLEU_WAIT_K)
+        state.history[-1].update(metrics)
+        if run is not None:
+            run.log_metrics({f"mt.{k}": v for k, v in metrics.items()}, step=state.epoch)
+        if state.best_epoch == state.epoch:
+            card.update(best_epoch=state.epoch, best_devel_loss=metrics["devel_loss"],
+                        best_devel_bleu=metrics.get("devel_bleu"))
+            save_model(out, model, tokenizer.sha256, {"epoch": state.epoch, **metrics})
+        print(f"epoch {state.epoch}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()), flush=True)
+
+    state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch)
+    if "best_epoch" not in card:  # resumed after the best epoch was written: take it from the history
+        best = next((h for h in state.history if h["epoch"] == state.best_epoch), None)
+        if best is None or not out.is_file():
+            raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
+                              "training.max_minutes")
+        card.update(best_epoch=state.best_epoch, best_devel_loss=best["devel_loss"],
+                    best_devel_bleu=best.get("devel_bleu"))
+    card.update(epochs=state.epoch, minutes=state.elapsed_s / 60, stopped_because=stopped_because(
+        state, config.training), history=state.history)
+    write_card(out, card)
+    if run is not None:
+        run.log_metrics({"mt.best_devel_loss": card["best_devel_loss"],
+                         **({"mt.best_devel_bleu": card["best_devel_bleu"]} if card["best_devel_bleu"] else {})})
+        run.log_artifact(out.with_suffix(".md"))
+    return card
+
+
+def write_card(checkpoint: Path, card: dict[str, Any]) -> None:
+    checkpoint.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+    lines = [f"# Translation model `{card['name']}`", "",
+             f"A {card['kind']} Transformer for Multi30k {card['direction']}, trained by `specbench train mt` on "
+             f"the {card['train_pairs']:,} training pairs with the project's joint BPE (`{card['bpe_model']}`).",
+             "", "| field | value |", "| --- | --- |"]
+    for key in ("parameters", "best_epoch", "best_devel_loss", "best_devel_bleu", "epochs", "minutes",
+                "stopped_because", "bpe_sha256"):
+        value = card.get(key)
+        lines.append(f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |")
+    lines += [f"| model.{k} | {v} |" for k, v in card["model"].items()]
+    lines += [f"| training.{k} | {v} |" for k, v in card["training"].items()]
+    lines += ["", "## Per epoch", "", "| epoch | train loss | devel loss | devel BLEU |", "| --- | --- | --- | --- |"]
+    lines += [f"| {h['epoch']} | {h['train_loss']:.3f} | {h['devel_loss']:.3f} | {h.get('devel_bleu', float('nan')):.2f} |"
+              for h in card["history"]]
+    lines += ["", "## Licence", "", card["licence"], ""]
+    checkpoint.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")

@@ -1,0 +1,230 @@
+"""The translation Transformer (pre-norm, shared source/target/output embeddings over the joint BPE).
+
+Two kinds, one class (`MtModelConfig.causal_encoder`):
+- the prefix-to-prefix wait-k model: a unidirectional (causal) source encoder, so the states of a source
+  prefix never change when more source arrives and are computed incrementally (`encode_step` with an
+  `EncoderCache`: a new token attends to the cached keys and values of the prefix), and a decoder whose
+  target position i (predicting token i + 1) sees the first g(i) = min(k + i, |x|) source states. Trained
+  over random k per batch, so one model serves every k.
+- the full-sentence model: a bidirectional encoder (test-time wait-k re-encodes each source prefix).
+
+Incremental decoding (`decoder_step`) keeps per-layer self-attention keys and values of the target prefix
+(`DecoderCache`) and attends over cross-attention keys and values of the source states available to each row
+(`cross_kv` + a per-row source length), so a step costs one position per row.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from specbench.simultrans.settings import MtModelConfig
+from specbench.simultrans.tokenizer import PAD
+
+
+def sinusoids(length: int, dim: int) -> torch.Tensor:
+    """(length, dim) sinusoidal position encodings (Vaswani et al. 2017)."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    rate = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(length, dim)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate)
+    return table
+
+
+class Attention(nn.Module):
+    """Multi-head attention; `mask` (B, 1 or Q, K) bool, True where a query may attend."""
+
+    def __init__(self, d: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads, self.dropout = heads, dropout
+        self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+
+    def split(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        return x.view(b, n, self.heads, d // self.heads).transpose(1, 2)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """q (B, H, Q, dh), k and v (B, H, K, dh) -> (B, Q, d)."""
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if mask is None else mask[:, None],
+                                             dropout_p=self.dropout if self.training else 0.0)
+        b, h, n, dh = out.shape
+        return self.o(out.transpose(1, 2).reshape(b, n, h * dh))
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        return self.attend(self.split(self.q(x)), self.split(self.k(memory)), self.split(self.v(memory)), mask)
+
+
+class Block(nn.Module):
+    """Pre-norm self-attention (+ cross-attention in the decoder) + feed-forward."""
+
+    def __init__(self, cfg: MtModelConfig, cross: bool) -> None:
+        super().__init__()
+        d = cfg.d_model
+        self.self_attn = Attention(d, cfg.heads, cfg.dropout)
+        self.cross_attn = Attention(d, cfg.heads, cfg.dropout) if cross else None
+        self.norms = nn.ModuleList(nn.LayerNorm(d) for _ in range(3 if cross else 2))
+        self.ff = nn.Sequential(nn.Linear(d, cfg.ffn), nn.ReLU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.ffn, d))
+        self.drop = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor, self_mask: torch.Tensor | None, memory: torch.Tensor | None = None,
+                cross_mask: torch.Tensor | None = None) -> torch.Tensor:
+        h = self.norms[0](x)
+        x = x + self.drop(self.self_attn(h, h, self_mask))
+        if self.cross_attn is not None:
+            x = x + self.drop(self.cross_attn(self.norms[1](x), memory, cross_mask))
+        return x + self.drop(self.ff(self.norms[-1](x)))
+
+
+@dataclass
+class EncoderCache:
+    """Per encoder layer, the keys and values (B, H, S, dh) of the source prefix encoded so far."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+
+    @property
+    def length(self) -> int:
+        return 0 if not self.keys else int(self.keys[0].shape[2])
+
+
+@dataclass
+class DecoderCache:
+    """Per decoder layer, the self-attention keys and values (N, H, t, dh) of the target prefix."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+
+    def select(self, rows: torch.Tensor) -> DecoderCache:
+        """The cache of the rows `rows` (N',) long, in that order (beam reordering)."""
+        return DecoderCache([k.index_select(0, rows) for k in self.keys], [v.index_select(0, rows) for v in self.values])
+
+
+class MtTransformer(nn.Module):
+    """See the module docstring. Token ids: tokenizer.PAD/BOS/EOS/UNK."""
+
+    def __init__(self, cfg: MtModelConfig) -> None:
+        super().__init__()
+        self.config = cfg
+        self.embed = nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=PAD)
+        nn.init.normal_(self.embed.weight, 0.0, cfg.d_model ** -0.5)
+        self.register_buffer("positions", sinusoids(cfg.max_positions, cfg.d_model), persistent=False)
+        self.encoder = nn.ModuleList(Block(cfg, cross=False) for _ in range(cfg.encoder_layers))
+        self.decoder = nn.ModuleList(Block(cfg, cross=True) for _ in range(cfg.decoder_layers))
+        self.encoder_norm, self.decoder_norm = nn.LayerNorm(cfg.d_model), nn.LayerNorm(cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.scale = math.sqrt(cfg.d_model)
+
+    def _embed(self, tokens: torch.Tensor, offset: int | torch.Tensor = 0) -> torch.Tensor:
+        n = tokens.shape[1]
+        if isinstance(offset, torch.Tensor):  # per-row positions (N,)
+            pos = self.positions[offset[:, None] + torch.arange(n, device=tokens.device)[None]]
+        else:
+            pos = self.positions[offset:offset + n][None]
+        return self.drop(self.embed(tokens) * self.scale + pos)
+
+    # ---- whole-sequence passes (training, full-sentence decoding) ----------------------------------------
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """src (B, S) -> memory (B, S, d); causal when the config says so (padding keys masked)."""
+        s = src.shape[1]
+        keys = (src != PAD)[:, None, :].expand(-1, s, -1)
+        if self.config.causal_encoder:
+            keys = keys & torch.ones(s, s, dtype=torch.bool, device=src.device).tril()[None]
+        keys = keys | torch.eye(s, dtype=torch.bool, device=src.device)[None]  # padded rows attend to themselves
+        x = self._embed(src)
+        for block in self.encoder:
+            x = block(x, keys)
+        return self.encoder_norm(x)
+
+    def source_limits(self, src: torch.Tensor, target_len: int, k: int | None) -> torch.Tensor:
+        """(B, T) number of source states visible to each target position: min(k + i, |x|) (|x| counts
+        </s>), or |x| everywhere when k is None (full sentence)."""
+        lengths = (src != PAD).sum(1)
+        if k is None:
+            return lengths[:, None].expand(-1, target_len)
+        steps = torch.arange(target_len, device=src.device)[None] + k
+        return torch.minimum(steps, lengths[:, None])
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, k: int | None = None) -> torch.Tensor:
+        """Training / scoring: logits (B, T, V) of the next token at every target position, under wait-k
+        visibility (k None: the whole source)."""
+        memory = self.encode(src)
+        t, s = tgt_in.shape[1], src.shape[1]
+        limits = self.source_limits(src, t, k)
+        cross = torch.arange(s, device=src.device)[None, None] < limits[:, :, None]
+        causal = torch.ones(t, t, dtype=torch.bool, device=src.device).tril()[None]
+        x = self._embed(tgt_in)
+        for block in self.decoder:
+            x = block(x, causal, memory, cross)
+        return self.decoder_norm(x) @ self.embed.weight.T
+
+    # ---- incremental passes (simultaneous decoding) -------------------------------------------------------
+
+    def encode_step(self, tokens: torch.Tensor, cache: EncoderCache | None) -> tuple[torch.Tensor, EncoderCache]:
+        """Causal encoder only: the states (B, n, d) of `n` new source tokens (B, n) given the cached
+        prefix; returns them and the extended cache. Earlier states are never recomputed."""
+        if not self.config.causal_encoder:
+            raise ValueError("encode_step needs a causal encoder (the wait-k model); the full-sentence model "
+                             "re-encodes the source prefix with encode()")
+        start = 0 if cache is None else cache.length
+        n = tokens.shape[1]
+        x = self._embed(tokens, start)
+        keys_out, values_out = [], []
+        mask = torch.ones(n, start + n, dtype=torch.bool, device=tokens.device).tril(start)[None]
+        for i, block in enumerate(self.encoder):
+            attn = block.self_attn
+            h = block.norms[0](x)
+            k, v = attn.split(attn.k(h)), attn.split(attn.v(h))
+            if cache is not None:
+                k, v = torch.cat([cache.keys[i], k], 2), torch.cat([cache.values[i], v], 2)
+            keys_out.append(k)
+            values_out.append(v)
+            x = x + block.drop(attn.attend(attn.split(attn.q(h)), k, v, mask))
+            x = x + block.drop(block.ff(block.norms[-1](x)))
+        return self.encoder_norm(x), EncoderCache(keys_out, values_out)
+
+    def cross_kv(self, memory: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per decoder layer, cross-attention keys and values (B, H, S, dh) of source states (B, S, d)."""
+        out = []
+        for block in self.decoder:
+            attn = block.cross_attn
+            out.append((attn.split(attn.k(memory)), attn.split(attn.v(memory))))
+        return out
+
+    def decoder_step(self, tokens: torch.Tensor, cache: DecoderCache | None,
+                     cross: list[tuple[torch.Tensor, torch.Tensor]], source_len: torch.Tensor,
+                     rows: torch.Tensor | None = None) -> tuple[torch.Tensor, DecoderCache]:
+        """One target position for N rows: tokens (N,) are the previous tokens; `cross` holds the source
+        keys/values of B sentences and `rows` (N,) maps each row to its sentence (None: identity);
+        source_len (N,) how many source states each row may see. Returns log-probabilities (N, V) of the
+        next token and the extended cache."""
+        position = 0 if cache is None else int(cache.keys[0].shape[2])
+        x = self._embed(tokens[:, None], position)
+        keys_out, values_out = [], []
+        for i, block in enumerate(self.decoder):
+            attn = block.self_attn
+            h = block.norms[0](x)
+            k, v = attn.split(attn.k(h)), attn.split(attn.v(h))
+            if cache is not None:
+                k, v = torch.cat([cache.keys[i], k], 2), torch.cat([cache.values[i], v], 2)
+            keys_out.append(k)
+            values_out.append(v)
+            x = x + block.drop(attn.attend(attn.split(attn.q(h)), k, v, None))
+            ck, cv = cross[i]
+            if rows is not None:
+                ck, cv = ck.index_select(0, rows), cv.index_select(0, rows)
+            visible = torch.arange(ck.shape[2], device=x.device)[None, None] < source_len[:, None, None]
+            ca = block.cross_attn
+            x = x + block.drop(ca.attend(ca.split(ca.q(block.norms[1](x))), ck, cv, visible))
+            x = x + block.drop(block.ff(block.norms[-1](x)))
+        logits = self.decoder_norm(x[:, 0]) @ self.embed.weight.T
+        return torch.log_softmax(logits.float(), -1), DecoderCache(keys_out, values_out)
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

@@ -1,0 +1,393 @@
+"""Simultaneous and full-sentence decoding, batched across sentences, with incremental caches on both sides.
+
+Every function takes source id lists ending in </s> and returns one `Translation` per sentence: target ids
+(without </s>) and, per target token, its delay (source tokens read when it was written). Source visibility:
+the wait-k model's causal encoder states never change as the source grows, so encoding the whole source once
+and letting row r see its first g states is the same computation as encoding incrementally
+(`MtTransformer.encode_step`; a test checks it); the bidirectional full-sentence model re-encodes the
+visible prefix (test-time wait-k).
+
+Methods (the seed's notation: next_i^b is i steps of beam search with beam b):
+- `wait_k(..., method="greedy")`: after k source tokens, one target token per source token, argmax;
+- `"tail"`: greedy until the source has ended, then beam search b for the rest (the tail);
+- `"sbs"`: speculative beam search: at each step, beam-search 1 + w steps from the committed prefix with the
+  source read so far, commit the first token of the best hypothesis, drop the speculation (eqs. 4-5); the
+  tail is beam search b;
+- `full_sentence(..., beam)`: the whole source, greedy (beam 1) or beam search;
+- `adaptive(...)`: READ/WRITE by the model's confidence (WRITE when the most probable next token has
+  probability >= threshold, or the source has ended); a run of WRITEs is a chunk of n tokens, committed by
+  greedy search, by beam search over the chunk (w = 0), or by chunk SBS (beam-search n + w steps, commit
+  the first n: eqs. 6-7).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specbench.simultrans.model import DecoderCache, MtTransformer
+from specbench.simultrans.tokenizer import BOS, EOS, PAD
+
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class Translation:
+    tokens: tuple[int, ...]
+    delays: tuple[int, ...]
+
+
+def max_target_len(source_len: int) -> int:
+    return 2 * source_len + 10
+
+
+class SourceView:
+    """Cross-attention keys and values of the source for a batch of sentences, for given visible lengths."""
+
+    def __init__(self, model: MtTransformer, sources: list[list[int]]) -> None:
+        self.model = model
+        width = max(len(s) for s in sources)
+        self.src = torch.full((len(sources), width), PAD, dtype=torch.long)
+        for i, s in enumerate(sources):
+            self.src[i, :len(s)] = torch.tensor(s, dtype=torch.long)
+        self.lengths = torch.tensor([len(s) for s in sources], dtype=torch.long)
+        self.causal = model.config.causal_encoder
+        self._full = model.cross_kv(model.encode(self.src)) if self.causal else None
+        self._key: tuple[int, ...] | None = None
+        self._cached = None
+
+    def cross(self, visible: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per decoder layer (K, V) over all sentences when each sees `visible` (B,) source states."""
+        if self._full is not None:
+            return self._full
+        key = tuple(visible.tolist())
+        if key != self._key:
+            prefix = torch.where(torch.arange(self.src.shape[1])[None] < visible[:, None], self.src, PAD)
+            self._cached, self._key = self.model.cross_kv(self.model.encode(prefix)), key
+        return self._cached
+
+
+def _check(sources: list[list[int]]) -> None:
+    for i, s in enumerate(sources):
+        if not s or s[-1] != EOS:
+            raise ValueError(f"source {i} must be a non-empty id list ending in </s> ({EOS})")
+
+
+# ---- beam search over a fixed source view (the building block) ---------------------------------------------
+
+
+@dataclass
+class Beam:
+    """b hypotheses for each of B sentences (rows b * sentence + j)."""
+
+    tokens: torch.Tensor  # (B*b, n) tokens after the committed prefix
+    scores: torch.Tensor  # (B*b,) summed log-probabilities
+    finished: torch.Tensor  # (B*b,) bool: ended with </s>
+    cache: DecoderCache
+    logp: torch.Tensor  # (B*b, V) next-token log-probabilities
+
+
+def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
+               cache: DecoderCache, beam: int, steps: int) -> Beam:
+    """`steps` steps of beam search from one state per sentence (logp (B, V) of the next token, cache of
+    the committed prefix, rows of `sentence` (B,) in the source view): next^b_steps. Hypotheses that end in
+    </s> stay (their score fixed) and are not extended."""
+    b_count, vocab = logp.shape[0], logp.shape[1]
+    top = logp.topk(beam, -1)
+    scores, tokens = top.values.reshape(-1), top.indices.reshape(-1, 1)
+    rows = torch.arange(b_count).repeat_interleave(beam)
+    state = Beam(tokens, scores, tokens[:, 0] == EOS, cache.select(rows), logp)
+    for _ in range(steps - 1):
+        if bool(state.finished.all()):
+            break
+        sent = sentence.index_select(0, rows)
+        step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, cross, visible.index_select(0, rows),
+                                                  sent)
+        step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
+        step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
+        total = (state.scores[:, None] + step_logp).reshape(b_count, beam * vocab)
+        best = total.topk(beam, -1)
+        parent = (best.indices // vocab) + torch.arange(b_count)[:, None] * beam
+        token = best.indices % vocab
+        parent = parent.reshape(-1)
+        was_finished = state.finished.index_select(0, parent)
+        token = torch.where(was_finished, torch.full_like(token.reshape(-1), EOS), token.reshape(-1))
+        state = Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), best.values.reshape(-1),
+                     was_finished | (token == EOS), new_cache.select(parent), step_logp)
+        rows = rows.index_select(0, parent)
+    return state
+
+
+# ---- wait-k -------------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str = "greedy", beam: int = 5,
+           window: int = 2) -> list[Translation]:
+    """Wait-k decoding (see the module docstring); k >= 1 (k larger than a source reads it all first)."""
+    _check(sources)
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if method not in ("greedy", "tail", "sbs"):
+        raise ValueError(f"method must be greedy, tail or sbs, got {method!r}")
+    if method != "greedy" and beam < 1 or window < 0:
+        raise ValueError(f"beam must be >= 1 and window >= 0, got beam {beam}, window {window}")
+    view = SourceView(model, sources)
+    n = len(sources)
+    out_tokens: list[list[int]] = [[] for _ in range(n)]
+    out_delays: list[list[int]] = [[] for _ in range(n)]
+    active = torch.arange(n)
+    prev = torch.full((n,), BOS, dtype=torch.long)
+    cache: DecoderCache | None = None
+    tail_rows: list[int] = []
+    tail_cache: dict[int, tuple[DecoderCache, torch.Tensor]] = {}
+    t = 0
+    while active.numel():
+        visible = torch.minimum(torch.full_like(active, k + t), view.lengths.index_select(0, active))
+        full_visible = torch.minimum(torch.full((n,), k + t), view.lengths)
+        cross = view.cross(full_visible)
+        logp, cache = model.decoder_step(prev, cache, cross, visible, active)
+        in_tail = visible == view.lengths.index_select(0, active)
+        if method != "greedy" and bool(in_tail.any()):
+            for i in in_tail.nonzero()[:, 0].tolist():  # these rows finish by beam search over the full source
+                row = int(active[i])
+                tail_rows.append(row)
+                tail_cache[row] = (cache.select(torch.tensor([i])), logp[i:i + 1])
+            keep = (~in_tail).nonzero()[:, 0]
+            active, visible, logp, cache = (active.index_select(0, keep), visible.index_select(0, keep),
+                                            logp.index_select(0, keep), cache.select(keep))
+            if not active.numel():
+                break
+        if method == "sbs" and window > 0:
+            spec = beam_steps(model, view.cross(full_visible), active, visible, logp, cache, beam, 1 + window)
+            best = spec.scores.reshape(-1, beam).argmax(-1) + torch.arange(active.numel()) * beam
+            choice = spec.tokens.index_select(0, best)[:, 0]
+        else:
+            choice = logp.argmax(-1)
+        done = []
+        for i, (row, token) in enumerate(zip(active.tolist(), choice.tolist(), strict=True)):
+            if token == EOS or len(out_tokens[row]) >= max_target_len(int(view.lengths[row])):
+                done.append(i)
+                continue
+            out_tokens[row].append(token)
+            out_delays[row].append(int(visible[i]))
+        keep = torch.tensor([i for i in range(active.numel()) if i not in set(done)], dtype=torch.long)
+        active, prev, cache = active.index_select(0, keep), choice.index_select(0, keep), cache.select(keep)
+        t += 1
+    if tail_rows:
+        _finish_tail(model, view, tail_rows, tail_cache, out_tokens, out_delays, beam)
+    return [Translation(tuple(a), tuple(d)) for a, d in zip(out_tokens, out_delays, strict=True)]
+
+
+def _finish_tail(model: MtTransformer, view: SourceView, rows: list[int],
+                 caches: dict[int, tuple[DecoderCache, torch.Tensor]], out_tokens: list[list[int]],
+                 out_delays: list[list[int]], beam: int) -> None:
+    """Beam search over the whole source from each row's committed prefix, until </s> or the length limit
+    (rows batched by prefix length, whose caches have one shape)."""
+    groups: dict[int, list[int]] = {}
+    for r in rows:
+        groups.setdefault(int(caches[r][0].keys[0].shape[2]), []).append(r)
+    for group in groups.values():
+        _finish_tail_group(model, view, group, caches, out_tokens, out_delays, beam)
+
+
+def _finish_tail_group(model: MtTransformer, view: SourceView, rows: list[int],
+                       caches: dict[int, tuple[DecoderCache, torch.Tensor]], out_tokens: list[list[int]],
+                       out_delays: list[list[int]], beam: int) -> None:
+    order = torch.tensor(rows, dtype=torch.long)
+    cache = DecoderCache([torch.cat([caches[r][0].keys[i] for r in rows]) for i in range(len(model.decoder))],
+                         [torch.cat([caches[r][0].values[i] for r in rows]) for i in range(len(model.decoder))])
+    logp = torch.cat([caches[r][1] for r in rows])
+    visible = view.lengths.index_select(0, order)
+    remaining = max(max_target_len(int(view.lengths[r])) - len(out_tokens[r]) for r in rows)
+    tokens = beam_search(model, view.cross(view.lengths), order, visible, logp, cache, beam, remaining)
+    for r, toks in zip(rows, tokens, strict=True):
+        room = max_target_len(int(view.lengths[r])) - len(out_tokens[r])
+        out_tokens[r].extend(toks[:room])
+        out_delays[r].extend([int(view.lengths[r])] * len(toks[:room]))
+
+
+def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
+                cache: DecoderCache, beam: int, max_steps: int) -> list[list[int]]:
+    """Beam search to </s> from one state per row; the best finished hypothesis by log-probability per
+    token (length-normalized); tokens without </s>."""
+    if beam == 1:
+        state = beam_steps(model, cross, sentence, visible, logp, cache, 1, max_steps)
+        return [_strip(state.tokens[i].tolist()) for i in range(state.tokens.shape[0])]
+    state = beam_steps(model, cross, sentence, visible, logp, cache, beam, 1)
+    steps = 1
+    while steps < max_steps and not bool(state.finished.all()):
+        state = _extend(model, cross, sentence, visible, state, beam)
+        steps += 1
+    lengths = torch.tensor([len(_strip(t)) + 1 for t in state.tokens.tolist()], dtype=torch.float32)
+    normalized = (state.scores / lengths).reshape(-1, beam)
+    best = normalized.argmax(-1) + torch.arange(normalized.shape[0]) * beam
+    return [_strip(state.tokens[i].tolist()) for i in best.tolist()]
+
+
+def _extend(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, state: Beam,
+            beam: int) -> Beam:
+    """One more beam step (beam_steps' loop body) on an existing beam."""
+    sentences = state.tokens.shape[0] // beam
+    rows = torch.arange(sentences).repeat_interleave(beam)
+    vocab = state.logp.shape[1]
+    step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, cross,
+                                              visible.index_select(0, rows), sentence.index_select(0, rows))
+    step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
+    step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
+    total = (state.scores[:, None] + step_logp).reshape(sentences, beam * vocab)
+    best = total.topk(beam, -1)
+    parent = ((best.indices // vocab) + torch.arange(sentences)[:, None] * beam).reshape(-1)
+    was_finished = state.finished.index_select(0, parent)
+    token = torch.where(was_finished, torch.full_like(parent, EOS), (best.indices % vocab).reshape(-1))
+    return Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), best.values.reshape(-1),
+                was_finished | (token == EOS), new_cache.select(parent), step_logp)
+
+
+def _strip(tokens: list[int]) -> list[int]:
+    return tokens[:tokens.index(EOS)] if EOS in tokens else tokens
+
+
+@torch.no_grad()
+def full_sentence(model: MtTransformer, sources: list[list[int]], beam: int = 1) -> list[Translation]:
+    """Translate with the whole source visible (greedy when beam == 1); every delay is |x|."""
+    _check(sources)
+    if beam < 1:
+        raise ValueError(f"beam must be >= 1, got {beam}")
+    view = SourceView(model, sources)
+    rows = torch.arange(len(sources))
+    cross = view.cross(view.lengths)
+    logp, cache = model.decoder_step(torch.full((len(sources),), BOS, dtype=torch.long), None, cross,
+                                     view.lengths, rows)
+    limit = max(max_target_len(len(s)) for s in sources)
+    tokens = beam_search(model, cross, rows, view.lengths, logp, cache, beam, limit)
+    out = []
+    for s, toks in zip(sources, tokens, strict=True):
+        toks = toks[:max_target_len(len(s))]
+        out.append(Translation(tuple(toks), (len(s),) * len(toks)))
+    return out
+
+
+# ---- adaptive policy ----------------------------------------------------------------------------------------
+
+CHUNK_METHODS = ("greedy", "beam", "sbs")
+MAX_CHUNK = 30
+
+
+@torch.no_grad()
+def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, method: str = "greedy",
+             beam: int = 5, window: int = 2) -> list[Translation]:
+    """Confidence policy: WRITE while the most probable next token has probability >= `threshold` (or the
+    source has ended), else READ one more source token. A run of WRITEs (a chunk of n tokens, found by
+    greedy search) is committed greedily, by beam search over n steps ("beam", w = 0), or by chunk SBS
+    (beam-search n + w steps and commit the first n: eqs. 6-7)."""
+    _check(sources)
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"threshold must be in [0, 1], got {threshold}")
+    if method not in CHUNK_METHODS:
+        raise ValueError(f"method must be one of {CHUNK_METHODS}, got {method!r}")
+    if beam < 1 or window < 0:
+        raise ValueError(f"beam must be >= 1 and window >= 0, got beam {beam}, window {window}")
+    view = SourceView(model, sources)
+    n = len(sources)
+    out_tokens: list[list[int]] = [[] for _ in range(n)]
+    out_delays: list[list[int]] = [[] for _ in range(n)]
+    visible = torch.ones(n, dtype=torch.long)
+    prev = torch.full((n,), BOS, dtype=torch.long)
+    caches: list[DecoderCache | None] = [None] * n
+    done: set[int] = set()
+    while len(done) < n:
+        groups: dict[int, list[int]] = {}
+        for r in range(n):  # rows with as many committed tokens share cache lengths: one batch each
+            if r not in done:
+                groups.setdefault(len(out_tokens[r]), []).append(r)
+        for active in groups.values():
+            rows = torch.tensor(active)
+            logp, new_cache = model.decoder_step(prev.index_select(0, rows), _stack(model, caches, active),
+                                                 view.cross(visible), visible.index_select(0, rows), rows)
+            confident = logp.max(-1).values.exp() >= threshold
+            ended = visible.index_select(0, rows) >= view.lengths.index_select(0, rows)
+            write = (confident | ended).tolist()
+            for r, w in zip(active, write, strict=True):
+                if not w:
+                    visible[r] += 1
+            writers = [i for i, w in enumerate(write) if w]
+            if writers:
+                idx = torch.tensor(writers)
+                _write_chunks(model, view, [active[i] for i in writers], logp.index_select(0, idx),
+                              new_cache.select(idx), visible, method, beam, window, threshold, out_tokens,
+                              out_delays, caches, prev, done)
+    return [Translation(tuple(a), tuple(d)) for a, d in zip(out_tokens, out_delays, strict=True)]
+
+
+def _stack(model: MtTransformer, caches: list[DecoderCache | None], rows: list[int]) -> DecoderCache | None:
+    """One cache for `rows` (all None before the first write, else all of one length)."""
+    if caches[rows[0]] is None:
+        return None
+    layers = len(model.decoder)
+    return DecoderCache([torch.cat([caches[r].keys[i] for r in rows]) for i in range(layers)],
+                        [torch.cat([caches[r].values[i] for r in rows]) for i in range(layers)])
+
+
+def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp: torch.Tensor, cache: DecoderCache,
+                  visible: torch.Tensor, method: str, beam: int, window: int, threshold: float,
+                  out_tokens: list[list[int]], out_delays: list[list[int]], caches: list, prev: torch.Tensor,
+                  done: set[int]) -> None:
+    """Find each writing row's chunk greedily, re-decide it by the chunk method, commit it, update caches."""
+    index = torch.tensor(rows)
+    sources_visible = visible.index_select(0, index)
+    cross = view.cross(visible)
+    greedy_tokens, lengths = _greedy_chunk(model, cross, index, sources_visible, logp, cache, threshold, view)
+    chunks = greedy_tokens
+    if method != "greedy":
+        chunks = [None] * len(rows)
+        for size in sorted(set(lengths)):
+            group = [i for i, m in enumerate(lengths) if m == size]
+            g = torch.tensor(group)
+            steps = size + (window if method == "sbs" else 0)
+            spec = beam_steps(model, cross, index.index_select(0, g), sources_visible.index_select(0, g),
+                              logp.index_select(0, g), cache.select(g), beam, steps)
+            best = spec.scores.reshape(-1, beam).argmax(-1) + torch.arange(len(group)) * beam
+            for j, i in enumerate(group):
+                chunks[i] = spec.tokens[int(best[j])].tolist()[:size]
+    for i, row in enumerate(rows):
+        chunk = chunks[i]
+        if EOS in chunk:
+            chunk = chunk[:chunk.index(EOS)]
+            ended = True
+        else:
+            ended = False
+        room = max_target_len(int(view.lengths[row])) - len(out_tokens[row])
+        chunk = chunk[:room]
+        out_tokens[row].extend(chunk)
+        out_delays[row].extend([int(visible[row])] * len(chunk))
+        if ended or not chunk or len(out_tokens[row]) >= max_target_len(int(view.lengths[row])):
+            done.add(row)
+            continue
+        one = cache.select(torch.tensor([i]))  # holds the chunk's first input (the previous token)
+        for token in chunk[:-1]:
+            _, one = model.decoder_step(torch.tensor([token]), one, cross, visible[row:row + 1], index[i:i + 1])
+        caches[row] = one
+        prev[row] = chunk[-1]
+
+
+def _greedy_chunk(model: MtTransformer, cross, index: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
+                  cache: DecoderCache, threshold: float, view: SourceView) -> tuple[list[list[int]], list[int]]:
+    """Greedy tokens while the policy keeps writing (confidence >= threshold, or the source has ended),
+    up to </s> or MAX_CHUNK tokens; returns the chunks and their lengths (>= 1)."""
+    count = index.numel()
+    chunks: list[list[int]] = [[] for _ in range(count)]
+    going = torch.ones(count, dtype=torch.bool)
+    ended = visible >= view.lengths.index_select(0, index)
+    token = logp.argmax(-1)
+    for step in range(MAX_CHUNK):
+        for i in going.nonzero()[:, 0].tolist():
+            chunks[i].append(int(token[i]))
+        going &= token != EOS
+        if step == MAX_CHUNK - 1 or not bool(going.any()):
+            break
+        logp, cache = model.decoder_step(token, cache, cross, visible, index)
+        going &= (logp.max(-1).values.exp() >= threshold) | ended
+        token = logp.argmax(-1)
+    return chunks, [len(c) for c in chunks]

@@ -1,0 +1,60 @@
+"""Sizes and optimisation settings of the translation models: plain frozen dataclasses (no torch), usable as
+TOML sections. Field metadata `range=(lo, hi)` bounds what a job file may set."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+def _r(lo: float | None, hi: float | None) -> dict[str, tuple[float | None, float | None]]:
+    return {"range": (lo, hi)}
+
+
+@dataclass(frozen=True)
+class MtModelConfig:
+    """Transformer sizes (`[model]`). `causal_encoder`: a unidirectional source encoder whose states are
+    computed incrementally (the prefix-to-prefix wait-k model); else bidirectional (full-sentence model)."""
+
+    vocab_size: int = field(default=6000, metadata=_r(100, 64000))
+    d_model: int = field(default=256, metadata=_r(16, 1024))
+    heads: int = field(default=4, metadata=_r(1, 16))
+    ffn: int = field(default=512, metadata=_r(16, 8192))
+    encoder_layers: int = field(default=3, metadata=_r(1, 12))
+    decoder_layers: int = field(default=3, metadata=_r(1, 12))
+    dropout: float = field(default=0.1, metadata=_r(0.0, 0.9))
+    causal_encoder: bool = False
+    max_positions: int = field(default=256, metadata=_r(16, 4096))
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.heads:
+            raise ValueError(f"d_model {self.d_model} must be a multiple of heads {self.heads}")
+
+    def to_dict(self) -> dict[str, float | int | bool]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class MtTrainSettings:
+    """Optimisation settings (`[training]`). Wait-k models draw k uniformly from [k_min, k_max] per batch,
+    and with probability `full_sentence_fraction` train a batch with the whole source visible."""
+
+    max_minutes: float = field(default=75.0, metadata=_r(0.05, 24 * 60))
+    max_epochs: int = field(default=100, metadata=_r(1, 10000))
+    batch_tokens: int = field(default=6000, metadata=_r(100, 200000))
+    learning_rate: float = field(default=1e-3, metadata=_r(1e-6, 1.0))
+    warmup_steps: int = field(default=1000, metadata=_r(1, 100000))
+    label_smoothing: float = field(default=0.1, metadata=_r(0.0, 0.5))
+    patience: int = field(default=6, metadata=_r(1, 1000))
+    k_min: int = field(default=1, metadata=_r(1, 100))
+    k_max: int = field(default=9, metadata=_r(1, 100))
+    full_sentence_fraction: float = field(default=0.1, metadata=_r(0.0, 1.0))
+    checkpoint_minutes: float = field(default=5.0, metadata=_r(0.1, 1000))
+    seed: int = 0
+    threads: int = field(default=0, metadata=_r(0, 256))  # 0: all cores
+
+    def __post_init__(self) -> None:
+        if self.k_min > self.k_max:
+            raise ValueError(f"k_min {self.k_min} must be <= k_max {self.k_max}")
+
+    def to_dict(self) -> dict[str, float | int]:
+        return asdict(self)

@@ -1,0 +1,60 @@
+"""The joint German-English BPE of the translation models (sentencepiece), trained by the project.
+
+Ids: 0 <pad>, 1 <s>, 2 </s>, 3 <unk>; byte fallback is on, so a character the BPE never saw becomes its
+UTF-8 bytes instead of <unk> and decodes back unchanged. Training is deterministic for a given text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import sentencepiece as spm
+
+from specbench.errors import DataError
+
+PAD, BOS, EOS, UNK = 0, 1, 2, 3
+
+
+def train_bpe(texts: Iterable[str], path: Path, vocab_size: int) -> Path:
+    """Train a BPE model on `texts` and write it to `path` atomically; returns `path`."""
+    buffer = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(list(texts)), model_writer=buffer, vocab_size=vocab_size, model_type="bpe",
+        pad_id=PAD, bos_id=BOS, eos_id=EOS, unk_id=UNK, character_coverage=1.0, byte_fallback=True,
+        input_sentence_size=0, shuffle_input_sentence=False, num_threads=1, minloglevel=2,
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(buffer.getvalue())
+    os.replace(tmp, path)
+    return path
+
+
+class Tokenizer:
+    """A trained BPE model: `encode(text) -> ids` (no <s> or </s>), `decode(ids) -> text`."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise DataError(f"BPE model {self.path} does not exist. Fix: train it with `specbench train mt "
+                            "jobs/mt_waitk.toml` (it is written first).")
+        self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        self.vocab_size = self.sp.get_piece_size()
+        self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+    def encode(self, text: str) -> list[int]:
+        return self.sp.encode(text)
+
+    def encode_many(self, texts: list[str]) -> list[list[int]]:
+        return self.sp.encode(texts)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.sp.decode([int(i) for i in ids if int(i) > UNK or int(i) == UNK])
+
+    def pieces(self, ids: Iterable[int]) -> list[str]:
+        return [self.sp.id_to_piece(int(i)) for i in ids]

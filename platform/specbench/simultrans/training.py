@@ -1,0 +1,217 @@
+"""Training of the translation models: label-smoothed cross-entropy, Adam with warmup and inverse-square-root
+decay, batches of similar-length sentences up to a token budget, a wait-k model trained over a random k per
+batch (one model serves every k). Resumable: the full state (fp32 weights, optimizer, schedule, epoch, RNG) is
+saved every few minutes and at each epoch's end; a rerun with the same config continues from it. Stops at
+the time budget, the epoch limit, or when devel loss has not improved for `patience` epochs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from specbench.simultrans.model import MtTransformer
+from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
+from specbench.simultrans.tokenizer import BOS, EOS, PAD
+
+STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Example:
+    """One tokenized pair: source ids ending in </s>, target ids (no <s>, no </s>)."""
+
+    src: tuple[int, ...]
+    tgt: tuple[int, ...]
+
+
+@dataclass
+class TrainState:
+    """What a resumed run needs besides the model and optimizer."""
+
+    epoch: int = 0
+    step: int = 0
+    elapsed_s: float = 0.0
+    best_devel_loss: float = math.inf
+    best_epoch: int = 0
+    bad_epochs: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+
+
+def make_examples(pairs: list[tuple[list[int], list[int]]], max_len: int) -> list[Example]:
+    """Examples from (source ids, target ids); pairs longer than max_len - 2 tokens on a side are dropped."""
+    return [Example(tuple(s) + (EOS,), tuple(t)) for s, t in pairs if 0 < len(s) <= max_len - 2
+            and 0 < len(t) <= max_len - 2]
+
+
+def batches(examples: list[Example], batch_tokens: int, rng: random.Random) -> list[list[Example]]:
+    """Similar-length batches of at most `batch_tokens` (longest side x sentences), shuffled."""
+    order = sorted(examples, key=lambda e: (len(e.src), len(e.tgt)))
+    out: list[list[Example]] = []
+    current: list[Example] = []
+    longest = 0
+    for ex in order:
+        size = max(len(ex.src), len(ex.tgt) + 1)
+        if current and max(longest, size) * (len(current) + 1) > batch_tokens:
+            out.append(current)
+            current, longest = [], 0
+        current.append(ex)
+        longest = max(longest, size)
+    if current:
+        out.append(current)
+    rng.shuffle(out)
+    return out
+
+
+def collate(batch: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(src (B, S), tgt_in (B, T) starting with <s>, tgt_out (B, T) ending with </s>), PAD-padded."""
+    s = max(len(e.src) for e in batch)
+    t = max(len(e.tgt) for e in batch) + 1
+    src = torch.full((len(batch), s), PAD, dtype=torch.long)
+    tin = torch.full((len(batch), t), PAD, dtype=torch.long)
+    tout = torch.full((len(batch), t), PAD, dtype=torch.long)
+    for i, e in enumerate(batch):
+        src[i, :len(e.src)] = torch.tensor(e.src)
+        tin[i, :len(e.tgt) + 1] = torch.tensor((BOS,) + e.tgt)
+        tout[i, :len(e.tgt) + 1] = torch.tensor(e.tgt + (EOS,))
+    return src, tin, tout
+
+
+def loss_of(model: MtTransformer, batch: list[Example], k: int | None, smoothing: float) -> tuple[torch.Tensor, int]:
+    """Summed label-smoothed cross-entropy over the batch's target tokens, and their count."""
+    src, tin, tout = collate(batch)
+    logits = model(src, tin, k)
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tout.reshape(-1), ignore_index=PAD,
+                           label_smoothing=smoothing, reduction="sum")
+    return loss, int((tout != PAD).sum())
+
+
+def devel_loss(model: MtTransformer, examples: list[Example], ks: list[int | None]) -> float:
+    """Mean per-token cross-entropy (no smoothing) on devel, averaged over the visibilities `ks`."""
+    model.eval()
+    total = count = 0.0
+    with torch.no_grad():
+        for k in ks:
+            for batch in batches(examples, 4000, random.Random(0)):
+                loss, n = loss_of(model, batch, k, 0.0)
+                total, count = total + float(loss), count + n
+    model.train()
+    return total / max(count, 1)
+
+
+def config_hash(model_cfg: MtModelConfig, settings: MtTrainSettings, data_tag: str) -> str:
+    blob = json.dumps({"model": model_cfg.to_dict(), "training": settings.to_dict(), "data": data_tag,
+                       "version": STATE_VERSION}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _lr(step: int, settings: MtTrainSettings) -> float:
+    """Linear warmup to the peak, then inverse-square-root decay."""
+    step = max(step, 1)
+    return settings.learning_rate * min(step / settings.warmup_steps, math.sqrt(settings.warmup_steps / step))
+
+
+def train(model: MtTransformer, train_set: list[Example], devel_set: list[Example], settings: MtTrainSettings,
+          state_path: Path, tag: str, on_epoch: Callable[[MtTransformer, TrainState, dict[str, float]], None],
+          ) -> TrainState:
+    """Train `model` in place (resuming from `state_path` when its config tag matches); after every epoch
+    call `on_epoch(model, state, metrics)` (which keeps the best model). Returns the final state."""
+    torch.manual_seed(settings.seed)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    opt = torch.optim.Adam(model.parameters(), lr=settings.learning_rate, betas=(0.9, 0.98), eps=1e-9)
+    state = TrainState()
+    rng = random.Random(settings.seed)
+    if state_path.is_file():
+        blob = torch.load(state_path, map_location="cpu", weights_only=False)
+        if blob.get("tag") == tag:
+            model.load_state_dict(blob["model"])
+            opt.load_state_dict(blob["optimizer"])
+            state = TrainState(**blob["state"])
+            rng.setstate(blob["rng"])
+            torch.set_rng_state(blob["torch_rng"])
+            print(f"resuming from {state_path}: epoch {state.epoch}, step {state.step}, "
+                  f"{state.elapsed_s / 60:.1f} min trained", file=sys.stderr)
+    causal = model.config.causal_encoder
+    devel_ks = [3, 5, 7, None] if causal else [None]
+    budget = settings.max_minutes * 60
+    last_save = time.monotonic()
+    model.train()
+    while state.epoch < settings.max_epochs and state.elapsed_s < budget and state.bad_epochs < settings.patience:
+        epoch_start, total, tokens = time.monotonic(), 0.0, 0
+        elapsed_before = state.elapsed_s
+        plan = batches(train_set, settings.batch_tokens, rng)
+        for batch in tqdm(plan, desc=f"epoch {state.epoch + 1}", unit="batch", file=sys.stderr, mininterval=5.0):
+            k = None
+            if causal and rng.random() >= settings.full_sentence_fraction:
+                k = rng.randint(settings.k_min, settings.k_max)
+            loss, n = loss_of(model, batch, k, settings.label_smoothing)
+            for group in opt.param_groups:
+                group["lr"] = _lr(state.step + 1, settings)
+            opt.zero_grad(set_to_none=True)
+            (loss / n).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            state.step += 1
+            total, tokens = total + float(loss.detach()), tokens + n
+            state.elapsed_s = elapsed_before + time.monotonic() - epoch_start
+            if time.monotonic() - last_save > settings.checkpoint_minutes * 60:
+                _save(state_path, model, opt, state, rng, tag)
+                last_save = time.monotonic()
+            if state.elapsed_s >= budget:
+                break
+        finished = state.elapsed_s < budget or tokens >= 0.9 * sum(len(e.tgt) + 1 for e in train_set)
+        if not finished:
+            break  # a partial last epoch is not scored (its state is saved for a resumed run)
+        state.epoch += 1
+        metrics = {"train_loss": total / max(tokens, 1), "devel_loss": devel_loss(model, devel_set, devel_ks),
+                   "epoch_minutes": (time.monotonic() - epoch_start) / 60, "elapsed_minutes": state.elapsed_s / 60}
+        if metrics["devel_loss"] < state.best_devel_loss - 1e-4:
+            state.best_devel_loss, state.best_epoch, state.bad_epochs = metrics["devel_loss"], state.epoch, 0
+        else:
+            state.bad_epochs += 1
+        state.history.append({"epoch": state.epoch, **metrics})
+        on_epoch(model, state, metrics)
+        _save(state_path, model, opt, state, rng, tag)
+        last_save = time.monotonic()
+    _save(state_path, model, opt, state, rng, tag)
+    return state
+
+
+def stopped_because(state: TrainState, settings: MtTrainSettings) -> str:
+    if state.bad_epochs >= settings.patience:
+        return f"devel loss did not improve for {settings.patience} epochs"
+    if state.epoch >= settings.max_epochs:
+        return f"{settings.max_epochs} epochs"
+    return f"time budget of {settings.max_minutes:g} minutes"
+
+
+def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: TrainState, rng: random.Random,
+          tag: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"tag": tag, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "state": state.__dict__, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, tmp)
+    os.replace(tmp, path)
+
+
+def save_model(path: Path, model: MtTransformer, bpe_sha256: str, metadata: dict[str, Any]) -> None:
+    """The fp16 inference checkpoint (weights only loadable), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()}
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"format_version": STATE_VERSION, "state_dict": state, "model_config": model.config.to_dict(),
+                "bpe_sha256": bpe_sha256, "metadata": metadata}, tmp)
+    os.replace(tmp, path)

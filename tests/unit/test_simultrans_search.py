@@ -1,0 +1,158 @@
+"""Simultaneous decoding on tiny random Transformers: incremental caches against whole-sequence passes,
+search methods against brute force and against each other where they must agree."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from specbench.simultrans.model import MtTransformer
+from specbench.simultrans.search import adaptive, beam_steps, full_sentence, wait_k, SourceView
+from specbench.simultrans.settings import MtModelConfig
+from specbench.simultrans.tokenizer import BOS, EOS, PAD
+
+pytestmark = pytest.mark.unit
+VOCAB = 9
+
+
+def tiny(causal: bool, seed: int = 0) -> MtTransformer:
+    torch.manual_seed(seed)
+    model = MtTransformer(MtModelConfig(vocab_size=VOCAB, d_model=16, heads=2, ffn=32, encoder_layers=2,
+                                        decoder_layers=2, dropout=0.0, causal_encoder=causal, max_positions=96))
+    with torch.no_grad():
+        model.embed.weight.mul_(8.0)  # sharper distributions: less room for ties
+    return model.eval()
+
+
+def sources(seed: int, count: int = 5) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(4, VOCAB, (int(torch.randint(1, 7, (1,), generator=g)),), generator=g).tolist() + [EOS]
+            for _ in range(count)]
+
+
+def test_incremental_encoder_equals_the_causal_pass() -> None:
+    model = tiny(True)
+    src = torch.tensor([s + [PAD] * (7 - len(s)) for s in sources(1)])
+    full = model.encode(src)
+    cache, parts = None, []
+    for j in range(src.shape[1]):
+        out, cache = model.encode_step(src[:, j:j + 1], cache)
+        parts.append(out)
+    mask = src != PAD
+    assert torch.allclose(full[mask], torch.cat(parts, 1)[mask], atol=1e-5)
+    with pytest.raises(ValueError, match="causal"):
+        tiny(False).encode_step(src[:, :1], None)
+
+
+@pytest.mark.parametrize("k", [1, 3, None])
+def test_decoder_steps_equal_the_whole_sequence_pass(k: int | None) -> None:
+    model = tiny(True)
+    src = torch.tensor([s + [PAD] * (7 - len(s)) for s in sources(2)])
+    tgt = torch.randint(4, VOCAB, (src.shape[0], 6))
+    tgt[:, 0] = BOS
+    with torch.no_grad():
+        whole = torch.log_softmax(model(src, tgt, k), -1)
+        cross, cache, steps = model.cross_kv(model.encode(src)), None, []
+        limits = model.source_limits(src, tgt.shape[1], k)
+        for i in range(tgt.shape[1]):
+            logp, cache = model.decoder_step(tgt[:, i], cache, cross, limits[:, i])
+            steps.append(logp)
+    assert torch.allclose(whole, torch.stack(steps, 1), atol=1e-4)
+
+
+def _reference_greedy(model: MtTransformer, src: list[int], limit: int) -> list[int]:
+    """Argmax decoding by whole-sequence passes (no caches), the whole source visible."""
+    out = [BOS]
+    with torch.no_grad():
+        for _ in range(limit):
+            logits = model(torch.tensor([src]), torch.tensor([out]))
+            token = int(logits[0, -1].argmax())
+            if token == EOS:
+                break
+            out.append(token)
+    return out[1:]
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_full_sentence_greedy_and_late_wait_k_equal_uncached_greedy(causal: bool) -> None:
+    model = tiny(causal)
+    srcs = sources(3)
+    greedy = full_sentence(model, srcs)
+    late = wait_k(model, srcs, k=50)
+    for src, a, b in zip(srcs, greedy, late, strict=True):
+        assert list(a.tokens) == _reference_greedy(model, src, 2 * len(src) + 10)
+        assert a == b and set(a.delays) <= {len(src)}
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_wait_k_delays_and_its_first_token(causal: bool) -> None:
+    model = tiny(causal)
+    srcs = sources(4)
+    for k in (1, 2):
+        out = wait_k(model, srcs, k)
+        for src, t in zip(srcs, out, strict=True):
+            assert list(t.delays) == [min(k + i, len(src)) for i in range(len(t.tokens))]
+            with torch.no_grad():  # the first token sees exactly the first k source tokens
+                prefix = torch.tensor([src[:k]])
+                logits = model(prefix, torch.tensor([[BOS]]))
+            first = int(logits[0, 0].argmax())
+            assert (t.tokens[:1] == (first,)) or (first == EOS and t.tokens == ())
+
+
+def test_sbs_without_window_and_tail_with_beam_one_are_greedy() -> None:
+    model = tiny(True)
+    srcs = sources(5, 6)
+    greedy = wait_k(model, srcs, 2)
+    assert wait_k(model, srcs, 2, "sbs", beam=4, window=0) == greedy
+    assert wait_k(model, srcs, 2, "tail", beam=1) == greedy
+    sbs = wait_k(model, srcs, 2, "sbs", beam=3, window=2)
+    assert all(list(s.delays) == [min(2 + i, len(src)) for i in range(len(s.tokens))] for s, src in zip(sbs, srcs))
+
+
+def test_two_step_beam_with_beam_vocab_finds_the_brute_force_best() -> None:
+    model = tiny(True, seed=7)
+    srcs = sources(6, 3)
+    view = SourceView(model, srcs)
+    rows = torch.arange(len(srcs))
+    with torch.no_grad():
+        logp, cache = model.decoder_step(torch.full((3,), BOS), None, view.cross(view.lengths), view.lengths, rows)
+        beam = beam_steps(model, view.cross(view.lengths), rows, view.lengths, logp, cache, VOCAB, 2)
+        for s, src in enumerate(srcs):
+            scores = {}
+            for a, b in itertools.product(range(VOCAB), repeat=2):
+                lp = torch.log_softmax(model(torch.tensor([src]), torch.tensor([[BOS, a]])), -1)[0]
+                scores[(a, b)] = float(lp[0, a]) + (0.0 if a == EOS and b == EOS else
+                                                    float("-inf") if a == EOS else float(lp[1, b]))
+            best = max(scores.values())
+            top = int(beam.scores[s * VOCAB:(s + 1) * VOCAB].argmax()) + s * VOCAB
+            assert float(beam.scores[top]) == pytest.approx(best, abs=1e-4)
+            assert scores[tuple(beam.tokens[top].tolist())] == pytest.approx(best, abs=1e-4)
+
+
+def test_adaptive_policy_extremes() -> None:
+    model = tiny(True)
+    srcs = sources(8)
+    read_all = adaptive(model, srcs, threshold=1.0)
+    assert read_all == wait_k(model, srcs, k=50)
+    eager = adaptive(model, srcs, threshold=0.0)
+    assert all(set(t.delays) <= {1} for t in eager)
+    for method in ("beam", "sbs"):
+        out = adaptive(model, srcs, threshold=0.3, method=method, beam=3, window=1)
+        assert len(out) == len(srcs)
+        assert all(list(t.delays) == sorted(t.delays) for t in out)
+
+
+def test_bad_arguments_name_the_value() -> None:
+    model = tiny(True)
+    with pytest.raises(ValueError, match="source 0"):
+        wait_k(model, [[]], 1)
+    with pytest.raises(ValueError, match="k must be"):
+        wait_k(model, sources(1), 0)
+    with pytest.raises(ValueError, match="method"):
+        wait_k(model, sources(1), 1, method="x")
+    with pytest.raises(ValueError, match="threshold"):
+        adaptive(model, sources(1), 1.5)
+    with pytest.raises(ValueError, match="beam"):
+        full_sentence(model, sources(1), beam=0)
