@@ -87,6 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     bd.add_argument("--frame-shift-ms", type=float, help="frame shift of .npz scores without a manifest")
     bd.add_argument("--output", type=Path, help="also write the JSON here")
     bd.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
+    bs = bsub.add_parser("simultrans", help="speculative beam search speed on test_2016_flickr; batched vs one "
+                                            "sentence at a time")
+    bs.add_argument("--model", type=Path, default=Path("models/mt_waitk.pt"))
+    bs.add_argument("--bpe", type=Path, default=Path("models/mt_bpe.model"))
+    bs.add_argument("--k", type=int, default=3)
+    bs.add_argument("--beam", type=int, default=5)
+    bs.add_argument("--window", type=int, default=2)
+    bs.add_argument("--sentences", type=int, default=1000)
+    bs.add_argument("--single", type=int, default=100, help="sentences also decoded one at a time")
+    bs.add_argument("--output", type=Path, help="also write the JSON here")
     return p
 
 
@@ -237,6 +247,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         if not isinstance(config, GraphConfig):
             raise ConfigError(f"{args.file}: `bench graph` needs a job with kind = \"graph\"")
         result = bench_graph(config, rebuild=args.rebuild)
+    elif args.bench_command == "simultrans":
+        from specbench.pipelines.bench_simultrans import bench_simultrans
+
+        result = bench_simultrans(args.model, args.bpe, args.k, args.beam, args.window, args.sentences, args.single)
     else:
         from specbench.pipelines.bench_acoustic import bench_acoustic
 

@@ -177,8 +177,39 @@ class TrainMtConfig:
                              f"{self.target!r}")
 
 
+@dataclass(frozen=True)
+class SimultransConfig:
+    """`kind = "simultrans"`: wait-k, test-time wait-k and adaptive simultaneous translation with greedy,
+    tail-beam and speculative beam search; the (b, w) grid on val, the curves on test (from checkpoints)."""
+
+    KIND: ClassVar[str] = "simultrans"
+    name: str = "simultrans"
+    waitk_model: Path = Path("models/mt_waitk.pt")  # relative to the project root
+    full_model: Path = Path("models/mt_full.pt")
+    bpe_model: Path = Path("models/mt_bpe.model")
+    source: str = "de"
+    target: str = "en"
+    val_split: str = "val"
+    test_split: str = "test_2016_flickr"
+    val_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    test_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    ks: tuple[int, ...] = field(default=(1, 3, 5, 7, 9), metadata=_range(1, 100))
+    grid_k: int = field(default=3, metadata=_range(1, 100))  # the k of the (b, w) grid and of the headline gain
+    grid_beams: tuple[int, ...] = field(default=(3, 5, 7, 10), metadata=_range(1, 100))
+    grid_windows: tuple[int, ...] = field(default=(0, 1, 2, 3, 4, 5), metadata=_range(0, 20))
+    thresholds: tuple[float, ...] = field(default=(0.2, 0.4, 0.6, 0.8, 0.9), metadata=_range(0.0, 1.0))
+    shard_size: int = field(default=100, metadata=_range(1, 100000))
+    tracking: TrackingSection = TrackingSection(experiment="simultrans")
+
+    def __post_init__(self) -> None:
+        if not self.ks or not self.grid_beams or not self.grid_windows or not self.thresholds:
+            raise ValueError("ks, grid_beams, grid_windows and thresholds must each list at least one value")
+        if {self.source, self.target} != {"de", "en"}:
+            raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
+
+
 JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig, EvalAmConfig,
-                                                           TrainMtConfig)}
+                                                           TrainMtConfig, SimultransConfig)}
 
 
 def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:

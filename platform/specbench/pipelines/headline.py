@@ -24,4 +24,6 @@ HEADLINE_METRICS: dict[str, str] = {
     "decoder.onebest_identical": "fraction of utterances whose GPU (without a GPU: twin) 1-best words equal the "
                                  "CPU backend's, total cost within 1e-3",
     "decoder.lattice_density": "lattice arcs per frame at lattice beam 8",
+    "simul.bleu_full": "sacreBLEU of full-sentence beam search on Multi30k test_2016_flickr (De->En)",
+    "simul.sbs_gain_bleu": "BLEU of speculative beam search minus greedy, wait-k model at the grid's k, test",
 }

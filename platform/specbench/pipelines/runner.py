@@ -60,12 +60,19 @@ def _train_mt(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> lis
             f"{card['best_epoch']} of {card['epochs']} ({card['stopped_because']})"]
 
 
+def _simultrans(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import simultrans
+
+    return simultrans.summary(simultrans.run_simultrans(config, path, run, opts.ray_address))
+
+
 RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
     "graph": _graph,
     "speech": _speech,
     "train_am": _train_am,
     "eval_am": _eval_am,
     "train_mt": _train_mt,
+    "simultrans": _simultrans,
 }
 
 

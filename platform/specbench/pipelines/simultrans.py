@@ -1,0 +1,187 @@
+"""The `simultrans` job: speculative beam search for simultaneous translation, from checkpoints.
+
+1. On val, the (b, w) grid of single-step SBS for the wait-k model at `grid_k` and for the full-sentence
+   model under test-time wait-k (w = 0 is greedy); the best (b, w) per model (highest BLEU, then lowest AL).
+2. On test, for every k: greedy, tail beam (b*) and SBS (b*, w*) for both models; the adaptive confidence
+   policy (wait-k model) over thresholds with greedy chunks, beam search per chunk (b*, w = 0) and chunk
+   SBS (b*, w*); full-sentence greedy and beam (b*) baselines.
+Every configuration is decoded as Ray tasks over sentence shards; BLEU and latencies are logged as MLflow
+metrics (step = index of k or threshold), tables (JSON) and BLEU-against-AL plots. Headline scalars:
+`simul.bleu_full` (full-sentence beam search, test) and `simul.sbs_gain_bleu` (SBS minus greedy for the
+wait-k model at grid_k, test), with `simul.sbs_al_increase`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from specbench.config import SimultransConfig
+from specbench.data.multi30k import read_pairs
+from specbench.errors import DataError
+from specbench.paths import project_root
+from specbench.simultrans.experiment import Method, Shard, bleu_signature, decode_shard, score
+from specbench.simultrans.tokenizer import Tokenizer
+from specbench.tracking.runs import TrackedRun
+
+
+def _resolve(path: Path) -> Path:
+    return path if path.is_absolute() else project_root() / path
+
+
+class Evaluator:
+    """Decodes one split with any Method through Ray tasks and scores it (results memoized)."""
+
+    def __init__(self, config: SimultransConfig, split: str, limit: int, bpe: Path) -> None:
+        pairs = read_pairs(split, config.source, config.target)
+        self.pairs = pairs[:limit] if limit else pairs
+        self.split, self.bpe, self.shard_size = split, str(bpe), config.shard_size
+        tok = Tokenizer(bpe)
+        self.reference_tokens = [len(tok.encode(t)) for _, t in self.pairs]
+        self.results: dict[str, dict[str, float]] = {}
+
+    def __call__(self, method: Method) -> dict[str, float]:
+        if method.label not in self.results:
+            from specbench.runtime import run_tasks
+
+            sources = [s for s, _ in self.pairs]
+            shards = [Shard(method, self.bpe, sources[i:i + self.shard_size])
+                      for i in range(0, len(sources), self.shard_size)]
+            rows = [r for part in run_tasks(decode_shard, shards, progress=f"{self.split} {method.label}")
+                    for r in part]
+            self.results[method.label] = score(rows, [t for _, t in self.pairs], self.reference_tokens)
+            print(f"{self.split} {method.label}: " + ", ".join(f"{k} {v:.3g}" for k, v in
+                                                                self.results[method.label].items()),
+                  file=sys.stderr, flush=True)
+        return self.results[method.label]
+
+
+def _best(results: dict[tuple[int, int], dict[str, float]]) -> tuple[int, int]:
+    return max(results, key=lambda bw: (round(results[bw]["bleu"], 2), -results[bw]["al"]))
+
+
+def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | None,
+                   ray_address: str | None = None) -> dict[str, Any]:
+    from specbench.runtime import connect
+
+    bpe = _resolve(config.bpe_model)
+    models = {"waitk": str(_resolve(config.waitk_model)), "full": str(_resolve(config.full_model))}
+    for path in (*models.values(), bpe):
+        if not Path(path).is_file():
+            raise DataError(f"{path} does not exist. Fix: train the models first: `specbench train mt "
+                            "jobs/mt_waitk.toml` and `specbench train mt jobs/mt_full.toml`")
+    connect(ray_address)
+    val = Evaluator(config, config.val_split, config.val_sentences, bpe)
+    test = Evaluator(config, config.test_split, config.test_sentences, bpe)
+    report: dict[str, Any] = {"bleu_signature": bleu_signature(), "val_sentences": len(val.pairs),
+                              "test_sentences": len(test.pairs), "grid": {}, "best": {}, "test": {}}
+
+    for name, path in models.items():  # 1. the (b, w) grid on val
+        base = Method("waitk", path, k=config.grid_k)
+        greedy = val(base)
+        grid = {(b, w): (greedy if w == 0 else val(replace(base, search="sbs", beam=b, window=w)))
+                for b in config.grid_beams for w in config.grid_windows}
+        report["grid"][name] = {f"b{b}_w{w}": r for (b, w), r in grid.items()}
+        report["best"][name] = dict(zip(("beam", "window"), _best(grid), strict=True))
+        _log_grid(run, name, config, grid)
+
+    curves: dict[str, list[dict[str, float]]] = {}
+    for name, path in models.items():  # 2. the test curves
+        b, w = report["best"][name]["beam"], max(report["best"][name]["window"], 1)
+        for search in ("greedy", "tail", "sbs"):
+            label = f"{name}_{search}"
+            curves[label] = []
+            for k in config.ks:
+                method = Method("waitk", path, search=search, k=k, beam=b if search != "greedy" else 1,
+                                window=w if search == "sbs" else 0)
+                curves[label].append({"k": k, **test(method)})
+    b, w = report["best"]["waitk"]["beam"], max(report["best"]["waitk"]["window"], 1)
+    for search in ("greedy", "beam", "sbs"):
+        label = f"adaptive_{search}"
+        curves[label] = []
+        for threshold in config.thresholds:
+            method = Method("adaptive", models["waitk"], search=search, threshold=threshold,
+                            beam=b if search != "greedy" else 1, window=w if search == "sbs" else 0)
+            curves[label].append({"threshold": threshold, **test(method)})
+    full_greedy = test(Method("full", models["full"], beam=1))
+    full_beam = test(Method("full", models["full"], beam=b))
+    report["test"] = {"curves": curves, "full_greedy": full_greedy, "full_beam": full_beam}
+
+    at_k = config.ks.index(config.grid_k) if config.grid_k in config.ks else None
+    greedy_k = curves["waitk_greedy"][at_k] if at_k is not None else test(Method("waitk", models["waitk"],
+                                                                                  k=config.grid_k))
+    sbs_k = curves["waitk_sbs"][at_k] if at_k is not None else test(
+        Method("waitk", models["waitk"], "sbs", k=config.grid_k, beam=b, window=w))
+    headline = {"simul.bleu_full": full_beam["bleu"], "simul.bleu_full_greedy": full_greedy["bleu"],
+                "simul.bleu_full_lowercase": full_beam["bleu_lowercase"],
+                "simul.sbs_gain_bleu": sbs_k["bleu"] - greedy_k["bleu"],
+                "simul.sbs_al_increase": sbs_k["al"] - greedy_k["al"],
+                "simul.best_beam": float(b), "simul.best_window": float(w)}
+    report["headline"] = headline
+    if run is not None:
+        _log_run(run, config, report, curves, headline)
+    return report
+
+
+def _log_grid(run: TrackedRun | None, name: str, config: SimultransConfig,
+              grid: dict[tuple[int, int], dict[str, float]]) -> None:
+    if run is None:
+        return
+    for (b, w), r in grid.items():
+        run.log_metrics({f"simul.val_grid.{name}.b{b}.bleu": r["bleu"], f"simul.val_grid.{name}.b{b}.al": r["al"]},
+                        step=w)
+
+
+def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any],
+             curves: dict[str, list[dict[str, float]]], headline: dict[str, float]) -> None:
+    run.log_params({"simul.bleu_signature": report["bleu_signature"], "simul.grid_k": config.grid_k,
+                    "simul.ks": list(config.ks), "simul.thresholds": list(config.thresholds)})
+    for label, points in curves.items():
+        for step, point in enumerate(points):
+            run.log_metrics({f"simul.{label}.{m}": point[m] for m in ("bleu", "al", "laal", "dal", "ap", "cw")},
+                            step=step)
+    run.log_metrics(headline)
+    run.log_dict(report, "simultrans_report.json")
+    with tempfile.TemporaryDirectory() as tmp:
+        plot = Path(tmp) / "bleu_vs_al.png"
+        _plot(curves, report["test"], plot)
+        run.log_artifact(plot)
+
+
+def _plot(curves: dict[str, list[dict[str, float]]], test: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    for ax, prefixes, title in ((axes[0], ("waitk_", "full_"), "wait-k and test-time wait-k"),
+                                (axes[1], ("adaptive_", "waitk_greedy", "waitk_sbs"), "adaptive policy")):
+        for label, points in curves.items():
+            if label.startswith(prefixes):
+                ax.plot([p["al"] for p in points], [p["bleu"] for p in points], marker="o", label=label)
+        for key, marker in (("full_greedy", "*"), ("full_beam", "P")):
+            ax.scatter([test[key]["al"]], [test[key]["bleu"]], marker=marker, s=120, label=key)
+        ax.set_xlabel("AL (source tokens)")
+        ax.set_ylabel("BLEU")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def summary(report: dict[str, Any]) -> list[str]:
+    h = report["headline"]
+    return [f"full-sentence BLEU {h['simul.bleu_full']:.2f} (greedy {h['simul.bleu_full_greedy']:.2f}); SBS gain "
+            f"{h['simul.sbs_gain_bleu']:+.2f} BLEU at AL {h['simul.sbs_al_increase']:+.2f} (b={int(h['simul.best_beam'])}, "
+            f"w={int(h['simul.best_window'])})", f"  BLEU signature {report['bleu_signature']}"]
+
+
+def write_report(report: dict[str, Any], path: Path) -> None:
+    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+

@@ -1,0 +1,115 @@
+"""One decoding configuration over a shard of sentences (a Ray task), and the scoring of a whole run:
+sacreBLEU on detokenized output (cased, 13a; plus lower-cased, as some papers report) and the latency
+metrics of `metrics.latency` averaged over sentences (delays in source BPE tokens)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sacrebleu
+
+from specbench.metrics.latency import (
+    average_lagging, average_proportion, consecutive_wait, differentiable_average_lagging,
+    length_adaptive_average_lagging,
+)
+from specbench.simultrans.checkpoint import MtCheckpoint, load_mt
+from specbench.simultrans.search import Translation, adaptive, full_sentence, wait_k
+from specbench.simultrans.tokenizer import EOS
+
+_MODELS: dict[tuple[str, str], MtCheckpoint] = {}
+
+
+@dataclass(frozen=True)
+class Method:
+    """A decoding configuration. kind: "waitk" (k, search in greedy/tail/sbs), "adaptive" (threshold,
+    search in greedy/beam/sbs), "full" (beam). model: path of the checkpoint."""
+
+    kind: str
+    model: str
+    search: str = "greedy"
+    k: int = 0
+    threshold: float = 0.0
+    beam: int = 1
+    window: int = 0
+
+    @property
+    def label(self) -> str:
+        name = Path(self.model).stem
+        if self.kind == "full":
+            return f"{name}/full/beam{self.beam}"
+        point = f"k{self.k}" if self.kind == "waitk" else f"conf{self.threshold:g}"
+        extra = "" if self.search == "greedy" else f"/b{self.beam}" + (f"w{self.window}" if self.search == "sbs" else "")
+        return f"{name}/{self.kind}/{point}/{self.search}{extra}"
+
+
+@dataclass(frozen=True)
+class Shard:
+    method: Method
+    bpe: str
+    sentences: list[str]  # source text
+
+
+def model_for(path: str, bpe: str) -> MtCheckpoint:
+    """The checkpoint, loaded once per process."""
+    key = (path, bpe)
+    if key not in _MODELS:
+        _MODELS[key] = load_mt(Path(path), Path(bpe))
+    return _MODELS[key]
+
+
+def decode_shard(shard: Shard) -> list[dict[str, Any]]:
+    """Translate a shard: per sentence the detokenized hypothesis, its token count, delays, source length.
+    An empty source sentence gets an empty translation (nothing to wait for)."""
+    ckpt = model_for(shard.method.model, shard.bpe)
+    tok = ckpt.tokenizer
+    ids = [tok.encode(s) for s in shard.sentences]
+    todo = [i for i, s in enumerate(ids) if s]
+    sources = [ids[i] + [EOS] for i in todo]
+    out: list[Translation] = _run(ckpt, shard.method, sources) if sources else []
+    rows = [{"hypothesis": "", "target_tokens": 0, "delays": [], "source_tokens": 0} for _ in ids]
+    for i, t in zip(todo, out, strict=True):
+        rows[i] = {"hypothesis": tok.decode(t.tokens), "target_tokens": len(t.tokens), "delays": list(t.delays),
+                   "source_tokens": len(ids[i]) + 1}
+    return rows
+
+
+def _run(ckpt: MtCheckpoint, m: Method, sources: list[list[int]]) -> list[Translation]:
+    if m.kind == "full":
+        return full_sentence(ckpt.model, sources, m.beam)
+    if m.kind == "waitk":
+        return wait_k(ckpt.model, sources, m.k, m.search, m.beam, m.window)
+    if m.kind == "adaptive":
+        return adaptive(ckpt.model, sources, m.threshold, m.search, m.beam, m.window)
+    raise ValueError(f"unknown method kind {m.kind!r}")
+
+
+def score(rows: list[dict[str, Any]], references: list[str], reference_tokens: list[int]) -> dict[str, float]:
+    """BLEU (cased and lower-cased) and mean latencies; sentences with an empty source count with latency 0."""
+    hyps = [r["hypothesis"] for r in rows]
+    bleu = sacrebleu.corpus_bleu(hyps, [references])
+    lower = sacrebleu.corpus_bleu(hyps, [references], lowercase=True)
+    lat: dict[str, list[float]] = {k: [] for k in ("al", "al_simuleval", "laal", "dal", "ap", "ap_simuleval", "cw")}
+    for r, ref_len in zip(rows, reference_tokens, strict=True):
+        d, n = r["delays"], r["source_tokens"]
+        if not n:
+            for values in lat.values():
+                values.append(0.0)
+            continue
+        ref_len = max(ref_len, 1)
+        lat["al"].append(average_lagging(d, n))
+        lat["al_simuleval"].append(average_lagging(d, n, ref_len))
+        lat["laal"].append(length_adaptive_average_lagging(d, n, ref_len))
+        lat["dal"].append(differentiable_average_lagging(d, n))
+        lat["ap"].append(average_proportion(d, n))
+        lat["ap_simuleval"].append(average_proportion(d, n, ref_len))
+        lat["cw"].append(consecutive_wait(d, n))
+    out = {"bleu": bleu.score, "bleu_lowercase": lower.score,
+           "length_ratio": sum(r["target_tokens"] for r in rows) / max(sum(reference_tokens), 1)}
+    out.update({k: sum(v) / max(len(v), 1) for k, v in lat.items()})
+    return out
+
+
+def bleu_signature() -> str:
+    return str(sacrebleu.BLEU(tokenize="13a").get_signature())
