@@ -55,6 +55,11 @@ def _parser() -> argparse.ArgumentParser:
                                                         "--lattice-dir)")
     dec.add_argument("--lattice-dir", type=Path, help="write one OpenFst word lattice per utterance here")
     dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio")
+    cmp = sub.add_parser("compare", help="params and metrics of runs side by side, with deltas (only what "
+                                         "differs unless --all); the HTML table is kept as an MLflow artifact")
+    cmp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    cmp.add_argument("--all", action="store_true", help="show every param and metric, not only differences")
+    cmp.add_argument("--no-artifact", action="store_true", help="print only; log no `compare` run")
     runs = sub.add_parser("runs", help="recent MLflow runs with their headline metrics")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--experiment")
@@ -199,6 +204,21 @@ def _cmd_decode(args: argparse.Namespace) -> int:
     return 1 if summary["failed"] == summary["utterances"] else 0
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from specbench.tracking.compare import compare_runs, render_html, render_text
+    from specbench.tracking.runs import TrackedRun
+
+    comparison = compare_runs(args.run_ids, args.tracking_uri)
+    print(render_text(comparison, args.all))
+    if not args.no_artifact:
+        name = "compare-" + "-".join(i[:8] for i in args.run_ids)
+        with TrackedRun("compare", name, args.tracking_uri, {"kind": "compare",
+                                                              "compare.runs": ",".join(args.run_ids)}) as run:
+            run.log_text(render_html(comparison, args.all), "compare.html")
+            print(f"\nHTML table: artifact compare.html of run {run.run_id} (experiment 'compare')")
+    return 0
+
+
 def _cmd_runs(args: argparse.Namespace) -> int:
     from specbench.pipelines.headline import HEADLINE_METRICS
     from specbench.tracking.queries import recent_runs
@@ -320,7 +340,8 @@ def _cmd_bench_decoder(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data, "graph": _cmd_graph_build,
-             "train": _cmd_train, "decode": _cmd_decode, "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
+             "train": _cmd_train, "decode": _cmd_decode, "compare": _cmd_compare, "runs": _cmd_runs, "ui": _cmd_ui,
+             "bench": _cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,53 @@
+"""`specbench compare`: a real MLflow store, runs that differ in some params and metrics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from specbench.cli import main
+from specbench.tracking.compare import compare_runs, render_html, render_text
+from specbench.tracking.runs import TrackedRun
+
+pytestmark = pytest.mark.integration
+
+
+def _runs(uri: str) -> list[str]:
+    ids = []
+    for i, (beam, bleu) in enumerate(((5, 30.0), (5, 31.5), (7, 31.5))):
+        with TrackedRun("cmp", f"run{i}", uri, {"kind": "test"}) as run:
+            run.log_params({"beam": beam, "k": 3})
+            run.log_metrics({"bleu": bleu, "al": 3.25})
+            ids.append(run.run_id)
+    return ids
+
+
+def test_only_differences_with_deltas_and_an_html_artifact(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    a, b, c = _runs(uri)
+    comparison = compare_runs([a, b, c], uri)
+    shown = {(r.kind, r.name) for r in comparison.shown(False)}
+    assert ("metric", "bleu") in shown and ("param", "beam") in shown
+    assert ("param", "k") not in shown and ("metric", "al") not in shown
+    assert {(r.kind, r.name) for r in comparison.shown(True)} >= {("param", "k"), ("metric", "al")}
+    text = render_text(comparison)
+    assert "31.5 (+1.5)" in text and "param k" not in text
+    assert "<tr class=diff>" in render_html(comparison)
+    assert main(["--tracking-uri", uri, "compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "(+1.5)" in out and "compare.html" in out
+    mlflow.set_tracking_uri(uri)
+    run = mlflow.search_runs(experiment_names=["compare"], output_format="list")[0]
+    assert run.data.tags["compare.runs"] == f"{a},{b}"
+    assert [f.path for f in mlflow.MlflowClient().list_artifacts(run.info.run_id)] == ["compare.html"]
+
+
+def test_a_missing_run_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    a, _, _ = _runs(uri)
+    assert main(["--tracking-uri", uri, "compare", a, "0" * 32]) == 2
+    err = capsys.readouterr().err
+    assert "0" * 32 in err and "specbench runs" in err and "Traceback" not in err
