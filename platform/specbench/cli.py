@@ -27,6 +27,11 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("run", help="run a job or a suite").add_argument("file", type=Path)
     sub.add_parser("validate", help="check a job or suite file without running it").add_argument("file", type=Path)
+    sub.add_parser("nightly", help="run the nightly suite, compare headline metrics with their baselines, "
+                                   "exit non-zero on a regression").add_argument("file", type=Path)
+    base = sub.add_parser("baseline", help="the nightly's baselines").add_subparsers(dest="baseline_command",
+                                                                                     required=True)
+    base.add_parser("set", help="make a run the baseline of its job").add_argument("run_id")
     data = sub.add_parser("data", help="the shared data").add_subparsers(dest="data_command", required=True)
     data.add_parser("check", help="verify every file the jobs read")
     data.add_parser("speech", help="synthesize the speech corpus of a speech job").add_argument("file", type=Path)
@@ -152,12 +157,32 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from specbench.config import SuiteConfig, config_kind, load_config
 
     config = load_config(args.file)
+    if config_kind(config) == "nightly":
+        from specbench.pipelines.nightly import validate
+
+        for job, job_config in validate(args.file, config):
+            print(f"{job}: ok ({config_kind(job_config)})")
+        print(f"{args.file}: ok (nightly '{config.name}', {len(config.jobs)} jobs, {len(config.tolerance)} "
+              "tolerances)")
+        return 0
     if isinstance(config, SuiteConfig):
         for job in config.jobs:
             print(f"{job}: ok ({config_kind(load_config(job))})")
         print(f"{args.file}: ok (suite '{config.name}', {len(config.jobs)} jobs)")
     else:
         print(f"{args.file}: ok ({config_kind(config)})")
+    return 0
+
+
+def _cmd_nightly(args: argparse.Namespace) -> int:
+    return _run_kind(args, "nightly")
+
+
+def _cmd_baseline(args: argparse.Namespace) -> int:
+    from specbench.tracking.baseline import set_baseline
+
+    name = set_baseline(args.run_id, args.tracking_uri)
+    print(f"run {args.run_id} ({name}) is now the baseline of its job")
     return 0
 
 
@@ -340,8 +365,8 @@ def _cmd_bench_decoder(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data, "graph": _cmd_graph_build,
-             "train": _cmd_train, "decode": _cmd_decode, "compare": _cmd_compare, "runs": _cmd_runs, "ui": _cmd_ui,
-             "bench": _cmd_bench}
+             "train": _cmd_train, "decode": _cmd_decode, "compare": _cmd_compare, "nightly": _cmd_nightly,
+             "baseline": _cmd_baseline, "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -208,8 +208,62 @@ class SimultransConfig:
             raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
 
 
+@dataclass(frozen=True)
+class BenchDecoderConfig:
+    """`kind = "bench_decoder"`: the decoder benchmark as a job (for suites and the nightly): Kaldi, the CPU
+    backend, the twin and (with a GPU) the GPU backend side by side on held-out-voice test scores."""
+
+    KIND: ClassVar[str] = "bench_decoder"
+    name: str = "decoder_quick"
+    graph_job: Path = Path("graph_slurp.toml")  # relative to this job file
+    scores: Path = Path(".specbench/scores/am_slurp/test.parquet")  # relative to the project root
+    utterances: int = field(default=200, metadata=_range(1, 100000))
+    beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
+    lattice_beam: float = field(default=8.0, metadata=_range(0.0, 100.0))
+    gpu_decoders: tuple[int, ...] = field(default=(1, 4), metadata=_range(1, 64))
+    tracking: TrackingSection = TrackingSection(experiment="bench")
+
+
+@dataclass(frozen=True)
+class ToleranceRule:
+    """How far a headline metric may move against the baseline before the nightly calls it a regression.
+    `max_drop`: higher is better, the new value may be at most this much lower; `max_rise`: lower is
+    better, at most this much higher; `min` / `max`: absolute bounds for the new value."""
+
+    metric: str
+    max_drop: float | None = None
+    max_rise: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def __post_init__(self) -> None:
+        if all(v is None for v in (self.max_drop, self.max_rise, self.min, self.max)):
+            raise ValueError(f"tolerance for {self.metric!r} sets none of max_drop, max_rise, min, max")
+
+
+@dataclass(frozen=True)
+class NightlyConfig:
+    """`kind = "nightly"`: the jobs of the nightly regression suite and a tolerance for every headline
+    metric they produce (`[[tolerance]]` tables)."""
+
+    KIND: ClassVar[str] = "nightly"
+    name: str = "nightly"
+    jobs: tuple[Path, ...] = ()
+    tolerance: tuple[ToleranceRule, ...] = ()
+    tracking: TrackingSection = TrackingSection(experiment="nightly")
+
+    def __post_init__(self) -> None:
+        if not self.jobs:
+            raise ValueError("jobs must list at least one job file")
+        names = [r.metric for r in self.tolerance]
+        if len(names) != len(set(names)):
+            raise ValueError("each metric may have one [[tolerance]] only")
+
+
 JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig, EvalAmConfig,
-                                                           TrainMtConfig, SimultransConfig)}
+                                                           TrainMtConfig, SimultransConfig, BenchDecoderConfig,
+                                                           NightlyConfig)}
 
 
 def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:

@@ -27,3 +27,18 @@ HEADLINE_METRICS: dict[str, str] = {
     "simul.bleu_full": "sacreBLEU of full-sentence beam search on Multi30k test_2016_flickr (De->En)",
     "simul.sbs_gain_bleu": "BLEU of speculative beam search minus greedy, wait-k model at the grid's k, test",
 }
+
+# The headline metrics each job kind produces that the nightly compares with its baseline (every one needs
+# a [[tolerance]] in the nightly file). Absolute times (graph.build_seconds, seconds of a benchmark) are
+# left out on purpose: speed is judged by ratios measured within one run.
+NIGHTLY_METRICS: dict[str, tuple[str, ...]] = {
+    "graph": ("graph.states", "graph.arcs", "graph.ppl_test", "graph.test_unseen_rate"),
+    "speech": ("speech.utterances",),
+    "train_am": ("am.best_devel_per",),
+    "eval_am": ("asr.wer", "asr.per_greedy"),
+    "train_mt": (),
+    "bench_decoder": ("decoder.onebest_identical", "decoder.cpu_vs_kaldi", "decoder.lattice_density"),
+    "simultrans": ("simul.bleu_full", "simul.sbs_gain_bleu"),
+}
+# Compared when a run has them and the nightly file gives a tolerance (they need hardware CI lacks).
+OPTIONAL_NIGHTLY_METRICS: tuple[str, ...] = ("decoder.speedup_vs_kaldi",)

@@ -66,6 +66,25 @@ def _simultrans(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> l
     return simultrans.summary(simultrans.run_simultrans(config, path, run, opts.ray_address))
 
 
+def _bench_decoder(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.config import GraphConfig
+    from specbench.paths import project_root
+    from specbench.pipelines.bench_decoder import bench_decoder
+    from specbench.pipelines.refs import referenced_job
+    from specbench.wfst.build import build_graph
+
+    graph = build_graph(referenced_job(path, "graph_job", config.graph_job, GraphConfig))
+    scores = config.scores if config.scores.is_absolute() else project_root() / config.scores
+    result = bench_decoder(graph.tlg, scores, config.utterances, config.beam, config.max_active,
+                           config.lattice_beam, gpu_decoders=config.gpu_decoders)
+    run.log_metrics({k if k.startswith("decoder.") else f"bench.decoder.{k}": float(v) for k, v in result.items()
+                     if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    run.log_dict(result, "bench_decoder.json")
+    return [f"decoder benchmark on {result['utterances']} utterances: 1-best identical "
+            f"{result.get('decoder.onebest_identical', float('nan')):.3f}, CPU backend "
+            f"{result.get('decoder.cpu_vs_kaldi', float('nan')):.2f}x Kaldi, GPU {result['gpu']}"]
+
+
 RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
     "graph": _graph,
     "speech": _speech,
@@ -73,12 +92,15 @@ RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
     "eval_am": _eval_am,
     "train_mt": _train_mt,
     "simultrans": _simultrans,
+    "bench_decoder": _bench_decoder,
 }
 
 
-def _run_one(path: Path, config: Any, opts: RunOptions, suite: str | None) -> list[str]:
+def run_job(path: Path, config: Any, opts: RunOptions, suite: str | None,
+            extra_tags: dict[str, str] | None = None) -> tuple[list[str], str]:
+    """Run one loaded job in its own MLflow run; returns (summary lines, run id)."""
     kind = config_kind(config)
-    tags = {"kind": kind, "job_file": str(path)}
+    tags = {"kind": kind, "job_file": str(path), **(extra_tags or {})}
     if suite:
         tags["suite"] = suite
     with TrackedRun(config.tracking.experiment, f"{kind}-{config.name}", opts.tracking_uri, tags) as run:
@@ -88,7 +110,7 @@ def _run_one(path: Path, config: Any, opts: RunOptions, suite: str | None) -> li
         run.log_artifact(path, "config")
         lines = RUNNERS[kind](config, path, run, opts)
         lines.append(f"  MLflow run {run.run_id} in experiment '{config.tracking.experiment}' ({run.tracking_uri})")
-        return lines
+        return lines, run.run_id
 
 
 def run_file(path: Path, opts: RunOptions = RunOptions()) -> list[str]:
@@ -99,6 +121,10 @@ def run_file(path: Path, opts: RunOptions = RunOptions()) -> list[str]:
         jobs = [(job, load_config(job)) for job in config.jobs]  # validate every job before running any
         lines = []
         for job, job_config in jobs:
-            lines += _run_one(job, job_config, opts, suite=config.name)
+            lines += run_job(job, job_config, opts, suite=config.name)[0]
         return lines
-    return _run_one(path, config, opts, suite=None)
+    if config_kind(config) == "nightly":
+        from specbench.pipelines.nightly import run_nightly
+
+        return run_nightly(path, config, opts)
+    return run_job(path, config, opts, suite=None)[0]

@@ -1,0 +1,54 @@
+"""Baselines for the nightly: `specbench baseline set RUN_ID` tags one run per (experiment, run name) with
+`baseline=true`; `find_baseline` returns it, else the latest finished nightly run of that job."""
+
+from __future__ import annotations
+
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+from specbench.errors import ConfigError
+from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
+
+
+def _client(tracking_uri: str | None) -> MlflowClient:
+    quiet_mlflow()
+    return MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
+
+
+def set_baseline(run_id: str, tracking_uri: str | None = None) -> str:
+    """Tag `run_id` baseline=true (and clear the tag on other runs of the same job); returns its run name."""
+    client = _client(tracking_uri)
+    try:
+        run = client.get_run(run_id)
+    except MlflowException as err:
+        raise ConfigError(f"baseline: run {run_id!r} does not exist in {resolve_tracking_uri(tracking_uri)}. "
+                          "Fix: pick a run id from `specbench runs`") from err
+    name = run.info.run_name or ""
+    others = client.search_runs([run.info.experiment_id], filter_string="tags.baseline = 'true'")
+    for other in others:
+        if other.info.run_name == name and other.info.run_id != run_id:
+            client.set_tag(other.info.run_id, "baseline", "false")
+    client.set_tag(run_id, "baseline", "true")
+    return name
+
+
+def find_baseline(experiment_id: str, run_name: str, nightly_id: str,
+                  tracking_uri: str | None = None) -> tuple[str, dict[str, float], str] | None:
+    """(run id, metrics, how it was chosen) of the baseline of a job's run: the run tagged baseline=true,
+    else the latest finished nightly run of the same job before this nightly; None when there is none."""
+    client = _client(tracking_uri)
+    name = run_name.replace("'", "")
+    for where, why in ((f"tags.baseline = 'true' and attributes.run_name = '{name}'", "baseline=true"),
+                       (f"tags.suite = 'nightly' and attributes.run_name = '{name}' and "
+                        "attributes.status = 'FINISHED'", "previous nightly")):
+        for run in client.search_runs([experiment_id], filter_string=where,
+                                      order_by=["attributes.start_time DESC"], max_results=20):
+            if run.data.tags.get("nightly.id") != nightly_id:
+                return run.info.run_id, dict(run.data.metrics), why
+    return None
+
+
+def run_summary(run_id: str, tracking_uri: str | None = None) -> tuple[str, str, dict[str, float]]:
+    """(experiment id, run name, metrics) of a run."""
+    run = _client(tracking_uri).get_run(run_id)
+    return run.info.experiment_id, run.info.run_name or "", dict(run.data.metrics)
