@@ -111,8 +111,14 @@ def devel_loss(model: MtTransformer, examples: list[Example], ks: list[int | Non
     return total / max(count, 1)
 
 
+RESUMABLE_CHANGES = ("max_minutes", "max_epochs", "patience", "checkpoint_minutes", "threads")
+
+
 def config_hash(model_cfg: MtModelConfig, settings: MtTrainSettings, data_tag: str) -> str:
-    blob = json.dumps({"model": model_cfg.to_dict(), "training": settings.to_dict(), "data": data_tag,
+    """The tag a saved state must carry to be resumed: everything that shapes the optimisation, but not
+    the stopping rules or the thread count (a run may be resumed with a longer budget)."""
+    training = {k: v for k, v in settings.to_dict().items() if k not in RESUMABLE_CHANGES}
+    blob = json.dumps({"model": model_cfg.to_dict(), "training": training, "data": data_tag,
                        "version": STATE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
