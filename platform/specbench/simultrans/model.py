@@ -71,6 +71,17 @@ class Block(nn.Module):
         self.ff = nn.Sequential(nn.Linear(d, cfg.ffn), nn.ReLU(), nn.Dropout(cfg.dropout), nn.Linear(cfg.ffn, d))
         self.drop = nn.Dropout(cfg.dropout)
 
+    def cached_self_attention(self, x: torch.Tensor, keys: torch.Tensor | None, values: torch.Tensor | None,
+                              mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x (B, n, d) new positions after the residual self-attention over the cached keys/values of earlier
+        positions (None: no cache) and their own; returns (x, all keys, all values)."""
+        attn = self.self_attn
+        h = self.norms[0](x)
+        k, v = attn.split(attn.k(h)), attn.split(attn.v(h))
+        if keys is not None:
+            k, v = torch.cat([keys, k], 2), torch.cat([values, v], 2)
+        return x + self.drop(attn.attend(attn.split(attn.q(h)), k, v, mask)), k, v
+
     def forward(self, x: torch.Tensor, self_mask: torch.Tensor | None, memory: torch.Tensor | None = None,
                 cross_mask: torch.Tensor | None = None) -> torch.Tensor:
         h = self.norms[0](x)
@@ -177,14 +188,10 @@ class MtTransformer(nn.Module):
         keys_out, values_out = [], []
         mask = torch.ones(n, start + n, dtype=torch.bool, device=tokens.device).tril(start)[None]
         for i, block in enumerate(self.encoder):
-            attn = block.self_attn
-            h = block.norms[0](x)
-            k, v = attn.split(attn.k(h)), attn.split(attn.v(h))
-            if cache is not None:
-                k, v = torch.cat([cache.keys[i], k], 2), torch.cat([cache.values[i], v], 2)
+            x, k, v = block.cached_self_attention(x, cache.keys[i] if cache else None,
+                                                  cache.values[i] if cache else None, mask)
             keys_out.append(k)
             values_out.append(v)
-            x = x + block.drop(attn.attend(attn.split(attn.q(h)), k, v, mask))
             x = x + block.drop(block.ff(block.norms[-1](x)))
         return self.encoder_norm(x), EncoderCache(keys_out, values_out)
 
@@ -207,14 +214,10 @@ class MtTransformer(nn.Module):
         x = self._embed(tokens[:, None], position)
         keys_out, values_out = [], []
         for i, block in enumerate(self.decoder):
-            attn = block.self_attn
-            h = block.norms[0](x)
-            k, v = attn.split(attn.k(h)), attn.split(attn.v(h))
-            if cache is not None:
-                k, v = torch.cat([cache.keys[i], k], 2), torch.cat([cache.values[i], v], 2)
+            x, k, v = block.cached_self_attention(x, cache.keys[i] if cache else None,
+                                                  cache.values[i] if cache else None, None)
             keys_out.append(k)
             values_out.append(v)
-            x = x + block.drop(attn.attend(attn.split(attn.q(h)), k, v, None))
             ck, cv = cross[i]
             if rows is not None:
                 ck, cv = ck.index_select(0, rows), cv.index_select(0, rows)
