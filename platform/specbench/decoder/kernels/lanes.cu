@@ -16,6 +16,18 @@ typedef long long i64;
 #define S_NARROW 5
 #define S_OVER 7
 
+// Exact IEEE conversions between float and double, also under cupy's -ftz=true (which would flush
+// subnormals to zero in plain casts, unlike numpy): inline PTX without the .ftz modifier.
+__device__ __forceinline__ float to_f32(double x) {
+    float r;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
+    return r;
+}
+__device__ __forceinline__ double to_f64(float x) {
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+}
 __device__ __forceinline__ u64 ord64(double x) {
     u64 b = (u64)__double_as_longlong(x);
     return (b >> 63) ? ~b : (b | 0x8000000000000000ULL);
@@ -71,7 +83,7 @@ extern "C" __global__ void select_setup(int L, i64 max_active, i64 min_active, d
     if (l >= L) return;
     i64 c = (i64)count[l];
     double beam_cutoff = unord64(best[l]) + beam32;
-    double worst32 = (double)(float)unord64(worst[l]);
+    double worst32 = to_f64(to_f32(unord64(worst[l])));
     need[2 * l] = c > max_active;
     need[2 * l + 1] = c > min_active && min_active > 0 && worst32 > beam_cutoff;
     remaining[2 * l] = max_active;
@@ -86,7 +98,7 @@ extern "C" __global__ void radix_histogram(int n, int f, int shift, const int* t
     if (i >= n) return;
     int l = tok_lane[i];
     if (lengths[l] <= f) return;
-    u32 key = ord32((float)tok_cost[i]);
+    u32 key = ord32(to_f32(tok_cost[i]));
     u32 digit = (key >> shift) & 255u;
     for (int s = 0; s < 2; ++s) {
         i64 slot = 2 * (i64)l + s;
@@ -121,18 +133,18 @@ extern "C" __global__ void lane_cutoff(int L, i64 max_active, i64 min_active, do
         i64 c = (i64)count[l];
         double b = unord64(best[l]);
         double beam_cutoff = b + beam32;
-        double sel0 = need[2 * l] ? (double)unord32(prefix[2 * l]) : INF64;
-        double sel1 = need[2 * l + 1] ? (double)unord32(prefix[2 * l + 1]) : INF64;
+        double sel0 = need[2 * l] ? to_f64(unord32(prefix[2 * l])) : INF64;
+        double sel1 = need[2 * l + 1] ? to_f64(unord32(prefix[2 * l + 1])) : INF64;
         maxb = c > max_active && sel0 < beam_cutoff;
         double min_cut = INF64;
         if (c > min_active) {
             if (min_active == 0) min_cut = b;
-            else if ((double)(float)unord64(worst[l]) <= beam_cutoff) min_cut = beam_cutoff;
+            else if (to_f64(to_f32(unord64(worst[l]))) <= beam_cutoff) min_cut = beam_cutoff;
             else min_cut = sel1;
         }
         minb = !maxb && min_cut > beam_cutoff;
         cut = maxb ? sel0 : (minb ? min_cut : beam_cutoff);
-        if (maxb || minb) ad = (double)(float)((cut - b) + beam_delta);
+        if (maxb || minb) ad = to_f64(to_f32((cut - b) + beam_delta));
     }
     if (l < L) { cutoff[l] = cut; adaptive[l] = ad; }
     if (valid) {
@@ -179,7 +191,7 @@ extern "C" __global__ void expand_min(i64 slots, int n, int f, int T, int P, con
     }
     int l = tok_lane[lo];
     i64 entry = offsets[tok_state[lo]] + (j - (cum[lo] - deg[lo]));
-    double ac = (double)costs[((i64)l * T + f) * P + column[entry]];
+    double ac = to_f64(costs[((i64)l * T + f) * P + column[entry]]);
     double nw = __dadd_rn(__dadd_rn(tok_cost[lo], weight[entry]), ac);
     atomicMin(&min_new[l], ord64(nw));
     c_tok[j] = lo;
@@ -201,7 +213,7 @@ extern "C" __global__ void expand_recombine(i64 slots, int S, const int* tok_lan
         keep = nw < next_cutoff;
         u32 entry = c_entry[j];
         i64 index = (i64)l * S + dest[entry];
-        u64 key = ((u64)ord32((float)nw) << 32) | (u64)entry;
+        u64 key = ((u64)ord32(to_f32(nw)) << 32) | (u64)entry;
         c_index[j] = index;
         c_key[j] = key;
         c_keep[j] = keep;
