@@ -165,3 +165,18 @@ def test_bad_utterances_fail_alone_on_the_gpu() -> None:
     results = _gpu_decoder(graph, beam=15.0, max_active=10000).decode_batch(batch)
     assert results[0].ok and results[3].ok
     assert "frame 2, column 5" in results[1].status and results[2].status == "empty utterance"
+
+
+def test_subnormal_scores_are_not_flushed_to_zero(tmp_path: Path) -> None:
+    """cupy compiles with -ftz=true; the kernels' conversions must keep subnormals as numpy does: here the
+    word-5 arc costs 1e-40 more than the word-7 arc only while that subnormal survives."""
+    import kaldifst
+
+    fst = kaldifst.compile("0 1 2 7 0\n0 1 1 5 0\n1 0\n", keep_state_numbering=True)
+    assert fst.write(str(tmp_path / "g.fst"))
+    graph = read_graph(tmp_path / "g.fst")
+    scores = np.array([[0.0, -1e-40]], dtype=np.float32)
+    options = {"beam": 10.0, "max_active": 100, "min_active": 0}
+    want = CpuDecoder(graph, **options).decode(scores, "sub")
+    got = _gpu_decoder(graph, **options).decode(scores, "sub")
+    assert got.word_ids == want.word_ids == (5,)
