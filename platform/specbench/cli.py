@@ -29,6 +29,19 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("validate", help="check a job or suite file without running it").add_argument("file", type=Path)
     sub.add_parser("nightly", help="run the nightly suite, compare headline metrics with their baselines, "
                                    "exit non-zero on a regression").add_argument("file", type=Path)
+    sm = sub.add_parser("submit", help="submit a job to a Ray cluster through the Jobs API (the project is its "
+                                       "working_dir)")
+    sm.add_argument("file", type=Path)
+    sm.add_argument("--address", required=True, help="the cluster's dashboard, e.g. http://HEAD:8265")
+    sm.add_argument("--tracking-uri", dest="submit_tracking_uri",
+                    help="MLflow tracking URI the job logs to (an http:// server for multi-node clusters)")
+    sm.add_argument("--follow", action="store_true", help="print the job's logs until it ends")
+    jb = sub.add_parser("jobs", help="the jobs of a Ray cluster")
+    jb.add_argument("--address", required=True)
+    lg = sub.add_parser("logs", help="the logs of a submitted job")
+    lg.add_argument("job_id")
+    lg.add_argument("--address", required=True)
+    lg.add_argument("--follow", action="store_true", help="keep printing until the job ends")
     base = sub.add_parser("baseline", help="the nightly's baselines").add_subparsers(dest="baseline_command",
                                                                                      required=True)
     base.add_parser("set", help="make a run the baseline of its job").add_argument("run_id")
@@ -68,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     runs = sub.add_parser("runs", help="recent MLflow runs with their headline metrics")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--experiment")
+    srv = sub.add_parser("server", help="run an MLflow tracking server (SQLite store, artifacts served over "
+                                        "HTTP) until Ctrl-C or SIGTERM")
+    srv.add_argument("--store", type=Path, help="SQLite file (default .specbench/mlflow.db)")
+    srv.add_argument("--artifacts", type=Path, help="artifact folder (default .specbench/mlartifacts)")
+    srv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
+    srv.add_argument("--port", type=int, default=5000)
     ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print its address")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--host", default="127.0.0.1")
@@ -174,6 +193,53 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_submit(args: argparse.Namespace) -> int:
+    from specbench.config import load_config
+    from specbench.data.resolver import data_dir
+    from specbench.errors import ConfigError
+    from specbench.paths import project_root
+    from specbench.runtime.jobs import follow_logs, status, submit
+    from specbench.tracking.store import resolve_tracking_uri
+
+    root = project_root()
+    load_config(args.file)  # a job file that does not validate is refused before anything is started
+    try:
+        args.file.resolve().relative_to(root.resolve())
+    except ValueError as err:
+        raise ConfigError(f"{args.file}: a submitted job file must be inside the project ({root})") from err
+    uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
+    job_id = submit(args.address, root, args.file, uri, data_dir())
+    print(f"submitted {args.file} as {job_id} to {args.address}; follow it with `specbench logs {job_id} "
+          f"--address {args.address} --follow`", flush=True)
+    if not args.follow:
+        return 0
+    for text in follow_logs(args.address, job_id, follow=True):
+        print(text, end="", flush=True)
+    final = status(args.address, job_id)
+    print(f"\njob {job_id}: {final}")
+    return 0 if final == "SUCCEEDED" else 1
+
+
+def _cmd_jobs(args: argparse.Namespace) -> int:
+    import datetime
+
+    from specbench.runtime.jobs import list_jobs
+
+    for job in list_jobs(args.address):
+        when = (datetime.datetime.fromtimestamp(job.start_time, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+                if job.start_time else "-")
+        print(f"{job.job_id:32} {job.status:10} {when}  {job.entrypoint}")
+    return 0
+
+
+def _cmd_logs(args: argparse.Namespace) -> int:
+    from specbench.runtime.jobs import follow_logs
+
+    for text in follow_logs(args.address, args.job_id, args.follow):
+        print(text, end="", flush=True)
+    return 0
+
+
 def _cmd_nightly(args: argparse.Namespace) -> int:
     return _run_kind(args, "nightly")
 
@@ -259,6 +325,29 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     for line in [header, *table]:
         print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
     return 0
+
+
+def _cmd_server(args: argparse.Namespace) -> int:
+    import signal
+
+    from specbench.tracking.ui import start_ui, stop
+
+    uri = f"sqlite:///{args.store.resolve()}" if args.store else args.tracking_uri
+    if args.store:
+        args.store.parent.mkdir(parents=True, exist_ok=True)
+    proc, address = start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print(f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs log to it with "
+          f"`specbench --tracking-uri {address} ...`; Ctrl-C or SIGTERM stops it", flush=True)
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        code = 0
+    finally:
+        stop(proc)
+    if code:
+        print(f"specbench: error: the MLflow server exited with code {code}", file=sys.stderr)
+    return 1 if code else 0
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
@@ -366,7 +455,8 @@ def _cmd_bench_decoder(args: argparse.Namespace) -> int:
 
 _COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data, "graph": _cmd_graph_build,
              "train": _cmd_train, "decode": _cmd_decode, "compare": _cmd_compare, "nightly": _cmd_nightly,
-             "baseline": _cmd_baseline, "runs": _cmd_runs, "ui": _cmd_ui, "bench": _cmd_bench}
+             "baseline": _cmd_baseline, "submit": _cmd_submit, "jobs": _cmd_jobs, "logs": _cmd_logs,
+             "runs": _cmd_runs, "server": _cmd_server, "ui": _cmd_ui, "bench": _cmd_bench}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,8 +38,10 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> Non
 
 
 def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int = 0,
-             log_path: Path | None = None) -> tuple[subprocess.Popen, str]:
-    """Start `mlflow server` on the store with lean settings; returns (process, address) once healthy."""
+             log_path: Path | None = None, artifacts: Path | None = None) -> tuple[subprocess.Popen, str]:
+    """Start `mlflow server` on the store with lean settings (one worker, no job execution); returns
+    (process, address) once healthy. With a SQLite store it also serves artifacts (`--artifacts-destination`,
+    default `.specbench/mlartifacts`), so clients and Ray workers upload them over HTTP."""
     uri = resolve_tracking_uri(tracking_uri)
     if port:
         with socket.socket() as probe:
@@ -51,7 +53,7 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
     if uri.startswith("sqlite:"):
-        cmd += ["--artifacts-destination", str(local_artifact_root())]
+        cmd += ["--artifacts-destination", str(artifacts or local_artifact_root())]
     out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)

@@ -1,0 +1,100 @@
+"""Submitting jobs to a Ray cluster through Ray's Jobs API (`specbench submit`, `jobs`, `logs`).
+
+A submission ships the project as the job's `working_dir` (without `.venv`, `.specbench`, `.git`), and runs
+`python -m specbench --tracking-uri URI run JOB.toml` there with `PYTHONPATH=platform`; the cluster's nodes
+need specbench's dependencies installed (see cluster/). The data folder is passed as `SPECBENCH_DATA`
+(it must be readable at that path on the nodes), the MLflow tracking URI as `MLFLOW_TRACKING_URI`: for a
+cluster of several machines an `http://` MLflow server (`specbench server`), so that workers log over HTTP.
+Token authentication: the client sends the token of `~/.ray/auth_token` (or `RAY_AUTH_TOKEN`), like the
+rest of the runtime (see cluster.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbench.runtime import cluster as _cluster  # noqa: F401 - sets Ray's auth mode before `import ray`
+
+from ray.job_submission import JobStatus, JobSubmissionClient  # noqa: E402
+
+from specbench.errors import SpecbenchError  # noqa: E402
+
+EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str
+    status: str
+    entrypoint: str
+    start_time: float | None
+    message: str
+
+
+def client(address: str) -> JobSubmissionClient:
+    """A Jobs API client; an unreachable address is one clear error."""
+    if not address.startswith(("http://", "https://")):
+        raise SpecbenchError(f"--address {address!r}: the Jobs API needs the dashboard address, e.g. "
+                             "http://HEAD:8265")
+    try:
+        return JobSubmissionClient(address)
+    except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ... for this
+        raise SpecbenchError(f"cannot reach the Ray Jobs API at {address}: {err}. Fix: start the cluster "
+                             "(`ray start --head --dashboard-host 0.0.0.0`, or scripts/local_cluster.sh) or "
+                             "give its dashboard address") from err
+
+
+def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, data_dir: Path,
+           job_id: str | None = None) -> str:
+    """Submit `specbench run JOB` with the project as working_dir; returns the job id."""
+    relative = job_file.resolve().relative_to(project_root.resolve())
+    entrypoint = f"python -m specbench --tracking-uri {tracking_uri} run {relative}"
+    env = {"PYTHONPATH": "platform", "MLFLOW_TRACKING_URI": tracking_uri, "SPECBENCH_DATA": str(data_dir),
+           "PYTHONUTF8": "1"}
+    runtime_env = {"working_dir": str(project_root), "excludes": EXCLUDES, "env_vars": env}
+    try:
+        return client(address).submit_job(entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id)
+    except SpecbenchError:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise SpecbenchError(f"submitting {job_file} to {address} failed: {err}") from err
+
+
+def list_jobs(address: str) -> list[JobInfo]:
+    out = [JobInfo(j.submission_id or j.job_id or "", str(j.status), j.entrypoint or "",
+                   j.start_time / 1000 if j.start_time else None, j.message or "")
+           for j in client(address).list_jobs()]
+    return sorted(out, key=lambda j: j.start_time or 0.0)
+
+
+def status(address: str, job_id: str) -> str:
+    return str(client(address).get_job_status(job_id))
+
+
+def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0) -> Iterator[str]:
+    """The job's log text; with `follow`, new text as it comes until the job ends."""
+    jobs = client(address)
+    try:
+        seen = jobs.get_job_logs(job_id)
+    except Exception as err:  # noqa: BLE001
+        raise SpecbenchError(f"no job {job_id!r} at {address}: {err}. Fix: list them with `specbench jobs "
+                             f"--address {address}`") from err
+    yield seen
+    while follow and not JobStatus(jobs.get_job_status(job_id)).is_terminal():
+        time.sleep(poll_s)
+        text = jobs.get_job_logs(job_id)
+        if len(text) > len(seen):
+            yield text[len(seen):]
+            seen = text
+    if follow:
+        text = jobs.get_job_logs(job_id)
+        if len(text) > len(seen):
+            yield text[len(seen):]
+
+
+def default_address() -> str | None:
+    return os.environ.get("RAY_API_SERVER_ADDRESS") or None

@@ -1,0 +1,42 @@
+"""`specbench server`: a real MLflow server process on 127.0.0.1 with a SQLite store; a run logged over HTTP
+keeps its artifact in the server's artifact folder; SIGTERM stops the server and its workers."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from specbench.tracking.runs import TrackedRun
+from specbench.tracking.ui import free_port
+
+pytestmark = pytest.mark.integration
+
+
+def test_server_serves_runs_and_artifacts_then_stops(tmp_path: Path) -> None:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "specbench", "server", "--store", str(tmp_path / "m.db"),
+                             "--artifacts", str(tmp_path / "art"), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+                            start_new_session=True)
+    try:
+        line = proc.stdout.readline()
+        assert f"http://127.0.0.1:{port}" in line, line
+        with TrackedRun("server_test", "r", f"http://127.0.0.1:{port}") as run:
+            run.log_metrics({"x": 1.0})
+            run.log_text("hello", "note.txt")
+        stored = list((tmp_path / "art").rglob("note.txt"))
+        assert len(stored) == 1 and stored[0].read_text() == "hello"
+        assert (tmp_path / "m.db").stat().st_size > 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=30)
+    assert code == 0
+    time.sleep(0.5)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # the server's workers are gone too
