@@ -1,0 +1,97 @@
+"""`specbench submit`, `jobs` and `logs` against a real Ray head started with `ray start` (token auth, the
+Jobs API on its dashboard): the project travels as the job's working_dir and the run lands in MLflow."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from specbench.cli import main
+from specbench.tracking.ui import free_port
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+RAY = str(Path(sys.executable).with_name("ray"))
+
+
+@pytest.fixture
+def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    temp = Path("/tmp") / f"sbh{os.getpid()}"  # Ray's socket paths must stay short
+    # the job's entrypoint runs `python` from the PATH the cluster was started with: the project's environment
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", PATH=path)
+    dashboard = free_port()
+    cmd = [RAY, "start", "--head", "--port", str(free_port()), "--dashboard-host", "127.0.0.1",
+           "--dashboard-port", str(dashboard), "--num-cpus", "2", "--num-gpus", "0", "--temp-dir", str(temp),
+           "--disable-usage-stats"]
+    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=180)
+    try:
+        yield f"http://127.0.0.1:{dashboard}"
+    finally:
+        _stop_cluster(temp)
+
+
+def _stop_cluster(temp: Path) -> None:
+    """Stop only this cluster's processes (those whose command line names its temp dir): `ray stop` would
+    also stop the session's local Ray of other tests."""
+    mine = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if str(temp).encode() in (entry / "cmdline").read_bytes():
+                mine.append(int(entry.name))
+        except OSError:
+            continue
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in mine:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in mine):
+            time.sleep(0.2)
+    shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_submitted_job_runs_on_the_cluster_and_logs_to_mlflow(ray_head: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    job = ROOT / "tests" / "jobs" / "simultrans_tiny.toml"
+    assert main(["submit", str(job), "--address", ray_head, "--tracking-uri", uri, "--follow"]) == 0
+    out = capsys.readouterr().out
+    job_id = out.split(" as ", 1)[1].split(" ", 1)[0]
+    assert "SUCCEEDED" in out
+    assert main(["jobs", "--address", ray_head]) == 0
+    assert job_id in capsys.readouterr().out
+    assert main(["logs", job_id, "--address", ray_head]) == 0
+    assert "full-sentence BLEU" in capsys.readouterr().out
+    mlflow.set_tracking_uri(uri)
+    run = mlflow.search_runs(experiment_names=["simultrans_tiny"], output_format="list")[0]
+    assert run.info.status == "FINISHED" and "simul.bleu_full" in run.data.metrics
+
+
+def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    bad = ROOT / "tests" / "jobs" / "simultrans_tiny.toml"
+    assert main(["submit", str(bad), "--address", "http://127.0.0.1:9"]) == 2
+    assert "cannot reach the Ray Jobs API" in capsys.readouterr().err
+    outside = tmp_path / "job.toml"
+    outside.write_text(bad.read_text())
+    assert main(["submit", str(outside), "--address", ray_head]) == 2
+    assert "inside the project" in capsys.readouterr().err
+    broken = tmp_path / "broken.toml"
+    broken.write_text('kind = "simultrans"\nbeam = 3\n')
+    assert main(["submit", str(broken), "--address", ray_head]) == 2
+    assert "unknown key" in capsys.readouterr().err
+    assert main(["logs", "nope", "--address", ray_head]) == 2
