@@ -118,3 +118,8 @@ def fail_on_bad(item: str) -> str:
     if item.startswith("bad"):
         raise ValueError(f"cannot process {item}")
     return item.upper()
+
+
+def translated_metrics(rows: list) -> dict[str, float]:
+    """A run_tasks metrics callback for tests: one translated sentence per item."""
+    return {"sentences_translated": float(len(rows))}

@@ -49,6 +49,11 @@ class Stage(abc.ABC):
     resources: Resources = Resources()
     stateful: bool = False
 
+    def metrics(self, out: pa.Table, seconds: float) -> dict[str, float]:
+        """Numbers for the job's Prometheus metrics after a batch (names of runtime.metrics: counters are
+        added, gauges set); `out` is the batch's output, `seconds` the time it took. Default: none."""
+        return {}
+
     def setup(self) -> None:
         """Load heavy state once per worker. Called before the first batch."""
 

@@ -3,7 +3,8 @@
 Input columns: `utt_id`, `num_frames`, `num_classes`, `loglikes` (row-major T x P), optionally
 `frame_shift_ms`. Output columns follow DESIGN.md's decoder output: `id`, `status`, `word_ids`,
 `graph_cost`, `acoustic_cost`, `num_frames`, `word_end_frames`, `partials` (a list of {frame, time_ms,
-word_ids}, empty unless asked for), `lattice_arcs` and `lattice_path` (when lattices are written).
+word_ids}, empty unless asked for), `lattice_arcs` and `lattice_path` (when lattices are written),
+`tokens_created` and `beam_narrowings` (search counters; empty for the kaldi backend).
 
 Backends: `cpu` (ours), `kaldi` (kaldi-decoder's FasterDecoder), `twin` (the GPU algorithm in numpy) and
 `gpu`. The lane backends (`twin`, `gpu`) decode a whole batch together. `gpu` asks Ray for `gpu_fraction` of
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401 - pa.compute
 
 from specbench.decoder.result import DecodeResult
 from specbench.stage import Resources, Stage
@@ -28,7 +30,8 @@ OUTPUT_SCHEMA = pa.schema([
     ("id", pa.string()), ("status", pa.string()), ("word_ids", pa.list_(pa.int32())),
     ("graph_cost", pa.float64()), ("acoustic_cost", pa.float64()), ("num_frames", pa.int32()),
     ("word_end_frames", pa.list_(pa.int32())), ("partials", pa.list_(PARTIAL_TYPE)),
-    ("lattice_arcs", pa.int64()), ("lattice_path", pa.string()),
+    ("lattice_arcs", pa.int64()), ("lattice_path", pa.string()), ("tokens_created", pa.int64()),
+    ("beam_narrowings", pa.int64()),
 ])
 BACKENDS = ("cpu", "kaldi", "twin", "gpu", "auto")
 
@@ -133,12 +136,25 @@ class DecoderStage(Stage):
                "acoustic_cost": res.acoustic_cost if res.ok else None,
                "partials": [{"frame": p.frame, "time_ms": (p.frame + 1) * shift if shift else None,
                              "word_ids": list(p.word_ids)} for p in res.partials],
-               "lattice_arcs": res.lattice.num_arcs if res.lattice is not None else None, "lattice_path": None}
+               "lattice_arcs": res.lattice.num_arcs if res.lattice is not None else None, "lattice_path": None,
+               "tokens_created": res.stats.tokens_created, "beam_narrowings": res.stats.beam_narrowings}
         if res.lattice is not None and self.lattice_dir is not None:
             path = self.lattice_dir / f"{_safe_name(res.utt_id)}.fst"
             res.lattice.write(path)
             row["lattice_path"] = str(path)
         return row
+
+    def metrics(self, out: pa.Table, seconds: float) -> dict[str, float]:
+        """Utterances and frames decoded, frames per second, mean created tokens per frame, beam narrowings."""
+        frames = float(pa.compute.sum(out.column("num_frames")).as_py() or 0)
+        tokens = float(pa.compute.sum(out.column("tokens_created")).as_py() or 0)
+        values = {"utterances_decoded": float(out.num_rows), "frames_decoded": frames,
+                  "beam_narrowings": float(pa.compute.sum(out.column("beam_narrowings")).as_py() or 0)}
+        if frames:
+            values["active_tokens"] = tokens / frames
+            if seconds > 0:
+                values["frames_per_second"] = frames / seconds
+        return values
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         rows: list[dict | None] = []

@@ -51,13 +51,18 @@ class Evaluator:
             sources = [s for s, _ in self.pairs]
             shards = [Shard(method, self.bpe, sources[i:i + self.shard_size])
                       for i in range(0, len(sources), self.shard_size)]
-            rows = [r for part in run_tasks(decode_shard, shards, progress=f"{self.split} {method.label}")
-                    for r in part]
+            rows = [r for part in run_tasks(decode_shard, shards, progress=f"{self.split} {method.label}",
+                                            metrics=_translated) for r in part]
             self.results[method.label] = score(rows, [t for _, t in self.pairs], self.reference_tokens)
             print(f"{self.split} {method.label}: " + ", ".join(f"{k} {v:.3g}" for k, v in
                                                                 self.results[method.label].items()),
                   file=sys.stderr, flush=True)
         return self.results[method.label]
+
+
+def _translated(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The Prometheus numbers of one decoded shard."""
+    return {"sentences_translated": float(len(rows))}
 
 
 def _best(results: dict[tuple[int, int], dict[str, float]]) -> tuple[int, int]:

@@ -23,6 +23,7 @@ backend="local")`) work where ray is not installed, such as the GPU test machine
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -157,11 +158,14 @@ def run_tasks(
     num_gpus: float = 0,
     progress: str | None = None,
     max_in_flight: int | None = None,
+    metrics: Callable[[R], dict[str, float]] | None = None,
 ) -> list[R]:
     """`[fn(item) for item in items]`, each call a Ray task; results in input order.
 
     At most `max_in_flight` tasks are queued at once (default: twice what the cluster runs at once), and
     a tqdm bar titled `progress` counts finished items at the driver (no bar when `progress` is None).
+    `metrics(result)` (optional) gives numbers that the task records as Prometheus metrics
+    (runtime.metrics); the driver records the queue depth.
 
     Raises:
         TaskFailedError: an item's task failed; the message names the item and the error, the first
@@ -170,6 +174,8 @@ def run_tasks(
     """
     work = list(items)
     from tqdm import tqdm
+
+    from specbench.runtime.metrics import record
 
     from specbench.runtime.cluster import ensure_connected, require_resources
 
@@ -188,8 +194,9 @@ def run_tasks(
     with tqdm(total=len(work), desc=progress, disable=progress is None, unit="item") as bar:
         while next_index < len(work) or pending:
             while next_index < len(work) and len(pending) < window:
-                pending[remote.remote(fn_ref, work[next_index])] = next_index
+                pending[remote.remote(fn_ref, work[next_index], metrics)] = next_index
                 next_index += 1
+            record({"queue_depth": float(len(pending))}, stage=fn_name)
             done, _ = ray.wait(list(pending), num_returns=1)
             index = pending.pop(done[0])
             results[index] = _get_item_result(done[0], index, work[index], fn_name, pending)
@@ -271,13 +278,23 @@ class _StageActor:
         stage.setup()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        return check_output(self._stage(batch), self._name)
+        return _timed_call(self._stage, batch, self._name)
+
+
+def _timed_call(stage: Stage, batch: pa.Table, name: str) -> pa.Table:
+    """The stage on one batch, checked, with the batch's metrics recorded (runtime.metrics)."""
+    from specbench.runtime.metrics import record
+
+    start = time.perf_counter()
+    out = check_output(stage(batch), name)
+    record(stage.metrics(out, time.perf_counter() - start), stage=name)
+    return out
 
 
 def _call_stage_in_task(batch: pa.Table, stage: Stage) -> pa.Table:
     """Ray Data task function: `setup()` then the stage, for one batch (no state survives the batch)."""
     stage.setup()
-    return check_output(stage(batch), stage_name(stage))
+    return _timed_call(stage, batch, stage_name(stage))
 
 
 def _run_empty(stage: Stage, schema: pa.Schema) -> pa.Table:
@@ -306,9 +323,14 @@ def _dataset_schema(data: pa.Table | ray.data.Dataset) -> pa.Schema:
     return base
 
 
-def _apply(fn: Callable[[Any], Any], item: Any) -> Any:
-    """Body of one `run_tasks` task."""
-    return fn(item)
+def _apply(fn: Callable[[Any], Any], item: Any, metrics: Callable[[Any], dict[str, float]] | None = None) -> Any:
+    """Body of one `run_tasks` task (its metrics recorded in the worker)."""
+    from specbench.runtime.metrics import record
+
+    result = fn(item)
+    record({"tasks_finished": 1.0, **(metrics(result) if metrics else {})},
+           stage=getattr(fn, "__qualname__", type(fn).__name__))
+    return result
 
 
 _APPLY_REMOTE: Any = None
