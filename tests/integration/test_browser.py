@@ -1,0 +1,87 @@
+"""Headless Chromium (Debian's chromium and chromium-driver, through selenium) opens the MLflow UI served by
+`specbench server`: a nightly report run and the comparison of two runs show their headline metric names and
+values. Screenshots are kept in `.specbench/test-artifacts/browser/`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from specbench.tracking.runs import TrackedRun
+from specbench.tracking.ui import free_port
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / ".specbench" / "test-artifacts" / "browser"
+CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
+                "--disable-dev-shm-usage", "--window-size=1600,1200")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "specbench", "server", "--store", str(tmp_path / "m.db"),
+                             "--artifacts", str(tmp_path / "art"), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+                            start_new_session=True)
+    try:
+        assert "http://127.0.0.1" in proc.stdout.readline()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert chromium and driver, "Debian's chromium and chromium-driver are needed (.ci/run installs them)"
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROME_FLAGS:
+        options.add_argument(flag)
+    web = webdriver.Chrome(service=Service(driver), options=options)
+    try:
+        yield web
+    finally:
+        web.quit()
+
+
+def _page_shows(web, url: str, texts: list[str], shot: str, timeout: float = 60.0) -> str:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    web.get(url)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    try:
+        WebDriverWait(web, timeout).until(lambda d: all(t in d.find_element("tag name", "body").text for t in texts))
+    finally:
+        web.save_screenshot(str(SHOTS / shot))
+    return web.find_element("tag name", "body").text
+
+
+def test_ui_shows_a_nightly_run_and_a_comparison(server: str, browser) -> None:
+    ids = []
+    for name, bleu, gain in (("nightly-a", 34.21, 1.25), ("nightly-b", 35.07, 1.5)):
+        with TrackedRun("nightly_ui", name, server, {"suite": "nightly"}) as run:
+            run.log_params({"beam": 5})
+            run.log_metrics({"simul.bleu_full": bleu, "simul.sbs_gain_bleu": gain})
+            ids.append((run.run_id, run.experiment_id))
+    (first, exp), (second, _) = ids
+    text = _page_shows(browser, f"{server}/#/experiments/{exp}/runs/{first}",
+                       ["simul.bleu_full", "34.21", "simul.sbs_gain_bleu"], "nightly_run.png")
+    assert "nightly-a" in text
+    query = urllib.parse.urlencode({"runs": json.dumps([first, second]), "experiments": json.dumps([exp])})
+    _page_shows(browser, f"{server}/#/compare-runs?{query}", ["simul.bleu_full", "34.21", "35.07"],
+                "compare_runs.png")
+    assert (SHOTS / "nightly_run.png").stat().st_size > 10_000
