@@ -260,13 +260,16 @@ def _map_stage(
         "num_gpus": stage.resources.num_gpus,
     }
     if mode == "actors":
+        # a dead actor (a killed process, a lost node) is restarted and its batches are retried
         return dataset.map_batches(
             _StageActor,
             fn_constructor_kwargs={"stage": stage},
             compute=ray.data.ActorPoolStrategy(size=pool_size),
+            max_restarts=-1,
+            max_task_retries=-1,
             **common,
         )
-    return dataset.map_batches(_call_stage_in_task, fn_kwargs={"stage": stage}, **common)
+    return dataset.map_batches(_call_stage_in_task, fn_kwargs={"stage": stage}, max_retries=3, **common)
 
 
 class _StageActor:
