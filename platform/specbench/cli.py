@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("job_id")
     lg.add_argument("--address", required=True)
     lg.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    sub.add_parser("sync", help="send runs that were logged while their MLflow server was unreachable")
     base = sub.add_parser("baseline", help="the nightly's baselines").add_subparsers(dest="baseline_command",
                                                                                      required=True)
     base.add_parser("set", help="make a run the baseline of its job").add_argument("run_id")
@@ -237,6 +238,25 @@ def _cmd_logs(args: argparse.Namespace) -> int:
 
     for text in follow_logs(args.address, args.job_id, args.follow):
         print(text, end="", flush=True)
+    return 0
+
+
+def _cmd_sync(args: argparse.Namespace) -> int:
+    from specbench.errors import SpecbenchError
+    from specbench.tracking.journal import is_unreachable
+    from specbench.tracking.runs import sync_journals
+
+    try:
+        done = sync_journals()
+    except Exception as err:  # noqa: BLE001
+        if is_unreachable(err):
+            raise SpecbenchError(f"the MLflow server is still unreachable ({err}); the journals are kept, run "
+                                 "`specbench sync` again later") from err
+        raise
+    for name, run_id, count in done:
+        print(f"{name}: {count} operations sent to run {run_id}")
+    if not done:
+        print("nothing to send: every run reached its server")
     return 0
 
 
@@ -456,6 +476,7 @@ def _cmd_bench_decoder(args: argparse.Namespace) -> int:
 _COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data, "graph": _cmd_graph_build,
              "train": _cmd_train, "decode": _cmd_decode, "compare": _cmd_compare, "nightly": _cmd_nightly,
              "baseline": _cmd_baseline, "submit": _cmd_submit, "jobs": _cmd_jobs, "logs": _cmd_logs,
+             "sync": _cmd_sync,
              "runs": _cmd_runs, "server": _cmd_server, "ui": _cmd_ui, "bench": _cmd_bench}
 
 

@@ -36,3 +36,8 @@ def quiet_mlflow() -> None:
     for name in ("mlflow", "alembic", "alembic.runtime.migration"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
+    # an unreachable server is noticed in seconds (the run then continues offline, see journal.py), not
+    # after MLflow's default minutes of retries
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
