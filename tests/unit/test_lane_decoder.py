@@ -185,3 +185,15 @@ def test_float32_ties_are_broken_by_the_exact_float64_cost() -> None:
     twin = TwinDecoder(graph, **INFINITE_BEAM).decode(loglikes, "tie")
     assert cpu.word_ids == twin.word_ids == (2,)
     _assert_same(cpu, twin)
+
+
+def test_lattice_links_only_reach_states_that_hold_a_token() -> None:
+    """The epsilon move 0 -> 2 costs exactly the beam, so the search prunes state 2 (the closure prunes a
+    move landing on the cutoff): no lattice link may lead there, and the lattice's best path is the 1-best."""
+    graph = compile_graph("0 0 1 0 0.0\n0 2 0 0 0.5\n0 1.0\n2 0.0\n")
+    loglikes = np.array([[-1.315, -2.0, -3.0]], dtype=np.float32)
+    options = {"beam": 0.5, "max_active": 3, "min_active": 0, "lattice_beam": 0.0}
+    for result in (CpuDecoder(graph, **options).decode(loglikes, "u"), TwinDecoder(graph, **options).decode(loglikes, "u")):
+        _, graph_cost, acoustic_cost = result.lattice.best_path()
+        assert graph_cost + acoustic_cost == pytest.approx(result.total_cost, abs=1e-6)
+        assert 2 not in result.lattice.node_state.tolist()

@@ -52,7 +52,8 @@ def epsilon_links(graph: CsrGraph, states: np.ndarray, costs: np.ndarray, token_
     index, counts = gather_arcs(eps.offsets, eps.out_degree, states)
     src = states.repeat(counts)
     reach = costs.repeat(counts) + eps.weight[index].astype(np.float64)
-    near = (reach <= token_cost[eps.dest[index]] + lattice_beam).nonzero()[0]
+    target = token_cost[eps.dest[index]]
+    near = (np.isfinite(target) & (reach <= target + lattice_beam)).nonzero()[0]  # only states holding a token
     return src[near], -1 - index[near]
 
 

@@ -282,7 +282,8 @@ class NumpyLaneKernels(LaneKernels):
         reach = self.tok_cost.repeat(counts) + lg.eps_weight[index]
         lanes = self.tok_lane.repeat(counts)
         target = lanes.astype(np.int64) * lg.num_states + lg.eps_dest[index]
-        near = np.flatnonzero(reach <= self.dense_tok[target] + self.s.lattice_beam)
+        held = self.dense_tok[target]
+        near = np.flatnonzero(np.isfinite(held) & (reach <= held + self.s.lattice_beam))
         self._record(lanes[near], frame, self.tok_state.repeat(counts)[near], -1 - index[near])
         self.dense_tok[states] = np.inf
 

@@ -23,6 +23,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient  # noqa: E402
 
 from specbench.errors import SpecbenchError  # noqa: E402
 
+AGENT_WAIT_S = 90.0  # how long a submission waits for a freshly started cluster's job agent
 EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
 
 
@@ -56,12 +57,16 @@ def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, 
     env = {"PYTHONPATH": "platform", "MLFLOW_TRACKING_URI": tracking_uri, "SPECBENCH_DATA": str(data_dir),
            "PYTHONUTF8": "1"}
     runtime_env = {"working_dir": str(project_root), "excludes": EXCLUDES, "env_vars": env}
-    try:
-        return client(address).submit_job(entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id)
-    except SpecbenchError:
-        raise
-    except Exception as err:  # noqa: BLE001
-        raise SpecbenchError(f"submitting {job_file} to {address} failed: {err}") from err
+    jobs = client(address)
+    deadline = time.monotonic() + AGENT_WAIT_S
+    while True:
+        try:
+            return jobs.submit_job(entrypoint=entrypoint, runtime_env=runtime_env, submission_id=job_id)
+        except Exception as err:  # noqa: BLE001
+            if "No available agent" in str(err) and time.monotonic() < deadline:
+                time.sleep(2.0)  # a cluster that just started: its job agent is not up yet
+                continue
+            raise SpecbenchError(f"submitting {job_file} to {address} failed: {err}") from err
 
 
 def list_jobs(address: str) -> list[JobInfo]:

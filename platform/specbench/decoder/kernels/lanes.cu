@@ -356,8 +356,10 @@ extern "C" __global__ void eps_link_count(int n, int S, double lattice_beam, con
     if (i >= n) return;
     i64 base = (i64)tok_lane[i] * S;
     i64 count = 0;
-    for (i64 e = eps_offsets[tok_state[i]]; e < eps_offsets[tok_state[i] + 1]; ++e)
-        count += __dadd_rn(tok_cost[i], eps_weight[e]) <= dense_tok[base + eps_dest[e]] + lattice_beam;
+    for (i64 e = eps_offsets[tok_state[i]]; e < eps_offsets[tok_state[i] + 1]; ++e) {
+        double held = dense_tok[base + eps_dest[e]];  // +inf: the state holds no token
+        count += isfinite(held) && __dadd_rn(tok_cost[i], eps_weight[e]) <= held + lattice_beam;
+    }
     links[i] = count;
 }
 
@@ -374,7 +376,8 @@ extern "C" __global__ void eps_link_write(int n, int S, int frame, double lattic
         i64 base = (i64)l * S;
         i64 q = cum_links[i] - links[i];
         for (i64 e = eps_offsets[tok_state[i]]; e < eps_offsets[tok_state[i] + 1]; ++e) {
-            if (__dadd_rn(tok_cost[i], eps_weight[e]) <= dense_tok[base + eps_dest[e]] + lattice_beam) {
+            double held = dense_tok[base + eps_dest[e]];
+            if (isfinite(held) && __dadd_rn(tok_cost[i], eps_weight[e]) <= held + lattice_beam) {
                 if (q < room) {
                     records[4 * q] = l;
                     records[4 * q + 1] = frame;
