@@ -350,7 +350,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 def _cmd_server(args: argparse.Namespace) -> int:
     import signal
 
-    from specbench.tracking.ui import start_ui, stop
+    from specbench.tracking.ui import start_ui
 
     uri = f"sqlite:///{args.store.resolve()}" if args.store else args.tracking_uri
     if args.store:
@@ -359,23 +359,22 @@ def _cmd_server(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     print(f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs log to it with "
           f"`specbench --tracking-uri {address} ...`; Ctrl-C or SIGTERM stops it", flush=True)
-    try:
-        code = proc.wait()
-    except KeyboardInterrupt:
-        code = 0
-    finally:
-        stop(proc)
-    if code:
-        print(f"specbench: error: the MLflow server exited with code {code}", file=sys.stderr)
-    return 1 if code else 0
+    return _serve_until_stopped(proc)
 
 
 def _cmd_ui(args: argparse.Namespace) -> int:
     from specbench.tracking.store import resolve_tracking_uri
-    from specbench.tracking.ui import start_ui, stop
+    from specbench.tracking.ui import start_ui
 
     proc, address = start_ui(args.tracking_uri, host=args.host, port=args.port)
     print(f"MLflow UI for {resolve_tracking_uri(args.tracking_uri)} at {address} (Ctrl-C stops it)", flush=True)
+    return _serve_until_stopped(proc)
+
+
+def _serve_until_stopped(proc) -> int:  # noqa: ANN001 - a subprocess.Popen
+    """Wait for the MLflow server until it exits or Ctrl-C; always stop it and its workers."""
+    from specbench.tracking.ui import stop
+
     try:
         code = proc.wait()
     except KeyboardInterrupt:
