@@ -30,9 +30,12 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", PATH=path)
     dashboard = free_port()
+    # every port chosen free: the session's local Ray of other tests holds Ray's default agent ports
     cmd = [RAY, "start", "--head", "--port", str(free_port()), "--dashboard-host", "127.0.0.1",
-           "--dashboard-port", str(dashboard), "--num-cpus", "2", "--num-gpus", "0", "--temp-dir", str(temp),
-           "--disable-usage-stats"]
+           "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(free_port()),
+           "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
+           "--runtime-env-agent-port", str(free_port()), "--ray-client-server-port", str(free_port()),
+           "--num-cpus", "2", "--num-gpus", "0", "--temp-dir", str(temp), "--disable-usage-stats"]
     subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=180)
     try:
         yield f"http://127.0.0.1:{dashboard}"
