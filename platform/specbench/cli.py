@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_parser("am", help="train the causal CTC acoustic model").add_argument("file", type=Path)
     train.add_parser("mt", help="train a translation model (wait-k or full-sentence; resumes from its last "
                                 "checkpoint)").add_argument("file", type=Path)
+    train.add_parser("lm", help="train the word LSTM LM of prediction").add_argument("file", type=Path)
+    train.add_parser("confidence", help="train the prefetch confidence models (with and without the personal "
+                                        "feature)").add_argument("file", type=Path)
     graph = sub.add_parser("graph", help="the decoding graph").add_subparsers(dest="graph_command", required=True)
     build = graph.add_parser("build", help="build the TLG of a graph job")
     build.add_argument("file", type=Path)
@@ -127,6 +130,12 @@ def _parser() -> argparse.ArgumentParser:
     bs.add_argument("--sentences", type=int, default=1000)
     bs.add_argument("--single", type=int, default=100, help="sentences also decoded one at a time")
     bs.add_argument("--output", type=Path, help="also write the JSON here")
+    bc = bsub.add_parser("completion", help="n-best completion of many prefixes batched vs one prefix at a time")
+    bc.add_argument("--lm", type=Path, default=Path("models/lm_slurp.pt"))
+    bc.add_argument("--prefixes", type=int, default=2000, help="prefixes completed in batches")
+    bc.add_argument("--single", type=int, default=200, help="of them also completed one at a time")
+    bc.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
+    bc.add_argument("--output", type=Path, help="also write the JSON here")
     return p
 
 
@@ -279,7 +288,8 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    return _run_kind(args, {"am": "train_am", "mt": "train_mt"}[args.train_command])
+    return _run_kind(args, {"am": "train_am", "mt": "train_mt", "lm": "train_lm",
+                            "confidence": "train_confidence"}[args.train_command])
 
 
 def _cmd_data_check(args: argparse.Namespace) -> int:
@@ -404,6 +414,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from specbench.pipelines.bench_simultrans import bench_simultrans
 
         result = bench_simultrans(args.model, args.bpe, args.k, args.beam, args.window, args.sentences, args.single)
+    elif args.bench_command == "completion":
+        from specbench.pipelines.bench_completion import bench_completion
+
+        result = bench_completion(args.lm, args.prefixes, args.single, args.device)
     else:
         from specbench.pipelines.bench_acoustic import bench_acoustic
 

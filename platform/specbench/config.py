@@ -17,7 +17,9 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from specbench.acoustic.settings import ModelConfig, TrainSettings
+from specbench.data.usage import UsageSettings
 from specbench.errors import ConfigError
+from specbench.prediction.settings import CompletionSettings, ConfidenceSettings, LmSettings, LmTrainSettings
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 
 
@@ -226,6 +228,105 @@ class BenchDecoderConfig:
 
 
 @dataclass(frozen=True)
+class TrainLmConfig:
+    """`kind = "train_lm"`: train the word LSTM LM of prediction on SLURP's training text; perplexity on the
+    devel and test texts."""
+
+    KIND: ClassVar[str] = "train_lm"
+    name: str = "lm_slurp"
+    output: Path = Path("models/lm_slurp.pt")  # relative to the project root
+    model: LmSettings = LmSettings()
+    training: LmTrainSettings = LmTrainSettings()
+    tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+
+@dataclass(frozen=True)
+class AsrSection:
+    """Where partial and final hypotheses come from (`[asr]`): `decoder` synthesizes each request with the
+    user's held-out voice, scores it with the acoustic model and decodes it with our streaming decoder
+    (partials every `partial_every_ms`); `oracle-asr` (ablations only) takes the reference words and their
+    forced-alignment times instead."""
+
+    mode: str = field(default="decoder", metadata=_choices("decoder", "oracle-asr"))
+    checkpoint: Path = Path("models/am_slurp.pt")  # relative to the project root
+    graph_job: Path = Path("graph_slurp.toml")  # relative to the job file
+    voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")  # held out of acoustic training
+    rates: tuple[float, ...] = field(default=(0.9, 1.0, 1.1), metadata=_range(0.5, 2.0))
+    partial_every_ms: float = field(default=120.0, metadata=_range(10.0, 5000.0))
+    backend: str = field(default="cpu", metadata=_choices("cpu", "twin", "gpu", "auto"))
+    beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
+    acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
+    shard_size: int = field(default=64, metadata=_range(1, 10000))
+
+    def __post_init__(self) -> None:
+        if not self.voices or not self.rates:
+            raise ValueError("voices and rates must each list at least one value")
+
+
+@dataclass(frozen=True)
+class TrainConfidenceConfig:
+    """`kind = "train_confidence"`: the confidence models (with and without the personal feature), trained
+    on every prediction of the training users and early-stopped on the devel users."""
+
+    KIND: ClassVar[str] = "train_confidence"
+    name: str = "confidence_slurp"
+    lm: Path = Path("models/lm_slurp.pt")  # relative to the project root
+    output: Path = Path("models/confidence_slurp.pt")  # the model without the personal feature: *_nopersonal.pt
+    train_users: int = field(default=80, metadata=_range(0, 100000))  # 0: all
+    devel_users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    usage: UsageSettings = UsageSettings()
+    asr: AsrSection = AsrSection()
+    completion: CompletionSettings = CompletionSettings()
+    model: ConfidenceSettings = ConfidenceSettings()
+    tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+
+@dataclass(frozen=True)
+class SensitivitySection:
+    """The simulation-sensitivity sweep (`[sensitivity]`): how much of the personalization gain the usage
+    simulation's repetition settings decide. Each value replaces the `[usage]` one, one at a time."""
+
+    zipf_exponents: tuple[float, ...] = field(default=(0.6, 1.6), metadata=_range(0.0, 5.0))
+    routine_shares: tuple[float, ...] = field(default=(0.4, 0.9), metadata=_range(0.0, 1.0))
+
+
+@dataclass(frozen=True)
+class PredictiveAsrConfig:
+    """`kind = "predictive_asr"`: evaluate prefetching on the simulated requests of the devel or test users
+    from trained checkpoints: LM only, personal only, LM + personal; decided by the LM score or by the
+    confidence models; single and multiple prefetch attempts; threshold sweeps, figures, headline scalars."""
+
+    KIND: ClassVar[str] = "predictive_asr"
+    name: str = "predictive_asr"
+    lm: Path = Path("models/lm_slurp.pt")  # relative to the project root
+    confidence: Path = Path("models/confidence_slurp.pt")
+    confidence_no_personal: Path = Path("models/confidence_slurp_nopersonal.pt")
+    split: str = field(default="test", metadata=_choices("devel", "test"))
+    users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    usage: UsageSettings = UsageSettings()
+    asr: AsrSection = AsrSection()
+    completion: CompletionSettings = CompletionSettings()
+    thresholds: tuple[float, ...] = field(default=tuple(round(0.05 * i, 2) for i in range(1, 20)) + (0.97, 0.99),
+                                          metadata=_range(0.0, 1.0))
+    lm_thresholds: tuple[float, ...] = field(default=tuple(float(x) for x in range(-14, 0)) + (-0.5, -0.25),
+                                             metadata=_range(-1000.0, 0.0))
+    max_attempts: tuple[int, ...] = field(default=(1, 2, 3), metadata=_range(1, 20))
+    max_failed_rate: float = field(default=0.10, metadata=_range(0.0, 1.0))
+    sensitivity: SensitivitySection = SensitivitySection()
+    run_sensitivity: bool = True
+    tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+    def __post_init__(self) -> None:
+        for name in ("thresholds", "lm_thresholds"):
+            values = getattr(self, name)
+            if not values or any(b <= a for a, b in zip(values, values[1:])):
+                raise ValueError(f"{name} must be strictly increasing and non-empty, got {list(values)}")
+        if 1 not in self.max_attempts:
+            raise ValueError(f"max_attempts must include 1 (the paper's single attempt), got {self.max_attempts}")
+
+
+@dataclass(frozen=True)
 class ToleranceRule:
     """How far a headline metric may move against the baseline before the nightly calls it a regression.
     `max_drop`: higher is better, the new value may be at most this much lower; `max_rise`: lower is
@@ -263,7 +364,8 @@ class NightlyConfig:
 
 JOB_KINDS: dict[str, type] = {cls.KIND: cls for cls in (GraphConfig, SpeechConfig, TrainAmConfig, EvalAmConfig,
                                                            TrainMtConfig, SimultransConfig, BenchDecoderConfig,
-                                                           NightlyConfig)}
+                                                           NightlyConfig, TrainLmConfig, TrainConfidenceConfig,
+                                                           PredictiveAsrConfig)}
 
 
 def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:
@@ -331,7 +433,7 @@ def _build(path: Path, cls: type, table: dict[str, Any], prefix: str = "") -> An
             raise ConfigError(f"{path}: required key '{prefix + name}' is missing")
     try:
         return cls(**kwargs)
-    except (ValueError, TypeError) as err:
+    except (ValueError, TypeError, ConfigError) as err:
         raise ConfigError(f"{path}: section '{prefix.rstrip('.') or cls.__name__}': {err}") from err
 
 

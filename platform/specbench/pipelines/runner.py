@@ -85,6 +85,26 @@ def _bench_decoder(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -
             f"{result.get('decoder.cpu_vs_kaldi', float('nan')):.2f}x Kaldi, GPU {result['gpu']}"]
 
 
+def _train_lm(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.paths import project_root
+    from specbench.pipelines import train_lm
+
+    out = config.output if config.output.is_absolute() else project_root() / config.output
+    return train_lm.summary(train_lm.run_train_lm(config, run), out)
+
+
+def _train_confidence(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import train_confidence
+
+    return train_confidence.summary(train_confidence.run_train_confidence(config, path, run, opts.ray_address))
+
+
+def _predictive_asr(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
+    from specbench.pipelines import predictive_asr
+
+    return predictive_asr.summary(predictive_asr.run_predictive_asr(config, path, run, opts.ray_address))
+
+
 RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
     "graph": _graph,
     "speech": _speech,
@@ -93,6 +113,9 @@ RUNNERS: dict[str, Callable[[Any, Path, TrackedRun, RunOptions], list[str]]] = {
     "train_mt": _train_mt,
     "simultrans": _simultrans,
     "bench_decoder": _bench_decoder,
+    "train_lm": _train_lm,
+    "train_confidence": _train_confidence,
+    "predictive_asr": _predictive_asr,
 }
 
 

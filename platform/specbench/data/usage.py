@@ -1,0 +1,457 @@
+"""Simulated weeks of voice-assistant use by real SLURP speakers, built on each speaker's own sentences.
+
+Personalized predictive ASR completes a partial hypothesis from the user's past recognitions (a personal
+history of up to four weeks). SLURP speakers read prompts once; they never used an assistant over weeks. So
+the *usage* is simulated, while everything said in it is real:
+
+What is real
+- The users: SLURP speaker ids (`user_id`, e.g. ``FE-128``).
+- What each user says: only sentences that this same speaker recorded in SLURP, with their SLURP ids and
+  intents. `population` builds the users of one split:
+  - ``train``: the 157 speakers of ``SLURP_csv_slurp_mini_{FE,FO,ME,MO,UNK}.csv.gz`` with their *training*
+    sentences (rows whose `slurp_id` is neither a devel nor a test id). The scenario is the intent's part
+    before the first ``_``; SLURP labels about 2 % of training recordings with the action alone (``query``,
+    ``joke``), whose scenario is not recoverable: it is ``"unknown"`` there. The training text of SLURP
+    repeats a few devel/test texts under other ids (115 texts read by these speakers); they are kept, as in
+    SLURP's own training text.
+  - ``devel`` and ``test``: the 142 speakers of ``SLURP_csv_slurp_test_per_speaker.csv.gz``, split by
+    speaker into two disjoint halves by a stable rule: a speaker is in ``devel`` when
+    ``int(sha256(user_id).hexdigest(), 16)`` is even, else in ``test`` (74 / 68 speakers before the
+    `min_sentences` filter). Their sentences are the SLURP *test* texts they recorded; sentence, intent and
+    scenario are SLURP's own for that `slurp_id` (``test.jsonl.gz``, the text the project's test audio is
+    made from).
+  A user's sentences are unique by normalized text (the one with the smallest `slurp_id` is kept), ordered
+  by `slurp_id`. Sentences that normalize to nothing are skipped and counted (`Population.skipped_sentences`);
+  users left with fewer than `min_sentences` sentences are dropped and counted (`Population.dropped_users`).
+
+What is simulated (`simulate_usage`, all settings in `UsageSettings`)
+- Activity: the user's mean number of requests per day is ``requests_per_day * exp(activity_sigma * z -
+  activity_sigma**2 / 2)`` with ``z ~ N(0, 1)`` (a log-normal spread whose mean is `requests_per_day`); the
+  number of requests on each of the ``7 * weeks`` days is Poisson with that mean.
+- Routine: each user has a routine of ``k`` of their sentences, ``k`` drawn uniformly from `routine_size`
+  (min, max), at most all but one of the user's sentences (at least 1). The routine items are taken in a
+  random order, item ``i`` (1-based) has weight ``1 / i**zipf_exponent``, and each item has a preferred hour
+  drawn uniformly in [7, 22).
+- Requests: with probability `routine_share` a request comes from the routine (an item drawn by weight,
+  at its preferred hour plus ``N(0, hour_std)`` hours); otherwise it is a one-off, at an hour drawn
+  uniformly in `one_off_hours`, whose sentence is one of the user's non-routine sentences: drawn without
+  replacement (in time order) while any remain, then with replacement. A user with a single sentence has
+  no other sentences, and its one-offs repeat the routine sentence. Hours are clipped to [0, 24).
+- Time: `timestamp_s` counts seconds from the start of week 1 (day 1, 00:00). Requests of one user that
+  fall on the same second are moved apart by whole seconds, so that timestamps are distinct within a user.
+  Weeks 1 .. `history_weeks` are history only; later requests are `evaluated`.
+
+Every user has its own random generator, seeded from (`seed`, sha256 of `user_id`): the log of a user does
+not depend on which other users are simulated, on their order or on `max_users` sampling.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import gzip
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+
+from specbench.data import slurp
+from specbench.data.resolver import data_file
+from specbench.data.text_norm import normalize
+from specbench.errors import ConfigError, DataError
+
+UsageSplit = Literal["train", "devel", "test"]
+TEST_SPEAKER_FILE = "slurp/speakers/SLURP_csv_slurp_test_per_speaker.csv.gz"
+MINI_SPEAKER_FILES = tuple(
+    f"slurp/speakers/SLURP_csv_slurp_mini_{g}.csv.gz" for g in ("FE", "FO", "ME", "MO", "UNK")
+)
+UNKNOWN_SCENARIO = "unknown"
+ROUTINE_HOURS = (7.0, 22.0)
+SECONDS_PER_DAY = 24 * 3600
+
+USAGE_SCHEMA = pa.schema([
+    pa.field("request_id", pa.string(), nullable=False),
+    pa.field("user_id", pa.string(), nullable=False),
+    pa.field("timestamp_s", pa.int64(), nullable=False),
+    pa.field("week", pa.int32(), nullable=False),
+    pa.field("day", pa.int32(), nullable=False),
+    pa.field("hour", pa.float32(), nullable=False),
+    pa.field("slurp_id", pa.int64(), nullable=False),
+    pa.field("sentence", pa.string(), nullable=False),
+    pa.field("normalized_text", pa.string(), nullable=False),
+    pa.field("scenario", pa.string(), nullable=False),
+    pa.field("intent", pa.string(), nullable=False),
+    pa.field("routine", pa.bool_(), nullable=False),
+    pa.field("evaluated", pa.bool_(), nullable=False),
+])
+
+
+@dataclass(frozen=True)
+class UserSentence:
+    """One real SLURP sentence of a user: raw text, its normalized form and SLURP's labels."""
+
+    slurp_id: int
+    sentence: str
+    normalized_text: str
+    scenario: str
+    intent: str
+
+
+@dataclass(frozen=True)
+class User:
+    """A SLURP speaker and their sentences (unique by normalized text, ordered by `slurp_id`)."""
+
+    user_id: str
+    sentences: tuple[UserSentence, ...]
+
+
+@dataclass(frozen=True)
+class Population:
+    """The users of one split, sorted by `user_id`.
+
+    Attributes:
+        users: the kept users.
+        skipped_sentences: (user, sentence) pairs skipped because the sentence normalizes to nothing.
+        split: "train", "devel" or "test".
+        dropped_users: users with fewer than `min_sentences` sentences, left out (before sampling).
+    """
+
+    users: tuple[User, ...]
+    skipped_sentences: int
+    split: str
+    dropped_users: int = 0
+
+
+# ----------------------------------------------------------------------------------------------- reading
+
+
+def _read_rows(relpath: str, columns: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """The `columns` of every row of one gzipped speaker CSV; DataError when a column is missing."""
+    return _read_rows_at(data_file(relpath), columns)
+
+
+@functools.cache
+def _read_rows_at(path: Path, columns: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """`_read_rows` of a resolved path (cached by path, so a changed data directory is read anew)."""
+    try:
+        with gzip.open(path, "rt", encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = [c for c in columns if c not in (reader.fieldnames or [])]
+            if missing:
+                raise DataError(
+                    f"{path}: missing column(s) {missing} (has {reader.fieldnames}). Fix: restore the file "
+                    "(see `specbench data check`)."
+                )
+            return tuple(tuple(row[c] for c in columns) for row in reader)
+    except (OSError, EOFError, csv.Error, UnicodeDecodeError) as err:
+        raise DataError(f"{path}: unreadable speaker CSV ({err}). Fix: restore the file.") from err
+
+
+def _slurp_texts(split: slurp.Split) -> dict[int, slurp.SlurpUtterance]:
+    """SLURP's devel or test texts by `slurp_id` (do not modify: cached)."""
+    return _slurp_texts_at(split, data_file(f"slurp/{split}.jsonl.gz"))
+
+
+@functools.cache
+def _slurp_texts_at(split: slurp.Split, path: Path) -> dict[int, slurp.SlurpUtterance]:
+    """`_slurp_texts`, cached by the resolved path of the split's file."""
+    return {u.slurp_id: u for u in slurp.read_split(split)}
+
+
+def _slurp_id(value: str, relpath: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise DataError(f"{relpath}: slurp_id {value!r} is not an integer. Fix: restore the file.") from None
+
+
+def is_devel_speaker(user_id: str) -> bool:
+    """The stable devel/test rule for SLURP test speakers: sha256 of the id, as an integer, is even."""
+    return int(hashlib.sha256(user_id.encode("utf-8")).hexdigest(), 16) % 2 == 0
+
+
+def _scenario_of(intent: str) -> str:
+    """SLURP's scenario is the intent's part before the first ``_``; unknown for action-only labels."""
+    head, sep, _ = intent.partition("_")
+    return head if sep else UNKNOWN_SCENARIO
+
+
+def _train_candidates() -> dict[str, list[tuple[int, str, str, str]]]:
+    """(slurp_id, sentence, intent, scenario) of every training recording, by speaker."""
+    held_out = set(_slurp_texts("devel")) | set(_slurp_texts("test"))
+    out: dict[str, list[tuple[int, str, str, str]]] = {}
+    for relpath in MINI_SPEAKER_FILES:
+        rows = _read_rows(relpath, ("user_id", "slurp_id", "sentence", "intent"))
+        for user_id, sid_text, sentence, intent in rows:
+            sid = _slurp_id(sid_text, relpath)
+            out.setdefault(user_id, [])
+            if sid not in held_out:
+                out[user_id].append((sid, sentence, intent, _scenario_of(intent)))
+    return out
+
+
+def _eval_candidates(split: str) -> dict[str, list[tuple[int, str, str, str]]]:
+    """(slurp_id, sentence, intent, scenario) of the test recordings of the devel or test speakers."""
+    texts = _slurp_texts("test")
+    out: dict[str, list[tuple[int, str, str, str]]] = {}
+    for user_id, sid_text in _read_rows(TEST_SPEAKER_FILE, ("user_id", "slurp_id")):
+        if is_devel_speaker(user_id) != (split == "devel"):
+            continue
+        sid = _slurp_id(sid_text, TEST_SPEAKER_FILE)
+        utt = texts.get(sid)
+        if utt is None:
+            raise DataError(
+                f"{TEST_SPEAKER_FILE}: slurp_id {sid} of {user_id} is not in SLURP's test.jsonl.gz. "
+                "Fix: restore both files from the same SLURP release."
+            )
+        out.setdefault(user_id, []).append((sid, utt.sentence, utt.intent, utt.scenario))
+    return out
+
+
+def _build_user(user_id: str, rows: list[tuple[int, str, str, str]]) -> tuple[User, int]:
+    """A user with unique normalized sentences (smallest slurp_id kept), and the number skipped."""
+    kept: dict[str, UserSentence] = {}
+    skipped: set[str] = set()
+    for sid, sentence, intent, scenario in sorted(set(rows)):
+        try:
+            norm = normalize(sentence)
+        except ValueError:
+            norm = ""
+        if not norm:
+            skipped.add(sentence)
+        elif norm not in kept:
+            kept[norm] = UserSentence(sid, sentence, norm, scenario, intent)
+    return User(user_id, tuple(sorted(kept.values(), key=lambda s: s.slurp_id))), len(skipped)
+
+
+def _sample_key(seed: int, user_id: str) -> bytes:
+    return hashlib.sha256(f"{seed}:{user_id}".encode()).digest()
+
+
+def population(split: UsageSplit, max_users: int | None = None, seed: int = 0,
+               min_sentences: int = 5) -> Population:
+    """The users of one split (see the module docstring), sorted by `user_id`.
+
+    `max_users` keeps a seeded sample: the users with the smallest sha256 of ``f"{seed}:{user_id}"``, so a
+    smaller sample is a subset of a larger one with the same seed. Users with fewer than `min_sentences`
+    sentences are dropped before sampling.
+    """
+    if split not in ("train", "devel", "test"):
+        raise ConfigError(f"population split: need 'train', 'devel' or 'test', got {split!r}")
+    if max_users is not None:
+        _check_int("population.max_users", max_users, 1)
+    _check_int("population.seed", seed, 0)
+    _check_int("population.min_sentences", min_sentences, 1)
+    candidates = _train_candidates() if split == "train" else _eval_candidates(split)
+    users: list[User] = []
+    skipped = dropped = 0
+    for user_id in sorted(candidates):
+        user, n_skipped = _build_user(user_id, candidates[user_id])
+        skipped += n_skipped
+        if len(user.sentences) < min_sentences:
+            dropped += 1
+        else:
+            users.append(user)
+    if max_users is not None and max_users < len(users):
+        users = sorted(sorted(users, key=lambda u: _sample_key(seed, u.user_id))[:max_users],
+                       key=lambda u: u.user_id)
+    return Population(tuple(users), skipped, split, dropped)
+
+
+# ------------------------------------------------------------------------------------------------ settings
+
+
+def _check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ConfigError(f"{name}: need an integer >= {minimum}, got {value!r}")
+
+
+def _check_float(name: str, value: Any, lo: float, hi: float, hi_open: bool = False) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+    if ok:
+        x = float(value)
+        ok = math.isfinite(x) and lo <= x and (x < hi if hi_open else x <= hi)
+    if not ok:
+        upper = f"< {hi}" if hi_open else f"<= {hi}"
+        raise ConfigError(f"{name}: need a finite number >= {lo} and {upper}, got {value!r}")
+    return float(value)
+
+
+def _check_pair(name: str, value: Any) -> tuple[Any, Any]:
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ConfigError(f"{name}: need a pair [low, high], got {value!r}")
+    return value[0], value[1]
+
+
+@dataclass(frozen=True)
+class UsageSettings:
+    """Parameters of the simulated usage (the module docstring says how each is used).
+
+    Attributes:
+        seed: seeds every draw (>= 0).
+        weeks: simulated weeks (>= 1), 7 days each.
+        history_weeks: leading weeks that are history only (0 <= history_weeks < weeks).
+        requests_per_day: mean requests per user and day over users (> 0).
+        activity_sigma: log-normal spread of a user's daily rate (>= 0; 0 = every user has the mean).
+        routine_size: (min, max) items of a user's routine, 1 <= min <= max.
+        zipf_exponent: routine item i (1-based) has weight 1 / i**zipf_exponent (>= 0; 0 = uniform).
+        routine_share: probability that a request comes from the routine, in [0, 1].
+        hour_std: hours; spread of routine requests around the item's preferred hour (>= 0).
+        one_off_hours: (start, end) hours of the uniform time of one-off requests, 0 <= start < end <= 24.
+    """
+
+    seed: int = 0
+    weeks: int = 4
+    history_weeks: int = 1
+    requests_per_day: float = 3.4
+    activity_sigma: float = 0.5
+    routine_size: tuple[int, int] = (3, 12)
+    zipf_exponent: float = 1.1
+    routine_share: float = 0.7
+    hour_std: float = 1.5
+    one_off_hours: tuple[float, float] = (7.0, 23.0)
+
+    def __post_init__(self) -> None:
+        _check_int("UsageSettings.seed", self.seed, 0)
+        _check_int("UsageSettings.weeks", self.weeks, 1)
+        _check_int("UsageSettings.history_weeks", self.history_weeks, 0)
+        if self.history_weeks >= self.weeks:
+            raise ConfigError(
+                f"UsageSettings.history_weeks: need fewer than weeks={self.weeks} so that some weeks are "
+                f"evaluated, got {self.history_weeks}"
+            )
+        _check_float("UsageSettings.requests_per_day", self.requests_per_day, 0.0, math.inf, hi_open=True)
+        if self.requests_per_day <= 0:
+            raise ConfigError(
+                f"UsageSettings.requests_per_day: need a number > 0, got {self.requests_per_day!r}"
+            )
+        _check_float("UsageSettings.activity_sigma", self.activity_sigma, 0.0, 5.0)
+        _check_float("UsageSettings.zipf_exponent", self.zipf_exponent, 0.0, 10.0)
+        _check_float("UsageSettings.routine_share", self.routine_share, 0.0, 1.0)
+        _check_float("UsageSettings.hour_std", self.hour_std, 0.0, 24.0)
+        lo, hi = _check_pair("UsageSettings.routine_size", self.routine_size)
+        _check_int("UsageSettings.routine_size[0] (min)", lo, 1)
+        _check_int("UsageSettings.routine_size[1] (max)", hi, int(lo))
+        start, end = _check_pair("UsageSettings.one_off_hours", self.one_off_hours)
+        start = _check_float("UsageSettings.one_off_hours[0] (start)", start, 0.0, 24.0, hi_open=True)
+        end = _check_float("UsageSettings.one_off_hours[1] (end)", end, 0.0, 24.0)
+        if end <= start:
+            raise ConfigError(
+                f"UsageSettings.one_off_hours: need start < end, got {list(self.one_off_hours)}"
+            )
+        for name in ("seed", "weeks", "history_weeks"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+        for name in ("requests_per_day", "activity_sigma", "zipf_exponent", "routine_share", "hour_std"):
+            object.__setattr__(self, name, float(getattr(self, name)))
+        object.__setattr__(self, "routine_size", (int(lo), int(hi)))
+        object.__setattr__(self, "one_off_hours", (start, end))
+
+    def as_params(self) -> dict[str, str | float | int]:
+        """Flat parameters for logging (pairs split into ``_min``/``_max`` and ``_start``/``_end``)."""
+        return {
+            "seed": self.seed, "weeks": self.weeks, "history_weeks": self.history_weeks,
+            "requests_per_day": self.requests_per_day, "activity_sigma": self.activity_sigma,
+            "routine_size_min": self.routine_size[0], "routine_size_max": self.routine_size[1],
+            "zipf_exponent": self.zipf_exponent, "routine_share": self.routine_share,
+            "hour_std": self.hour_std, "one_off_hours_start": self.one_off_hours[0],
+            "one_off_hours_end": self.one_off_hours[1],
+        }
+
+
+# ---------------------------------------------------------------------------------------------- simulation
+
+
+def _user_generators(seed: int, user_id: str, count: int) -> list[np.random.Generator]:
+    """`count` independent generators of one user, from (seed, sha256 of the user id)."""
+    digest = hashlib.sha256(user_id.encode("utf-8")).digest()
+    words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+    return [np.random.default_rng(s) for s in np.random.SeedSequence([seed, *words]).spawn(count)]
+
+
+def _distinct(ts: np.ndarray, end: int) -> np.ndarray:
+    """Sorted int64 seconds made strictly increasing by moving ties apart, all kept below `end`."""
+    if ts.size == 0:
+        return ts
+    idx = np.arange(ts.size, dtype=np.int64)
+    ts = np.maximum.accumulate(ts - idx) + idx  # t_i >= t_{i-1} + 1
+    ts = np.minimum(ts, end - 1)
+    return (np.minimum.accumulate((ts - idx)[::-1])[::-1] + idx).astype(np.int64)
+
+
+def _routine(n_sentences: int, s: UsageSettings, rng: np.random.Generator
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Routine sentence indices (by rank), their Zipf weights and preferred hours, all of shape (k,)."""
+    k = min(int(rng.integers(s.routine_size[0], s.routine_size[1] + 1)), max(1, n_sentences - 1))
+    items = rng.permutation(n_sentences)[:k]
+    weights = np.arange(1, k + 1, dtype=np.float64) ** -s.zipf_exponent
+    hours = rng.uniform(*ROUTINE_HOURS, size=k)
+    return items, weights / weights.sum(), hours
+
+
+def _one_offs(count: int, others: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """`count` sentence indices from `others`: without replacement while any remain, then with."""
+    fresh = rng.permutation(others)[:count]
+    rest = rng.choice(others, size=count - fresh.size) if count > fresh.size else np.empty(0, np.int64)
+    return np.concatenate([fresh, rest]).astype(np.int64)
+
+
+def _simulate_user(user: User, s: UsageSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One user's requests in time order: timestamps (s, int64), sentence indices (int64), routine flags."""
+    g_rate, g_days, g_routine, g_requests, g_one_off = _user_generators(s.seed, user.user_id, 5)
+    n_days = 7 * s.weeks
+    sigma = s.activity_sigma
+    rate = s.requests_per_day * math.exp(sigma * g_rate.standard_normal() - sigma * sigma / 2)
+    day0 = np.repeat(np.arange(n_days, dtype=np.int64), g_days.poisson(rate, size=n_days))
+    n = day0.size
+    items, weights, pref = _routine(len(user.sentences), s, g_routine)
+    routine = g_requests.random(n) < s.routine_share
+    pick = g_requests.choice(items.size, size=n, p=weights)
+    jitter = g_requests.normal(0.0, s.hour_std, size=n)
+    hours = np.where(routine, pref[pick] + jitter, g_requests.uniform(*s.one_off_hours, size=n))
+    seconds = np.clip(np.floor(np.clip(hours, 0.0, 24.0) * 3600.0), 0, SECONDS_PER_DAY - 1).astype(np.int64)
+    order = np.lexsort((np.arange(n), day0 * SECONDS_PER_DAY + seconds))
+    ts = _distinct((day0 * SECONDS_PER_DAY + seconds)[order], n_days * SECONDS_PER_DAY)
+    routine, sentence = routine[order], items[pick[order]].astype(np.int64)
+    others = np.setdiff1d(np.arange(len(user.sentences)), items)
+    sentence[~routine] = _one_offs(int((~routine).sum()), others if others.size else items, g_one_off)
+    return ts, sentence, routine
+
+
+def simulate_usage(population: Population, settings: UsageSettings | None = None) -> pa.Table:
+    """The simulated request log of every user of `population`: a `USAGE_SCHEMA` table, one row per
+    request, sorted by (user_id, timestamp_s).
+
+    `timestamp_s` (int64) is seconds from the start of week 1 and distinct within a user; `day` (int32) is
+    the 1-based day from the start (1 .. 7 * weeks); `week` (int32) is 1-based; `hour` (float32) is the hour
+    of day in [0, 24); `request_id` is ``f"{user_id}-{n:05d}"`` with n the request's 0-based rank in time
+    within the user; `evaluated` is ``week > history_weeks``.
+    """
+    s = settings if settings is not None else UsageSettings()
+    cols: dict[str, list[Any]] = {f.name: [] for f in USAGE_SCHEMA}
+    for user in sorted(population.users, key=lambda u: u.user_id):
+        ts, sentence, routine = _simulate_user(user, s)
+        day = ts // SECONDS_PER_DAY + 1
+        week = (day - 1) // 7 + 1
+        cols["request_id"] += [f"{user.user_id}-{i:05d}" for i in range(ts.size)]
+        cols["user_id"] += [user.user_id] * ts.size
+        cols["timestamp_s"].append(ts)
+        cols["week"].append(week.astype(np.int32))
+        cols["day"].append(day.astype(np.int32))
+        cols["hour"].append(((ts % SECONDS_PER_DAY) / 3600.0).astype(np.float32))
+        cols["routine"].append(routine)
+        cols["evaluated"].append(week > s.history_weeks)
+        chosen = [user.sentences[int(i)] for i in sentence]
+        cols["slurp_id"] += [c.slurp_id for c in chosen]
+        for name in ("sentence", "normalized_text", "scenario", "intent"):
+            cols[name] += [getattr(c, name) for c in chosen]
+    arrays = []
+    for f in USAGE_SCHEMA:
+        values: Any = cols[f.name]
+        if values and isinstance(values[0], np.ndarray):
+            values = np.concatenate(values)
+        arrays.append(pa.array(values, type=f.type))
+    return pa.Table.from_arrays(arrays, schema=USAGE_SCHEMA)

@@ -1,0 +1,152 @@
+"""The predictions table of a simulated population: for every partial hypothesis of every evaluated request,
+the LM's n-best completions and the user's own earlier recognitions that extend it, with the confidence
+features and whether each prediction equals the final hypothesis.
+
+Work is shared where it can be: the LM completes each distinct prefix once (Ray actors; memoized across
+calls and passes through `LmCache`), the personal history is queried once per (request, prefix) as
+stateless Ray tasks partitioned by user, and partials of one request that hold the same words share their
+predictions (the rows still differ in time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from specbench.prediction.history import FALLBACK_LOG_FREQ, personal_predictions
+from specbench.prediction.lm_stage import LmStage
+from specbench.prediction.settings import CompletionSettings
+from specbench.runtime import run_ray, run_tasks
+from specbench.stage import STATUS_OK
+
+Key = tuple[str, ...]
+
+
+@dataclass
+class LmCache:
+    """Completions by prefix and continuation log-probs by (prefix, continuation), kept across passes."""
+
+    checkpoint: Path
+    settings: CompletionSettings
+    device: str = "cpu"
+    completions: dict[Key, list[tuple[Key, float, int]]] = field(default_factory=dict)
+    scores: dict[tuple[Key, Key], float] = field(default_factory=dict)
+
+    def fill(self, prefixes: set[Key], pairs: set[tuple[Key, Key]]) -> None:
+        """Compute what is not cached yet through the Ray LM stage."""
+        todo_p = sorted(p for p in prefixes if p not in self.completions)
+        todo_s = sorted(p for p in pairs if p not in self.scores)
+        if not todo_p and not todo_s:
+            return
+        table = pa.table({"prefix": pa.array([list(p) for p in todo_p] + [list(p) for p, _ in todo_s],
+                                             pa.list_(pa.string())),
+                          "continuation": pa.array([None] * len(todo_p) + [list(c) for _, c in todo_s],
+                                                   pa.list_(pa.string()))})
+        stage = LmStage(self.checkpoint, self.settings, self.device)
+        for r in run_ray(stage, table, batch_size=self.settings.batch_size).to_pylist():
+            if r["status"] != STATUS_OK:
+                raise RuntimeError(f"LM stage failed on prefix {r['prefix']}: {r['status']}")
+            key = tuple(r["prefix"])
+            if r["continuation"] is None:
+                self.completions[key] = [(tuple(c["words"]), c["log_prob"], c["rank"]) for c in r["completions"]]
+            else:
+                self.scores[(key, tuple(r["continuation"]))] = r["log_prob"]
+
+
+def request_frame(requests: pa.Table, transcripts: pa.Table) -> pl.DataFrame:
+    """Requests joined with their transcripts: one row per request."""
+    req = pl.from_arrow(requests.select(["request_id", "user_id", "timestamp_s", "evaluated"]))
+    tr = pl.from_arrow(transcripts.select(["request_id", "utt_id", "status", "final_words", "ref_words",
+                                           "partials", "end_of_speech_ms"]))
+    return req.join(tr, on="request_id", how="left", maintain_order="left")
+
+
+def _partial_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """One row per partial of every evaluated, transcribed request."""
+    ok = frame.filter(pl.col("evaluated") & (pl.col("status") == STATUS_OK))
+    return (ok.select(["request_id", "user_id", "timestamp_s", "partials"])
+            .with_columns(pl.int_ranges(pl.col("partials").list.len()).alias("partial_index"))
+            .explode(["partials", "partial_index"]).drop_nulls("partials")
+            .with_columns(pl.col("partials").struct.field("time_ms").cast(pl.Float64).alias("partial_time_ms"),
+                          pl.col("partials").struct.field("words").alias("partial_words"))
+            .drop("partials")
+            .with_columns(pl.col("partial_words").list.join(" ").alias("prefix_key"),
+                          pl.col("partial_index").cast(pl.Int32)))
+
+
+def _personal(frame: pl.DataFrame, queries: pl.DataFrame, shards: int) -> dict[tuple[str, Key], list]:
+    """(request_id, prefix) -> [(words, log_freq)] from each user's history, as Ray tasks over user groups."""
+    hist = frame.filter(pl.col("status") == STATUS_OK).select(
+        ["user_id", "request_id", "timestamp_s", pl.col("final_words").alias("words")])
+    users = sorted(set(queries["user_id"].to_list()))
+    groups = [set(users[i::shards]) for i in range(min(shards, len(users)))]
+    items = [(hist.filter(pl.col("user_id").is_in(list(g))).to_arrow(),
+              queries.filter(pl.col("user_id").is_in(list(g))).to_arrow()) for g in groups]
+    out: dict[tuple[str, Key], list] = {}
+    for table in run_tasks(_query_partition, items, progress=f"history queries for {len(users)} users"):
+        for r in table.to_pylist():
+            out.setdefault((r["request_id"], tuple(r["prefix"])), []).append((tuple(r["words"]), r["log_freq"]))
+    return out
+
+
+def _query_partition(item: tuple[pa.Table, pa.Table]) -> pa.Table:
+    return personal_predictions(*item)
+
+
+def _candidates(key: Key, lm: list[tuple[Key, float, int]], personal: list[tuple[Key, float]],
+                scores: dict[tuple[Key, Key], float]) -> list[dict]:
+    """The union of the LM n-best and the personal predictions of one (request, prefix)."""
+    freq = dict(personal)
+    rows = []
+    for words, log_prob, rank in lm:
+        full = key + words
+        rows.append({"prediction_words": list(full), "lm_log_prob": log_prob, "lm_rank": rank, "in_lm": True,
+                     "in_personal": full in freq, "personal_log_freq": freq.get(full, FALLBACK_LOG_FREQ)})
+    in_lm = {key + w for w, _, _ in lm}
+    for full, log_freq in personal:
+        if full not in in_lm:
+            rows.append({"prediction_words": list(full), "lm_log_prob": scores[(key, full[len(key):])],
+                         "lm_rank": -1, "in_lm": False, "in_personal": True, "personal_log_freq": log_freq})
+    for r in rows:
+        r["source"] = "both" if r["in_lm"] and r["in_personal"] else ("lm" if r["in_lm"] else "personal")
+    return rows
+
+
+def build_predictions(requests: pa.Table, transcripts: pa.Table, cache: LmCache,
+                      shards: int = 4) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(predictions, requests) as the prefetch policy reads them (`specbench.prediction.prefetch`).
+
+    Requests: every request of the population with `evaluated`, `status`, `final_words`, `end_of_speech_ms`.
+    Predictions: one row per (partial, prediction) of evaluated ok requests, including predictions that add
+    no word (the policy never picks them; confidence training drops them)."""
+    frame = request_frame(requests, transcripts)
+    partials = _partial_rows(frame)
+    queries = partials.unique(["request_id", "prefix_key"], maintain_order=True).select(
+        ["user_id", "request_id", "timestamp_s", pl.col("partial_words").alias("prefix")])
+    personal = _personal(frame, queries, shards) if queries.height else {}
+    prefixes = {tuple(p) for p in queries["prefix"].to_list()}
+    pairs = {(k[1], w[len(k[1]):]) for k, preds in personal.items() for w, _ in preds}
+    cache.fill(prefixes, set())
+    needed = {(p, c) for p, c in pairs
+              if p + c not in {p + w for w, _, _ in cache.completions[p]}}
+    cache.fill(set(), needed)
+    rows = []
+    for q in queries.select(["request_id", "prefix"]).iter_rows():
+        key = tuple(q[1])
+        for r in _candidates(key, cache.completions[key], personal.get((q[0], key), []), cache.scores):
+            rows.append({"request_id": q[0], "prefix_key": " ".join(key), **r})
+    cands = pl.DataFrame(rows, schema={"request_id": pl.String, "prefix_key": pl.String,
+                                       "prediction_words": pl.List(pl.String), "lm_log_prob": pl.Float64,
+                                       "lm_rank": pl.Int32, "in_lm": pl.Boolean, "in_personal": pl.Boolean,
+                                       "personal_log_freq": pl.Float64, "source": pl.String})
+    finals = frame.select(["request_id", "final_words"])
+    preds = (partials.join(cands, on=["request_id", "prefix_key"], how="inner", maintain_order="left")
+             .join(finals, on="request_id", how="left")
+             .with_columns((pl.col("prediction_words").list.len() - pl.col("partial_words").list.len())
+                           .cast(pl.Int32).alias("added_words"),
+                           (pl.col("prediction_words") == pl.col("final_words")).alias("correct"))
+             .drop(["final_words", "prefix_key"]))
+    return preds, frame.drop("partials")

@@ -1,0 +1,107 @@
+"""Predictive ASR end to end on real components: simulated SLURP users, synthesized held-out-voice audio,
+the shipped acoustic model and our streaming decoder (partials every 120 ms), the shipped word LM, the
+history index as Ray tasks, confidence models trained here, and an MLflow run with sweeps and figures."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from specbench.cli import main
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+GRAPH_JOB = ROOT / "jobs" / "graph_slurp.toml"
+
+CONFIDENCE_JOB = """kind = "train_confidence"
+name = "confidence_test"
+output = "{out}"
+train_users = 4
+devel_users = 3
+[asr]
+graph_job = "{graph}"
+[model]
+members = 2
+hidden = [32, 32]
+epochs = 3
+[tracking]
+experiment = "prediction_test"
+"""
+
+EVAL_JOB = """kind = "predictive_asr"
+name = "predictive_test"
+confidence = "{conf}"
+confidence_no_personal = "{conf_np}"
+users = {users}
+thresholds = [0.1, 0.3, 0.5, 0.7, 0.9]
+lm_thresholds = [-12.0, -8.0, -4.0, -2.0, -1.0]
+max_attempts = [1, 2]
+run_sensitivity = {sensitivity}
+[asr]
+mode = "{mode}"
+graph_job = "{graph}"
+[sensitivity]
+zipf_exponents = [1.6]
+routine_shares = []
+[tracking]
+experiment = "prediction_test"
+"""
+
+
+@pytest.fixture(scope="module")
+def confidence_models(tmp_path_factory: pytest.TempPathFactory, ray_cluster: object, slurp_graph: object) -> tuple:
+    tmp = tmp_path_factory.mktemp("confidence")
+    job = tmp / "confidence.toml"
+    job.write_text(CONFIDENCE_JOB.format(out=tmp / "conf.pt", graph=GRAPH_JOB))
+    uri = f"sqlite:///{tmp / 'mlflow.db'}"
+    assert main(["--tracking-uri", uri, "train", "confidence", str(job)]) == 0
+    return tmp / "conf.pt", tmp / "conf_nopersonal.pt", uri
+
+
+def _run(tmp_path: Path, models: tuple, mode: str, users: int, sensitivity: bool) -> mlflow.entities.Run:
+    conf, conf_np, _ = models
+    job = tmp_path / "predictive.toml"
+    job.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, users=users, mode=mode, graph=GRAPH_JOB,
+                                   sensitivity=str(sensitivity).lower()))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["--tracking-uri", uri, "run", str(job)]) == 0
+    client = mlflow.MlflowClient(uri)
+    exp = client.get_experiment_by_name("prediction_test")
+    (run,) = client.search_runs([exp.experiment_id])
+    return client, run
+
+
+def test_confidence_training_writes_both_models_with_cards(confidence_models: tuple) -> None:
+    conf, conf_np, _ = confidence_models
+    for path in (conf, conf_np):
+        assert path.is_file() and path.with_suffix(".md").is_file()
+        assert "ASR" in path.with_suffix(".md").read_text() or "asr" in path.with_suffix(".json").read_text()
+
+
+def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path: Path,
+                                                                       confidence_models: tuple) -> None:
+    client, run = _run(tmp_path, confidence_models, "decoder", users=3, sensitivity=True)
+    m = run.data.metrics
+    assert run.data.tags["asr"] == "decoder"
+    assert 0.0 <= m["prefetch.success_at_fail10"] <= m["prefetch.oracle_rate"] <= 1.0
+    assert m["prefetch.requests"] > 20 and m["prefetch.asr_failed"] == 0
+    table = client.download_artifacts(run.info.run_id, "tables/prefetch_sweeps.csv", str(tmp_path))
+    rows = list(csv.DictReader(io.StringIO(Path(table).read_text())))
+    assert {r["configuration"] for r in rows} >= {"lm_personal.conf_personal", "lm.lm_score",
+                                                 "personal.conf", "lm_personal.conf_personal.k2"}
+    for r in rows:
+        assert int(r["success"]) + int(r["failure"]) + int(r["none"]) == int(r["requests"]) == m["prefetch.requests"]
+    figures = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
+    assert {"figures/fig2_success_vs_failed.png", "figures/multi_attempt.png", "figures/sensitivity.png"} <= figures
+    sens = client.download_artifacts(run.info.run_id, "tables/sensitivity.csv", str(tmp_path))
+    assert "zipf_exponent" in Path(sens).read_text()
+
+
+def test_oracle_asr_mode_is_tagged_and_uses_reference_partials(tmp_path: Path, confidence_models: tuple) -> None:
+    client, run = _run(tmp_path, confidence_models, "oracle-asr", users=2, sensitivity=False)
+    assert run.data.tags["asr"] == "oracle-asr"
+    assert run.data.metrics["prefetch.asr_wer"] == 0.0
