@@ -261,7 +261,14 @@ class AsrSection:
 
     def __post_init__(self) -> None:
         if not self.voices or not self.rates:
-            raise ValueError("voices and rates must each list at least one value")
+            raise ValueError(f"asr.voices and asr.rates must each list at least one value, got {list(self.voices)} "
+                             f"and {list(self.rates)}")
+        from specbench.data.voices import get_voice
+
+        trained = [v for v in self.voices if not get_voice(v).held_out]
+        if trained:
+            raise ValueError(f"asr.voices {trained} are used in acoustic training; requests must be spoken by "
+                             "held-out voices only (e.g. flite:rms, espeak:en-us+f4)")
 
 
 @dataclass(frozen=True)
@@ -293,9 +300,10 @@ class SensitivitySection:
 
 @dataclass(frozen=True)
 class PredictiveAsrConfig:
-    """`kind = "predictive_asr"`: evaluate prefetching on the simulated requests of the devel or test users
+    """`kind = "predictive_asr"`: evaluate prefetching on the simulated requests of the test (or devel) users
     from trained checkpoints: LM only, personal only, LM + personal; decided by the LM score or by the
-    confidence models; single and multiple prefetch attempts; threshold sweeps, figures, headline scalars."""
+    confidence models; single and multiple prefetch attempts; threshold sweeps, figures, headline scalars.
+    Each configuration's operating threshold (failed rate at most 10%) is chosen on the devel users."""
 
     KIND: ClassVar[str] = "predictive_asr"
     name: str = "predictive_asr"
@@ -304,6 +312,7 @@ class PredictiveAsrConfig:
     confidence_no_personal: Path = Path("models/confidence_slurp_nopersonal.pt")
     split: str = field(default="test", metadata=_choices("devel", "test"))
     users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    tune_users: int = field(default=0, metadata=_range(0, 100000))  # devel users that choose thresholds; 0: all
     usage: UsageSettings = UsageSettings()
     asr: AsrSection = AsrSection()
     completion: CompletionSettings = CompletionSettings()
@@ -312,7 +321,6 @@ class PredictiveAsrConfig:
     lm_thresholds: tuple[float, ...] = field(default=tuple(float(x) for x in range(-14, 0)) + (-0.5, -0.25),
                                              metadata=_range(-1000.0, 0.0))
     max_attempts: tuple[int, ...] = field(default=(1, 2, 3), metadata=_range(1, 20))
-    max_failed_rate: float = field(default=0.10, metadata=_range(0.0, 1.0))
     sensitivity: SensitivitySection = SensitivitySection()
     run_sensitivity: bool = True
     tracking: TrackingSection = TrackingSection(experiment="prediction")

@@ -49,12 +49,21 @@ def test_a_user_keeps_one_voice_and_requests_share_utterances() -> None:
     import pyarrow as pa
 
     asr = AsrSection()
-    assert user_voice("FE-128", asr) == user_voice("FE-128", asr)
-    assert user_voice("FE-128", asr)[0] in asr.voices
-    requests = pa.table({"user_id": ["u1", "u1", "u2"], "normalized_text": ["lights off"] * 3,
-                         "sentence": ["lights off"] * 3, "slurp_id": [1, 1, 1]})
+    assert user_voice("FE-128", asr) == user_voice("FE-128", asr) and user_voice("FE-128", asr) in asr.voices
+    requests = pa.table({"request_id": [f"u1-{i:05d}" for i in range(12)] + ["u2-00000"],
+                         "user_id": ["u1"] * 12 + ["u2"], "normalized_text": ["lights off"] * 13,
+                         "sentence": ["lights off"] * 13, "slurp_id": [1] * 13})
     ids, plan = plan_requests(requests, asr)
-    assert ids[0] == ids[1] and len(plan) == len(set(ids))
+    assert len(plan) == len(set(ids))
+    assert 1 < len(set(ids[:12])) <= len(asr.rates)  # one voice, a few renditions at the configured rates
+    assert {p["voice"] for p in plan if p["utt_id"] in ids[:12]} == {user_voice("u1", asr)}
+
+
+def test_requests_must_be_spoken_by_held_out_voices(tmp_path: Path) -> None:
+    job = tmp_path / "job.toml"
+    job.write_text('kind = "predictive_asr"\n[asr]\nvoices = ["flite:rms", "flite:slt"]\n')
+    with pytest.raises(ConfigError, match="flite:slt"):
+        load_config(job)
 
 
 @pytest.mark.parametrize("line, field", [("thresholds = [0.5, 0.3]", "thresholds"),

@@ -1,6 +1,8 @@
-"""Partial and final ASR hypotheses of simulated requests: each user speaks with one held-out voice and rate;
-every distinct (voice, rate, sentence) is synthesized once, force-aligned (word times, end of speech), scored
-by the acoustic model and decoded by our streaming decoder with partials every `partial_every_ms`.
+"""Partial and final ASR hypotheses of simulated requests: each user speaks with one held-out voice, each
+request at one of the configured speaking rates (drawn per request, so a routine said many times comes in
+several renditions); every distinct (voice, rate, sentence) is synthesized once, force-aligned (word times,
+end of speech), scored by the acoustic model and decoded by our streaming decoder with partials every
+`partial_every_ms` (rounded to whole frames of the acoustic model's output).
 
 Transcripts are cached per utterance in `.specbench/predictive/asr-<key>/transcripts.parquet`, keyed by what
 they depend on (mode, acoustic model, graph, decoder settings), so a rerun or a second simulation (the
@@ -14,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import zlib
 from functools import partial
 from pathlib import Path
@@ -25,6 +28,7 @@ from specbench.config import AsrSection, GraphConfig
 from specbench.data.speech_corpus import synthesize_shard
 from specbench.data.voices import get_voice
 from specbench.decoder.stage import DecoderStage
+from specbench.errors import DataError
 from specbench.paths import project_root, work_dir
 from specbench.pipelines.acoustic_eval import score_rows
 from specbench.pipelines.refs import referenced_job
@@ -47,10 +51,14 @@ def _stable_index(text: str, n: int) -> int:
     return zlib.crc32(text.encode()) % n
 
 
-def user_voice(user_id: str, asr: AsrSection) -> tuple[str, float]:
-    """The held-out voice and speaking rate a simulated user speaks with (stable for a user id)."""
-    return asr.voices[_stable_index(user_id, len(asr.voices))], asr.rates[_stable_index(user_id + "/rate",
-                                                                                        len(asr.rates))]
+def user_voice(user_id: str, asr: AsrSection) -> str:
+    """The held-out voice a simulated user speaks with (stable for a user id)."""
+    return asr.voices[_stable_index(user_id, len(asr.voices))]
+
+
+def request_rate(request_id: str, asr: AsrSection) -> float:
+    """The speaking rate of one request (stable for a request id)."""
+    return asr.rates[_stable_index(request_id + "/rate", len(asr.rates))]
 
 
 def utterance_id(voice: str, rate: float, text: str) -> str:
@@ -62,8 +70,8 @@ def utterance_id(voice: str, rate: float, text: str) -> str:
 def plan_requests(requests: pa.Table, asr: AsrSection) -> tuple[list[str], list[dict]]:
     """(utt_id per request in order, the distinct utterances to synthesize as speech-corpus plan rows)."""
     ids, plan = [], {}
-    for r in requests.select(["user_id", "normalized_text", "sentence", "slurp_id"]).to_pylist():
-        voice, rate = user_voice(r["user_id"], asr)
+    for r in requests.select(["request_id", "user_id", "normalized_text", "sentence", "slurp_id"]).to_pylist():
+        voice, rate = user_voice(r["user_id"], asr), request_rate(r["request_id"], asr)
         utt = utterance_id(voice, rate, r["normalized_text"])
         ids.append(utt)
         if utt not in plan:
@@ -100,7 +108,7 @@ def _write_cache(rows: list[dict], path: Path) -> None:
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".parquet.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")  # one writer's temp file; the rename is atomic
     pq.write_table(pa.Table.from_pylist(rows, schema=TRANSCRIPT_SCHEMA), tmp)
     tmp.replace(path)
 
@@ -176,8 +184,11 @@ def _transcript(row: dict, decoded: dict | None, asr: AsrSection, words: SymbolT
 def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path) -> pa.Table:
     """One transcript row per request, in request order, with `request_id` added (see TRANSCRIPT_SCHEMA).
     Only utterances missing from the cache are synthesized, aligned, scored and decoded."""
-    graph = build_graph(referenced_job(job_path, "asr.graph_job", asr.graph_job, GraphConfig))
     checkpoint = asr.checkpoint if asr.checkpoint.is_absolute() else project_root() / asr.checkpoint
+    if not checkpoint.is_file():
+        raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "
+                        "`specbench train am jobs/am.toml`, or point asr.checkpoint at an acoustic model")
+    graph = build_graph(referenced_job(job_path, "asr.graph_job", asr.graph_job, GraphConfig))
     ids, plan = plan_requests(requests, asr)
     path = cache_dir(asr, checkpoint, graph) / "transcripts.parquet"
     cached = _read_cache(path)

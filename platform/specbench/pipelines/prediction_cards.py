@@ -26,7 +26,8 @@ def render(card: dict[str, Any], title: str, command: str) -> str:
     lines += [f"| {k} | {_value(v)} |" for k, v in scalars]
     for key, value in card.items():
         if isinstance(value, dict) and value:
-            lines += ["", f"## {key.replace('_', ' ').capitalize()}", "", "| field | value |", "| --- | --- |"]
+            title = "Settings" if key == "model" else key.replace("_", " ").capitalize()
+            lines += ["", f"## {title}", "", "| field | value |", "| --- | --- |"]
             lines += [f"| {k} | {_value(v)} |" for k, v in value.items()]
     history = card.get("history") or []
     if history and isinstance(history[0], dict):

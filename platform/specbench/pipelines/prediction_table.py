@@ -17,12 +17,14 @@ import polars as pl
 import pyarrow as pa
 
 from specbench.prediction.history import FALLBACK_LOG_FREQ, personal_predictions
-from specbench.prediction.lm_stage import LmStage
+from specbench.errors import DataError
+from specbench.prediction.lm_stage import LmStage, resolve_device
 from specbench.prediction.settings import CompletionSettings
 from specbench.runtime import run_ray, run_tasks
 from specbench.stage import STATUS_OK
 
 Key = tuple[str, ...]
+GPU_FRACTION = 0.5  # two LM actors share a GPU
 
 
 @dataclass
@@ -31,9 +33,15 @@ class LmCache:
 
     checkpoint: Path
     settings: CompletionSettings
-    device: str = "cpu"
+    device: str = "cpu"  # resolved here ("auto": CUDA where the driver sees a GPU); the stage asks Ray for it
     completions: dict[Key, list[tuple[Key, float, int]]] = field(default_factory=dict)
     scores: dict[tuple[Key, Key], float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.checkpoint.is_file():
+            raise DataError(f"prediction LM {self.checkpoint} does not exist. Fix: train it with "
+                            "`specbench train lm jobs/lm.toml`")
+        self.device = resolve_device(self.device)
 
     def fill(self, prefixes: set[Key], pairs: set[tuple[Key, Key]]) -> None:
         """Compute what is not cached yet through the Ray LM stage."""
@@ -45,10 +53,11 @@ class LmCache:
                                              pa.list_(pa.string())),
                           "continuation": pa.array([None] * len(todo_p) + [list(c) for _, c in todo_s],
                                                    pa.list_(pa.string()))})
-        stage = LmStage(self.checkpoint, self.settings, self.device)
+        stage = LmStage(self.checkpoint, self.settings, self.device,
+                        gpu_fraction=GPU_FRACTION if self.device == "cuda" else 0.0)
         for r in run_ray(stage, table, batch_size=self.settings.batch_size).to_pylist():
             if r["status"] != STATUS_OK:
-                raise RuntimeError(f"LM stage failed on prefix {r['prefix']}: {r['status']}")
+                raise DataError(f"the word LM failed on prefix {r['prefix']}: {r['status']}")
             key = tuple(r["prefix"])
             if r["continuation"] is None:
                 self.completions[key] = [(tuple(c["words"]), c["log_prob"], c["rank"]) for c in r["completions"]]
@@ -60,7 +69,7 @@ def request_frame(requests: pa.Table, transcripts: pa.Table) -> pl.DataFrame:
     """Requests joined with their transcripts: one row per request."""
     req = pl.from_arrow(requests.select(["request_id", "user_id", "timestamp_s", "evaluated"]))
     tr = pl.from_arrow(transcripts.select(["request_id", "utt_id", "status", "final_words", "ref_words",
-                                           "partials", "end_of_speech_ms"]))
+                                           "partials", "end_of_speech_ms", "end_source", "duration_ms"]))
     return req.join(tr, on="request_id", how="left", maintain_order="left")
 
 
@@ -78,9 +87,12 @@ def _partial_rows(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _personal(frame: pl.DataFrame, queries: pl.DataFrame, shards: int) -> dict[tuple[str, Key], list]:
-    """(request_id, prefix) -> [(words, log_freq)] from each user's history, as Ray tasks over user groups."""
+    """(request_id, prefix) -> [(words, log_freq)] from each user's history, as Ray tasks over user groups.
+    An earlier request enters the history when its audio ends (its start + duration, whole seconds up),
+    since its final recognition exists only then."""
+    available = pl.col("timestamp_s") + (pl.col("duration_ms") / 1000.0).ceil().cast(pl.Int64)
     hist = frame.filter(pl.col("status") == STATUS_OK).select(
-        ["user_id", "request_id", "timestamp_s", pl.col("final_words").alias("words")])
+        ["user_id", "request_id", available.alias("timestamp_s"), pl.col("final_words").alias("words")])
     users = sorted(set(queries["user_id"].to_list()))
     groups = [set(users[i::shards]) for i in range(min(shards, len(users)))]
     items = [(hist.filter(pl.col("user_id").is_in(list(g))).to_arrow(),

@@ -22,6 +22,11 @@ from specbench.tracking.runs import TrackedRun
 
 LICENCE = ("Trained on the SLURP training text (Bastianelli et al. 2020), CC BY 4.0; this model is a derived "
            "work under the same licence.")
+DATA_NOTE = ("SLURP training text (slurp/lm.txt.gz, deduplicated, normalized like the decoder's words); early "
+             "stopping on the SLURP devel texts; perplexity on the unique devel and test texts. The vocabulary "
+             "is the {vocab:,} words found in at least {min_count} training sentences; every other word is "
+             "<unk>, which counts as a token in the perplexity (the usual closed-vocabulary convention; the "
+             "OOV rates are given), so it is not directly comparable with the paper's 283k-word LM.")
 PAPER_PERPLEXITY = 31.0  # the paper's SLURP LM on test: a 149M-parameter LM fine-tuned on SLURP
 
 
@@ -57,8 +62,7 @@ def run_train_lm(config: TrainLmConfig, run: TrackedRun | None) -> dict[str, Any
             "stopped_because": trained.stopped_because, "history": list(trained.history),
             "checkpoint_bytes": out.stat().st_size, "paper_test_perplexity": PAPER_PERPLEXITY,
             "evaluation": metrics, "licence": LICENCE,
-            "data": "SLURP training text (slurp/lm.txt.gz, deduplicated, normalized as the decoder's words); "
-                    "early stopping on the SLURP devel texts; perplexity on devel and test texts (unique)"}
+            "data": DATA_NOTE.format(min_count=config.training.min_count, vocab=len(stored.vocab) - 4)}
     save_lm(out, trained.model, trained.vocab, config.model, metrics, config_to_dict(config))
     write_card(out, card, "Word LSTM language model", "`specbench train lm jobs/lm.toml`")
     if run is not None:

@@ -54,12 +54,25 @@ class LmStage(Stage):
         if self._completer is None:
             self.setup()
         rows = batch.select(["prefix", "continuation"]).to_pylist()
+        out = [{**r, "completions": [], "log_prob": None, "status": STATUS_OK} for r in rows]
+        try:
+            self._fill(rows, out)
+        except Exception as err:  # noqa: BLE001 - a batch that cannot be searched: rows say why, one by one
+            for i, row in enumerate(rows):
+                try:
+                    self._fill([row], out[i:i + 1])
+                except Exception as row_err:  # noqa: BLE001
+                    out[i]["status"] = f"{type(row_err).__name__}: {row_err}"
+            if all(r["status"] == STATUS_OK for r in out):
+                raise err
+        return pa.Table.from_pylist(out, schema=LM_OUTPUT_SCHEMA)
+
+    def _fill(self, rows: list[dict], out: list[dict]) -> None:
+        """Completions of the rows without a continuation, log-probs of the others, written into `out`."""
         complete = [i for i, r in enumerate(rows) if r["continuation"] is None]
         score = [i for i, r in enumerate(rows) if r["continuation"] is not None]
-        out = [{**r, "completions": [], "log_prob": None, "status": STATUS_OK} for r in rows]
         for i, nbest in zip(complete, self._completer.complete([rows[i]["prefix"] for i in complete])):
             out[i]["completions"] = [{"words": list(c.words), "log_prob": c.log_prob, "rank": c.rank} for c in nbest]
         pairs = [(rows[i]["prefix"], rows[i]["continuation"]) for i in score]
         for i, lp in zip(score, self._completer.score(pairs) if pairs else []):
             out[i]["log_prob"] = lp
-        return pa.Table.from_pylist(out, schema=LM_OUTPUT_SCHEMA)

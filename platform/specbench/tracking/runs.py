@@ -138,10 +138,12 @@ class TrackedRun:
         self._do({"op": "artifact", "path": str(path), "artifact_path": artifact_path})
 
     def log_text(self, text: str, name: str) -> None:
+        """`text` as the artifact `name`, which may hold folders (`tables/sweeps.csv`)."""
+        folder, _, filename = name.rpartition("/")
         with tempfile.TemporaryDirectory() as tmp:
-            target = Path(tmp) / name
+            target = Path(tmp) / filename
             target.write_text(text, encoding="utf-8")
-            self.log_artifact(target)
+            self.log_artifact(target, folder or None)
 
     def log_dict(self, data: Mapping[str, Any], name: str) -> None:
         self.log_text(json.dumps(data, indent=2, sort_keys=True, default=str), name)

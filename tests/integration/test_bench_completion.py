@@ -1,0 +1,28 @@
+"""`specbench bench completion` on the shipped LM: JSON out, an MLflow run, and the batched n-best equal to
+the one-prefix-at-a-time reference."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from specbench.cli import main
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_bench_completion_reports_speedup_and_agreement(tmp_path: Path) -> None:
+    out, uri = tmp_path / "completion.json", f"sqlite:///{tmp_path / 'mlflow.db'}"
+    code = main(["--tracking-uri", uri, "bench", "completion", "--lm", str(ROOT / "models" / "lm_slurp.pt"),
+                 "--prefixes", "120", "--single", "12", "--device", "cpu", "--output", str(out)])
+    assert code == 0
+    result = json.loads(out.read_text())
+    assert result["nbest_identical"] == 1.0
+    assert result["speedup_batched_vs_single"] > 0 and result["prefixes"] == 120
+    run = mlflow.MlflowClient(uri).get_run(result["mlflow_run_id"])
+    assert run.data.metrics["bench.completion.speedup_batched_vs_single"] == pytest.approx(
+        result["speedup_batched_vs_single"])
