@@ -295,7 +295,7 @@ class SensitivitySection:
     simulation's repetition settings decide. Each value replaces the `[usage]` one, one at a time."""
 
     zipf_exponents: tuple[float, ...] = field(default=(0.6, 1.6), metadata=_range(0.0, 5.0))
-    routine_shares: tuple[float, ...] = field(default=(0.4, 0.9), metadata=_range(0.0, 1.0))
+    routine_shares: tuple[float, ...] = field(default=(0.2, 0.4, 0.9), metadata=_range(0.0, 1.0))
 
 
 @dataclass(frozen=True)
@@ -318,7 +318,8 @@ class PredictiveAsrConfig:
     completion: CompletionSettings = CompletionSettings()
     thresholds: tuple[float, ...] = field(default=tuple(round(0.05 * i, 2) for i in range(1, 20)) + (0.97, 0.99),
                                           metadata=_range(0.0, 1.0))
-    lm_thresholds: tuple[float, ...] = field(default=tuple(float(x) for x in range(-14, 0)) + (-0.5, -0.25),
+    lm_thresholds: tuple[float, ...] = field(default=tuple(float(x) for x in range(-14, -3))
+                                             + tuple(-3.0 + 0.25 * i for i in range(12)),
                                              metadata=_range(-1000.0, 0.0))
     max_attempts: tuple[int, ...] = field(default=(1, 2, 3), metadata=_range(1, 20))
     sensitivity: SensitivitySection = SensitivitySection()

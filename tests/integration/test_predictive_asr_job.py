@@ -37,6 +37,7 @@ name = "predictive_test"
 confidence = "{conf}"
 confidence_no_personal = "{conf_np}"
 users = {users}
+tune_users = 3
 thresholds = [0.1, 0.3, 0.5, 0.7, 0.9]
 lm_thresholds = [-12.0, -8.0, -4.0, -2.0, -1.0]
 max_attempts = [1, 2]

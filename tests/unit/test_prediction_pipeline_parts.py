@@ -86,3 +86,73 @@ def test_usage_settings_errors_name_the_file(tmp_path: Path) -> None:
 def test_shipped_prediction_jobs_validate() -> None:
     for name in ("lm.toml", "confidence.toml", "predictive_asr.toml", "predictive_asr_quick.toml"):
         load_config(ROOT / "jobs" / name)
+
+
+def _population():
+    import numpy as np
+    import polars as pl
+
+    from specbench.pipelines.predictive_asr import Population
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for r in range(40):
+        for p in range(4):
+            for k, (src, in_lm, in_personal) in enumerate([("lm", True, False), ("personal", False, True),
+                                                           ("both", True, True)]):
+                rows.append({"request_id": f"r{r:02d}", "partial_index": p, "partial_time_ms": 120.0 * (p + 1),
+                             "partial_words": ["a"] * p, "prediction_words": ["a"] * (p + 1 + k),
+                             "added_words": 1 + k, "source": src, "in_lm": in_lm, "in_personal": in_personal,
+                             "lm_log_prob": float(-rng.uniform(0, 10)), "personal_log_freq": -10.0,
+                             "lm_rank": 0, "correct": bool(rng.uniform() < 0.3)})
+    preds = pl.DataFrame(rows)
+    requests = pl.DataFrame({"request_id": [f"r{r:02d}" for r in range(40)] + ["no-asr"],
+                             "end_of_speech_ms": [900.0] * 40 + [0.0]})
+    return Population(requests=requests, predictions=preds, asr_wer=0.1, asr_failed=1, end_from_energy=0), rng
+
+
+def test_every_configuration_counts_each_request_once_and_headline_uses_devel_thresholds() -> None:
+    import numpy as np
+
+    from specbench.config import PredictiveAsrConfig
+    from specbench.pipelines.predictive_asr import MAIN, evaluate, headline
+
+    pop, rng = _population()
+    n = pop.predictions.height
+    scores = {"lm_score": pop.predictions["lm_log_prob"].to_numpy(), "conf": rng.uniform(size=n),
+              "conf_personal": rng.uniform(size=n)}
+    config = PredictiveAsrConfig(thresholds=(0.2, 0.5, 0.8, 0.95), lm_thresholds=(-8.0, -4.0, -1.0),
+                                 max_attempts=(1, 2))
+    sweeps = evaluate(pop, scores, config, config.max_attempts)
+    assert set(sweeps) == {f"{c}.{d}" for c in ("lm", "personal", "lm_personal")
+                           for d in ("lm_score", "conf", "conf_personal")} | {f"{MAIN}.k2"}
+    for table in sweeps.values():
+        assert (table["success"] + table["failure"] + table["none"] == table["requests"]).all()
+        assert (table["requests"] == 41).all()
+    # tuning on a sweep whose only threshold under 10% failed is 0.95 fixes the test threshold there
+    tuning = {k: v.with_columns(failed_rate=np.where(v["threshold"] >= 0.95, 0.0, 1.0)) for k, v in sweeps.items()}
+    m = headline(pop, sweeps, tuning)
+    assert m[f"prefetch.{MAIN}.threshold_at_fail10"] == 0.95
+    main = sweeps[MAIN].filter(sweeps[MAIN]["threshold"] == 0.95)
+    assert m["prefetch.success_at_fail10"] == main["success_rate"][0]
+    assert m["prefetch.failed_at_fail10"] == main["failed_rate"][0]
+    assert m["prefetch.personalization_gain"] == m["prefetch.success_at_fail10"] - m["prefetch.lm.conf.success_rate_at_fail10"]
+    assert 0.0 <= m["prefetch.success_at_fail10"] <= m["prefetch.oracle_rate"] <= 1.0
+
+
+def test_main_outcomes_count_every_request_and_the_empty_partial_share() -> None:
+    import numpy as np
+
+    from specbench.pipelines.predictive_asr import main_outcomes, outcome_metrics
+
+    pop, rng = _population()
+    n = pop.predictions.height
+    scores = {"lm_score": pop.predictions["lm_log_prob"].to_numpy(), "conf": rng.uniform(size=n),
+              "conf_personal": rng.uniform(size=n)}
+    out = main_outcomes(pop, scores, 0.5)
+    m = outcome_metrics(out)
+    assert m["prefetch.outcome.none"] + m["prefetch.outcome.success"] + m["prefetch.outcome.failure"] == 41
+    hits = out.filter(out["outcome"] == "success")
+    expected = float((hits["partial_index"] == 0).mean())  # partial p of the synthetic table holds p words
+    assert m["prefetch.success_from_empty_partial"] == expected
+    assert np.isnan(outcome_metrics(out.filter(out["outcome"] == "none"))["prefetch.success_from_empty_partial"])

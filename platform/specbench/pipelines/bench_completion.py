@@ -8,7 +8,6 @@ side by side in one process with the memo off, and the batched n-best must equal
 from __future__ import annotations
 
 import dataclasses
-import platform as host_platform
 import random
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import torch
 from specbench.data.slurp import read_split
 from specbench.data.text_norm import normalize
 from specbench.errors import DataError
+from specbench.hardware import cpu_model
 from specbench.prediction.completion import Completer
 from specbench.prediction.lm import load_lm
 from specbench.prediction.lm_stage import resolve_device
@@ -54,10 +54,13 @@ def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, dev
     result: dict[str, Any] = {"bench": "completion", "device": device, "prefixes": len(work),
                               "single_prefixes": single, "n_best": settings.n_best, "beam": settings.beam,
                               "max_new_words": settings.max_new_words, "batch_size": settings.batch_size,
-                              "threads": torch.get_num_threads(), "cpu": host_platform.processor() or "unknown"}
+                              "threads": torch.get_num_threads(), "cpu": cpu_model()}
     if device == "cuda":
         result["gpu"] = torch.cuda.get_device_name(0)
     lm = load_lm(lm_path, device=device)
+    warm = Completer(lm, settings, device=device)  # first calls pay for allocation and kernel selection
+    warm.complete(work[:settings.batch_size])
+    warm.complete_one(work[0])
     batched, t_batched = _timed(lambda: Completer(lm, settings, device=device).complete(work))
     one = Completer(lm, settings, device=device)
     singles, t_reference = _timed(lambda: [one.complete_one(p) for p in work[:single]])

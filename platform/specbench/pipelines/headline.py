@@ -26,6 +26,16 @@ HEADLINE_METRICS: dict[str, str] = {
     "decoder.lattice_density": "lattice arcs per frame at lattice beam 8",
     "simul.bleu_full": "sacreBLEU of full-sentence beam search on Multi30k test_2016_flickr (De->En)",
     "simul.sbs_gain_bleu": "BLEU of speculative beam search minus greedy, wait-k model at the grid's k, test",
+    "lm.test_perplexity": "word LSTM perplexity on the unique SLURP test texts (words and </s>)",
+    "prefetch.success_at_fail10": "LM + personal predictions, confidence with the personal feature: successful "
+                                  "prefetches over evaluated test requests at the threshold chosen on devel users "
+                                  "for at most 10% failed",
+    "prefetch.gain_ms_all_at_fail10": "mean prediction gain (end of speech minus the partial's last frame, ms) "
+                                      "over all evaluated test requests (0 without success), same threshold",
+    "prefetch.oracle_rate": "test requests for which some prediction (LM or personal), at some partial, adds a "
+                            "word and equals the final hypothesis",
+    "prefetch.personalization_gain": "success_at_fail10 minus that of LM-only predictions with the "
+                                     "confidence model without the personal feature",
 }
 
 # The headline metrics each job kind produces that the nightly compares with its baseline (every one needs
@@ -39,6 +49,9 @@ NIGHTLY_METRICS: dict[str, tuple[str, ...]] = {
     "train_mt": (),
     "bench_decoder": ("decoder.onebest_identical", "decoder.cpu_vs_kaldi", "decoder.lattice_density"),
     "simultrans": ("simul.bleu_full", "simul.sbs_gain_bleu"),
+    "train_lm": ("lm.test_perplexity",),
+    "train_confidence": (),
+    "predictive_asr": ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate"),
 }
 # Compared when a run has them and the nightly file gives a tolerance (they need hardware CI lacks).
 OPTIONAL_NIGHTLY_METRICS: tuple[str, ...] = ("decoder.speedup_vs_kaldi",)

@@ -35,6 +35,7 @@ from specbench.pipelines.prediction_table import LmCache, build_predictions
 from specbench.prediction.confidence import load_confidence
 from specbench.prediction.prefetch import first_prefetch, operating_point, oracle_gain_ms, oracle_rate, sweep
 from specbench.runtime import connect
+from specbench.runtime.metrics import record
 from specbench.stage import STATUS_OK
 from specbench.tracking.runs import TrackedRun
 
@@ -146,16 +147,23 @@ def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
     return m
 
 
-def empty_partial_share(pop: Population, scores: dict[str, np.ndarray], threshold: float) -> float:
-    """Of MAIN's successful prefetches at `threshold`, the fraction made from an empty partial (before any
-    word was recognized: the history or the LM alone)."""
+def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: float) -> pl.DataFrame:
+    """MAIN's outcome per request at `threshold` (`prefetch.first_prefetch`), with `partial_words_count`: the
+    words of the partial each prefetch was made from."""
     preds, mask = _subset(pop, scores, "lm_personal")
     out = first_prefetch(scores["conf_personal"][mask], preds, pop.requests, [threshold])
-    hits = out.filter(pl.col("outcome") == "success").select(["request_id", "partial_index"])
-    if not hits.height:
-        return np.nan
-    lengths = preds.select(["request_id", "partial_index", pl.col("partial_words").list.len().alias("n")]).unique()
-    return float(hits.join(lengths, on=["request_id", "partial_index"], how="left")["n"].eq(0).mean())
+    lengths = preds.select(["request_id", "partial_index",
+                            pl.col("partial_words").list.len().alias("partial_words_count")]).unique()
+    return out.join(lengths, on=["request_id", "partial_index"], how="left", maintain_order="left")
+
+
+def outcome_metrics(outcomes: pl.DataFrame) -> dict[str, float]:
+    """Counts per outcome and the share of successes made from an empty partial (before any word was
+    recognized: the history or the LM alone)."""
+    counts = {o: float(outcomes.filter(pl.col("outcome") == o).height) for o in ("none", "success", "failure")}
+    hits = outcomes.filter(pl.col("outcome") == "success")
+    share = float(hits["partial_words_count"].eq(0).mean()) if hits.height else np.nan
+    return {**{f"prefetch.outcome.{o}": n for o, n in counts.items()}, "prefetch.success_from_empty_partial": share}
 
 
 def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, name: str) -> None:
@@ -211,8 +219,11 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     tuning = evaluate(tune, score_columns(tune.predictions, conf, conf_np), config, config.max_attempts)
     metrics = headline(pop, sweeps, tuning)
     threshold = metrics[f"prefetch.{MAIN}.threshold_at_fail10"]
-    metrics["prefetch.success_from_empty_partial"] = (empty_partial_share(pop, scores, threshold)
-                                                      if np.isfinite(threshold) else np.nan)
+    if np.isfinite(threshold):
+        counts = outcome_metrics(main_outcomes(pop, scores, threshold))
+        metrics |= counts
+        for outcome in ("none", "success", "failure"):
+            record({"prefetch_outcomes": counts[f"prefetch.outcome.{outcome}"]}, job=config.name, outcome=outcome)
     metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
                 "prefetch.devel_requests": float(tune.requests.height),
                 "prefetch.evaluate_seconds": time.perf_counter() - start}
