@@ -296,6 +296,7 @@ class SensitivitySection:
 
     zipf_exponents: tuple[float, ...] = field(default=(0.6, 1.6), metadata=_range(0.0, 5.0))
     routine_shares: tuple[float, ...] = field(default=(0.2, 0.4, 0.9), metadata=_range(0.0, 1.0))
+    requests_per_day: tuple[float, ...] = field(default=(1.0, 2.0), metadata=_range(0.01, 100.0))
 
 
 @dataclass(frozen=True)

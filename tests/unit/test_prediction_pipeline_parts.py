@@ -108,7 +108,8 @@ def _population():
     preds = pl.DataFrame(rows)
     requests = pl.DataFrame({"request_id": [f"r{r:02d}" for r in range(40)] + ["no-asr"],
                              "end_of_speech_ms": [900.0] * 40 + [0.0]})
-    return Population(requests=requests, predictions=preds, asr_wer=0.1, asr_failed=1, end_from_energy=0), rng
+    return Population(requests=requests, predictions=preds, asr_wer=0.1, asr_failed=1, end_from_energy=0,
+                      repeat_rate=0.5), rng
 
 
 def test_every_configuration_counts_each_request_once_and_headline_uses_devel_thresholds() -> None:

@@ -58,6 +58,7 @@ class Population:
     asr_wer: float
     asr_failed: int
     end_from_energy: int
+    repeat_rate: float  # evaluated requests whose sentence the same user said before (the simulation's repetition)
 
 
 def resolve(path: Path) -> Path:
@@ -68,6 +69,9 @@ def predict_population(split: str, users: int, usage: UsageSettings, config: Any
                        cache: LmCache) -> Population:
     """Simulate, transcribe and predict one population (the job's and `train_confidence`'s front half)."""
     requests = simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)
+    said = pl.from_arrow(requests.select(["user_id", "normalized_text", "evaluated"]))
+    repeats = said.with_columns(pl.int_range(pl.len()).over(["user_id", "normalized_text"]).alias("n"))
+    repeat_rate = float(repeats.filter(pl.col("evaluated"))["n"].gt(0).mean() or 0.0)  # rows are in time order
     transcripts = transcribe_requests(requests, config.asr, job_path)
     preds, frame = build_predictions(requests, transcripts, cache)
     evaluated = frame.filter(pl.col("evaluated"))
@@ -79,7 +83,8 @@ def predict_population(split: str, users: int, usage: UsageSettings, config: Any
     return Population(requests=evaluated, predictions=preds,
                       asr_wer=wer(evaluated["ref_words"].to_list(), finals.to_series().to_list()),
                       asr_failed=int(evaluated.filter(~ok).height),
-                      end_from_energy=int(evaluated.filter(pl.col("end_source") == "energy").height))
+                      end_from_energy=int(evaluated.filter(pl.col("end_source") == "energy").height),
+                      repeat_rate=repeat_rate)
 
 
 def score_columns(predictions: pl.DataFrame, conf: Any, conf_np: Any) -> dict[str, np.ndarray]:
@@ -125,7 +130,8 @@ def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
     sweeps) the threshold comes from devel; without it (the sensitivity sweep) from the curve itself."""
     m: dict[str, float] = {"prefetch.requests": float(pop.requests.height), "prefetch.asr_failed": float(pop.asr_failed),
                            "prefetch.asr_wer": float(pop.asr_wer),
-                           "prefetch.end_of_speech_from_energy": float(pop.end_from_energy)}
+                           "prefetch.end_of_speech_from_energy": float(pop.end_from_energy),
+                           "prefetch.repeat_rate": pop.repeat_rate}
     for cand in CANDIDATES:
         preds = pop.predictions.filter(CANDIDATES[cand])
         m[f"prefetch.{cand}.oracle_rate"] = oracle_rate(preds, pop.requests)
@@ -184,11 +190,13 @@ def _sensitivity(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, co
     rows = []
     variants = [("zipf_exponent", v) for v in config.sensitivity.zipf_exponents]
     variants += [("routine_share", v) for v in config.sensitivity.routine_shares]
+    variants += [("requests_per_day", v) for v in config.sensitivity.requests_per_day]
     for field_name, value in variants:
         usage = dataclasses.replace(config.usage, **{field_name: value})
         pop = predict_population(config.split, config.users, usage, config, job_path, cache)
         m = headline(pop, evaluate(pop, score_columns(pop.predictions, conf, conf_np), config), None)
-        rows.append({"parameter": field_name, "value": value, "success_at_fail10": m["prefetch.success_at_fail10"],
+        rows.append({"parameter": field_name, "value": value, "requests": m["prefetch.requests"],
+                     "repeat_rate": pop.repeat_rate, "success_at_fail10": m["prefetch.success_at_fail10"],
                      "lm_only_success_at_fail10": m[f"prefetch.{BASELINE}.success_rate_at_fail10"],
                      "personalization_gain": m["prefetch.personalization_gain"],
                      "oracle_rate": m["prefetch.oracle_rate"], "lm_oracle_rate": m["prefetch.lm.oracle_rate"]})
@@ -250,7 +258,7 @@ def summary(result: dict[str, Any]) -> list[str]:
     lines = [f"predictive ASR on {int(m['prefetch.requests']):,} evaluated {cfg.split} requests ({cfg.asr.mode} "
              f"partials, ASR WER {m['prefetch.asr_wer']:.3f}, {int(m['prefetch.asr_failed'])} untranscribed) in "
              f"{m['prefetch.seconds']:.0f} s; thresholds chosen on {int(m['prefetch.devel_requests']):,} devel "
-             "requests",
+             f"requests; {m['prefetch.repeat_rate']:.1%} of the requests repeat a sentence the user said before",
              f"  oracle {m['prefetch.oracle_rate']:.3f}; at the devel threshold for <= 10% failed: success "
              f"{m['prefetch.success_at_fail10']:.3f}, failed {m['prefetch.failed_at_fail10']:.3f}, mean gain over "
              f"all {m['prefetch.gain_ms_all_at_fail10']:.0f} ms; personalization gain "
@@ -260,6 +268,6 @@ def summary(result: dict[str, Any]) -> list[str]:
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
                      f"{m[f'prefetch.{name}.success_rate_curve_at_fail10']:.3f})")
     for row in result["sensitivity"]:
-        lines.append(f"  sensitivity {row['parameter']}={row['value']}: personalization gain "
-                     f"{row['personalization_gain']:+.3f} (oracle {row['oracle_rate']:.3f})")
+        lines.append(f"  sensitivity {row['parameter']}={row['value']}: repeats {row['repeat_rate']:.3f}, "
+                     f"personalization gain {row['personalization_gain']:+.3f} (oracle {row['oracle_rate']:.3f})")
     return lines
