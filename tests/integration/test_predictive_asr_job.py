@@ -103,6 +103,6 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
 
 
 def test_oracle_asr_mode_is_tagged_and_uses_reference_partials(tmp_path: Path, confidence_models: tuple) -> None:
-    client, run = _run(tmp_path, confidence_models, "oracle-asr", users=2, sensitivity=False)
+    _, run = _run(tmp_path, confidence_models, "oracle-asr", users=2, sensitivity=False)
     assert run.data.tags["asr"] == "oracle-asr"
     assert run.data.metrics["prefetch.asr_wer"] == 0.0

@@ -44,8 +44,9 @@ def _timed(fn: Any) -> tuple[Any, float]:
 
 
 def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, device: str = "auto",
-                     settings: CompletionSettings = CompletionSettings()) -> dict[str, Any]:
+                     settings: CompletionSettings | None = None) -> dict[str, Any]:
     """Seconds per prefix batched and one at a time (same device), their ratio, and agreement."""
+    settings = settings or CompletionSettings()
     if prefixes < 1 or single < 1:
         raise DataError(f"--prefixes and --single must be >= 1, got {prefixes} and {single}")
     device = resolve_device(device)

@@ -16,8 +16,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from specbench.prediction.history import FALLBACK_LOG_FREQ, personal_predictions
 from specbench.errors import DataError
+from specbench.prediction.history import FALLBACK_LOG_FREQ, personal_predictions
 from specbench.prediction.lm_stage import LmStage, resolve_device
 from specbench.prediction.settings import CompletionSettings
 from specbench.runtime import run_ray, run_tasks

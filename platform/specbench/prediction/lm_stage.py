@@ -57,14 +57,14 @@ class LmStage(Stage):
         out = [{**r, "completions": [], "log_prob": None, "status": STATUS_OK} for r in rows]
         try:
             self._fill(rows, out)
-        except Exception as err:  # noqa: BLE001 - a batch that cannot be searched: rows say why, one by one
+        except Exception:  # noqa: BLE001 - a batch that cannot be searched: rows say why, one by one
             for i, row in enumerate(rows):
                 try:
                     self._fill([row], out[i:i + 1])
                 except Exception as row_err:  # noqa: BLE001
                     out[i]["status"] = f"{type(row_err).__name__}: {row_err}"
             if all(r["status"] == STATUS_OK for r in out):
-                raise err
+                raise
         return pa.Table.from_pylist(out, schema=LM_OUTPUT_SCHEMA)
 
     def _fill(self, rows: list[dict], out: list[dict]) -> None:
