@@ -25,7 +25,8 @@ def _label(name: str) -> str:
 
 def _curve(ax: Any, table: pl.DataFrame, y: str, name: str, labels: str | None = None) -> None:
     xs, ys = table["failed_rate"].to_list(), table[y].to_list()
-    ax.plot(xs, ys, marker=".", label=_label(name))
+    # dashed for the history-only candidates: with the personal confidence they often coincide with LM + personal
+    ax.plot(xs, ys, marker=".", label=_label(name), linestyle="--" if name.startswith("personal.") else "-")
     if labels:
         for i, (x, v, lab) in enumerate(zip(xs, ys, table[labels].to_list())):
             if i % 3 == 0 and lab is not None and not math.isnan(lab):
@@ -75,10 +76,10 @@ def plot_figures(sweeps: dict[str, pl.DataFrame], metrics: dict[str, float],
     paths.append(out / "multi_attempt.png")
     if sensitivity:
         fig, ax = plt.subplots(figsize=(7, 4))
-        names = [f"{r['parameter']}={r['value']}" for r in sensitivity]
-        ax.bar(names, [r["personalization_gain"] for r in sensitivity])
-        ax.axhline(metrics["prefetch.personalization_gain"], color="grey", linestyle="--", label="job setting")
-        ax.set_ylabel("personalization gain in success at fail10")
+        names = [f"{r['parameter'].replace('_', ' ')} {r['value']:g}" for r in sensitivity]
+        ax.barh(names, [r["personalization_gain"] for r in sensitivity])
+        ax.axvline(metrics["prefetch.personalization_gain"], color="grey", linestyle="--", label="job setting")
+        ax.set_xlabel("personalization gain in success at 10% failed")
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(out / "sensitivity.png", dpi=120)
