@@ -1,7 +1,7 @@
 # `make run`: set up .venv and run the quick suite on the embedded default (local Ray, MLflow in SQLite).
 # `make test`: set up .venv and run every test (unit + integration).
 # `make gpu-check OUT=DIR`: on the H200 machine (no .venv, no install; run `python scripts/gpu_carry.py` here
-# first and send .specbench/gpu-carry along): GPU tests and the decoder benchmark, JSON into OUT.
+# first and send .specbench/gpu-carry along): GPU tests, the decoder and completion benchmarks, JSON into OUT.
 PYTHON ?= python3
 export PYTHONUTF8 := 1
 VENV := .venv
@@ -47,6 +47,8 @@ gpu-check:
 	$(GPU_ENV) SPECBENCH_GPU_OUT=$(OUT) $(GPU_PYTHON) -m pytest tests/gpu -m gpu -q --junitxml=$(OUT)/gpu_tests.xml; tests=$$?; \
 	$(GPU_ENV) $(GPU_PYTHON) -m specbench bench decoder --graph $(CARRY)/TLG.fst --scores $(CARRY)/scores_test.npz \
 		--utterances $(UTTS) --no-mlflow --output $(OUT)/decoder_h200.json > /dev/null; bench=$$?; \
+	SPECBENCH_DATA=$(CARRY)/data $(GPU_ENV) $(GPU_PYTHON) -m specbench bench completion --device cuda --no-mlflow \
+		--output $(OUT)/completion_h200.json > /dev/null || bench=1; \
 	[ $$tests -eq 0 ] || [ $$tests -eq 5 ] || exit $$tests; exit $$bench  # pytest 5: no GPU tests collected
 
 clean:

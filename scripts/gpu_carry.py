@@ -9,6 +9,7 @@ carried folders up to 64 MiB. The folder holds:
   compressed float32 (T, P) array per utterance, keyed by utterance id;
 - `wheels/`: the cp312 manylinux x86_64 wheels of kaldifst, kaldi-decoder and kaldiio (`make gpu-check`
   installs them into `site/` there);
+- `data/slurp/test.jsonl.gz`: the SLURP test texts, whose prefixes the completion benchmark completes;
 - `manifest.json`: sources, sha256, sizes and counts, the frame shift of the scores.
 
 It checks that the tracked and untracked-but-not-ignored files plus this folder stay under 60 MB, and prints
@@ -169,6 +170,13 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
         files[name] = {"source": _rel(src), "sha256": sha256(out / name), "bytes": (out / name).stat().st_size}
     graph = read_graph(out / "TLG.fst")
     files["TLG.fst"].update(states=graph.num_states, arcs=graph.num_arcs)
+    from specbench.data.resolver import data_file
+
+    text = out / "data" / "slurp" / "test.jsonl.gz"  # the completion benchmark's prefixes (SPECBENCH_DATA there)
+    text.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(data_file("slurp/test.jsonl.gz"), text)
+    files["data/slurp/test.jsonl.gz"] = {"source": "slurp/test.jsonl.gz", "sha256": sha256(text),
+                                         "bytes": text.stat().st_size}
     items, shift = load_scores(scores, utterances)
     write_scores_npz(items, out / SCORES_NAME)
     frames = sum(len(m) for _, m in items)
