@@ -9,6 +9,7 @@ import io
 from pathlib import Path
 
 import mlflow
+import polars as pl
 import pytest
 
 from specbench.cli import main
@@ -98,6 +99,10 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
         assert int(r["success"]) + int(r["failure"]) + int(r["none"]) == int(r["requests"]) == m["prefetch.requests"]
     figures = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
     assert {"figures/fig2_success_vs_failed.png", "figures/multi_attempt.png", "figures/sensitivity.png"} <= figures
+    per_request = pl.read_parquet(client.download_artifacts(run.info.run_id, "tables/requests_main.parquet",
+                                                             str(tmp_path)))
+    assert per_request.height == m["prefetch.requests"] and per_request["request_id"].is_unique().all()
+    assert set(per_request["outcome"]) <= {"none", "success", "failure"}
     sens = client.download_artifacts(run.info.run_id, "tables/sensitivity.csv", str(tmp_path))
     assert "zipf_exponent" in Path(sens).read_text()
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,6 +214,17 @@ def load_models(config: PredictiveAsrConfig) -> tuple[Any, Any]:
     return conf, conf_np
 
 
+def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> None:
+    """One row per evaluated request (MAIN at its operating threshold) as `tables/requests_main.parquet`."""
+    info = pop.requests.select(["request_id", "user_id", "timestamp_s", "status", "final_words", "ref_words",
+                                "end_of_speech_ms"])
+    table = info.join(outcomes.drop("threshold"), on="request_id", how="left", maintain_order="left")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "requests_main.parquet"
+        table.write_parquet(path)
+        run.log_artifact(path, "tables")
+
+
 def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: TrackedRun | None,
                        ray_address: str | None = None) -> dict[str, Any]:
     """Run the evaluation; returns the headline metrics, the sweeps and the sensitivity rows."""
@@ -227,8 +239,10 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     tuning = evaluate(tune, score_columns(tune.predictions, conf, conf_np), config, config.max_attempts)
     metrics = headline(pop, sweeps, tuning)
     threshold = metrics[f"prefetch.{MAIN}.threshold_at_fail10"]
+    per_request = None
     if np.isfinite(threshold):
-        counts = outcome_metrics(main_outcomes(pop, scores, threshold))
+        per_request = main_outcomes(pop, scores, threshold)
+        counts = outcome_metrics(per_request)
         metrics |= counts
         for outcome in ("none", "success", "failure"):
             record({"prefetch_outcomes": counts[f"prefetch.outcome.{outcome}"]}, job=config.name, outcome=outcome)
@@ -246,6 +260,8 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
         _log_sweeps(run, tuning, "prefetch.devel", "prefetch_sweeps_devel")
         if sensitivity:
             run.log_text(pl.DataFrame(sensitivity).write_csv(), "tables/sensitivity.csv")
+        if per_request is not None:
+            _log_requests(run, pop, per_request)
         paths = plot_figures(sweeps, metrics, sensitivity)
         for path in paths:
             run.log_artifact(path, "figures")
