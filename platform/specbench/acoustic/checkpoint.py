@@ -17,6 +17,7 @@ import torch
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel
 from specbench.acoustic.settings import ModelConfig
+from specbench.checkpoint_io import read_checkpoint
 from specbench.errors import DataError
 
 FORMAT_VERSION = 1
@@ -57,14 +58,7 @@ def load_checkpoint(path: Path, expected_phones: tuple[str, ...] | None = None,
     """Load for inference (fp32 weights, eval mode). Raises `DataError` naming the file and the fix."""
     path = Path(path)
     fix = "Fix: train one with `specbench train am jobs/am.toml`, or point the job at the right checkpoint."
-    if not path.is_file():
-        raise DataError(f"acoustic model checkpoint {path} does not exist. {fix}")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged file
-        raise DataError(f"{path}: not a readable specbench acoustic checkpoint ({err}). {fix}") from err
-    if not isinstance(blob, dict) or blob.get("format_version") != FORMAT_VERSION:
-        raise DataError(f"{path}: not a specbench acoustic checkpoint of format {FORMAT_VERSION}. {fix}")
+    blob = read_checkpoint(path, "acoustic model checkpoint", fix, {"format_version": FORMAT_VERSION})
     phones = tuple(blob["phones"])
     if expected_phones is not None and phones != tuple(expected_phones):
         raise DataError(f"{path}: the checkpoint was trained over the phones {' '.join(phones)}, but the graph "

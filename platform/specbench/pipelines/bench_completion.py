@@ -21,7 +21,7 @@ from specbench.errors import DataError
 from specbench.hardware import cpu_model
 from specbench.prediction.completion import Completer
 from specbench.prediction.lm import load_lm
-from specbench.prediction.lm_stage import resolve_device
+from specbench.prediction.lm_stage import choose_device
 from specbench.prediction.settings import CompletionSettings
 
 
@@ -49,7 +49,7 @@ def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, dev
     settings = settings or CompletionSettings()
     if prefixes < 1 or single < 1:
         raise DataError(f"--prefixes and --single must be >= 1, got {prefixes} and {single}")
-    device = resolve_device(device)
+    device = choose_device(device)
     work = bench_prefixes(prefixes)
     single = min(single, len(work))
     result: dict[str, Any] = {"bench": "completion", "device": device, "prefixes": len(work),

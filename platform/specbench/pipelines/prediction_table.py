@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from specbench.errors import DataError
 from specbench.prediction.history import FALLBACK_LOG_FREQ, personal_predictions
-from specbench.prediction.lm_stage import LmStage, resolve_device
+from specbench.prediction.lm_stage import LmStage, choose_device
 from specbench.prediction.settings import CompletionSettings
 from specbench.runtime import run_ray, run_tasks
 from specbench.stage import STATUS_OK
@@ -41,7 +41,7 @@ class LmCache:
         if not self.checkpoint.is_file():
             raise DataError(f"prediction LM {self.checkpoint} does not exist. Fix: train it with "
                             "`specbench train lm jobs/lm.toml`")
-        self.device = resolve_device(self.device)
+        self.device = choose_device(self.device)
 
     def fill(self, prefixes: set[Key], pairs: set[tuple[Key, Key]]) -> None:
         """Compute what is not cached yet through the Ray LM stage."""

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
+from specbench.checkpoint_io import read_checkpoint
 from specbench.errors import DataError
 from specbench.prediction.prefetch import as_polars, require_columns
 from specbench.prediction.settings import ConfidenceSettings
@@ -340,14 +341,7 @@ def load_confidence(path: Path) -> ConfidenceModel:
     """Load a model written by `save_confidence` (eval mode); `DataError` naming the file and the fix for a
     missing, damaged or outdated checkpoint (one whose feature list differs from this code's)."""
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"confidence model {path} does not exist. {RETRAIN_FIX}")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged file
-        raise DataError(f"{path}: not a readable confidence model ({err}). {RETRAIN_FIX}") from err
-    if not isinstance(blob, dict) or blob.get("format_version") != FORMAT_VERSION:
-        raise DataError(f"{path}: not a specbench confidence model of format {FORMAT_VERSION}. {RETRAIN_FIX}")
+    blob = read_checkpoint(path, "confidence model", RETRAIN_FIX, {"format_version": FORMAT_VERSION})
     features = tuple(blob.get("features", ()))
     expected = feature_names(any(n in features for n in PERSONAL_FEATURES))
     if features != expected:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from specbench.checkpoint_io import read_checkpoint
 from specbench.errors import ConfigError, DataError
 from specbench.prediction.settings import LmSettings
 from specbench.prediction.vocab import RETRAIN_FIX, WordVocab
@@ -150,16 +151,7 @@ def save_lm(path: str | Path, model: WordLstmLm, vocab: WordVocab, settings: LmS
 
 
 def _read_blob(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise DataError(f"prediction LM {path} does not exist. {RETRAIN_FIX}")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or unsafe file
-        raise DataError(f"{path}: not a readable prediction-LM checkpoint ({err}). {RETRAIN_FIX}") from err
-    tag = (blob.get("format"), blob.get("format_version")) if isinstance(blob, dict) else None
-    if tag != (FORMAT, FORMAT_VERSION):
-        raise DataError(f"{path}: not a {FORMAT} checkpoint of format version {FORMAT_VERSION}. "
-                        f"{RETRAIN_FIX}")
+    blob = read_checkpoint(path, "prediction LM", RETRAIN_FIX, {"format": FORMAT, "format_version": FORMAT_VERSION})
     missing = [k for k in ("vocab", "settings", "state_dict", "metrics", "train_config") if k not in blob]
     if missing:
         raise DataError(f"{path}: checkpoint lacks {missing}. {RETRAIN_FIX}")

@@ -23,8 +23,9 @@ LM_OUTPUT_SCHEMA = pa.schema([
 ])
 
 
-def resolve_device(device: str) -> str:
-    """"auto" -> "cuda" where torch sees a GPU, else "cpu"."""
+def choose_device(device: str) -> str:
+    """The device name a stage is built with: "auto" -> "cuda" where torch sees a GPU, else "cpu"; other names
+    unchanged (`prediction.lm.resolve_device` checks them when the model loads)."""
     if device != "auto":
         return device
     import torch
@@ -47,7 +48,7 @@ class LmStage(Stage):
         from specbench.prediction.completion import Completer
         from specbench.prediction.lm import load_lm
 
-        device = resolve_device(self.device)
+        device = choose_device(self.device)
         self._completer = Completer(load_lm(self.checkpoint, device=device), self.settings, device=device)
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
+from specbench.checkpoint_io import read_checkpoint
 from specbench.errors import DataError
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig
@@ -26,14 +25,7 @@ def load_mt(path: Path, bpe_path: Path) -> MtCheckpoint:
     """Load for inference (fp32, eval mode); the BPE must be the one the model was trained with."""
     path = Path(path)
     fix = "Fix: train it with `specbench train mt jobs/mt_waitk.toml` (or jobs/mt_full.toml)."
-    if not path.is_file():
-        raise DataError(f"translation model {path} does not exist. {fix}")
-    try:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged file
-        raise DataError(f"{path}: not a readable translation checkpoint ({err}). {fix}") from err
-    if not isinstance(blob, dict) or blob.get("format_version") != STATE_VERSION:
-        raise DataError(f"{path}: not a specbench translation checkpoint of format {STATE_VERSION}. {fix}")
+    blob = read_checkpoint(path, "translation model", fix, {"format_version": STATE_VERSION})
     tokenizer = Tokenizer(bpe_path)
     if blob["bpe_sha256"] != tokenizer.sha256:
         raise DataError(f"{path} was trained with another BPE model than {bpe_path} (sha256 differs). {fix}")
