@@ -76,12 +76,13 @@ class GraphConfig:
 class CorpusSection:
     """What to synthesize (`[corpus]`): sentences per split, voices, speaking rates and noise."""
 
-    train_sentences: int = field(default=4000, metadata=_range(0, 20000))  # 0: all
+    train_sentences: int = field(default=5000, metadata=_range(0, 20000))  # 0: all
     train_copies: int = field(default=2, metadata=_range(1, 10))
     devel_sentences: int = field(default=400, metadata=_range(0, 5000))  # 0: all
     test_sentences: int = field(default=1000, metadata=_range(0, 5000))  # 0: all
     train_voices: tuple[str, ...] = ("espeak:en-us", "espeak:en-us+m3", "espeak:en-us+f3", "espeak:en-gb-x-rp",
-                                     "flite:kal16", "flite:awb", "flite:slt", "festival:slt-hts")
+                                     "flite:kal16", "flite:awb", "flite:slt", "festival:slt-hts",
+                                     "festival:ked-diphone")
     eval_voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")
     rates: tuple[float, ...] = (0.85, 1.0, 1.15)
     snr_db: tuple[float, ...] = (float("inf"), 30.0, 20.0)

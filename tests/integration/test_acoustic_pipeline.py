@@ -43,6 +43,7 @@ conv_channels = 4
 max_minutes = 0.1
 max_epochs = 2
 warmup_steps = 2
+speed_factors = [0.9, 1.0, 1.1]
 ''')
     assert main(["train", "am", str(train_job)]) == 0
     model = load_checkpoint(ckpt, PHONES)

@@ -39,7 +39,7 @@ def test_every_dashboard_metric_is_exported_by_a_real_job(ray_cluster: object, s
     import ray
 
     from specbench.runtime import run_ray, run_tasks
-    from specbench.runtime.metrics import metric_names
+    from specbench.runtime.metrics import metric_names, record
 
     wanted = dashboard_metrics()
     assert len(wanted) >= 8
@@ -56,6 +56,8 @@ def test_every_dashboard_metric_is_exported_by_a_real_job(ray_cluster: object, s
     from stages_for_tests import translated_metrics
 
     run_tasks(sorted, [[2, 1], [3]], metrics=translated_metrics)
+    for outcome, count in (("success", 3), ("failure", 1), ("none", 2)):  # as the predictive-ASR driver does
+        record({"prefetch_outcomes": count}, job="predictive_asr_test", outcome=outcome)
     port = ray.nodes()[0]["MetricsExportPort"]
     deadline, seen = time.monotonic() + 90, set()
     while time.monotonic() < deadline:

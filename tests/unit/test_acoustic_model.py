@@ -12,10 +12,12 @@ import torch
 
 from specbench.acoustic import scores as scores_io
 from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
+from specbench.acoustic.dataset import Example, epoch_view, load_examples, speed_perturb
 from specbench.acoustic.features import Cmvn, fbank
 from specbench.acoustic.inference import AcousticScorer, score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.settings import ModelConfig
+from specbench.data.synthesis import write_wav
 from specbench.errors import DataError
 from specbench.wfst.lexicon import PHONES
 
@@ -107,3 +109,39 @@ def test_inference_stage_reports_bad_rows_and_scores_the_rest(checkpoint: Path, 
     assert sorted(from_parquet) == sorted(from_kaldi) == ["u0", "u1", "u2"]
     for key in from_parquet:
         np.testing.assert_array_equal(from_parquet[key], from_kaldi[key])
+
+
+@pytest.mark.parametrize("factor", [0.85, 0.92, 1.1, 1.15])
+def test_speed_perturbation_scales_tempo_and_pitch_together(factor: float) -> None:
+    t = np.arange(16000) / 16000
+    tone = np.sin(2 * np.pi * 440.0 * t).astype(np.float32)
+    out = speed_perturb(tone, factor)
+    assert abs(len(out) - len(tone) / factor) <= 2  # `factor` times faster
+    spectrum = np.abs(np.fft.rfft(out * np.hanning(len(out))))
+    peak_hz = np.argmax(spectrum) * 16000 / len(out)
+    assert abs(peak_hz - 440.0 * factor) < 3.0  # and pitch scaled by `factor`, like `sox speed`
+    assert speed_perturb(tone, 1.0) is tone
+
+
+def test_each_epoch_draws_the_original_or_one_perturbed_copy() -> None:
+    feats = [np.full((10 + i, 80), i, dtype=np.float16) for i in range(3)]
+    e = Example("u", feats[0], np.array([1, 2]), "v", (feats[1], feats[2]))
+    plain = Example("w", feats[0], np.array([3]), "v")
+    rng = np.random.default_rng(0)
+    drawn = [epoch_view([e, plain], rng) for _ in range(60)]
+    assert all(view[1] is plain for view in drawn)
+    lengths = {len(view[0].feats) for view in drawn}
+    assert lengths == {10, 11, 12}
+    assert all(view[0].targets is e.targets and view[0].utt_id == "u" for view in drawn)
+
+
+def test_load_examples_adds_perturbed_features(tmp_path: Path) -> None:
+    samples = (RNG.normal(0, 0.1, 16000)).astype(np.float32)
+    write_wav(tmp_path / "a.wav", samples)
+    rows = [{"audio_path": "a.wav", "normalized_text": "hello", "utt_id": "a", "voice": "flite:slt"}]
+    prons = {"hello": [("HH", "AH", "L", "OW")]}
+    (plain,) = load_examples(rows, tmp_path, prons, PHONES)
+    (both,) = load_examples(rows, tmp_path, prons, PHONES, speed_factors=(0.9, 1.0, 1.1))
+    assert plain.perturbed == () and len(both.perturbed) == 2
+    assert np.array_equal(plain.feats, both.feats)
+    assert len(both.perturbed[0]) > len(plain.feats) > len(both.perturbed[1])

@@ -9,7 +9,7 @@ import pytest
 
 from specbench.config import AsrSection, load_config
 from specbench.errors import ConfigError
-from specbench.pipelines.asr_partials import oracle_partials, plan_requests, user_voice
+from specbench.pipelines.asr_partials import check_partial_interval, oracle_partials, plan_requests, user_voice
 from specbench.pipelines.prediction_table import _candidates
 from specbench.prediction.history import FALLBACK_LOG_FREQ
 
@@ -157,3 +157,11 @@ def test_main_outcomes_count_every_request_and_the_empty_partial_share() -> None
     expected = float((hits["partial_index"] == 0).mean())  # partial p of the synthetic table holds p words
     assert m["prefetch.success_from_empty_partial"] == expected
     assert np.isnan(outcome_metrics(out.filter(out["outcome"] == "none"))["prefetch.success_from_empty_partial"])
+
+
+def test_partial_interval_must_be_whole_output_frames() -> None:
+    for ok in (40.0, 120.0, 480.0):
+        check_partial_interval(AsrSection(partial_every_ms=ok), Path("job.toml"))
+    for bad, nearest in ((100.0, "e.g. 80"), (130.0, "e.g. 120"), (10.0, "e.g. 40")):
+        with pytest.raises(ConfigError, match=rf"job\.toml: asr\.partial_every_ms = {bad:g} .*40 ms.*{nearest}"):
+            check_partial_interval(AsrSection(partial_every_ms=bad), Path("job.toml"))

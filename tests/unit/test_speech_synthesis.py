@@ -79,7 +79,7 @@ def test_voices_sound_different(spoken: dict[str, tuple[Path, SynthResult]]) -> 
     assert len(set(digests.values())) == len(digests)
 
 
-@pytest.mark.parametrize("name", ["espeak:en-us", "flite:slt", "festival:slt-hts"])
+@pytest.mark.parametrize("name", ["espeak:en-us", "flite:slt", "festival:slt-hts", "festival:ked-diphone"])
 def test_faster_rate_is_shorter(name: str, tmp_path: Path) -> None:
     voice = get_voice(name)
     _need(voice.engine)

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+from scipy.signal import resample_poly
 
 from specbench.acoustic.features import fbank
 from specbench.data.synthesis import read_wav
@@ -19,12 +21,24 @@ from specbench.errors import DataError
 
 @dataclass(frozen=True)
 class Example:
-    """One utterance: `feats (T, 80) float16` raw fbank (CMVN applied at batch time), `targets (L,) int64`."""
+    """One utterance: `feats (T, 80) float16` raw fbank (CMVN applied at batch time), `targets (L,) int64`;
+    `perturbed` holds the fbank of speed-perturbed copies of the audio (training only, else empty)."""
 
     utt_id: str
     feats: np.ndarray
     targets: np.ndarray
     voice: str
+    perturbed: tuple[np.ndarray, ...] = ()
+
+
+def speed_perturb(samples: np.ndarray, factor: float) -> np.ndarray:
+    """Kaldi/sox-style speed perturbation: resample so that, played at the same rate, the audio runs `factor`
+    times faster, with pitch and formants scaled by `factor` (`sox speed FACTOR`). Polyphase resampling with
+    the factor as a ratio of small integers."""
+    if factor == 1.0:
+        return samples
+    ratio = Fraction(1.0 / factor).limit_denominator(100)
+    return resample_poly(samples, ratio.numerator, ratio.denominator).astype(np.float32)
 
 
 def phone_targets(words: Sequence[str], prons: Mapping[str, Sequence[tuple[str, ...]]],
@@ -42,13 +56,30 @@ def phone_targets(words: Sequence[str], prons: Mapping[str, Sequence[tuple[str, 
 
 def load_examples(rows: Iterable[Mapping[str, object]], corpus_root: Path,
                   prons: Mapping[str, Sequence[tuple[str, ...]]], phones: Sequence[str],
-                  progress: Callable[[Iterable], Iterable] = lambda x: x) -> list[Example]:
-    """Read audio and compute features for manifest rows whose status is ok."""
+                  progress: Callable[[Iterable], Iterable] = lambda x: x,
+                  speed_factors: Sequence[float] = (1.0,)) -> list[Example]:
+    """Read audio and compute features for manifest rows whose status is ok; with `speed_factors` other than
+    1.0, also the features of the audio speed-perturbed by each of them (`Example.perturbed`)."""
     out = []
+    others = [f for f in dict.fromkeys(float(f) for f in speed_factors) if f != 1.0]
     for row in progress(list(rows)):
         samples, _ = read_wav(corpus_root / str(row["audio_path"]))
         targets = phone_targets(str(row["normalized_text"]).split(), prons, phones)
-        out.append(Example(str(row["utt_id"]), fbank(samples).astype(np.float16), targets, str(row["voice"])))
+        perturbed = tuple(fbank(speed_perturb(samples, f)).astype(np.float16) for f in others)
+        out.append(Example(str(row["utt_id"]), fbank(samples).astype(np.float16), targets, str(row["voice"]),
+                           perturbed))
+    return out
+
+
+def epoch_view(examples: Sequence[Example], rng: np.random.Generator) -> list[Example]:
+    """One epoch's examples: each utterance's original or one of its speed-perturbed features, uniformly."""
+    out = []
+    for e in examples:
+        if not e.perturbed:
+            out.append(e)
+            continue
+        pick = int(rng.integers(len(e.perturbed) + 1))
+        out.append(e if pick == 0 else Example(e.utt_id, e.perturbed[pick - 1], e.targets, e.voice))
     return out
 
 

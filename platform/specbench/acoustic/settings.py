@@ -40,5 +40,8 @@ class TrainSettings:
     time_masks: int = field(default=2, metadata=_r(0, 10))
     time_mask_fraction: float = field(default=0.05, metadata=_r(0.0, 0.5))
     freq_warp: float = field(default=0.12, metadata=_r(0.0, 0.3))  # mel-axis stretch up to +-12% (VTLP-like)
+    # Kaldi-style speed perturbation: features of every training utterance resampled by each factor (> 1 is
+    # faster and higher: pitch and formants scale with it); each epoch picks one per utterance. (1.0,) is off.
+    speed_factors: tuple[float, ...] = field(default=(1.0,), metadata=_r(0.5, 2.0))
     seed: int = 0
     threads: int = field(default=0, metadata=_r(0, 256))  # 0: all cores

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from specbench.acoustic.dataset import Example, length_batches
+from specbench.acoustic.dataset import Example, epoch_view, length_batches
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel
 from specbench.acoustic.settings import TrainSettings
@@ -114,10 +114,11 @@ def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequen
     history, best_state, start = TrainHistory(), None, time.monotonic()
     for epoch in range(s.max_epochs):
         model.train()
-        batches = length_batches(train_set, s.batch_frames, rng)
+        epoch_set = epoch_view(train_set, rng)
+        batches = length_batches(epoch_set, s.batch_frames, rng)
         total, frames = 0.0, 0
         for i, batch in enumerate(batches):
-            feats, lengths, targets, target_lengths = collate([train_set[j] for j in batch], cmvn)
+            feats, lengths, targets, target_lengths = collate([epoch_set[j] for j in batch], cmvn)
             logprobs, out_lengths = model(spec_augment(feats, lengths, s, gen), lengths)
             loss = ctc(logprobs.transpose(0, 1), targets, out_lengths, target_lengths)
             opt.zero_grad(set_to_none=True)

@@ -107,7 +107,10 @@ def _engine_command(voice: Voice, rate: float, text_file: Path, raw_wav: Path) -
         stretch = f"{1.0 / rate:.6f}"
         return ["flite", "-voice", voice.engine_voice, "--setf", f"duration_stretch={stretch}",
                 "-f", str(text_file), "-o", str(raw_wav)]
-    speed = f"(set! hts_engine_params (append hts_engine_params (list (list \"-r\" {rate:.6f}))))"
+    if voice.engine_voice.endswith("_hts"):  # HTS voices take the engine's speed ratio
+        speed = f"(set! hts_engine_params (append hts_engine_params (list (list \"-r\" {rate:.6f}))))"
+    else:  # diphone and cluster voices stretch their predicted durations
+        speed = f"(Parameter.set 'Duration_Stretch {1.0 / rate:.6f})"
     return ["text2wave", "-eval", f"(voice_{voice.engine_voice})", "-eval", speed,
             "-o", str(raw_wav), str(text_file)]
 

@@ -20,6 +20,7 @@ flite:awb                   flite       awb (Scottish male)              no
 flite:slt                   flite       slt (US female)                  no
 flite:rms                   flite       rms (US male)                    **yes**
 festival:slt-hts            festival    cmu_us_slt_arctic_hts (HTS)      no
+festival:ked-diphone        festival    ked_diphone (diphone, US male)   no
 ==========================  ==========  ===============================  ==========
 
 Held-out voices (devel/test only, never training)
@@ -35,8 +36,9 @@ measured on a speaker it never heard. One voice is held out of each engine that 
   formant settings no training voice shares, so it tests unseen variant parameters within the formant
   synthesizer.
 
-festival has one installed voice, so it cannot be held out without dropping the engine from training.
-Note that ``flite:slt`` and ``festival:slt-hts`` are built from the same speaker (CMU ARCTIC SLT).
+festival's voices are kept for training (``ked_diphone``, Debian's festvox-kdlpc16k, is a US male speaker no
+other engine has). Note that ``flite:slt`` and ``festival:slt-hts`` are built from the same speaker (CMU
+ARCTIC SLT).
 
 Pitfalls checked by `check_installed`: espeak-ng silently falls back to the plain language when a
 ``+variant`` does not exist (``en-us+bogus`` gives the same bytes as ``en-us``), and flite silently falls
@@ -71,7 +73,7 @@ ENGINES: tuple[str, ...] = ("espeak-ng", "flite", "festival")
 _APT_FIX = {
     "espeak-ng": "apt-get install espeak-ng",
     "flite": "apt-get install flite",
-    "festival": "apt-get install festival festvox-us-slt-hts",
+    "festival": "apt-get install festival festvox-us-slt-hts festvox-kdlpc16k",
 }
 _BINARY = {"espeak-ng": "espeak-ng", "flite": "flite", "festival": "festival"}
 _CHECK_TIMEOUT_S = 60.0
@@ -120,6 +122,7 @@ VOICES: tuple[Voice, ...] = (
     Voice("flite:slt", "flite", "slt"),
     Voice("flite:rms", "flite", "rms", held_out=True),
     Voice("festival:slt-hts", "festival", "cmu_us_slt_arctic_hts"),
+    Voice("festival:ked-diphone", "festival", "ked_diphone"),
 )
 _BY_NAME = {v.name: v for v in VOICES}
 HELD_OUT_VOICES: tuple[str, ...] = tuple(v.name for v in VOICES if v.held_out)

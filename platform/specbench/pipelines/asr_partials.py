@@ -2,7 +2,7 @@
 request at one of the configured speaking rates (drawn per request, so a routine said many times comes in
 several renditions); every distinct (voice, rate, sentence) is synthesized once, force-aligned (word times,
 end of speech), scored by the acoustic model and decoded by our streaming decoder with partials every
-`partial_every_ms` (rounded to whole frames of the acoustic model's output).
+`partial_every_ms`, which must be a whole number of the acoustic model's 40 ms output frames.
 
 Transcripts are cached per utterance in `.specbench/predictive/asr-<key>/transcripts.parquet`, keyed by what
 they depend on (mode, acoustic model, graph, decoder settings), so a rerun or a second simulation (the
@@ -28,7 +28,8 @@ from specbench.config import AsrSection, GraphConfig
 from specbench.data.speech_corpus import synthesize_shard
 from specbench.data.voices import get_voice
 from specbench.decoder.stage import DecoderStage
-from specbench.errors import DataError
+from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS
+from specbench.errors import ConfigError, DataError
 from specbench.paths import project_root, work_dir
 from specbench.pipelines.acoustic_eval import score_rows
 from specbench.pipelines.refs import referenced_job
@@ -181,9 +182,20 @@ def _transcript(row: dict, decoded: dict | None, asr: AsrSection, words: SymbolT
     return {**out, "status": STATUS_OK, "final_words": [spell[w] for w in decoded["word_ids"]], "partials": parts}
 
 
+def check_partial_interval(asr: AsrSection, job_path: Path) -> None:
+    """`ConfigError` unless partials fall on whole output frames of the acoustic model (no silent rounding)."""
+    frames = asr.partial_every_ms / OUTPUT_FRAME_SHIFT_MS
+    if abs(frames - round(frames)) > 1e-6 or round(frames) < 1:
+        nearest = max(1, round(frames)) * OUTPUT_FRAME_SHIFT_MS
+        raise ConfigError(f"{job_path}: asr.partial_every_ms = {asr.partial_every_ms:g} is not a whole number of "
+                          f"the acoustic model's {OUTPUT_FRAME_SHIFT_MS:g} ms output frames. Fix: use a multiple "
+                          f"of {OUTPUT_FRAME_SHIFT_MS:g}, e.g. {nearest:g}.")
+
+
 def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path) -> pa.Table:
     """One transcript row per request, in request order, with `request_id` added (see TRANSCRIPT_SCHEMA).
     Only utterances missing from the cache are synthesized, aligned, scored and decoded."""
+    check_partial_interval(asr, job_path)
     checkpoint = asr.checkpoint if asr.checkpoint.is_absolute() else project_root() / asr.checkpoint
     if not checkpoint.is_file():
         raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "

@@ -45,7 +45,8 @@ def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
     prons = read_lexicon(graph.directory / "lexicon.txt").prons
     train_rows = corpus.rows("train")
     devel_rows = corpus.rows("devel")[: config.devel_utterances]
-    train_set = load_examples(train_rows, corpus.root, prons, PHONES, _progress("features (train)"))
+    train_set = load_examples(train_rows, corpus.root, prons, PHONES, _progress("features (train)"),
+                              config.training.speed_factors)
     devel_set = load_examples(devel_rows, corpus.root, prons, PHONES, _progress("features (devel)"))
     cmvn = Cmvn.estimate([e.feats.astype("float32") for e in train_set])
     model_config = replace(config.model, num_classes=len(PHONES) + 1)
