@@ -1,6 +1,7 @@
-"""`specbench bench decoder` on the SLURP TLG and the evaluation's scores: a few utterances through Kaldi, the
-CPU decoder (with and without lattices) and the twin, in a subprocess (the benchmark pins its process to one
-core and sets the thread variables to 1, which must not leak into the test session)."""
+"""`specbench bench decoder` on the SLURP TLG and the shipped acoustic model's scores of held-out-voice test
+utterances (the evaluation's, or synthesized and scored here when it has not run): a few utterances through
+Kaldi, the CPU decoder (with and without lattices) and the twin, in a subprocess (the benchmark pins its
+process to one core and sets the thread variables to 1, which must not leak into the test session)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
+from specbench.acoustic import scores as scores_io
+from specbench.acoustic.inference import SCORES_SCHEMA
 from specbench.wfst.build import GraphArtifacts
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
-SCORES = ROOT / ".specbench" / "scores" / "am_slurp" / "test.parquet"
 
 
-def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, tmp_path: Path) -> None:
-    if not SCORES.is_file():
-        pytest.skip(f"no evaluation scores at {SCORES} (written by `specbench run jobs/am_eval.toml`)")
+def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_scores: list, tmp_path: Path) -> None:
+    items = real_test_scores[:8]
+    scores = tmp_path / "scores.parquet"
+    scores_io.write_parquet(pa.table({
+        "utt_id": [u for u, _ in items], "frame_shift_ms": [40.0] * len(items),
+        "num_frames": [len(m) for _, m in items], "num_classes": [m.shape[1] for _, m in items],
+        "loglikes": [m.reshape(-1).tolist() for _, m in items], "status": ["ok"] * len(items)},
+        schema=SCORES_SCHEMA), scores)
     out = tmp_path / "decoder.json"
     proc = subprocess.run([sys.executable, "-m", "specbench", "bench", "decoder", "--graph", str(slurp_graph.tlg),
-                           "--scores", str(SCORES), "--utterances", "8", "--no-mlflow", "--output", str(out),
+                           "--scores", str(scores), "--utterances", "8", "--no-mlflow", "--output", str(out),
                            "--backends", "kaldi,cpu,cpu_lattice,twin,gpu"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     result = json.loads(out.read_text())
