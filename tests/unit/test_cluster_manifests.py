@@ -65,6 +65,17 @@ def test_kuberay_manifests_agree_with_the_image_and_the_cli() -> None:
     dockerfile = (CLUSTER / "Dockerfile").read_text()
     assert f"WORKDIR {runtime['working_dir']}" in dockerfile and runtime["env_vars"]["PYTHONPATH"] == "platform"
     assert f"-t {image}" in dockerfile
+    assert "festvox-kdlpc16k" in dockerfile  # every registered training voice is installed
+    pods = [head["template"]["spec"]] + [g["template"]["spec"] for g in cluster["spec"]["workerGroupSpecs"]]
+    shared = set()
+    for pod in pods:  # one read-write work directory, the same volume on every node
+        claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod["volumes"]}
+        for container in pod["containers"]:
+            home = {e["name"]: e["value"] for e in container["env"]}["SPECBENCH_HOME"]
+            (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == home]
+            assert not mount.get("readOnly", False)
+            shared.add((home, claims[mount["name"]]))
+    assert len(shared) == 1 and runtime["env_vars"]["SPECBENCH_HOME"] == next(iter(shared))[0]
     minute, hour, *_ = cron["spec"]["schedule"].split()
     assert len(cron["spec"]["schedule"].split()) == 5 and minute.isdigit() and hour.isdigit()
     (submit,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
