@@ -10,11 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from specbench.acoustic import scores as scores_io
-from specbench.acoustic.inference import SCORES_SCHEMA
+from specbench.acoustic.inference import scores_table
 from specbench.wfst.build import GraphArtifacts
 
 pytestmark = pytest.mark.integration
@@ -24,11 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_scores: list, tmp_path: Path) -> None:
     items = real_test_scores[:8]
     scores = tmp_path / "scores.parquet"
-    scores_io.write_parquet(pa.table({
-        "utt_id": [u for u, _ in items], "frame_shift_ms": [40.0] * len(items),
-        "num_frames": [len(m) for _, m in items], "num_classes": [m.shape[1] for _, m in items],
-        "loglikes": [m.reshape(-1).tolist() for _, m in items], "status": ["ok"] * len(items)},
-        schema=SCORES_SCHEMA), scores)
+    scores_io.write_parquet(scores_table(items), scores)
     out = tmp_path / "decoder.json"
     proc = subprocess.run([sys.executable, "-m", "specbench", "bench", "decoder", "--graph", str(slurp_graph.tlg),
                            "--scores", str(scores), "--utterances", "8", "--no-mlflow", "--output", str(out),

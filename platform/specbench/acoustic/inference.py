@@ -32,6 +32,14 @@ SCORES_SCHEMA = pa.schema([
 OUTPUT_FRAME_SHIFT_MS = FRAME_SHIFT_MS * CausalCtcModel.subsampling_factor
 
 
+def scores_table(items: list[tuple[str, np.ndarray]], frame_shift_ms: float = OUTPUT_FRAME_SHIFT_MS) -> pa.Table:
+    """`(utt_id, (T, P) float32)` pairs as a scores table (`SCORES_SCHEMA`), every row ok."""
+    return pa.Table.from_pylist([
+        {"utt_id": u, "frame_shift_ms": frame_shift_ms, "num_frames": len(m), "num_classes": m.shape[1],
+         "loglikes": np.asarray(m, dtype=np.float32).reshape(-1), STATUS_COLUMN: STATUS_OK} for u, m in items
+    ], schema=SCORES_SCHEMA)
+
+
 @torch.no_grad()
 def score_features(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], device: str = "cpu") -> list[np.ndarray]:
     """Raw fbank `(T_i, 80)` arrays -> log-probabilities `(T'_i, P) float32` arrays, one padded batch."""

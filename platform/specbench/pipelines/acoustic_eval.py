@@ -19,7 +19,7 @@ import pyarrow as pa
 from specbench.acoustic import scores as scores_io
 from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.features import fbank
-from specbench.acoustic.inference import SCORES_SCHEMA, AcousticScorer, score_features
+from specbench.acoustic.inference import AcousticScorer, score_features, scores_table
 from specbench.acoustic.training import greedy_ctc
 from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig
 from specbench.data.real_speech import load_audio, real_recordings
@@ -135,10 +135,7 @@ def _real_wer(checkpoint: Path, tlg: Path, scale: float, config: EvalAmConfig, w
         return {}
     ckpt = load_checkpoint(checkpoint, PHONES)
     mats = score_features(ckpt, [fbank(load_audio(r.path)) for r in recordings])
-    rows = [{"utt_id": r.utt_id, "num_frames": len(m), "num_classes": m.shape[1], "loglikes": m.reshape(-1)}
-            for r, m in zip(recordings, mats)]
-    table = pa.Table.from_pylist([{**row, "frame_shift_ms": 40.0, STATUS_COLUMN: STATUS_OK} for row in rows],
-                                 schema=SCORES_SCHEMA)
+    table = scores_table([(r.utt_id, m) for r, m in zip(recordings, mats)])
     hyps = decode_scores(tlg, table, scale, config, words)
     refs = [r.text.split() for r in recordings]
     vocab = set(words.symbols)
