@@ -79,7 +79,8 @@ def test_voices_sound_different(spoken: dict[str, tuple[Path, SynthResult]]) -> 
     assert len(set(digests.values())) == len(digests)
 
 
-@pytest.mark.parametrize("name", ["espeak:en-us", "flite:slt", "festival:slt-hts", "festival:ked-diphone"])
+@pytest.mark.parametrize("name", ["espeak:en-us", "flite:slt", "festival:slt-hts", "festival:ked-diphone",
+                                  "espeak:mb-us2"])
 def test_faster_rate_is_shorter(name: str, tmp_path: Path) -> None:
     voice = get_voice(name)
     _need(voice.engine)
@@ -141,6 +142,15 @@ def test_unnormalized_text_says_to_normalize(tmp_path: Path) -> None:
         synthesize("Hello!", get_voice("espeak:en-us"), 1.0, tmp_path / "x.wav")
 
 
+def test_the_install_script_installs_every_mbrola_voice() -> None:
+    """CI, the cluster image and `ray up` install through one script; it must name each MBROLA database."""
+    script = (Path(__file__).resolve().parents[2] / "cluster" / "install-speech-packages.sh").read_text()
+    mbrola = [v.engine_voice.removeprefix("mb-") for v in VOICES if v.engine_voice.startswith("mb-")]
+    assert len(mbrola) >= 4
+    for database in mbrola:
+        assert re.search(rf"\bmbrola-{database}\b", script), database
+
+
 def test_unknown_voice_lists_the_known_ones() -> None:
     with pytest.raises(SpecbenchError, match=r"'espeak:klingon'.*flite:rms"):
         get_voice("espeak:klingon")
@@ -154,8 +164,9 @@ def test_unknown_voice_lists_the_known_ones() -> None:
         (Voice("espeak:xx-yy", "espeak-ng", "xx-yy"), r"language 'xx-yy'"),
         (Voice("flite:nobody", "flite", "nobody"), r"'nobody'.*apt-get install flite"),
         (Voice("festival:nobody", "festival", "nobody_hts"), r"voice_nobody_hts.*festvox-us-slt-hts"),
+        (Voice("espeak:mb-de9", "espeak-ng", "mb-de9"), r"mb-de9.*install-speech-packages\.sh.*non-free"),
     ],
-    ids=["espeak-variant", "espeak-language", "flite", "festival"],
+    ids=["espeak-variant", "espeak-language", "flite", "festival", "mbrola"],
 )
 def test_missing_voice_is_a_tool_error_with_the_fix(voice: Voice, match: str) -> None:
     _need(voice.engine)

@@ -21,6 +21,10 @@ flite:slt                   flite       slt (US female)                  no
 flite:rms                   flite       rms (US male)                    **yes**
 festival:slt-hts            festival    cmu_us_slt_arctic_hts (HTS)      no
 festival:ked-diphone        festival    ked_diphone (diphone, US male)   no
+espeak:mb-us1               espeak-ng   mb-us1 (MBROLA us1, US female)   no
+espeak:mb-us2               espeak-ng   mb-us2 (MBROLA us2, US male)     no
+espeak:mb-us3               espeak-ng   mb-us3 (MBROLA us3, US male)     no
+espeak:mb-en1               espeak-ng   mb-en1 (MBROLA en1, UK male)     no
 ==========================  ==========  ===============================  ==========
 
 Held-out voices (devel/test only, never training)
@@ -37,7 +41,10 @@ measured on a speaker it never heard. One voice is held out of each engine that 
   synthesizer.
 
 festival's voices are kept for training (``ked_diphone``, Debian's festvox-kdlpc16k, is a US male speaker no
-other engine has). Note that ``flite:slt`` and ``festival:slt-hts`` are built from the same speaker (CMU
+other engine has). So are the four English MBROLA voices, which espeak-ng drives (``-v mb-us1``): espeak-ng
+chooses the phones, durations and pitch, and MBROLA concatenates diphones recorded from four more real
+speakers (Debian's non-free mbrola-us1/us2/us3/en1; their licence allows free use for synthesis with MBROLA
+and forbids selling them). Note that ``flite:slt`` and ``festival:slt-hts`` are built from the same speaker (CMU
 ARCTIC SLT).
 
 Pitfalls checked by `check_installed`: espeak-ng silently falls back to the plain language when a
@@ -51,6 +58,7 @@ import functools
 import re
 import shutil
 import subprocess
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Literal
 
@@ -74,7 +82,10 @@ _APT_FIX = {
     "espeak-ng": "apt-get install espeak-ng",
     "flite": "apt-get install flite",
     "festival": "apt-get install festival festvox-us-slt-hts festvox-kdlpc16k",
+    "mbrola": "bash cluster/install-speech-packages.sh (it enables Debian's non-free component for MBROLA's voices)",
 }
+_MBROLA_PREFIX = "mb-"
+_MBROLA_VOICE_DIRS = (Path("/usr/share/mbrola"), Path("/usr/share/mbrola/voices"))
 _BINARY = {"espeak-ng": "espeak-ng", "flite": "flite", "festival": "festival"}
 _CHECK_TIMEOUT_S = 60.0
 
@@ -123,6 +134,10 @@ VOICES: tuple[Voice, ...] = (
     Voice("flite:rms", "flite", "rms", held_out=True),
     Voice("festival:slt-hts", "festival", "cmu_us_slt_arctic_hts"),
     Voice("festival:ked-diphone", "festival", "ked_diphone"),
+    Voice("espeak:mb-us1", "espeak-ng", "mb-us1"),
+    Voice("espeak:mb-us2", "espeak-ng", "mb-us2"),
+    Voice("espeak:mb-us3", "espeak-ng", "mb-us3"),
+    Voice("espeak:mb-en1", "espeak-ng", "mb-en1"),
 )
 _BY_NAME = {v.name: v for v in VOICES}
 HELD_OUT_VOICES: tuple[str, ...] = tuple(v.name for v in VOICES if v.held_out)
@@ -187,10 +202,30 @@ def _festival_has(voice_id: str) -> tuple[bool, str]:
     return proc.returncode == 0 and "SIOD ERROR" not in proc.stderr, proc.stderr.strip()
 
 
+@functools.lru_cache(maxsize=None)
+def _espeak_mbrola_voices() -> frozenset[str]:
+    """MBROLA voice ids espeak-ng knows (``mb/mb-us1`` in `espeak-ng --voices=mb` gives ``us1``)."""
+    out = _run(["espeak-ng", "--voices=mb"]).stdout
+    return frozenset(re.findall(r"\bmb/mb-([a-z]{2}[0-9])\b", out))
+
+
+def _mbrola_missing(database: str) -> str | None:
+    """Why espeak-ng cannot speak with MBROLA database `database` (``us1``), or None when it can."""
+    if shutil.which("mbrola") is None:
+        return "the mbrola program is not on PATH"
+    if database not in _espeak_mbrola_voices():
+        return f"espeak-ng has no MBROLA voice mb-{database} (`espeak-ng --voices=mb` lists them)"
+    if not any((d / database).exists() for d in _MBROLA_VOICE_DIRS):
+        return f"the MBROLA database {database!r} is not installed (Debian package mbrola-{database})"
+    return None
+
+
 def _missing_reason(voice: Voice) -> str | None:
     """Why `voice` cannot be used on this machine, or None when it can."""
     if shutil.which(_BINARY[voice.engine]) is None:
         return f"the {voice.engine} program is not on PATH"
+    if voice.engine == "espeak-ng" and voice.engine_voice.startswith(_MBROLA_PREFIX):
+        return _mbrola_missing(voice.engine_voice.removeprefix(_MBROLA_PREFIX))
     if voice.engine == "espeak-ng":
         lang, _, variant = voice.engine_voice.partition("+")
         if lang not in _espeak_languages():
@@ -217,7 +252,9 @@ def check_installed(voice: Voice) -> None:
     """
     reason = _missing_reason(voice)
     if reason is not None:
-        raise ToolError(f"voice {voice.name!r} is not available: {reason}. Fix: {_APT_FIX[voice.engine]}.")
+        mbrola = voice.engine_voice.startswith(_MBROLA_PREFIX)
+        fix = _APT_FIX["mbrola" if mbrola else voice.engine]
+        raise ToolError(f"voice {voice.name!r} is not available: {reason}. Fix: {fix}.")
 
 
 def installed_voices() -> tuple[Voice, ...]:
