@@ -82,7 +82,8 @@ class CorpusSection:
     test_sentences: int = field(default=1000, metadata=_range(0, 5000))  # 0: all
     train_voices: tuple[str, ...] = ("espeak:en-us", "espeak:en-us+m3", "espeak:en-us+f3", "espeak:en-gb-x-rp",
                                      "flite:kal16", "flite:awb", "flite:slt", "festival:slt-hts",
-                                     "festival:ked-diphone")
+                                     "festival:ked-diphone", "espeak:mb-us1", "espeak:mb-us2", "espeak:mb-us3",
+                                     "espeak:mb-en1")
     eval_voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")
     rates: tuple[float, ...] = (0.85, 1.0, 1.15)
     snr_db: tuple[float, ...] = (float("inf"), 30.0, 20.0)
@@ -202,6 +203,7 @@ class SimultransConfig:
     grid_windows: tuple[int, ...] = field(default=(0, 1, 2, 3, 4, 5), metadata=_range(0, 20))
     thresholds: tuple[float, ...] = field(default=(0.2, 0.4, 0.6, 0.8, 0.9), metadata=_range(0.0, 1.0))
     shard_size: int = field(default=100, metadata=_range(1, 100000))
+    bootstrap_samples: int = field(default=1000, metadata=_range(1, 100000))  # paired bootstrap of the SBS gain
     tracking: TrackingSection = TrackingSection(experiment="simultrans")
 
     def __post_init__(self) -> None:

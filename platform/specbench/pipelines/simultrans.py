@@ -8,7 +8,8 @@
 Every configuration is decoded as Ray tasks over sentence shards; BLEU and latencies are logged as MLflow
 metrics (step = index of k or threshold), tables (JSON) and BLEU-against-AL plots. Headline scalars:
 `simul.bleu_full` (full-sentence beam search, test) and `simul.sbs_gain_bleu` (SBS minus greedy for the
-wait-k model at grid_k, test), with `simul.sbs_al_increase`.
+wait-k model at grid_k, test), with `simul.sbs_al_increase` and the gain's paired-bootstrap 95% interval
+(`simul.sbs_gain_bleu_low`, `_high`) and one-sided p-value (`simul.sbs_gain_p_value`, Koehn 2004).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from specbench.config import SimultransConfig
 from specbench.data.multi30k import read_pairs
 from specbench.errors import DataError
+from specbench.metrics.bleu_bootstrap import BleuGain, paired_bootstrap
 from specbench.paths import project_root
 from specbench.simultrans.experiment import Method, Shard, bleu_signature, decode_shard, score
 from specbench.simultrans.tokenizer import Tokenizer
@@ -43,6 +45,7 @@ class Evaluator:
         tok = Tokenizer(bpe)
         self.reference_tokens = [len(tok.encode(t)) for _, t in self.pairs]
         self.results: dict[str, dict[str, float]] = {}
+        self.hypotheses: dict[str, list[str]] = {}
 
     def __call__(self, method: Method) -> dict[str, float]:
         if method.label not in self.results:
@@ -53,11 +56,22 @@ class Evaluator:
                       for i in range(0, len(sources), self.shard_size)]
             rows = [r for part in run_tasks(decode_shard, shards, progress=f"{self.split} {method.label}",
                                             metrics=_translated) for r in part]
-            self.results[method.label] = score(rows, [t for _, t in self.pairs], self.reference_tokens)
+            self.results[method.label] = score(rows, self.references, self.reference_tokens)
+            self.hypotheses[method.label] = [r["hypothesis"] for r in rows]
             print(f"{self.split} {method.label}: " + ", ".join(f"{k} {v:.3g}" for k, v in
                                                                 self.results[method.label].items()),
                   file=sys.stderr, flush=True)
         return self.results[method.label]
+
+    @property
+    def references(self) -> list[str]:
+        return [t for _, t in self.pairs]
+
+    def gain(self, better: Method, baseline: Method, samples: int) -> BleuGain:
+        """Paired bootstrap of BLEU(better) − BLEU(baseline) on this split (both decoded first)."""
+        self(better), self(baseline)
+        return paired_bootstrap(self.hypotheses[better.label], self.hypotheses[baseline.label], self.references,
+                                samples=samples)
 
 
 def _translated(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -116,14 +130,16 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     full_beam = test(Method("full", models["full"], beam=b))
     report["test"] = {"curves": curves, "full_greedy": full_greedy, "full_beam": full_beam}
 
-    at_k = config.ks.index(config.grid_k) if config.grid_k in config.ks else None
-    greedy_k = curves["waitk_greedy"][at_k] if at_k is not None else test(Method("waitk", models["waitk"],
-                                                                                  k=config.grid_k))
-    sbs_k = curves["waitk_sbs"][at_k] if at_k is not None else test(
-        Method("waitk", models["waitk"], "sbs", k=config.grid_k, beam=b, window=w))
+    greedy_method = Method("waitk", models["waitk"], k=config.grid_k)
+    sbs_method = Method("waitk", models["waitk"], "sbs", k=config.grid_k, beam=b, window=w)
+    greedy_k, sbs_k = test(greedy_method), test(sbs_method)  # memoized: already decoded when grid_k is in ks
+    gain = test.gain(sbs_method, greedy_method, config.bootstrap_samples)
+    report["sbs_gain_bootstrap"] = asdict(gain)
     headline = {"simul.bleu_full": full_beam["bleu"], "simul.bleu_full_greedy": full_greedy["bleu"],
                 "simul.bleu_full_lowercase": full_beam["bleu_lowercase"],
                 "simul.sbs_gain_bleu": sbs_k["bleu"] - greedy_k["bleu"],
+                "simul.sbs_gain_bleu_low": gain.low, "simul.sbs_gain_bleu_high": gain.high,
+                "simul.sbs_gain_p_value": gain.p_value,
                 "simul.sbs_al_increase": sbs_k["al"] - greedy_k["al"],
                 "simul.best_beam": float(b), "simul.best_window": float(w)}
     report["headline"] = headline
@@ -184,7 +200,8 @@ def summary(report: dict[str, Any]) -> list[str]:
     h = report["headline"]
     return [f"full-sentence BLEU {h['simul.bleu_full']:.2f} (greedy {h['simul.bleu_full_greedy']:.2f}); SBS gain "
             f"{h['simul.sbs_gain_bleu']:+.2f} BLEU at AL {h['simul.sbs_al_increase']:+.2f} (b={int(h['simul.best_beam'])}, "
-            f"w={int(h['simul.best_window'])})", f"  BLEU signature {report['bleu_signature']}"]
+            f"w={int(h['simul.best_window'])}); 95% interval of the gain [{h['simul.sbs_gain_bleu_low']:+.2f}, "
+            f"{h['simul.sbs_gain_bleu_high']:+.2f}], p = {h['simul.sbs_gain_p_value']:.3f}", f"  BLEU signature {report['bleu_signature']}"]
 
 
 def write_report(report: dict[str, Any], path: Path) -> None:
