@@ -82,8 +82,7 @@ class CorpusSection:
     test_sentences: int = field(default=1000, metadata=_range(0, 5000))  # 0: all
     train_voices: tuple[str, ...] = ("espeak:en-us", "espeak:en-us+m3", "espeak:en-us+f3", "espeak:en-gb-x-rp",
                                      "flite:kal16", "flite:awb", "flite:slt", "festival:slt-hts",
-                                     "festival:ked-diphone", "espeak:mb-us1", "espeak:mb-us2", "espeak:mb-us3",
-                                     "espeak:mb-en1")
+                                     "festival:ked-diphone")
     eval_voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")
     rates: tuple[float, ...] = (0.85, 1.0, 1.15)
     snr_db: tuple[float, ...] = (float("inf"), 30.0, 20.0)

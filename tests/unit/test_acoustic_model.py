@@ -17,6 +17,7 @@ from specbench.acoustic.features import Cmvn, fbank
 from specbench.acoustic.inference import AcousticScorer, score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.settings import ModelConfig
+from specbench.acoustic.training import PlateauSchedule
 from specbench.data.synthesis import write_wav
 from specbench.errors import DataError
 from specbench.wfst.lexicon import PHONES
@@ -145,3 +146,28 @@ def test_load_examples_adds_perturbed_features(tmp_path: Path) -> None:
     assert plain.perturbed == () and len(both.perturbed) == 2
     assert np.array_equal(plain.feats, both.feats)
     assert len(both.perturbed[0]) > len(plain.feats) > len(both.perturbed[1])
+
+
+def _schedule(pers: list[float], patience: int = 4, decay_patience: int = 2) -> tuple[list[float], int | None]:
+    """The rate scale after each epoch and the epoch at which training stops (None: never)."""
+    plateau, scales = PlateauSchedule(patience, decay_patience), []
+    for epoch, per in enumerate(pers):
+        stop = plateau.update(epoch, per)
+        scales.append(plateau.scale)
+        if stop:
+            return scales, epoch
+    return scales, None
+
+
+def test_schedule_waits_out_ctc_plateau_and_one_noisy_epoch() -> None:
+    # epochs 0-2: the all-blank plateau (PER near 1, no gain at 2); epoch 5: one epoch a little worse
+    scales, stop = _schedule([0.98, 0.95, 0.96, 0.62, 0.40, 0.41, 0.30, 0.25])
+    assert scales == [1.0] * 8 and stop is None
+
+
+def test_schedule_halves_after_decay_patience_then_counts_again_and_stops_after_patience() -> None:
+    scales, stop = _schedule([0.5, 0.3, 0.31, 0.32, 0.33, 0.34, 0.35])
+    # best at epoch 1; halved at 3 (2 epochs without gain), not at 4 (1 after that halving); stop at 5
+    assert scales == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5] and stop == 5
+    scales, stop = _schedule([0.5, 0.3, 0.31, 0.32, 0.2, 0.21, 0.22], patience=6)
+    assert scales == [1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.25] and stop is None  # a new best restarts the count

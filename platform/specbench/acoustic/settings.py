@@ -34,7 +34,9 @@ class TrainSettings:
     batch_frames: int = field(default=12000, metadata=_r(500, 200000))
     learning_rate: float = field(default=1.5e-3, metadata=_r(1e-6, 1.0))
     warmup_steps: int = field(default=300, metadata=_r(1, 100000))
-    patience: int = field(default=3, metadata=_r(1, 100))
+    patience: int = field(default=3, metadata=_r(1, 100))  # epochs without devel gain before stopping
+    # epochs without devel gain before the learning rate is halved (counted again after each halving)
+    lr_decay_patience: int = field(default=2, metadata=_r(1, 100))
     freq_masks: int = field(default=2, metadata=_r(0, 10))
     freq_mask_width: int = field(default=12, metadata=_r(0, 40))
     time_masks: int = field(default=2, metadata=_r(0, 10))

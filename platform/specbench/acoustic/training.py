@@ -20,6 +20,42 @@ from specbench.acoustic.settings import TrainSettings
 from specbench.metrics.wer import error_rate
 
 
+# CTC first emits only blanks, then a few phones (devel PER near 1.0) for some epochs before it learns. The
+# learning-rate halving and early stopping wait until devel PER drops below this, so an epoch without gain
+# inside that plateau does not halve the rate before learning has begun.
+PAST_PLATEAU_PER = 0.6
+
+
+@dataclass
+class PlateauSchedule:
+    """When to halve the learning rate and when to stop, from the devel PER of each epoch.
+
+    Nothing happens until the best PER is below `PAST_PLATEAU_PER`. Then the rate is halved after
+    `decay_patience` epochs without a new best (counted from the best epoch or the last halving, whichever is
+    later), so one noisy epoch does not halve it; training stops after `patience` epochs without a new best.
+    """
+
+    patience: int
+    decay_patience: int
+    best_per: float = math.inf
+    best_epoch: int = -1
+    last_decay_epoch: int = -1
+    scale: float = 1.0  # multiplies the base learning rate
+
+    def update(self, epoch: int, per: float) -> bool:
+        """Record epoch `epoch`'s devel PER; True when training should stop."""
+        if per < self.best_per:
+            self.best_per, self.best_epoch = per, epoch
+        if self.best_per >= PAST_PLATEAU_PER:
+            return False
+        if epoch - self.best_epoch >= self.patience:
+            return True
+        if epoch - max(self.best_epoch, self.last_decay_epoch) >= self.decay_patience:
+            self.scale *= 0.5
+            self.last_decay_epoch = epoch
+        return False
+
+
 @dataclass
 class TrainHistory:
     """Per-epoch records and the best epoch."""
@@ -109,8 +145,8 @@ def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequen
     rng = np.random.default_rng(s.seed)
     ctc = torch.nn.CTCLoss(blank=0, zero_infinity=True)
     opt = torch.optim.AdamW(model.parameters(), lr=s.learning_rate, weight_decay=1e-2)
-    decay = [1.0]  # halved when devel stops improving; LambdaLR multiplies the base rate by it
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: decay[0] * min(1.0, (step + 1) / s.warmup_steps))
+    plateau = PlateauSchedule(s.patience, s.lr_decay_patience)  # LambdaLR multiplies the base rate by its scale
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: plateau.scale * min(1.0, (step + 1) / s.warmup_steps))
     history, best_state, start = TrainHistory(), None, time.monotonic()
     for epoch in range(s.max_epochs):
         model.train()
@@ -143,12 +179,9 @@ def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequen
         if record["minutes"] > s.max_minutes:
             history.stopped_because = f"time budget of {s.max_minutes} minutes"
             break
-        learning = history.best_per < 1.0  # past CTC's initial all-blank stage
-        if learning and epoch - history.best_epoch >= s.patience:
+        if plateau.update(epoch, per):
             history.stopped_because = f"no devel improvement for {s.patience} epochs"
             break
-        if learning and epoch > history.best_epoch:
-            decay[0] *= 0.5
     else:
         history.stopped_because = f"{s.max_epochs} epochs"
     if best_state is not None:
