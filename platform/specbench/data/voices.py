@@ -45,8 +45,8 @@ other engine has). So are the four English MBROLA voices, which espeak-ng drives
 chooses the phones, durations and pitch, and MBROLA concatenates diphones recorded from four more real
 speakers (Debian's non-free mbrola-us1/us2/us3/en1; their licence allows free use for synthesis with MBROLA
 and forbids selling them); they are not held out, but the shipped corpus (``jobs/speech_slurp.toml``) does not
-use them, since training with them did not help on the held-out voices (README). Note that ``flite:slt`` and ``festival:slt-hts`` are built from the same speaker (CMU
-ARCTIC SLT).
+use them, since training with them did not help on the held-out voices (README). Note that ``flite:slt``
+and ``festival:slt-hts`` are built from the same speaker (CMU ARCTIC SLT).
 
 Pitfalls checked by `check_installed`: espeak-ng silently falls back to the plain language when a
 ``+variant`` does not exist (``en-us+bogus`` gives the same bytes as ``en-us``), and flite silently falls
