@@ -59,8 +59,8 @@ import functools
 import re
 import shutil
 import subprocess
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from specbench.errors import ConfigError, ToolError
