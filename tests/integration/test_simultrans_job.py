@@ -64,10 +64,10 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     metrics = run.data.metrics
     assert metrics["simul.bleu_full"] > 10
     assert "simul.sbs_gain_bleu" in metrics and "simul.sbs_al_increase" in metrics
-    assert metrics["simul.sbs_gain_bleu_low"] <= metrics["simul.sbs_gain_bleu"] <= metrics["simul.sbs_gain_bleu_high"]
-    assert 0.0 <= metrics["simul.sbs_gain_p_value"] <= 1.0
-    low, gain, high = (metrics[f"simul.testtime_sbs_gain_bleu{s}"] for s in ("_low", "", "_high"))
-    assert low <= gain <= high
+    # a percentile interval need not contain the point estimate on 16 sentences; it is ordered
+    assert metrics["simul.sbs_gain_bleu_low"] <= metrics["simul.sbs_gain_bleu_high"]
+    assert metrics["simul.testtime_sbs_gain_bleu_low"] <= metrics["simul.testtime_sbs_gain_bleu_high"]
+    assert 0.0 <= metrics["simul.sbs_gain_no_win_share"] <= 1.0
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "simul.waitk_greedy.al")
     assert [m.step for m in history] == [0, 1] and history[0].value < history[1].value  # k = 1, then 3
     assert "bleu" in run.data.params["simul.bleu_signature"].lower() or "nrefs" in run.data.params[

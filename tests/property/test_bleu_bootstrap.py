@@ -1,5 +1,5 @@
 """Paired bootstrap of a BLEU gain: each draw is exactly sacreBLEU's corpus BLEU of the drawn sentences, and
-the interval and p-value behave as the definitions say."""
+the interval and the share of draws without a win behave as the definitions say."""
 
 from __future__ import annotations
 
@@ -46,15 +46,15 @@ def test_gain_is_the_corpus_bleu_difference_and_the_interval_contains_it() -> No
     expected = sacrebleu.corpus_bleu(GOOD, [REFS]).score - sacrebleu.corpus_bleu(BAD, [REFS]).score
     assert result.gain == pytest.approx(expected)
     assert result.low <= result.gain <= result.high
-    assert result.low > 0 and result.p_value == 0.0  # GOOD beats BAD on every sentence
+    assert result.low > 0 and result.no_win_share == 0.0  # GOOD beats BAD on every sentence
     reverse = paired_bootstrap(BAD, GOOD, REFS, samples=300, seed=1)
-    assert reverse.gain == pytest.approx(-expected) and reverse.p_value == 1.0
+    assert reverse.gain == pytest.approx(-expected) and reverse.no_win_share == 1.0
     assert (reverse.low, reverse.high) == pytest.approx((-result.high, -result.low))
 
 
-def test_identical_systems_have_no_gain_and_p_value_one() -> None:
+def test_identical_systems_have_no_gain_and_never_win() -> None:
     result = paired_bootstrap(GOOD, GOOD, REFS, samples=50)
-    assert (result.gain, result.low, result.high, result.p_value) == (0.0, 0.0, 0.0, 1.0)
+    assert (result.gain, result.low, result.high, result.no_win_share) == (0.0, 0.0, 0.0, 1.0)
 
 
 def test_same_seed_same_interval_and_more_sentences_narrow_it() -> None:

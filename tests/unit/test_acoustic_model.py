@@ -160,9 +160,11 @@ def _schedule(pers: list[float], patience: int = 4, decay_patience: int = 2) -> 
 
 
 def test_schedule_waits_out_ctc_plateau_and_one_noisy_epoch() -> None:
-    # epochs 0-2: the all-blank plateau (PER near 1, no gain at 2); epoch 5: one epoch a little worse
-    scales, stop = _schedule([0.98, 0.95, 0.96, 0.62, 0.40, 0.41, 0.30, 0.25])
-    assert scales == [1.0] * 8 and stop is None
+    # epochs 0-6: the all-blank plateau (PER near 1, 5 epochs without gain, more than patience); epoch 8: one
+    # epoch a little worse
+    scales, stop = _schedule([0.98, 0.95, 0.96, 0.97, 0.97, 0.96, 0.96, 0.40, 0.41, 0.30, 0.25])
+    assert scales == [1.0] * 11 and stop is None
+    assert _schedule([0.98, 0.95, 0.96, 0.97, 0.97], decay_patience=1)[0] == [1.0] * 5
 
 
 def test_schedule_halves_after_decay_patience_then_counts_again_and_stops_after_patience() -> None:

@@ -1,5 +1,6 @@
 """Voices and synthesis: every registered voice speaks, rates and noise do what they say, bad inputs fail
-clearly. Needs espeak-ng, flite, festival (cmu_us_slt_arctic_hts) and sox; festival speaks 3 short
+clearly. Needs espeak-ng, flite, festival (cmu_us_slt_arctic_hts, ked_diphone), sox, and mbrola with its
+English voices (`cluster/install-speech-packages.sh` installs them all); festival speaks 3 short
 utterances."""
 
 from __future__ import annotations
@@ -142,13 +143,25 @@ def test_unnormalized_text_says_to_normalize(tmp_path: Path) -> None:
         synthesize("Hello!", get_voice("espeak:en-us"), 1.0, tmp_path / "x.wav")
 
 
-def test_the_install_script_installs_every_mbrola_voice() -> None:
-    """CI, the cluster image and `ray up` install through one script; it must name each MBROLA database."""
-    script = (Path(__file__).resolve().parents[2] / "cluster" / "install-speech-packages.sh").read_text()
+def _installed_by_script() -> set[str]:
+    """The package names of the `apt-get install` command in cluster/install-speech-packages.sh."""
+    root = Path(__file__).resolve().parents[2]
+    lines = [line.split("#")[0] for line in (root / "cluster" / "install-speech-packages.sh").read_text().splitlines()]
+    command = " ".join(" ".join(lines).replace("\\", " ").split())
+    match = re.search(r"apt-get install ((?:\S+ )+)", command)
+    assert match, "no apt-get install command"
+    return {word for word in match.group(1).split() if not word.startswith(("-", '"'))}
+
+
+def test_the_install_script_installs_every_voice_and_ci_uses_it() -> None:
+    """CI, the cluster image and `ray up` install through one script; it must install each voice's package."""
+    packages = _installed_by_script()
     mbrola = [v.engine_voice.removeprefix("mb-") for v in VOICES if v.engine_voice.startswith("mb-")]
     assert len(mbrola) >= 4
-    for database in mbrola:
-        assert re.search(rf"\bmbrola-{database}\b", script), database
+    assert {"mbrola", *(f"mbrola-{database}" for database in mbrola)} <= packages
+    assert {"espeak-ng", "flite", "festival", "festvox-us-slt-hts", "festvox-kdlpc16k", "sox"} <= packages
+    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
+    assert "bash cluster/install-speech-packages.sh" in ci
 
 
 def test_unknown_voice_lists_the_known_ones() -> None:

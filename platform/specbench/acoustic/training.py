@@ -32,7 +32,8 @@ class PlateauSchedule:
 
     Nothing happens until the best PER is below `PAST_PLATEAU_PER`. Then the rate is halved after
     `decay_patience` epochs without a new best (counted from the best epoch or the last halving, whichever is
-    later), so one noisy epoch does not halve it; training stops after `patience` epochs without a new best.
+    later; with 2 or more, one noisy epoch does not halve it); training stops after `patience` epochs without a
+    new best.
     """
 
     patience: int

@@ -43,8 +43,8 @@ measured on a speaker it never heard. One voice is held out of each engine that 
 festival's voices are kept for training (``ked_diphone``, Debian's festvox-kdlpc16k, is a US male speaker no
 other engine has). So are the four English MBROLA voices, which espeak-ng drives (``-v mb-us1``): espeak-ng
 chooses the phones, durations and pitch, and MBROLA concatenates diphones recorded from four more real
-speakers (Debian's non-free mbrola-us1/us2/us3/en1; their licence allows free use for synthesis with MBROLA
-and forbids selling them); they are not held out, but the shipped corpus (``jobs/speech_slurp.toml``) does not
+speakers (Debian's non-free mbrola-us1/us2/us3/en1; their licences allow free use for synthesis with MBROLA,
+and us1-us3 may not be sold or built into a product that is sold); they are not held out, but the shipped corpus (``jobs/speech_slurp.toml``) does not
 use them, since training with them did not help on the held-out voices (README). Note that ``flite:slt``
 and ``festival:slt-hts`` are built from the same speaker (CMU ARCTIC SLT).
 
@@ -83,7 +83,7 @@ _APT_FIX = {
     "espeak-ng": "apt-get install espeak-ng",
     "flite": "apt-get install flite",
     "festival": "apt-get install festival festvox-us-slt-hts festvox-kdlpc16k",
-    "mbrola": "bash cluster/install-speech-packages.sh (it enables Debian's non-free component for MBROLA's voices)",
+    "mbrola": "bash cluster/install-speech-packages.sh (it enables Debian's contrib and non-free components)",
 }
 _MBROLA_PREFIX = "mb-"
 _MBROLA_VOICE_DIRS = (Path("/usr/share/mbrola"), Path("/usr/share/mbrola/voices"))

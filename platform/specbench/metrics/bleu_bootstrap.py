@@ -3,8 +3,9 @@
 Koehn (2004), "Statistical Significance Tests for Machine Translation Evaluation": draw the test set's
 sentence indices with replacement `samples` times; on each draw, score both systems' hypotheses of the drawn
 sentences with corpus BLEU and take the difference. The middle 95% of those differences is the confidence
-interval of the gain, and the share of draws where system A does not beat system B is the one-sided p-value
-of "A is better than B". BLEU is sacreBLEU's (13a, cased, exponential smoothing, as `corpus_bleu`): each
+interval of the gain, and the share of draws where system A does not beat system B is Koehn's measure of
+confidence that A is better (A wins in 95% of draws: "better with 95% confidence"). That share is not a
+p-value under a null hypothesis of no difference (the draws centre on the observed gain, not on zero). BLEU is sacreBLEU's (13a, cased, exponential smoothing, as `corpus_bleu`): each
 sentence's n-gram statistics are extracted once and summed per draw, which gives exactly the corpus BLEU of
 the drawn sentences (the test checks this against `sacrebleu.corpus_bleu`).
 """
@@ -22,12 +23,12 @@ __all__ = ["BleuGain", "paired_bootstrap"]
 
 @dataclass(frozen=True)
 class BleuGain:
-    """BLEU(A) − BLEU(B) on the whole set, its 95% bootstrap interval and the one-sided p-value."""
+    """BLEU(A) − BLEU(B) on the whole set, its 95% bootstrap interval and the share of draws A does not win."""
 
     gain: float
     low: float
     high: float
-    p_value: float  # share of draws where A's BLEU is not above B's
+    no_win_share: float  # share of draws where A's BLEU is not above B's
     samples: int
 
 
@@ -59,5 +60,5 @@ def paired_bootstrap(hypotheses_a: Sequence[str], hypotheses_b: Sequence[str], r
         counts = np.bincount(rng.integers(0, n, size=n), minlength=n)
         draws[i] = bleu(counts @ stats_a) - bleu(counts @ stats_b)
     low, high = np.percentile(draws, [2.5, 97.5])
-    return BleuGain(gain=gain, low=float(low), high=float(high), p_value=float(np.mean(draws <= 0.0)),
+    return BleuGain(gain=gain, low=float(low), high=float(high), no_win_share=float(np.mean(draws <= 0.0)),
                     samples=samples)

@@ -9,8 +9,9 @@ Every configuration is decoded as Ray tasks over sentence shards; BLEU and laten
 metrics (step = index of k or threshold), tables (JSON) and BLEU-against-AL plots. Headline scalars:
 `simul.bleu_full` (full-sentence beam search, test) and `simul.sbs_gain_bleu` (SBS minus greedy for the
 wait-k model at grid_k, test), with `simul.sbs_al_increase` and the gain's paired-bootstrap 95% interval
-(`simul.sbs_gain_bleu_low`, `_high`) and one-sided p-value (`simul.sbs_gain_p_value`, Koehn 2004); the same
-gain for test-time wait-k with the full-sentence model is `simul.testtime_sbs_gain_bleu` (`_low`, `_high`).
+(`simul.sbs_gain_bleu_low`, `_high`) and the share of resamples where SBS does not win
+(`simul.sbs_gain_no_win_share`, Koehn 2004); the same for test-time wait-k with the full-sentence model is
+`simul.testtime_sbs_gain_bleu` (`_low`, `_high`, `_no_win_share`).
 """
 
 from __future__ import annotations
@@ -144,9 +145,10 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                 "simul.bleu_full_lowercase": full_beam["bleu_lowercase"],
                 "simul.sbs_gain_bleu": sbs_k["bleu"] - greedy_k["bleu"],
                 "simul.sbs_gain_bleu_low": gain.low, "simul.sbs_gain_bleu_high": gain.high,
-                "simul.sbs_gain_p_value": gain.p_value,
+                "simul.sbs_gain_no_win_share": gain.no_win_share,
                 "simul.testtime_sbs_gain_bleu": testtime.gain, "simul.testtime_sbs_gain_bleu_low": testtime.low,
                 "simul.testtime_sbs_gain_bleu_high": testtime.high,
+                "simul.testtime_sbs_gain_no_win_share": testtime.no_win_share,
                 "simul.sbs_al_increase": sbs_k["al"] - greedy_k["al"],
                 "simul.best_beam": float(b), "simul.best_window": float(w)}
     report["headline"] = headline
@@ -208,7 +210,7 @@ def summary(report: dict[str, Any]) -> list[str]:
     return [f"full-sentence BLEU {h['simul.bleu_full']:.2f} (greedy {h['simul.bleu_full_greedy']:.2f}); SBS gain "
             f"{h['simul.sbs_gain_bleu']:+.2f} BLEU at AL {h['simul.sbs_al_increase']:+.2f} (b={int(h['simul.best_beam'])}, "
             f"w={int(h['simul.best_window'])}); 95% interval of the gain [{h['simul.sbs_gain_bleu_low']:+.2f}, "
-            f"{h['simul.sbs_gain_bleu_high']:+.2f}], p = {h['simul.sbs_gain_p_value']:.3f}", f"  BLEU signature {report['bleu_signature']}"]
+            f"{h['simul.sbs_gain_bleu_high']:+.2f}], no win in {h['simul.sbs_gain_no_win_share']:.1%} of resamples", f"  BLEU signature {report['bleu_signature']}"]
 
 
 def write_report(report: dict[str, Any], path: Path) -> None:
