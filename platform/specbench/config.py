@@ -327,6 +327,7 @@ class PredictiveAsrConfig:
     max_attempts: tuple[int, ...] = field(default=(1, 2, 3), metadata=_range(1, 20))
     sensitivity: SensitivitySection = SensitivitySection()
     run_sensitivity: bool = True
+    bootstrap_samples: int = field(default=1000, metadata=_range(1, 100000))  # user-level intervals
     tracking: TrackingSection = TrackingSection(experiment="prediction")
 
     def __post_init__(self) -> None:

@@ -91,6 +91,10 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
     assert run.data.tags["asr"] == "decoder"
     assert 0.0 <= m["prefetch.success_at_fail10"] <= m["prefetch.oracle_rate"] <= 1.0
     assert m["prefetch.requests"] > 20 and m["prefetch.asr_failed"] == 0
+    # user-level bootstrap intervals (both thresholds are defined on these users)
+    assert m["prefetch.bootstrap_users"] == 3
+    assert m["prefetch.success_at_fail10_low"] <= m["prefetch.success_at_fail10_high"]
+    assert m["prefetch.personalization_gain_low"] <= m["prefetch.personalization_gain_high"]
     table = client.download_artifacts(run.info.run_id, "tables/prefetch_sweeps.csv", str(tmp_path))
     rows = list(csv.DictReader(io.StringIO(Path(table).read_text())))
     assert {r["configuration"] for r in rows} >= {"lm_personal.conf_personal", "lm.lm_score",

@@ -28,6 +28,7 @@ import polars as pl
 from specbench.config import PredictiveAsrConfig
 from specbench.data.usage import UsageSettings, population, simulate_usage
 from specbench.errors import DataError
+from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
 from specbench.metrics.wer import wer
 from specbench.paths import project_root
 from specbench.pipelines.asr_partials import transcribe_requests
@@ -154,14 +155,43 @@ def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
     return m
 
 
+def _single_attempt(pop: Population, scores: dict[str, np.ndarray], name: str, threshold: float) -> pl.DataFrame:
+    """Configuration `name` (``"{candidates}.{decider}"``): its outcome per request at `threshold`."""
+    cand, decider = name.split(".")
+    preds, mask = _subset(pop, scores, cand)
+    return first_prefetch(scores[decider][mask], preds, pop.requests, [threshold])
+
+
 def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: float) -> pl.DataFrame:
     """MAIN's outcome per request at `threshold` (`prefetch.first_prefetch`), with `partial_words_count`: the
     words of the partial each prefetch was made from."""
-    preds, mask = _subset(pop, scores, "lm_personal")
-    out = first_prefetch(scores["conf_personal"][mask], preds, pop.requests, [threshold])
+    preds, _ = _subset(pop, scores, "lm_personal")
+    out = _single_attempt(pop, scores, MAIN, threshold)
     lengths = preds.select(["request_id", "partial_index",
                             pl.col("partial_words").list.len().alias("partial_words_count")]).unique()
     return out.join(lengths, on=["request_id", "partial_index"], how="left", maintain_order="left")
+
+
+def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict[str, float],
+                   samples: int) -> dict[str, float]:
+    """95% intervals of `prefetch.success_at_fail10` and `prefetch.personalization_gain` from a paired
+    bootstrap over users (`metrics.cluster_bootstrap`): a user's requests share a voice, a history and
+    routines, so users, not requests, are the independent units. Empty when a threshold is undefined."""
+    thresholds = {name: metrics[f"prefetch.{name}.threshold_at_fail10"] for name in (MAIN, BASELINE)}
+    if not all(np.isfinite(t) for t in thresholds.values()):
+        return {}
+    users = pop.requests.select(["request_id", "user_id"])
+
+    def hits(name: str) -> np.ndarray:
+        out = _single_attempt(pop, scores, name, thresholds[name])
+        hit = out.select(["request_id", (pl.col("outcome") == "success").alias("hit")])
+        joined = users.join(hit, on="request_id", how="left", maintain_order="left")
+        return joined["hit"].fill_null(False).to_numpy()
+
+    r = paired_cluster_bootstrap(hits(MAIN), hits(BASELINE), users["user_id"].to_numpy(), samples)
+    return {"prefetch.success_at_fail10_low": r.low_a, "prefetch.success_at_fail10_high": r.high_a,
+            "prefetch.personalization_gain_low": r.low, "prefetch.personalization_gain_high": r.high,
+            "prefetch.bootstrap_users": float(r.clusters)}
 
 
 def outcome_metrics(outcomes: pl.DataFrame) -> dict[str, float]:
@@ -246,6 +276,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
         metrics |= counts
         for outcome in ("none", "success", "failure"):
             record({"prefetch_outcomes": counts[f"prefetch.outcome.{outcome}"]}, job=config.name, outcome=outcome)
+    metrics |= user_intervals(pop, scores, metrics, config.bootstrap_samples)
     metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
                 "prefetch.devel_requests": float(tune.requests.height),
                 "prefetch.evaluate_seconds": time.perf_counter() - start}
@@ -279,6 +310,11 @@ def summary(result: dict[str, Any]) -> list[str]:
              f"{m['prefetch.success_at_fail10']:.3f}, failed {m['prefetch.failed_at_fail10']:.3f}, mean gain over "
              f"all {m['prefetch.gain_ms_all_at_fail10']:.0f} ms; personalization gain "
              f"{m['prefetch.personalization_gain']:+.3f}"]
+    if "prefetch.success_at_fail10_low" in m:
+        lines.append(f"  95% intervals over {int(m['prefetch.bootstrap_users'])} users: success "
+                     f"[{m['prefetch.success_at_fail10_low']:.3f}, {m['prefetch.success_at_fail10_high']:.3f}], "
+                     f"personalization gain [{m['prefetch.personalization_gain_low']:+.3f}, "
+                     f"{m['prefetch.personalization_gain_high']:+.3f}]")
     for name in result["sweeps"]:
         lines.append(f"  {name:28s} success {m[f'prefetch.{name}.success_rate_at_fail10']:.3f} failed "
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
