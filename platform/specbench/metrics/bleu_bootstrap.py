@@ -5,9 +5,11 @@ sentence indices with replacement `samples` times; on each draw, score both syst
 sentences with corpus BLEU and take the difference. The middle 95% of those differences is the confidence
 interval of the gain, and the share of draws where system A does not beat system B is Koehn's measure of
 confidence that A is better (A wins in 95% of draws: "better with 95% confidence"). That share is not a
-p-value under a null hypothesis of no difference (the draws centre on the observed gain, not on zero). BLEU is sacreBLEU's (13a, cased, exponential smoothing, as `corpus_bleu`): each
-sentence's n-gram statistics are extracted once and summed per draw, which gives exactly the corpus BLEU of
-the drawn sentences (the test checks this against `sacrebleu.corpus_bleu`).
+p-value under a null hypothesis of no difference (the draws centre on the observed gain, not on zero).
+
+BLEU is sacreBLEU's (13a, cased, exponential smoothing, as `corpus_bleu`): each sentence's n-gram statistics
+are extracted once and summed per draw, which gives exactly the corpus BLEU of the drawn sentences (the test
+checks this against `sacrebleu.corpus_bleu`).
 """
 
 from __future__ import annotations
