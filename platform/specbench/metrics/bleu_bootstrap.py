@@ -20,6 +20,8 @@ from typing import Sequence
 import numpy as np
 from sacrebleu.metrics import BLEU
 
+from specbench.metrics.resample import resample_counts
+
 __all__ = ["BleuGain", "paired_bootstrap"]
 
 
@@ -56,11 +58,8 @@ def paired_bootstrap(hypotheses_a: Sequence[str], hypotheses_b: Sequence[str], r
         return float(metric._compute_score_from_stats(stats.tolist()).score)
 
     gain = bleu(stats_a.sum(axis=0)) - bleu(stats_b.sum(axis=0))
-    rng = np.random.default_rng(seed)
-    draws = np.empty(samples)
-    for i in range(samples):
-        counts = np.bincount(rng.integers(0, n, size=n), minlength=n)
-        draws[i] = bleu(counts @ stats_a) - bleu(counts @ stats_b)
+    draws = np.array([bleu(counts @ stats_a) - bleu(counts @ stats_b)
+                      for counts in resample_counts(n, samples, seed)])
     low, high = np.percentile(draws, [2.5, 97.5])
     return BleuGain(gain=gain, low=float(low), high=float(high), no_win_share=float(np.mean(draws <= 0.0)),
                     samples=samples)

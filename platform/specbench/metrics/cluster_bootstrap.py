@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from specbench.metrics.resample import resample_counts
+
 __all__ = ["RateDifference", "paired_cluster_bootstrap"]
 
 
@@ -52,9 +54,7 @@ def paired_cluster_bootstrap(hits_a: np.ndarray, hits_b: np.ndarray, clusters: n
     items = np.bincount(cluster_of, minlength=n_clusters).astype(np.float64)
     sum_a = np.bincount(cluster_of, weights=a, minlength=n_clusters)
     sum_b = np.bincount(cluster_of, weights=b, minlength=n_clusters)
-    rng = np.random.default_rng(seed)
-    counts = np.stack([np.bincount(rng.integers(0, n_clusters, size=n_clusters), minlength=n_clusters)
-                       for _ in range(samples)]).astype(np.float64)  # (samples, clusters): times drawn
+    counts = resample_counts(n_clusters, samples, seed).astype(np.float64)  # (samples, clusters): times drawn
     total = counts @ items
     rate_a, rate_b = counts @ sum_a / total, counts @ sum_b / total
     low_a, high_a = np.percentile(rate_a, [2.5, 97.5])

@@ -165,10 +165,10 @@ def _single_attempt(pop: Population, scores: dict[str, np.ndarray], name: str, t
 def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: float) -> pl.DataFrame:
     """MAIN's outcome per request at `threshold` (`prefetch.first_prefetch`), with `partial_words_count`: the
     words of the partial each prefetch was made from."""
-    preds, _ = _subset(pop, scores, "lm_personal")
     out = _single_attempt(pop, scores, MAIN, threshold)
-    lengths = preds.select(["request_id", "partial_index",
-                            pl.col("partial_words").list.len().alias("partial_words_count")]).unique()
+    # a partial's words do not depend on which candidates are kept, so all predictions give them
+    lengths = pop.predictions.select(["request_id", "partial_index",
+                                      pl.col("partial_words").list.len().alias("partial_words_count")]).unique()
     return out.join(lengths, on=["request_id", "partial_index"], how="left", maintain_order="left")
 
 

@@ -132,14 +132,14 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     full_beam = test(Method("full", models["full"], beam=b))
     report["test"] = {"curves": curves, "full_greedy": full_greedy, "full_beam": full_beam}
 
-    gains = {}  # SBS against greedy at grid_k, both models, with the bootstrap interval (memoized decodes)
+    at_k = {}  # (SBS, greedy) at grid_k per model: already decoded when grid_k is in ks (memoized)
     for name, path in models.items():
         best_b, best_w = report["best"][name]["beam"], max(report["best"][name]["window"], 1)
-        sbs_method = Method("waitk", path, "sbs", k=config.grid_k, beam=best_b, window=best_w)
-        gains[name] = test.gain(sbs_method, Method("waitk", path, k=config.grid_k), config.bootstrap_samples)
+        at_k[name] = (Method("waitk", path, "sbs", k=config.grid_k, beam=best_b, window=best_w),
+                      Method("waitk", path, k=config.grid_k))
+    gains = {name: test.gain(sbs, greedy, config.bootstrap_samples) for name, (sbs, greedy) in at_k.items()}
     report["sbs_gain_bootstrap"] = {name: asdict(g) for name, g in gains.items()}
-    greedy_k = test(Method("waitk", models["waitk"], k=config.grid_k))
-    sbs_k = test(Method("waitk", models["waitk"], "sbs", k=config.grid_k, beam=b, window=w))
+    sbs_k, greedy_k = (test(method) for method in at_k["waitk"])
     gain, testtime = gains["waitk"], gains["full"]
     headline = {"simul.bleu_full": full_beam["bleu"], "simul.bleu_full_greedy": full_greedy["bleu"],
                 "simul.bleu_full_lowercase": full_beam["bleu_lowercase"],
@@ -210,7 +210,9 @@ def summary(report: dict[str, Any]) -> list[str]:
     return [f"full-sentence BLEU {h['simul.bleu_full']:.2f} (greedy {h['simul.bleu_full_greedy']:.2f}); SBS gain "
             f"{h['simul.sbs_gain_bleu']:+.2f} BLEU at AL {h['simul.sbs_al_increase']:+.2f} (b={int(h['simul.best_beam'])}, "
             f"w={int(h['simul.best_window'])}); 95% interval of the gain [{h['simul.sbs_gain_bleu_low']:+.2f}, "
-            f"{h['simul.sbs_gain_bleu_high']:+.2f}], no win in {h['simul.sbs_gain_no_win_share']:.1%} of resamples", f"  BLEU signature {report['bleu_signature']}"]
+            f"{h['simul.sbs_gain_bleu_high']:+.2f}], no win in {h['simul.sbs_gain_no_win_share']:.1%} of "
+            "resamples",
+            f"  BLEU signature {report['bleu_signature']}"]
 
 
 def write_report(report: dict[str, Any], path: Path) -> None:
