@@ -203,6 +203,9 @@ class SimultransConfig:
     thresholds: tuple[float, ...] = field(default=(0.2, 0.4, 0.6, 0.8, 0.9), metadata=_range(0.0, 1.0))
     shard_size: int = field(default=100, metadata=_range(1, 100000))
     bootstrap_samples: int = field(default=1000, metadata=_range(1, 100000))  # paired bootstrap of the SBS gain
+    # rank speculations (SBS, chunk SBS, chunk beam) by log-probability per token, so that one that ended
+    # early does not win by paying for fewer tokens; false: by the summed log-probability (the seed's eq. 4)
+    length_normalized_speculation: bool = True
     tracking: TrackingSection = TrackingSection(experiment="simultrans")
 
     def __post_init__(self) -> None:

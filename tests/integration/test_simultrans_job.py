@@ -68,6 +68,10 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     assert metrics["simul.sbs_gain_bleu_low"] <= metrics["simul.sbs_gain_bleu_high"]
     assert metrics["simul.testtime_sbs_gain_bleu_low"] <= metrics["simul.testtime_sbs_gain_bleu_high"]
     assert 0.0 <= metrics["simul.sbs_gain_no_win_share"] <= 1.0
+    # speculations ranked per token by default; the summed-score ranking is decoded beside it
+    assert metrics["simul.sbs_gain_bleu_per_token_ranking"] == metrics["simul.sbs_gain_bleu"]
+    assert metrics["simul.sbs_length_ratio_sum_ranking"] > 0 and "simul.sbs_gain_bleu_sum_ranking" in metrics
+    assert run.data.params["simul.length_normalized_speculation"] == "True"
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "simul.waitk_greedy.al")
     assert [m.step for m in history] == [0, 1] and history[0].value < history[1].value  # k = 1, then 3
     assert "bleu" in run.data.params["simul.bleu_signature"].lower() or "nrefs" in run.data.params[

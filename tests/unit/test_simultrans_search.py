@@ -9,7 +9,10 @@ import pytest
 import torch
 
 from specbench.simultrans.model import MtTransformer
-from specbench.simultrans.search import adaptive, beam_steps, full_sentence, wait_k, SourceView
+from specbench.simultrans.model import DecoderCache
+from specbench.simultrans.search import (
+    Beam, SourceView, adaptive, beam_steps, best_speculation, full_sentence, wait_k,
+)
 from specbench.simultrans.settings import MtModelConfig
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
 
@@ -129,6 +132,42 @@ def test_two_step_beam_with_beam_vocab_finds_the_brute_force_best() -> None:
             top = int(beam.scores[s * VOCAB:(s + 1) * VOCAB].argmax()) + s * VOCAB
             assert float(beam.scores[top]) == pytest.approx(best, abs=1e-4)
             assert scores[tuple(beam.tokens[top].tolist())] == pytest.approx(best, abs=1e-4)
+
+
+def _beam(tokens: list[list[int]], scores: list[float]) -> Beam:
+    t = torch.tensor(tokens)
+    return Beam(t, torch.tensor(scores), t[:, -1] == EOS, DecoderCache([], []), torch.zeros(len(tokens), VOCAB))
+
+
+def test_speculation_ranking_per_token_stops_early_endings_winning() -> None:
+    # sentence 0: an ending after one token (-1.5) against three tokens at -0.8 each (-2.4)
+    # sentence 1: no ending, so both rankings agree
+    state = _beam([[EOS, EOS, EOS], [4, 5, 6], [5, 6, 7], [6, 7, 8]], [-1.5, -2.4, -3.0, -2.0])
+    assert best_speculation(state, 2, length_normalized=False).tolist() == [0, 3]
+    assert best_speculation(state, 2, length_normalized=True).tolist() == [1, 3]
+    # an ending after two tokens competes per token: -1.0 / 2 beats -1.8 / 3
+    state = _beam([[4, EOS, EOS], [4, 5, 6]], [-1.0, -1.8])
+    assert best_speculation(state, 2, length_normalized=True).tolist() == [0]
+
+
+def test_speculation_rankings_agree_when_no_hypothesis_ends() -> None:
+    g = torch.Generator().manual_seed(3)
+    for _ in range(20):
+        tokens = torch.randint(4, VOCAB, (12, 4), generator=g).tolist()
+        state = _beam(tokens, (-torch.rand(12, generator=g) * 10).tolist())
+        assert best_speculation(state, 3, True).tolist() == best_speculation(state, 3, False).tolist()
+
+
+def test_sbs_rankings_share_the_wait_k_schedule() -> None:
+    model = tiny(True, seed=2)
+    srcs = sources(9, 8)
+    for normalized in (True, False):
+        out = wait_k(model, srcs, 2, "sbs", beam=4, window=3, length_normalized=normalized)
+        assert all(list(t.delays) == [min(2 + i, len(src)) for i in range(len(t.tokens))]
+                   for t, src in zip(out, srcs, strict=True))
+        chunked = adaptive(model, srcs, threshold=0.3, method="sbs", beam=3, window=2,
+                           length_normalized=normalized)
+        assert all(list(t.delays) == sorted(t.delays) for t in chunked)
 
 
 def test_adaptive_policy_extremes() -> None:

@@ -11,7 +11,9 @@ metrics (step = index of k or threshold), tables (JSON) and BLEU-against-AL plot
 wait-k model at grid_k, test), with `simul.sbs_al_increase` and the gain's paired-bootstrap 95% interval
 (`simul.sbs_gain_bleu_low`, `_high`) and the share of resamples where SBS does not win
 (`simul.sbs_gain_no_win_share`, Koehn 2004); the same for test-time wait-k with the full-sentence model is
-`simul.testtime_sbs_gain_bleu` (`_low`, `_high`, `_no_win_share`).
+`simul.testtime_sbs_gain_bleu` (`_low`, `_high`, `_no_win_share`). Speculations are ranked per token
+(`length_normalized_speculation`); the run also decodes the wait-k model's SBS at grid_k with the other
+ranking and logs both gains and length ratios (`simul.sbs_gain_bleu_per_token_ranking`, `_sum_ranking`).
 """
 
 from __future__ import annotations
@@ -101,8 +103,9 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     report: dict[str, Any] = {"bleu_signature": bleu_signature(), "val_sentences": len(val.pairs),
                               "test_sentences": len(test.pairs), "grid": {}, "best": {}, "test": {}}
 
+    normalized = config.length_normalized_speculation
     for name, path in models.items():  # 1. the (b, w) grid on val
-        base = Method("waitk", path, k=config.grid_k)
+        base = Method("waitk", path, k=config.grid_k, length_normalized=normalized)
         greedy = val(base)
         grid = {(b, w): (greedy if w == 0 else val(replace(base, search="sbs", beam=b, window=w)))
                 for b in config.grid_beams for w in config.grid_windows}
@@ -118,7 +121,7 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
             curves[label] = []
             for k in config.ks:
                 method = Method("waitk", path, search=search, k=k, beam=b if search != "greedy" else 1,
-                                window=w if search == "sbs" else 0)
+                                window=w if search == "sbs" else 0, length_normalized=normalized)
                 curves[label].append({"k": k, **test(method)})
     b, w = report["best"]["waitk"]["beam"], max(report["best"]["waitk"]["window"], 1)
     for search in ("greedy", "beam", "sbs"):
@@ -126,7 +129,8 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
         curves[label] = []
         for threshold in config.thresholds:
             method = Method("adaptive", models["waitk"], search=search, threshold=threshold,
-                            beam=b if search != "greedy" else 1, window=w if search == "sbs" else 0)
+                            beam=b if search != "greedy" else 1, window=w if search == "sbs" else 0,
+                            length_normalized=normalized)
             curves[label].append({"threshold": threshold, **test(method)})
     full_greedy = test(Method("full", models["full"], beam=1))
     full_beam = test(Method("full", models["full"], beam=b))
@@ -135,11 +139,16 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     at_k = {}  # (SBS, greedy) at grid_k per model: already decoded when grid_k is in ks (memoized)
     for name, path in models.items():
         best_b, best_w = report["best"][name]["beam"], max(report["best"][name]["window"], 1)
-        at_k[name] = (Method("waitk", path, "sbs", k=config.grid_k, beam=best_b, window=best_w),
+        at_k[name] = (Method("waitk", path, "sbs", k=config.grid_k, beam=best_b, window=best_w,
+                             length_normalized=normalized),
                       Method("waitk", path, k=config.grid_k))
     gains = {name: test.gain(sbs, greedy, config.bootstrap_samples) for name, (sbs, greedy) in at_k.items()}
     report["sbs_gain_bootstrap"] = {name: asdict(g) for name, g in gains.items()}
     sbs_k, greedy_k = (test(method) for method in at_k["waitk"])
+    # ablation: the same SBS ranked the other way (summed log-probability, the seed's eq. 4, or per token)
+    other = test(replace(at_k["waitk"][0], length_normalized=not normalized))
+    per_token, summed = (sbs_k, other) if normalized else (other, sbs_k)
+    report["speculation_ranking"] = {"per_token": per_token, "sum": summed, "greedy": greedy_k}
     gain, testtime = gains["waitk"], gains["full"]
     headline = {"simul.bleu_full": full_beam["bleu"], "simul.bleu_full_greedy": full_greedy["bleu"],
                 "simul.bleu_full_lowercase": full_beam["bleu_lowercase"],
@@ -150,6 +159,10 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                 "simul.testtime_sbs_gain_bleu_high": testtime.high,
                 "simul.testtime_sbs_gain_no_win_share": testtime.no_win_share,
                 "simul.sbs_al_increase": sbs_k["al"] - greedy_k["al"],
+                "simul.sbs_gain_bleu_per_token_ranking": per_token["bleu"] - greedy_k["bleu"],
+                "simul.sbs_gain_bleu_sum_ranking": summed["bleu"] - greedy_k["bleu"],
+                "simul.sbs_length_ratio_per_token_ranking": per_token["length_ratio"],
+                "simul.sbs_length_ratio_sum_ranking": summed["length_ratio"],
                 "simul.best_beam": float(b), "simul.best_window": float(w)}
     report["headline"] = headline
     if run is not None:
@@ -169,7 +182,8 @@ def _log_grid(run: TrackedRun | None, name: str, config: SimultransConfig,
 def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any],
              curves: dict[str, list[dict[str, float]]], headline: dict[str, float]) -> None:
     run.log_params({"simul.bleu_signature": report["bleu_signature"], "simul.grid_k": config.grid_k,
-                    "simul.ks": list(config.ks), "simul.thresholds": list(config.thresholds)})
+                    "simul.ks": list(config.ks), "simul.thresholds": list(config.thresholds),
+                    "simul.length_normalized_speculation": config.length_normalized_speculation})
     for label, points in curves.items():
         for step, point in enumerate(points):
             run.log_metrics({f"simul.{label}.{m}": point[m] for m in ("bleu", "al", "laal", "dal", "ap", "cw")},

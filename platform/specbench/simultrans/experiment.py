@@ -33,6 +33,7 @@ class Method:
     threshold: float = 0.0
     beam: int = 1
     window: int = 0
+    length_normalized: bool = True  # rank speculations per token (False: by summed log-probability, eq. 4)
 
     @property
     def label(self) -> str:
@@ -41,7 +42,8 @@ class Method:
             return f"{name}/full/beam{self.beam}"
         point = f"k{self.k}" if self.kind == "waitk" else f"conf{self.threshold:g}"
         extra = "" if self.search == "greedy" else f"/b{self.beam}" + (f"w{self.window}" if self.search == "sbs" else "")
-        return f"{name}/{self.kind}/{point}/{self.search}{extra}"
+        ranking = "" if self.length_normalized or self.search == "greedy" else "/sum"
+        return f"{name}/{self.kind}/{point}/{self.search}{extra}{ranking}"
 
 
 @dataclass(frozen=True)
@@ -79,9 +81,9 @@ def _run(ckpt: MtCheckpoint, m: Method, sources: list[list[int]]) -> list[Transl
     if m.kind == "full":
         return full_sentence(ckpt.model, sources, m.beam)
     if m.kind == "waitk":
-        return wait_k(ckpt.model, sources, m.k, m.search, m.beam, m.window)
+        return wait_k(ckpt.model, sources, m.k, m.search, m.beam, m.window, m.length_normalized)
     if m.kind == "adaptive":
-        return adaptive(ckpt.model, sources, m.threshold, m.search, m.beam, m.window)
+        return adaptive(ckpt.model, sources, m.threshold, m.search, m.beam, m.window, m.length_normalized)
     raise ValueError(f"unknown method kind {m.kind!r}")
 
 
