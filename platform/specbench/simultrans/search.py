@@ -21,7 +21,7 @@ Methods (the seed's notation: next_i^b is i steps of beam search with beam b):
 
 Ranking the speculations: a hypothesis that reaches </s> within the 1 + w (or n + w) steps keeps its score
 while its rivals pay for every remaining step, so ranking by the summed log-probability (eq. 4 read
-literally) favours early endings: on Multi30k val at k = 3 SBS then writes 6-16% fewer tokens than greedy and
+literally) favours early endings: on Multi30k val at k = 3 SBS then writes 3-15% fewer tokens than greedy and
 loses to BLEU's brevity penalty much of what it gains in precision. With `length_normalized` (the default),
 hypotheses are ranked by log-probability per token (</s> counted), the normalization our full-sentence and
 tail beam searches use; hypotheses that ran every step rank exactly as by the sum.
