@@ -10,6 +10,7 @@ carried folders up to 64 MiB. The folder holds:
 - `wheels/`: the cp312 manylinux x86_64 wheels of kaldifst, kaldi-decoder and kaldiio (`make gpu-check`
   installs them into `site/` there);
 - `data/slurp/test.jsonl.gz`: the SLURP test texts, whose prefixes the completion benchmark completes;
+- `data/multi30k/{train,val}.{de,en}.gz`: what `scripts/gpu_train_mt.py` trains the translation models on;
 - `manifest.json`: sources, sha256, sizes and counts, the frame shift of the scores.
 
 It checks that the tracked and untracked-but-not-ignored files plus this folder stay under 60 MB, and prints
@@ -40,6 +41,8 @@ WHEELS = {"kaldifst": "1.8.3", "kaldi_decoder": "0.3.2", "kaldiio": "2.18.1"}  #
 PYTHON_VERSION = "3.12"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 LIMIT_BYTES = 60_000_000
+CARRIED_DATA = ("slurp/test.jsonl.gz", *(f"multi30k/{split}.{lang}.gz" for split in ("train", "val")
+                                         for lang in ("de", "en")))
 
 
 # ---- pure helpers ------------------------------------------------------------------------------------
@@ -172,11 +175,12 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
     files["TLG.fst"].update(states=graph.num_states, arcs=graph.num_arcs)
     from specbench.data.resolver import data_file
 
-    text = out / "data" / "slurp" / "test.jsonl.gz"  # the completion benchmark's prefixes (SPECBENCH_DATA there)
-    text.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(data_file("slurp/test.jsonl.gz"), text)
-    files["data/slurp/test.jsonl.gz"] = {"source": "slurp/test.jsonl.gz", "sha256": sha256(text),
-                                         "bytes": text.stat().st_size}
+    # SPECBENCH_DATA there: the completion benchmark's prefixes, and what `scripts/gpu_train_mt.py` trains on
+    for rel in CARRIED_DATA:
+        copy = out / "data" / rel
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(data_file(rel), copy)
+        files[f"data/{rel}"] = {"source": rel, "sha256": sha256(copy), "bytes": copy.stat().st_size}
     items, shift = load_scores(scores, utterances)
     write_scores_npz(items, out / SCORES_NAME)
     frames = sum(len(m) for _, m in items)

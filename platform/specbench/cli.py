@@ -51,8 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     data.add_parser("speech", help="synthesize the speech corpus of a speech job").add_argument("file", type=Path)
     train = sub.add_parser("train", help="train a model").add_subparsers(dest="train_command", required=True)
     train.add_parser("am", help="train the causal CTC acoustic model").add_argument("file", type=Path)
-    train.add_parser("mt", help="train a translation model (wait-k or full-sentence; resumes from its last "
-                                "checkpoint)").add_argument("file", type=Path)
+    tmt = train.add_parser("mt", help="train a translation model (wait-k or full-sentence; resumes from its last "
+                                      "checkpoint)")
+    tmt.add_argument("file", type=Path)
+    tmt.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                     help="auto: a CUDA device when torch can use one, else the CPU")
+    tmt.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run (the card and the "
+                     "checkpoint are written all the same)")
     train.add_parser("lm", help="train the word LSTM LM of prediction").add_argument("file", type=Path)
     train.add_parser("confidence", help="train the prefetch confidence models (with and without the personal "
                                         "feature)").add_argument("file", type=Path)
@@ -157,7 +162,8 @@ def _name_list(text: str) -> tuple[str, ...]:
 def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-untyped-def]
     from specbench.pipelines.runner import RunOptions
 
-    return RunOptions(tracking_uri=args.tracking_uri, ray_address=args.ray_address, force=force)
+    return RunOptions(tracking_uri=args.tracking_uri, ray_address=args.ray_address, force=force,
+                      device=getattr(args, "device", "auto"))
 
 
 def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
@@ -289,8 +295,19 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
-    return _run_kind(args, {"am": "train_am", "mt": "train_mt", "lm": "train_lm",
-                            "confidence": "train_confidence"}[args.train_command])
+    kind = {"am": "train_am", "mt": "train_mt", "lm": "train_lm", "confidence": "train_confidence"}[args.train_command]
+    if kind == "train_mt" and args.no_mlflow:  # no tracking: the runner (and mlflow) is never imported
+        from specbench.config import config_kind, load_config
+        from specbench.errors import ConfigError
+        from specbench.pipelines import train_mt
+
+        config = load_config(args.file)
+        if config_kind(config) != kind:
+            raise ConfigError(f"{args.file}: this command needs a job with kind = \"{kind}\"")
+        for line in train_mt.summary(config, train_mt.run_train_mt(config, args.file, None, args.device)):
+            print(line)
+        return 0
+    return _run_kind(args, kind)
 
 
 def _cmd_data_check(args: argparse.Namespace) -> int:

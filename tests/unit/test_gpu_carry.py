@@ -1,6 +1,7 @@
 """The decoder benchmark's helpers and the GPU carry folder's: utterance selection, score files, wheel tags,
 size accounting, the multi-process GPU timing (run with the GPU algorithm's numpy twin), the summary metrics,
-and that `python -m specbench bench decoder` runs without ray, mlflow, polars and tqdm."""
+that `python -m specbench bench decoder` runs without ray, mlflow, polars and tqdm, and that `train mt
+--no-mlflow` (how `scripts/gpu_train_mt.py` trains there) runs without ray, mlflow and polars."""
 
 from __future__ import annotations
 
@@ -166,20 +167,27 @@ def test_summary_metrics() -> None:
 # ---- runs where the GPU machine has no ray, mlflow, polars or tqdm ---------------------------------------
 
 BLOCKED = ("ray", "mlflow", "polars", "tqdm")
-RUNNER = f"""
+
+
+def runner(blocked: tuple[str, ...]) -> str:
+    """`python -c` code that runs the CLI with the modules `blocked` impossible to import."""
+    return f"""
 import runpy, sys
 class Block:
     def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in {BLOCKED!r}:
+        if name.split('.')[0] in {blocked!r}:
             raise ImportError('blocked: ' + name)
 sys.meta_path.insert(0, Block())
 sys.argv = ['specbench'] + sys.argv[1:]
 try:
     runpy.run_module('specbench', run_name='__main__')
 except SystemExit as exit_:
-    assert not [m for m in {BLOCKED!r} if m in sys.modules]
+    assert not [m for m in {blocked!r} if m in sys.modules]
     raise
 """
+
+
+RUNNER = runner(BLOCKED)
 
 
 def test_cli_bench_decoder_without_ray_mlflow_polars_tqdm(tmp_path: Path) -> None:
@@ -200,3 +208,78 @@ def test_cli_bench_decoder_without_ray_mlflow_polars_tqdm(tmp_path: Path) -> Non
     assert "kaldi" not in result["backends"] and result["errors"] == []
     assert result["decoder.rtfx_backend"] == "cpu" and result["threads"]["env"]["OMP_NUM_THREADS"] == "1"
     assert result["decoder.onebest_compared"] == "twin (no GPU)"
+
+
+TINY_MT_JOB = """kind = "train_mt"
+name = "tiny_no_mlflow"
+output = "{output}"
+bpe_model = "models/mt_bpe.model"
+devel_sentences = 40
+bleu_sentences = 10
+
+[model]
+vocab_size = 4000
+d_model = 32
+heads = 2
+ffn = 64
+encoder_layers = 1
+decoder_layers = 1
+causal_encoder = true
+
+[training]
+max_epochs = 1
+batch_tokens = 8000
+warmup_steps = 10
+threads = 1
+"""
+
+
+def test_cli_train_mt_without_ray_mlflow_polars(tmp_path: Path) -> None:
+    """The GPU machine's way to train (`scripts/gpu_train_mt.py`): `train mt --no-mlflow` never imports the
+    runner or mlflow, and writes the checkpoint and its card all the same (here one epoch on the CPU)."""
+    from specbench.simultrans.checkpoint import load_mt
+
+    job = tmp_path / "tiny.toml"
+    job.write_text(TINY_MT_JOB.format(output=tmp_path / "tiny.pt"))
+    proc = subprocess.run([sys.executable, "-c", runner(("ray", "mlflow", "polars")), "train", "mt", str(job),
+                           "--no-mlflow", "--device", "cpu"], capture_output=True, text=True, timeout=600,
+                          env={"PYTHONPATH": str(ROOT / "platform"), "PATH": "/usr/bin:/bin",
+                               "SPECBENCH_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 0, proc.stderr
+    assert "best devel loss" in proc.stdout and "trained on cpu" in proc.stdout
+    card = json.loads((tmp_path / "tiny.json").read_text())
+    assert card["device"] == "cpu" and card["epochs"] == 1 and card["best_devel_bleu"] is not None
+    assert load_mt(tmp_path / "tiny.pt", ROOT / "models" / "mt_bpe.model").model.config.d_model == 32
+
+
+def test_training_device_errors_name_the_fix() -> None:
+    import torch
+
+    from specbench.errors import ConfigError
+    from specbench.pipelines.train_mt import training_device
+
+    assert training_device("cpu").type == "cpu"
+    assert training_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ConfigError, match="auto, cpu or cuda"):
+        training_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="--device cpu"):
+            training_device("cuda")
+
+
+_mt_spec = importlib.util.spec_from_file_location("gpu_train_mt", ROOT / "scripts" / "gpu_train_mt.py")
+gpu_train_mt = importlib.util.module_from_spec(_mt_spec)
+_mt_spec.loader.exec_module(gpu_train_mt)
+
+
+@pytest.mark.parametrize("name", sorted(gpu_train_mt.CANDIDATES))
+def test_gpu_mt_candidates_are_valid_jobs(name: str, tmp_path: Path) -> None:
+    from specbench.config import TrainMtConfig, load_config
+
+    path = tmp_path / f"{name}.toml"
+    path.write_text(gpu_train_mt.to_toml(gpu_train_mt.candidate_job(name, 2.5)))
+    config = load_config(path)
+    assert isinstance(config, TrainMtConfig) and config.name == f"gpu_{name}"
+    assert config.training.max_minutes == 2.5 and config.bleu_sentences == 0 and config.training.patience == 10
+    assert config.model.dropout == gpu_train_mt.CANDIDATES[name][1]["model"]["dropout"]
+    assert config.model.causal_encoder == name.startswith("waitk")

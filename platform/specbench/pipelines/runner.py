@@ -18,6 +18,7 @@ class RunOptions:
     tracking_uri: str | None = None
     ray_address: str | None = None
     force: bool = False  # rebuild cached artifacts (the graph) even when their input hash matches
+    device: str = "auto"  # where `train mt` trains: auto (a CUDA device when usable), cpu or cuda
 
 
 def _graph(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
@@ -54,10 +55,7 @@ def _eval_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list
 def _train_mt(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:
     from specbench.pipelines import train_mt
 
-    card = train_mt.run_train_mt(config, path, run)
-    return [f"translation model {config.output}: {card['parameters']:,} parameters, best devel loss "
-            f"{card['best_devel_loss']:.3f} (BLEU {card['best_devel_bleu'] or float('nan'):.2f}) at epoch "
-            f"{card['best_epoch']} of {card['epochs']} ({card['stopped_because']})"]
+    return train_mt.summary(config, train_mt.run_train_mt(config, path, run, opts.device))
 
 
 def _simultrans(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list[str]:

@@ -1,13 +1,15 @@
 """The `train_mt` job: train a translation model on Multi30k (De->En by default) with the project's joint
 BPE (trained first when missing), keep the epoch with the best devel loss, and write it in fp16 to `models/`
-with a model card. Per epoch: train and devel loss, greedy devel BLEU (sacrebleu), logged to MLflow."""
+with a model card. Per epoch: train and devel loss, greedy devel BLEU (sacrebleu), logged to MLflow. Trains on
+a CUDA device when one is usable (`device = "auto"`); devel BLEU is then decoded by a CPU copy of the model."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sacrebleu
 import torch
@@ -22,7 +24,9 @@ from specbench.simultrans.tokenizer import EOS, Tokenizer, train_bpe
 from specbench.simultrans.training import (
     TrainState, config_hash, make_examples, save_model, stopped_because, train,
 )
-from specbench.tracking.runs import TrackedRun
+
+if TYPE_CHECKING:  # the GPU machine trains without mlflow (`specbench train mt --no-mlflow`)
+    from specbench.tracking.runs import TrackedRun
 
 LICENCE = ("Multi30k (task 1, Elliott et al. 2016) is distributed for research and education; this model is "
            "trained on its training split only and inherits those terms.")
@@ -34,7 +38,10 @@ def _resolve(path: Path) -> Path:
 
 
 def devel_bleu(model: MtTransformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], k: int | None) -> float:
-    """sacreBLEU (13a, cased, detokenized) of greedy decoding on `pairs`, full sentence or wait-k."""
+    """sacreBLEU (13a, cased, detokenized) of greedy decoding on `pairs`, full sentence or wait-k (decoded on
+    the CPU: the search builds its index tensors there)."""
+    if model.embed.weight.device.type != "cpu":
+        return devel_bleu(copy.deepcopy(model).cpu(), tokenizer, pairs, k)
     model.eval()
     sources = [tokenizer.encode(s) + [EOS] for s, _ in pairs]
     hyps = []
@@ -46,8 +53,24 @@ def devel_bleu(model: MtTransformer, tokenizer: Tokenizer, pairs: list[tuple[str
     return sacrebleu.corpus_bleu(hyps, [[t for _, t in pairs]]).score
 
 
-def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None) -> dict[str, Any]:
-    """Train; returns the model card's data (also written beside the checkpoint)."""
+def training_device(device: str) -> torch.device:
+    """"auto": the first CUDA device when torch can use one, else the CPU; "cpu"; "cuda" (an error without
+    a usable GPU)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda was asked for, but torch sees no usable CUDA device here. Fix: train with "
+                          "--device cpu (or auto)")
+    return torch.device(device)
+
+
+def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
+                 device: str = "auto") -> dict[str, Any]:
+    """Train on `device` (see `training_device`); returns the model card's data (also written beside the
+    checkpoint)."""
+    where = training_device(device)
     out, bpe_path = _resolve(config.output), _resolve(config.bpe_model)
     train_pairs = read_pairs("train", config.source, config.target)
     val_pairs = read_pairs("val", config.source, config.target)
@@ -68,7 +91,7 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None) 
                                        strict=True)), max_len)
     bleu_pairs = val_pairs[:config.bleu_sentences]
     torch.manual_seed(config.training.seed)
-    model = MtTransformer(config.model)
+    model = MtTransformer(config.model).to(where)
     tag = config_hash(config.model, config.training, f"{tokenizer.sha256}:{config.source}-{config.target}")
     state_path = work_dir() / "checkpoints" / config.name / "last.pt"
     if config.training.threads == 0:
@@ -78,6 +101,7 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None) 
         "direction": f"{config.source}->{config.target}", "parameters": parameter_count(model),
         "train_pairs": len(train_set), "devel_pairs": len(devel_set), "bpe_model": str(config.bpe_model),
         "bpe_sha256": tokenizer.sha256, "model": config.model.to_dict(), "training": config.training.to_dict(),
+        "device": where.type if where.type == "cpu" else f"cuda ({torch.cuda.get_device_name(where)})",
         "licence": LICENCE,
     }
     if run is not None:
@@ -115,15 +139,23 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None) 
     return card
 
 
+def summary(config: TrainMtConfig, card: dict[str, Any]) -> list[str]:
+    return [f"translation model {config.output}: {card['parameters']:,} parameters, best devel loss "
+            f"{card['best_devel_loss']:.3f} (BLEU {card['best_devel_bleu'] or float('nan'):.2f}) at epoch "
+            f"{card['best_epoch']} of {card['epochs']} ({card['stopped_because']}), trained on {card['device']}"]
+
+
 def write_card(checkpoint: Path, card: dict[str, Any]) -> None:
     checkpoint.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
     lines = [f"# Translation model `{card['name']}`", "",
              f"A {card['kind']} Transformer for Multi30k {card['direction']}, trained by `specbench train mt` on "
              f"the {card['train_pairs']:,} training pairs with the project's joint BPE (`{card['bpe_model']}`).",
              "", "| field | value |", "| --- | --- |"]
-    for key in ("parameters", "best_epoch", "best_devel_loss", "best_devel_bleu", "epochs", "minutes",
+    for key in ("parameters", "device", "trained_by", "best_epoch", "best_devel_loss", "best_devel_bleu", "epochs", "minutes",
                 "stopped_because", "bpe_sha256"):
         value = card.get(key)
+        if value is None and key == "trained_by":
+            continue
         lines.append(f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |")
     lines += [f"| model.{k} | {v} |" for k, v in card["model"].items()]
     lines += [f"| training.{k} | {v} |" for k, v in card["training"].items()]

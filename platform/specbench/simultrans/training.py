@@ -1,8 +1,11 @@
 """Training of the translation models: label-smoothed cross-entropy, Adam with warmup and inverse-square-root
 decay, batches of similar-length sentences up to a token budget, a wait-k model trained over a random k per
 batch (one model serves every k). Resumable: the full state (fp32 weights, optimizer, schedule, epoch, RNG) is
-saved every few minutes and at each epoch's end; a rerun with the same config continues from it. Stops at
-the time budget, the epoch limit, or when devel loss has not improved for `patience` epochs."""
+saved every few minutes and at each epoch's end; a rerun with the same config continues from it (on either
+device: the state is loaded to the CPU first; dropout draws on a GPU come from its own generator, so a resumed
+GPU run is not bit-identical to an uninterrupted one). Stops at the time budget, the epoch limit, or when devel
+loss has not improved for `patience` epochs. Runs on the CPU or a CUDA device: batches are built on the CPU
+and moved to the model's device."""
 
 from __future__ import annotations
 
@@ -90,12 +93,16 @@ def collate(batch: list[Example]) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
 
 
 def loss_of(model: MtTransformer, batch: list[Example], k: int | None, smoothing: float) -> tuple[torch.Tensor, int]:
-    """Summed label-smoothed cross-entropy over the batch's target tokens, and their count."""
+    """Summed label-smoothed cross-entropy over the batch's target tokens (on the model's device), and
+    their count."""
     src, tin, tout = collate(batch)
+    count = int((tout != PAD).sum())
+    device = model.embed.weight.device
+    src, tin, tout = (t.to(device, non_blocking=True) for t in (src, tin, tout))
     logits = model(src, tin, k)
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), tout.reshape(-1), ignore_index=PAD,
                            label_smoothing=smoothing, reduction="sum")
-    return loss, int((tout != PAD).sum())
+    return loss, count
 
 
 def devel_loss(model: MtTransformer, examples: list[Example], ks: list[int | None]) -> float:
@@ -111,7 +118,7 @@ def devel_loss(model: MtTransformer, examples: list[Example], ks: list[int | Non
     return total / max(count, 1)
 
 
-RESUMABLE_CHANGES = ("max_minutes", "max_epochs", "patience", "checkpoint_minutes", "threads")
+RESUMABLE_CHANGES = ("max_minutes", "max_epochs", "patience", "checkpoint_minutes", "threads")  # not in the tag
 
 
 def config_hash(model_cfg: MtModelConfig, settings: MtTrainSettings, data_tag: str) -> str:
@@ -144,7 +151,7 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
         blob = torch.load(state_path, map_location="cpu", weights_only=False)
         if blob.get("tag") == tag:
             model.load_state_dict(blob["model"])
-            opt.load_state_dict(blob["optimizer"])
+            opt.load_state_dict(blob["optimizer"])  # moves the moments to the parameters' device
             state = TrainState(**blob["state"])
             rng.setstate(blob["rng"])
             torch.set_rng_state(blob["torch_rng"])
@@ -156,7 +163,7 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
     last_save = time.monotonic()
     model.train()
     while state.epoch < settings.max_epochs and state.elapsed_s < budget and state.bad_epochs < settings.patience:
-        epoch_start, total, tokens = time.monotonic(), 0.0, 0
+        epoch_start, total, tokens = time.monotonic(), torch.zeros((), device=model.embed.weight.device), 0
         elapsed_before = state.elapsed_s
         plan = batches(train_set, settings.batch_tokens, rng)
         for batch in tqdm(plan, desc=f"epoch {state.epoch + 1}", unit="batch", file=sys.stderr, mininterval=5.0):
@@ -171,7 +178,7 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             state.step += 1
-            total, tokens = total + float(loss.detach()), tokens + n
+            total, tokens = total + loss.detach(), tokens + n  # summed on the device: no sync per step
             state.elapsed_s = elapsed_before + time.monotonic() - epoch_start
             if time.monotonic() - last_save > settings.checkpoint_minutes * 60:
                 _save(state_path, model, opt, state, rng, tag)
@@ -182,7 +189,7 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
         if not finished:
             break  # a partial last epoch is not scored (its state is saved for a resumed run)
         state.epoch += 1
-        metrics = {"train_loss": total / max(tokens, 1), "devel_loss": devel_loss(model, devel_set, devel_ks),
+        metrics = {"train_loss": float(total) / max(tokens, 1), "devel_loss": devel_loss(model, devel_set, devel_ks),
                    "epoch_minutes": (time.monotonic() - epoch_start) / 60, "elapsed_minutes": state.elapsed_s / 60}
         if metrics["devel_loss"] < state.best_devel_loss - 1e-4:
             state.best_devel_loss, state.best_epoch, state.bad_epochs = metrics["devel_loss"], state.epoch, 0
@@ -216,7 +223,8 @@ def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: T
 def save_model(path: Path, model: MtTransformer, bpe_sha256: str, metadata: dict[str, Any]) -> None:
     """The fp16 inference checkpoint (weights only loadable), written atomically."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {k: (v.half() if v.is_floating_point() else v) for k, v in model.state_dict().items()}
+    state = {k: (v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu())
+             for k, v in model.state_dict().items()}
     tmp = path.with_name(path.name + ".tmp")
     torch.save({"format_version": STATE_VERSION, "state_dict": state, "model_config": model.config.to_dict(),
                 "bpe_sha256": bpe_sha256, "metadata": metadata}, tmp)
