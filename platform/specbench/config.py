@@ -206,6 +206,9 @@ class SimultransConfig:
     # rank speculations (SBS, chunk SBS, chunk beam) by log-probability per token, so that one that ended
     # early does not win by paying for fewer tokens; false: by the summed log-probability (the seed's eq. 4)
     length_normalized_speculation: bool = True
+    # decode the val grid with both rankings and let each model use its better (ranking, b, w); ties go to
+    # length_normalized_speculation
+    rank_speculations_on_val: bool = False
     tracking: TrackingSection = TrackingSection(experiment="simultrans")
 
     def __post_init__(self) -> None:

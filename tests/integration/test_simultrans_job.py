@@ -31,6 +31,7 @@ grid_beams = [3]
 grid_windows = [0, 1]
 thresholds = [0.6]
 shard_size = 8
+rank_speculations_on_val = true
 [tracking]
 experiment = "simultrans_test"
 """
@@ -68,10 +69,16 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     assert metrics["simul.sbs_gain_bleu_low"] <= metrics["simul.sbs_gain_bleu_high"]
     assert metrics["simul.testtime_sbs_gain_bleu_low"] <= metrics["simul.testtime_sbs_gain_bleu_high"]
     assert 0.0 <= metrics["simul.sbs_gain_no_win_share"] <= 1.0
-    # speculations ranked per token by default; the summed-score ranking is decoded beside it
-    assert metrics["simul.sbs_gain_bleu_per_token_ranking"] == metrics["simul.sbs_gain_bleu"]
-    assert metrics["simul.sbs_length_ratio_sum_ranking"] > 0 and "simul.sbs_gain_bleu_sum_ranking" in metrics
+    # the val grid was decoded with both rankings (per token by default, summed beside it) and each model took
+    # the better one; the wait-k model's SBS at grid_k is decoded with the other ranking too
     assert run.data.params["simul.length_normalized_speculation"] == "True"
+    assert run.data.params["simul.rank_speculations_on_val"] == "True"
+    assert {"simul.val_grid.waitk.b3.bleu", "simul.val_grid.waitk.b3.sum.bleu",
+            "simul.val_grid.full.b3.sum.al"} <= set(metrics)
+    assert {metrics["simul.waitk_ranking_per_token"], metrics["simul.full_ranking_per_token"]} <= {0.0, 1.0}
+    chosen = "per_token" if metrics["simul.waitk_ranking_per_token"] else "sum"
+    assert metrics[f"simul.sbs_gain_bleu_{chosen}_ranking"] == metrics["simul.sbs_gain_bleu"]
+    assert metrics["simul.sbs_length_ratio_sum_ranking"] > 0 and "simul.sbs_gain_bleu_sum_ranking" in metrics
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "simul.waitk_greedy.al")
     assert [m.step for m in history] == [0, 1] and history[0].value < history[1].value  # k = 1, then 3
     assert "bleu" in run.data.params["simul.bleu_signature"].lower() or "nrefs" in run.data.params[

@@ -1,7 +1,8 @@
 """The `simultrans` job: speculative beam search for simultaneous translation, from checkpoints.
 
 1. On val, the (b, w) grid of single-step SBS for the wait-k model at `grid_k` and for the full-sentence
-   model under test-time wait-k (w = 0 is greedy); the best (b, w) per model (highest BLEU, then lowest AL).
+   model under test-time wait-k (w = 0 is greedy), for one or both speculation rankings; the best
+   (ranking, b, w) per model (highest BLEU, then lowest AL, then the configured ranking).
 2. On test, for every k: greedy, tail beam (b*) and SBS (b*, w*) for both models; the adaptive confidence
    policy (wait-k model) over thresholds with greedy chunks, beam search per chunk (b*, w = 0) and chunk
    SBS (b*, w*); full-sentence greedy and beam (b*) baselines.
@@ -12,8 +13,11 @@ wait-k model at grid_k, test), with `simul.sbs_al_increase` and the gain's paire
 (`simul.sbs_gain_bleu_low`, `_high`) and the share of resamples where SBS does not win
 (`simul.sbs_gain_no_win_share`, Koehn 2004); the same for test-time wait-k with the full-sentence model is
 `simul.testtime_sbs_gain_bleu` (`_low`, `_high`, `_no_win_share`). Speculations are ranked per token
-(`length_normalized_speculation`); the run also decodes the wait-k model's SBS at grid_k with the other
-ranking and logs both gains and length ratios (`simul.sbs_gain_bleu_per_token_ranking`, `_sum_ranking`).
+(`length_normalized_speculation`), or, with `rank_speculations_on_val`, by whichever ranking wins the val
+grid for each model (the grid is then decoded both ways; `simul.waitk_ranking_per_token`,
+`simul.full_ranking_per_token` say which was chosen). The run also decodes the wait-k model's SBS at grid_k
+with the ranking it did not choose and logs both gains and length ratios
+(`simul.sbs_gain_bleu_per_token_ranking`, `_sum_ranking`).
 """
 
 from __future__ import annotations
@@ -83,8 +87,15 @@ def _translated(rows: list[dict[str, Any]]) -> dict[str, float]:
     return {"sentences_translated": float(len(rows))}
 
 
-def _best(results: dict[tuple[int, int], dict[str, float]]) -> tuple[int, int]:
-    return max(results, key=lambda bw: (round(results[bw]["bleu"], 2), -results[bw]["al"]))
+def _best(results: dict[tuple[bool, int, int], dict[str, float]], default_ranking: bool) -> tuple[bool, int, int]:
+    """The (length_normalized, b, w) with the highest BLEU, then the lowest AL, then the default ranking."""
+    return max(results, key=lambda rbw: (round(results[rbw]["bleu"], 2), -results[rbw]["al"],
+                                         rbw[0] == default_ranking))
+
+
+def _grid_key(ranking: bool, b: int, w: int, default_ranking: bool) -> str:
+    """`b5_w2` for the default ranking, `b5_w2/sum` or `b5_w2/per_token` for the other."""
+    return f"b{b}_w{w}" + ("" if ranking == default_ranking else ("/per_token" if ranking else "/sum"))
 
 
 def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | None,
@@ -103,19 +114,20 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     report: dict[str, Any] = {"bleu_signature": bleu_signature(), "val_sentences": len(val.pairs),
                               "test_sentences": len(test.pairs), "grid": {}, "best": {}, "test": {}}
 
-    normalized = config.length_normalized_speculation
-    for name, path in models.items():  # 1. the (b, w) grid on val
-        base = Method("waitk", path, k=config.grid_k, length_normalized=normalized)
-        greedy = val(base)
-        grid = {(b, w): (greedy if w == 0 else val(replace(base, search="sbs", beam=b, window=w)))
-                for b in config.grid_beams for w in config.grid_windows}
-        report["grid"][name] = {f"b{b}_w{w}": r for (b, w), r in grid.items()}
-        report["best"][name] = dict(zip(("beam", "window"), _best(grid), strict=True))
-        _log_grid(run, name, config, grid)
+    default = config.length_normalized_speculation
+    rankings = (default, not default) if config.rank_speculations_on_val else (default,)
+    for name, path in models.items():  # 1. the (ranking, b, w) grid on val
+        greedy = val(Method("waitk", path, k=config.grid_k))
+        grid = {(ranking, b, w): (greedy if w == 0 else val(Method("waitk", path, "sbs", k=config.grid_k, beam=b,
+                                                                   window=w, length_normalized=ranking)))
+                for ranking in rankings for b in config.grid_beams for w in config.grid_windows}
+        report["grid"][name] = {_grid_key(*key, default): r for key, r in grid.items()}
+        report["best"][name] = dict(zip(("length_normalized", "beam", "window"), _best(grid, default), strict=True))
+        _log_grid(run, name, default, grid)
 
     curves: dict[str, list[dict[str, float]]] = {}
-    for name, path in models.items():  # 2. the test curves
-        b, w = report["best"][name]["beam"], max(report["best"][name]["window"], 1)
+    for name, path in models.items():  # 2. the test curves, each model with its (ranking, b, w)
+        normalized, b, w = _chosen(report, name)
         for search in ("greedy", "tail", "sbs"):
             label = f"{name}_{search}"
             curves[label] = []
@@ -123,7 +135,7 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                 method = Method("waitk", path, search=search, k=k, beam=b if search != "greedy" else 1,
                                 window=w if search == "sbs" else 0, length_normalized=normalized)
                 curves[label].append({"k": k, **test(method)})
-    b, w = report["best"]["waitk"]["beam"], max(report["best"]["waitk"]["window"], 1)
+    normalized, b, w = _chosen(report, "waitk")
     for search in ("greedy", "beam", "sbs"):
         label = f"adaptive_{search}"
         curves[label] = []
@@ -138,15 +150,15 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
 
     at_k = {}  # (SBS, greedy) at grid_k per model: already decoded when grid_k is in ks (memoized)
     for name, path in models.items():
-        best_b, best_w = report["best"][name]["beam"], max(report["best"][name]["window"], 1)
+        ranking, best_b, best_w = _chosen(report, name)
         at_k[name] = (Method("waitk", path, "sbs", k=config.grid_k, beam=best_b, window=best_w,
-                             length_normalized=normalized),
+                             length_normalized=ranking),
                       Method("waitk", path, k=config.grid_k))
     gains = {name: test.gain(sbs, greedy, config.bootstrap_samples) for name, (sbs, greedy) in at_k.items()}
     report["sbs_gain_bootstrap"] = {name: asdict(g) for name, g in gains.items()}
     sbs_k, greedy_k = (test(method) for method in at_k["waitk"])
     # ablation: the same SBS ranked the other way (summed log-probability, the seed's eq. 4, or per token)
-    other = test(replace(at_k["waitk"][0], length_normalized=not normalized))
+    other = test(replace(at_k["waitk"][0], length_normalized=not normalized))  # normalized: the wait-k model's
     per_token, summed = (sbs_k, other) if normalized else (other, sbs_k)
     report["speculation_ranking"] = {"per_token": per_token, "sum": summed, "greedy": greedy_k}
     gain, testtime = gains["waitk"], gains["full"]
@@ -163,27 +175,36 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                 "simul.sbs_gain_bleu_sum_ranking": summed["bleu"] - greedy_k["bleu"],
                 "simul.sbs_length_ratio_per_token_ranking": per_token["length_ratio"],
                 "simul.sbs_length_ratio_sum_ranking": summed["length_ratio"],
-                "simul.best_beam": float(b), "simul.best_window": float(w)}
+                "simul.best_beam": float(b), "simul.best_window": float(w),
+                **{f"simul.{name}_ranking_per_token": float(_chosen(report, name)[0]) for name in models}}
     report["headline"] = headline
     if run is not None:
         _log_run(run, config, report, curves, headline)
     return report
 
 
-def _log_grid(run: TrackedRun | None, name: str, config: SimultransConfig,
-              grid: dict[tuple[int, int], dict[str, float]]) -> None:
+def _chosen(report: dict[str, Any], name: str) -> tuple[bool, int, int]:
+    """(length_normalized, b, w) chosen on val for a model; w is at least 1 (w = 0 is greedy, so the SBS
+    curves then speculate one step)."""
+    best = report["best"][name]
+    return best["length_normalized"], best["beam"], max(best["window"], 1)
+
+
+def _log_grid(run: TrackedRun | None, name: str, default: bool,
+              grid: dict[tuple[bool, int, int], dict[str, float]]) -> None:
     if run is None:
         return
-    for (b, w), r in grid.items():
-        run.log_metrics({f"simul.val_grid.{name}.b{b}.bleu": r["bleu"], f"simul.val_grid.{name}.b{b}.al": r["al"]},
-                        step=w)
+    for (ranking, b, w), r in grid.items():
+        key = f"simul.val_grid.{name}.b{b}" + ("" if ranking == default else (".per_token" if ranking else ".sum"))
+        run.log_metrics({f"{key}.bleu": r["bleu"], f"{key}.al": r["al"]}, step=w)
 
 
 def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any],
              curves: dict[str, list[dict[str, float]]], headline: dict[str, float]) -> None:
     run.log_params({"simul.bleu_signature": report["bleu_signature"], "simul.grid_k": config.grid_k,
                     "simul.ks": list(config.ks), "simul.thresholds": list(config.thresholds),
-                    "simul.length_normalized_speculation": config.length_normalized_speculation})
+                    "simul.length_normalized_speculation": config.length_normalized_speculation,
+                    "simul.rank_speculations_on_val": config.rank_speculations_on_val})
     for label, points in curves.items():
         for step, point in enumerate(points):
             run.log_metrics({f"simul.{label}.{m}": point[m] for m in ("bleu", "al", "laal", "dal", "ap", "cw")},

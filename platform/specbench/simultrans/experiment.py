@@ -42,7 +42,8 @@ class Method:
             return f"{name}/full/beam{self.beam}"
         point = f"k{self.k}" if self.kind == "waitk" else f"conf{self.threshold:g}"
         extra = "" if self.search == "greedy" else f"/b{self.beam}" + (f"w{self.window}" if self.search == "sbs" else "")
-        ranking = "" if self.length_normalized or self.search == "greedy" else "/sum"
+        ranked = self.search == "sbs" or (self.kind == "adaptive" and self.search == "beam")  # best_speculation
+        ranking = "" if self.length_normalized or not ranked else "/sum"
         return f"{name}/{self.kind}/{point}/{self.search}{extra}{ranking}"
 
 
