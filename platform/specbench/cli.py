@@ -166,14 +166,22 @@ def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-
                       device=getattr(args, "device", "auto"))
 
 
-def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
-    """Run a job file after checking it is of `kind` (the convenience verbs)."""
+def _job_of_kind(path: Path, kind: str):  # type: ignore[no-untyped-def]
+    """The loaded job file, which must be of `kind` (the convenience verbs)."""
     from specbench.config import config_kind, load_config
     from specbench.errors import ConfigError
+
+    config = load_config(path)
+    if config_kind(config) != kind:
+        raise ConfigError(f"{path}: this command needs a job with kind = \"{kind}\"")
+    return config
+
+
+def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
+    """Run a job file after checking it is of `kind` (the convenience verbs)."""
     from specbench.pipelines.runner import run_file
 
-    if config_kind(load_config(args.file)) != kind:
-        raise ConfigError(f"{args.file}: this command needs a job with kind = \"{kind}\"")
+    _job_of_kind(args.file, kind)
     for line in run_file(args.file, _options(args, force)):
         print(line)
     return 0
@@ -297,13 +305,9 @@ def _cmd_data(args: argparse.Namespace) -> int:
 def _cmd_train(args: argparse.Namespace) -> int:
     kind = {"am": "train_am", "mt": "train_mt", "lm": "train_lm", "confidence": "train_confidence"}[args.train_command]
     if kind == "train_mt" and args.no_mlflow:  # no tracking: the runner (and mlflow) is never imported
-        from specbench.config import config_kind, load_config
-        from specbench.errors import ConfigError
         from specbench.pipelines import train_mt
 
-        config = load_config(args.file)
-        if config_kind(config) != kind:
-            raise ConfigError(f"{args.file}: this command needs a job with kind = \"{kind}\"")
+        config = _job_of_kind(args.file, kind)
         for line in train_mt.summary(config, train_mt.run_train_mt(config, args.file, None, args.device)):
             print(line)
         return 0

@@ -93,9 +93,14 @@ def _best(results: dict[tuple[bool, int, int], dict[str, float]], default_rankin
                                          rbw[0] == default_ranking))
 
 
+def _ranking_suffix(ranking: bool, default_ranking: bool, separator: str) -> str:
+    """Nothing for the default ranking; `/sum` or `/per_token` (with `separator`) for the other."""
+    return "" if ranking == default_ranking else separator + ("per_token" if ranking else "sum")
+
+
 def _grid_key(ranking: bool, b: int, w: int, default_ranking: bool) -> str:
     """`b5_w2` for the default ranking, `b5_w2/sum` or `b5_w2/per_token` for the other."""
-    return f"b{b}_w{w}" + ("" if ranking == default_ranking else ("/per_token" if ranking else "/sum"))
+    return f"b{b}_w{w}" + _ranking_suffix(ranking, default_ranking, "/")
 
 
 def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | None,
@@ -158,8 +163,9 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     report["sbs_gain_bootstrap"] = {name: asdict(g) for name, g in gains.items()}
     sbs_k, greedy_k = (test(method) for method in at_k["waitk"])
     # ablation: the same SBS ranked the other way (summed log-probability, the seed's eq. 4, or per token)
-    other = test(replace(at_k["waitk"][0], length_normalized=not normalized))  # normalized: the wait-k model's
-    per_token, summed = (sbs_k, other) if normalized else (other, sbs_k)
+    waitk_sbs = at_k["waitk"][0]
+    other = test(replace(waitk_sbs, length_normalized=not waitk_sbs.length_normalized))
+    per_token, summed = (sbs_k, other) if waitk_sbs.length_normalized else (other, sbs_k)
     report["speculation_ranking"] = {"per_token": per_token, "sum": summed, "greedy": greedy_k}
     gain, testtime = gains["waitk"], gains["full"]
     headline = {"simul.bleu_full": full_beam["bleu"], "simul.bleu_full_greedy": full_greedy["bleu"],
@@ -195,7 +201,7 @@ def _log_grid(run: TrackedRun | None, name: str, default: bool,
     if run is None:
         return
     for (ranking, b, w), r in grid.items():
-        key = f"simul.val_grid.{name}.b{b}" + ("" if ranking == default else (".per_token" if ranking else ".sum"))
+        key = f"simul.val_grid.{name}.b{b}" + _ranking_suffix(ranking, default, ".")
         run.log_metrics({f"{key}.bleu": r["bleu"], f"{key}.al": r["al"]}, step=w)
 
 
