@@ -131,6 +131,18 @@ class DecodeSection:
 
 
 @dataclass(frozen=True)
+class VtlnSection:
+    """`[vtln]`: one mel-axis warp per test voice (`acoustic.vtln`), chosen without transcripts from up to
+    `utterances` of that voice's devel utterances over the grid low..high in steps of `step`."""
+
+    enabled: bool = False
+    low: float = field(default=0.9, metadata=_range(0.5, 1.0))
+    high: float = field(default=1.15, metadata=_range(1.0, 2.0))
+    step: float = field(default=0.01, metadata=_range(0.001, 0.5))
+    utterances: int = field(default=50, metadata=_range(1, 10000))
+
+
+@dataclass(frozen=True)
 class EvalAmConfig:
     """`kind = "eval_am"`: score a corpus with the acoustic model, decode it with the TLG, report WER/PER."""
 
@@ -145,6 +157,7 @@ class EvalAmConfig:
     update_card: bool = False  # write the metrics into the checkpoint's model card
     shard_size: int = field(default=50, metadata=_range(1, 10000))
     decode: DecodeSection = DecodeSection()
+    vtln: VtlnSection = VtlnSection()
     tracking: TrackingSection = TrackingSection(experiment="acoustic")
 
 

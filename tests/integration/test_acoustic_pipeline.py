@@ -63,6 +63,12 @@ shard_size = 3
 acoustic_scales = [1.0]
 beam = 8.0
 max_active = 2000
+[vtln]
+enabled = true
+low = 0.95
+high = 1.05
+step = 0.05
+utterances = 2
 ''')
     assert main(["run", str(eval_job)]) == 0
     run = recent_runs(experiment="acoustic", limit=1)[0]
@@ -72,6 +78,11 @@ max_active = 2000
                 "asr.wer_all_words_in_lm_text"):
         assert key in metrics
     assert {k for k in metrics if k.startswith("asr.wer.")} == {"asr.wer.espeak_en-us_f4", "asr.wer.flite_rms"}
+    for voice in ("espeak_en-us_f4", "flite_rms"):  # a warp per voice, from 2 of its devel utterances
+        assert metrics[f"asr.vtln_warp.{voice}"] in (0.95, 1.0, 1.05)
+        assert metrics[f"asr.vtln_utterances.{voice}"] == 2.0
+        assert f"asr.no_vtln.wer.{voice}" in metrics
+    assert run.tags["vtln"] == "true" and 0.0 <= metrics["asr.no_vtln.wer"] <= 1.5
     scores = pq.read_table(work_dir() / "scores" / "tiny" / "test.parquet")
     assert scores.num_rows == 6 and set(scores.column("status").to_pylist()) == {"ok"}
     assert (work_dir() / "scores" / "tiny" / "test.scp").is_file()
@@ -92,4 +103,5 @@ def test_shipped_model_decodes_and_aligns_the_quick_corpus(store: None, slurp_gr
     assert main(["run", str(JOBS / "am_eval_quick.toml")]) == 0
     out = capsys.readouterr().out
     wer = float(out.split("test WER ")[1].split()[0])
-    assert wer <= 0.30, out  # measured 0.221 with models/am_slurp.pt (espeak:en-us+f4 0.034, flite:rms 0.341)
+    assert wer <= 0.30, out  # measured 0.121 with models/am_slurp.pt and VTLN (0.128 without)
+    assert "without VTLN: test WER" in out

@@ -1,6 +1,7 @@
 """Audio to CTC log-probabilities: a batched stage (CPU or GPU) over rows naming WAV files.
 
-Input columns: `utt_id: string`, `audio_path: string` (absolute, or relative to `audio_root`).
+Input columns: `utt_id: string`, `audio_path: string` (absolute, or relative to `audio_root`), and
+optionally `vtln_warp: float64`, the speaker's mel-axis warp (`acoustic.vtln`; 1.0 or null: none).
 Output columns (DESIGN.md's scores format): `utt_id`, `frame_shift_ms: float32`, `num_frames: int32`,
 `num_classes: int32`, `loglikes: list<float32>` (row-major T x P; column j is graph input label j + 1,
 column 0 the blank), and `status`. A row whose audio cannot be read keeps its id and gets the reason in
@@ -18,6 +19,7 @@ import torch
 from specbench.acoustic.checkpoint import AcousticCheckpoint, load_checkpoint
 from specbench.acoustic.features import FRAME_SHIFT_MS, fbank
 from specbench.acoustic.model import CausalCtcModel
+from specbench.acoustic.vtln import IDENTITY, warp_mel_axis
 from specbench.data.synthesis import read_wav
 from specbench.stage import STATUS_COLUMN, STATUS_OK, Resources, Stage
 
@@ -41,8 +43,10 @@ def scores_table(items: list[tuple[str, np.ndarray]], frame_shift_ms: float = OU
 
 
 @torch.no_grad()
-def score_features(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], device: str = "cpu") -> list[np.ndarray]:
-    """Raw fbank `(T_i, 80)` arrays -> log-probabilities `(T'_i, P) float32` arrays, one padded batch."""
+def score_features(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], device: str = "cpu",
+                   warp: float = IDENTITY) -> list[np.ndarray]:
+    """Raw fbank `(T_i, 80)` arrays -> log-probabilities `(T'_i, P) float32` arrays, one padded batch;
+    `warp` stretches the normalized features along the mel axis first (VTLN, `acoustic.vtln`)."""
     if not feats_list:
         return []
     longest = max(len(f) for f in feats_list)
@@ -50,14 +54,16 @@ def score_features(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], devic
     for i, f in enumerate(feats_list):
         batch[i, : len(f)] = ckpt.cmvn.apply(f)
     lengths = torch.tensor([len(f) for f in feats_list], dtype=torch.int64)
-    logprobs, out_lengths = ckpt.model(torch.from_numpy(batch).to(device), lengths.to(device))
+    inputs = warp_mel_axis(torch.from_numpy(batch).to(device), warp)
+    logprobs, out_lengths = ckpt.model(inputs, lengths.to(device))
     logprobs = logprobs.float().cpu().numpy()
     return [logprobs[i, : int(n)] for i, n in enumerate(out_lengths.cpu())]
 
 
-def score_samples(ckpt: AcousticCheckpoint, samples: np.ndarray, device: str = "cpu") -> np.ndarray:
+def score_samples(ckpt: AcousticCheckpoint, samples: np.ndarray, device: str = "cpu",
+                  warp: float = IDENTITY) -> np.ndarray:
     """One utterance `(N,) float32` at 16 kHz -> `(T', P) float32` log-probabilities."""
-    return score_features(ckpt, [fbank(samples)], device)[0]
+    return score_features(ckpt, [fbank(samples)], device, warp)[0]
 
 
 class AcousticScorer(Stage):
@@ -86,17 +92,21 @@ class AcousticScorer(Stage):
             self.setup()
         assert self._ckpt is not None
         ids = batch.column("utt_id").to_pylist()
-        feats, ok_index, status = [], [], [STATUS_OK] * len(ids)
+        warps = (batch.column("vtln_warp").to_pylist() if "vtln_warp" in batch.column_names
+                 else [None] * len(ids))
+        feats: dict[float, list[tuple[int, np.ndarray]]] = {}
+        status = [STATUS_OK] * len(ids)
         for i, audio_path in enumerate(batch.column("audio_path").to_pylist()):
             try:
                 samples, _ = read_wav(self._path(audio_path))
-                feats.append(fbank(samples))
-                ok_index.append(i)
+                warp = IDENTITY if warps[i] is None else float(warps[i])
+                feats.setdefault(warp, []).append((i, fbank(samples)))
             except Exception as err:  # noqa: BLE001 - reported per row
                 status[i] = f"{type(err).__name__}: {err}"
         scores: list[np.ndarray | None] = [None] * len(ids)
-        for i, s in zip(ok_index, score_features(self._ckpt, feats, self.device)):
-            scores[i] = s
+        for warp, items in feats.items():
+            for (i, _), s in zip(items, score_features(self._ckpt, [f for _, f in items], self.device, warp)):
+                scores[i] = s
         num_classes = self._ckpt.model.config.num_classes
         return pa.table({
             "utt_id": ids,

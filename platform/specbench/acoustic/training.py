@@ -17,6 +17,7 @@ from specbench.acoustic.dataset import Example, epoch_view, length_batches
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel
 from specbench.acoustic.settings import TrainSettings
+from specbench.acoustic.vtln import warp_mel_axis
 from specbench.metrics.wer import error_rate
 
 
@@ -79,17 +80,6 @@ def collate(examples: Sequence[Example], cmvn: Cmvn) -> tuple[torch.Tensor, torc
     return torch.from_numpy(feats), lengths, targets, target_lengths
 
 
-def frequency_warp(feats: torch.Tensor, factor: float) -> torch.Tensor:
-    """Stretch `(T, F)` features along the mel axis by `factor` (linear interpolation, edges clamped): a
-    vocal-tract-length perturbation that makes unseen speakers less foreign."""
-    bins = feats.shape[-1]
-    source = torch.clamp(torch.arange(bins, dtype=torch.float32) / factor, 0, bins - 1)
-    low = source.floor().long()
-    high = torch.clamp(low + 1, max=bins - 1)
-    frac = source - low
-    return feats[..., low] * (1 - frac) + feats[..., high] * frac
-
-
 def spec_augment(feats: torch.Tensor, lengths: torch.Tensor, s: TrainSettings, gen: torch.Generator) -> torch.Tensor:
     """Warp the mel axis, zero random frequency bands and time spans (on a copy)."""
     feats = feats.clone()
@@ -97,7 +87,7 @@ def spec_augment(feats: torch.Tensor, lengths: torch.Tensor, s: TrainSettings, g
     for b in range(feats.shape[0]):
         if s.freq_warp > 0:
             factor = 1.0 + s.freq_warp * (2 * float(torch.rand(1, generator=gen)) - 1)
-            feats[b] = frequency_warp(feats[b], factor)
+            feats[b] = warp_mel_axis(feats[b], factor)
         for _ in range(s.freq_masks):
             width = int(torch.randint(0, s.freq_mask_width + 1, (1,), generator=gen))
             start = int(torch.randint(0, max(1, bins - width), (1,), generator=gen))

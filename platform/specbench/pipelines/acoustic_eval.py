@@ -3,12 +3,16 @@ the SLURP TLG (Kaldi's FasterDecoder as Ray tasks over shards), and report WER a
 
 The acoustic scale is tuned on devel (never on test). Test WER is reported overall, per voice, and split
 by whether an utterance holds a word that the LM's training text never had; the real recordings' WER is
-reported as it is. Scores are kept as Parquet and Kaldi ark/scp in `.specbench/scores/<name>/`.
+reported as it is. With `[vtln] enabled`, each test voice gets a mel-axis warp chosen without transcripts
+from its devel utterances (`acoustic.vtln`); the headline figures are then the adapted ones and the
+unadapted ones are reported beside them as `asr.no_vtln.*`. Scores (adapted, where VTLN is on) are kept as
+Parquet and Kaldi ark/scp in `.specbench/scores/<name>/`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,8 +25,10 @@ from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.features import fbank
 from specbench.acoustic.inference import AcousticScorer, score_features, scores_table
 from specbench.acoustic.training import greedy_ctc
+from specbench.acoustic.vtln import IDENTITY, choose_warp, warp_grid
 from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig
 from specbench.data.real_speech import load_audio, real_recordings
+from specbench.data.synthesis import read_wav
 from specbench.decoder.kaldi_reference import decode_rows
 from specbench.metrics.wer import error_rate, wer
 from specbench.paths import project_root, work_dir
@@ -37,9 +43,13 @@ from specbench.wfst.lexicon import PHONES, read_lexicon
 from specbench.wfst.symbols import SymbolTable
 
 
-def score_rows(checkpoint: Path, audio_root: Path, rows: list[dict], batch_size: int = 32) -> pa.Table:
-    """Acoustic scores of manifest rows through the Ray actor-pool stage; only ok rows are returned."""
-    table = pa.table({"utt_id": [r["utt_id"] for r in rows], "audio_path": [r["audio_path"] for r in rows]})
+def score_rows(checkpoint: Path, audio_root: Path, rows: list[dict], batch_size: int = 32,
+               warps: Mapping[str, float] | None = None) -> pa.Table:
+    """Acoustic scores of manifest rows through the Ray actor-pool stage; only ok rows are returned.
+    `warps` maps a voice to its VTLN warp factor (voices not in it are not warped)."""
+    table = pa.table({"utt_id": [r["utt_id"] for r in rows], "audio_path": [r["audio_path"] for r in rows],
+                      "vtln_warp": pa.array([(warps or {}).get(r.get("voice"), IDENTITY) for r in rows],
+                                            pa.float64())})
     out = run_ray(AcousticScorer(checkpoint, audio_root, expected_phones=PHONES), table, batch_size=batch_size)
     return out.filter(pa.compute.equal(out[STATUS_COLUMN], STATUS_OK))
 
@@ -77,6 +87,48 @@ def greedy_ctc_np(mat: np.ndarray) -> list[int]:
     return greedy_ctc(torch.from_numpy(mat), len(mat))
 
 
+def choose_voice_warps(checkpoint: Path, audio_root: Path, adaptation: list[dict], voices: list[str],
+                       config: EvalAmConfig) -> dict[str, dict[str, float]]:
+    """Per voice: the warp chosen from up to `config.vtln.utterances` of its rows in `adaptation` (no
+    transcripts used), and how many utterances it was chosen from. A voice without adaptation audio keeps
+    the identity (and 0 utterances)."""
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    factors = warp_grid(config.vtln.low, config.vtln.high, config.vtln.step)
+    out = {}
+    for voice in voices:
+        rows = [r for r in adaptation if r["voice"] == voice][: config.vtln.utterances]
+        if not rows:
+            out[voice] = {"warp": IDENTITY, "utterances": 0.0}
+            continue
+        feats = [fbank(read_wav(audio_root / r["audio_path"])[0]) for r in rows]
+        choice = choose_warp(lambda fl, w: score_features(ckpt, list(fl), "cpu", w), feats, factors)
+        out[voice] = {"warp": choice.factor, "utterances": float(len(rows))}
+    return out
+
+
+def _voice_key(voice: str) -> str:
+    return voice.replace(":", "_").replace("+", "_")
+
+
+def _scored_metrics(tlg: Path, devel: list[dict], test: list[dict], devel_scores: pa.Table,
+                    test_scores: pa.Table, config: EvalAmConfig, words: SymbolTable,
+                    prons: dict) -> tuple[dict[str, float], dict, dict]:
+    """WER (devel-tuned acoustic scale), PER and per-voice WER of one set of scores; also the devel WER per
+    scale and the test hypotheses."""
+    tuning = {s: _wer_of(devel, decode_scores(tlg, devel_scores, s, config, words))
+              for s in config.decode.acoustic_scales}
+    scale = min(tuning, key=lambda s: (tuning[s], s))
+    hyps = decode_scores(tlg, test_scores, scale, config, words)
+    metrics = {"asr.wer": _wer_of(test, hyps), "asr.per_greedy": _greedy_per(test_scores, test, prons),
+               "asr.acoustic_scale": scale, "asr.devel_wer": tuning[scale]}
+    by_voice: dict[str, list[dict]] = defaultdict(list)
+    for r in test:
+        by_voice[r["voice"]].append(r)
+    for voice, rows in sorted(by_voice.items()):
+        metrics[f"asr.wer.{_voice_key(voice)}"] = _wer_of(rows, hyps)
+    return metrics, tuning, hyps
+
+
 def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
                 ray_address: str | None = None) -> dict[str, Any]:
     """Evaluate; returns the metrics (also logged to `run`)."""
@@ -90,26 +142,31 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     prons = dict(read_lexicon(graph.directory / "lexicon.txt").prons)
     train_vocab = {w for line in (graph.directory / "train.txt").read_text().splitlines() for w in line.split()}
     out_dir = work_dir() / "scores" / config.name
-    devel = corpus.rows("devel")[: config.devel_utterances]
+    all_devel = corpus.rows("devel")
+    devel = all_devel[: config.devel_utterances]
     test = corpus.rows("test")
     test = test[: config.test_utterances] if config.test_utterances else test
-    devel_scores = score_rows(checkpoint, corpus.root, devel)
-    test_scores = score_rows(checkpoint, corpus.root, test)
+    metrics: dict[str, float] = {}
+    warps: dict[str, float] = {}
+    if config.vtln.enabled:
+        plain, _, _ = _scored_metrics(graph.tlg, devel, test, score_rows(checkpoint, corpus.root, devel),
+                                      score_rows(checkpoint, corpus.root, test), config, words, prons)
+        metrics.update({k.replace("asr.", "asr.no_vtln.", 1): v for k, v in plain.items()})
+        voices = sorted({r["voice"] for r in test} | {r["voice"] for r in devel})
+        chosen = choose_voice_warps(checkpoint, corpus.root, all_devel, voices, config)
+        warps = {v: c["warp"] for v, c in chosen.items()}
+        for voice, c in chosen.items():
+            metrics[f"asr.vtln_warp.{_voice_key(voice)}"] = c["warp"]
+            metrics[f"asr.vtln_utterances.{_voice_key(voice)}"] = c["utterances"]
+    devel_scores = score_rows(checkpoint, corpus.root, devel, warps=warps)
+    test_scores = score_rows(checkpoint, corpus.root, test, warps=warps)
     for split, table in (("devel", devel_scores), ("test", test_scores)):
         scores_io.write_parquet(table, out_dir / f"{split}.parquet")
         scores_io.write_kaldi(table, out_dir / f"{split}.ark")
-    tuning = {s: _wer_of(devel, decode_scores(graph.tlg, devel_scores, s, config, words))
-              for s in config.decode.acoustic_scales}
-    scale = min(tuning, key=lambda s: (tuning[s], s))
-    hyps = decode_scores(graph.tlg, test_scores, scale, config, words)
-    metrics = {"asr.wer": _wer_of(test, hyps), "asr.per_greedy": _greedy_per(test_scores, test, prons),
-               "asr.acoustic_scale": scale, "asr.devel_wer": tuning[scale],
-               "asr.test_utterances": float(len(test))}
-    by_voice: dict[str, list[dict]] = defaultdict(list)
-    for r in test:
-        by_voice[r["voice"]].append(r)
-    for voice, rows in sorted(by_voice.items()):
-        metrics[f"asr.wer.{voice.replace(':', '_').replace('+', '_')}"] = _wer_of(rows, hyps)
+    scored, tuning, hyps = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config, words,
+                                           prons)
+    metrics.update(scored)
+    metrics["asr.test_utterances"] = float(len(test))
     seen = [r for r in test if all(w in train_vocab for w in r["normalized_text"].split())]
     unseen = [r for r in test if r not in seen]
     metrics["asr.wer_all_words_in_lm_text"] = _wer_of(seen, hyps)
@@ -118,14 +175,15 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     metrics["asr.decode_failed"] = float(sum(r["utt_id"] not in hyps for r in test) - metrics["asr.score_failed"])
     metrics["asr.utterances_with_unseen_words"] = float(len(unseen))
     if config.real_recordings:
-        metrics.update(_real_wer(checkpoint, graph.tlg, scale, config, words))
+        metrics.update(_real_wer(checkpoint, graph.tlg, metrics["asr.acoustic_scale"], config, words))
     if config.update_card:
         model_card.update(checkpoint, metrics)
     if run is not None:
         run.log_metrics(metrics)
         for i, s in enumerate(sorted(tuning)):
             run.log_metrics({"asr.devel_wer_by_scale": tuning[s]}, step=i)
-        run.set_tags({"asr_decoder": "kaldi", "scores_dir": str(out_dir)})
+        run.set_tags({"asr_decoder": "kaldi", "scores_dir": str(out_dir),
+                      "vtln": str(config.vtln.enabled).lower()})
     return metrics
 
 

@@ -1,0 +1,175 @@
+"""Vocal-tract-length normalization: the mel-axis warp, the factor grid, the unsupervised choice, the warp
+column of the inference stage, and (with the shipped model) that the choice undoes a known warp."""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+
+from specbench.acoustic import scores as scores_io
+from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
+from specbench.acoustic.features import Cmvn, fbank
+from specbench.acoustic.inference import AcousticScorer, score_features, score_samples
+from specbench.acoustic.model import CausalCtcModel, lookahead_ms
+from specbench.acoustic.settings import ModelConfig
+from specbench.acoustic.vtln import IDENTITY, choose_warp, frame_confidence, warp_grid, warp_mel_axis
+from specbench.wfst.lexicon import PHONES
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED_MODEL = ROOT / "models" / "am_slurp.pt"
+RNG = np.random.default_rng(3)
+
+
+def test_identity_warp_returns_the_input() -> None:
+    feats = torch.randn(7, 80)
+    assert warp_mel_axis(feats, 1.0) is feats
+    with pytest.raises(ValueError, match="positive"):
+        warp_mel_axis(feats, 0.0)
+
+
+@pytest.mark.parametrize("factor", [0.9, 1.07, 1.2])
+def test_warp_moves_a_spectral_peak_by_the_factor(factor: float) -> None:
+    bins = torch.arange(80, dtype=torch.float32)
+    peak = 30.0
+    feats = torch.exp(-0.5 * ((bins - peak) / 2.0) ** 2)[None]  # one smooth formant-like bump
+    warped = warp_mel_axis(feats, factor)[0]
+    centre = float((warped * bins).sum() / warped.sum())
+    assert centre == pytest.approx(peak * factor, abs=0.3)
+    assert warped.shape == feats.shape[1:]
+
+
+def test_warp_by_hand_on_a_ramp() -> None:
+    """Output bin i reads input position i / factor: on a ramp x[j] = j that is exactly i / factor until
+    the edge clamps it."""
+    ramp = torch.arange(80, dtype=torch.float32)[None]
+    for factor in (0.8, 1.25):
+        expected = torch.clamp(torch.arange(80, dtype=torch.float32) / factor, 0, 79)
+        torch.testing.assert_close(warp_mel_axis(ramp, factor)[0], expected)
+
+
+def test_grid_holds_the_ends_and_the_identity() -> None:
+    grid = warp_grid(0.9, 1.15, 0.01)
+    assert grid[0] == 0.9 and grid[-1] == 1.15 and IDENTITY in grid and len(grid) == 26
+    assert warp_grid(0.93, 1.1, 0.05) == (0.93, 0.98, 1.0, 1.03, 1.08)
+    for low, high, step in ((1.05, 1.2, 0.01), (0.9, 0.95, 0.01), (0.9, 1.1, 0.0)):
+        with pytest.raises(ValueError, match="warp grid"):
+            warp_grid(low, high, step)
+
+
+def test_frame_confidence_is_the_mean_top_log_posterior_over_phone_frames() -> None:
+    a = np.log(np.array([[0.5, 0.3, 0.2], [0.1, 0.9, 0.0]]) + 1e-12)  # frame 0: blank wins, left out
+    b = np.log(np.array([[0.2, 0.1, 0.7], [0.3, 0.6, 0.1]]))
+    expected = np.mean(np.log([0.9 + 1e-12, 0.7, 0.6]))
+    assert frame_confidence([a, b, np.zeros((0, 3))]) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="no output frame where a phone"):
+        frame_confidence([np.zeros((0, 3)), np.log(np.array([[0.9, 0.05, 0.05]]))])
+
+
+def test_choice_is_the_most_confident_factor_by_brute_force() -> None:
+    """A scorer whose posteriors sharpen towards 1.07: the choice is the argmax of the confidence of every
+    factor, computed here independently; ties go to the factor nearest 1."""
+    feats = [RNG.normal(size=(20, 80)).astype(np.float32) for _ in range(3)]
+
+    def score(feats_list, factor):
+        sharp = 5.0 - 20.0 * abs(factor - 1.07)  # the phone column always wins
+        logits = [np.stack([np.zeros(len(x)), np.full(len(x), sharp), np.zeros(len(x))], axis=1)
+                  for x in feats_list]
+        return [z - np.log(np.exp(z).sum(axis=1, keepdims=True)) for z in logits]
+
+    grid = warp_grid(0.9, 1.15, 0.01)
+    choice = choose_warp(score, feats, grid)
+    brute = {f: np.mean(np.concatenate([m[:, 1] for m in score(feats, f)])) for f in grid}
+    assert choice.factor == max(brute, key=brute.get) == 1.07
+    assert choice.confidence == pytest.approx(brute)
+    flat = choose_warp(lambda fl, f: [np.log(np.tile([0.2, 0.5, 0.3], (len(x), 1))) for x in fl], feats,
+                       (0.95, 1.0, 1.1))
+    assert flat.factor == 1.0
+    with pytest.raises(ValueError, match="no warp factors"):
+        choose_warp(score, feats, ())
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    torch.manual_seed(0)
+    model = CausalCtcModel(ModelConfig(hidden=64, layers=2)).eval()
+    feats = [fbank(RNG.normal(0, 0.1, 16000).astype(np.float32)) for _ in range(3)]
+    path = tmp_path_factory.mktemp("ckpt") / "am.pt"
+    save_checkpoint(path, model, Cmvn.estimate(feats), PHONES, {"note": "random weights"})
+    return path
+
+
+def _write_wav(path: Path, samples: np.ndarray) -> None:
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+
+
+def test_stage_warps_each_row_by_its_own_factor(checkpoint: Path, tmp_path: Path) -> None:
+    audio = {f"u{i}": RNG.normal(0, 0.1, 9000 + 1000 * i).astype(np.float32) for i in range(4)}
+    for name, samples in audio.items():
+        _write_wav(tmp_path / f"{name}.wav", samples)
+    warps = [1.08, None, 1.0, 0.93]
+    table = pa.table({"utt_id": list(audio), "audio_path": [f"{n}.wav" for n in audio],
+                      "vtln_warp": pa.array(warps, pa.float64())})
+    stage = AcousticScorer(checkpoint, tmp_path, expected_phones=PHONES)
+    out = dict(scores_io.iter_matrices(stage(table)))
+    plain = dict(scores_io.iter_matrices(stage(table.drop_columns(["vtln_warp"]))))
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    for (name, samples), warp in zip(audio.items(), warps):
+        quantized = np.round(samples * 32767) / 32767  # what the WAV file holds
+        alone = score_features(ckpt, [fbank(quantized.astype(np.float32))], warp=warp or 1.0)[0]
+        np.testing.assert_allclose(out[name], alone, atol=2e-4)
+    np.testing.assert_array_equal(out["u1"], plain["u1"])
+    np.testing.assert_array_equal(out["u2"], plain["u2"])
+    assert not np.allclose(out["u0"], plain["u0"], atol=1e-3)  # the warp does change the scores
+
+
+def test_warped_scores_stay_causal(checkpoint: Path) -> None:
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    audio = RNG.normal(0, 0.1, 32000).astype(np.float32)
+    changed = audio.copy()
+    changed[16000:] = RNG.normal(0, 0.3, 16000)
+    a, b = score_samples(ckpt, audio, warp=1.1), score_samples(ckpt, changed, warp=1.1)
+    safe = int((1000 - lookahead_ms()) // 40.0) + 1
+    assert np.array_equal(a[:safe], b[:safe]) and not np.allclose(a[safe + 1:], b[safe + 1:])
+
+
+@pytest.mark.skipif(not SHIPPED_MODEL.is_file(), reason="no trained model in models/")
+def test_shipped_model_chooses_the_warp_that_undoes_a_known_one(tmp_path: Path) -> None:
+    """A training voice's speech with its mel axis squeezed by 0.8 (formants lowered, as by a much longer
+    vocal tract): the choice must stretch it back by at least 1.2 (measured: 1.25, the exact inverse). On
+    the speech as it is, the choice stays inside the warps the model was trained with (+-12%), where its
+    confidence is nearly flat (measured: 1.1)."""
+    from specbench.data.synthesis import read_wav, synthesize
+    from specbench.data.voices import get_voice
+
+    ckpt = load_checkpoint(SHIPPED_MODEL, PHONES)
+    sentences = ["wake me up at seven in the morning", "what is the weather like in paris today",
+                 "turn the lights off in the kitchen", "play some jazz music please",
+                 "remind me to call my mother tomorrow", "how long will it take to drive to work"]
+    feats = []
+    for i, text in enumerate(sentences):
+        synthesize(text, get_voice("espeak:en-us"), 1.0, tmp_path / f"{i}.wav")
+        feats.append(torch.from_numpy(ckpt.cmvn.apply(fbank(read_wav(tmp_path / f"{i}.wav")[0]))))
+
+    @torch.no_grad()
+    def score(feats_list, factor, before=1.0):
+        out = []
+        for f in feats_list:
+            x = warp_mel_axis(warp_mel_axis(f, before), factor)[None]
+            out.append(ckpt.model(x, torch.tensor([len(f)]))[0][0].numpy())
+        return out
+
+    grid = warp_grid(0.9, 1.4, 0.05)
+    as_is = choose_warp(score, feats, grid)
+    squeezed = choose_warp(lambda fl, f: score(fl, f, before=0.8), feats, grid)
+    assert squeezed.factor >= 1.2, squeezed
+    assert 0.9 <= as_is.factor <= 1.15 and squeezed.factor - as_is.factor >= 0.1, as_is
