@@ -139,7 +139,7 @@ class VtlnSection:
     low: float = field(default=0.9, metadata=_range(0.5, 1.0))
     high: float = field(default=1.15, metadata=_range(1.0, 2.0))
     step: float = field(default=0.01, metadata=_range(0.001, 0.5))
-    utterances: int = field(default=50, metadata=_range(1, 10000))
+    utterances: int = field(default=100, metadata=_range(1, 10000))
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,9 @@ utterances = 2
         assert metrics[f"asr.vtln_warp.{voice}"] in (0.95, 1.0, 1.05)
         assert metrics[f"asr.vtln_utterances.{voice}"] == 2.0
         assert f"asr.no_vtln.wer.{voice}" in metrics
-    assert run.tags["vtln"] == "true" and 0.0 <= metrics["asr.no_vtln.wer"] <= 1.5
+    assert run.tags["vtln"] == "true"
+    for key in ("wer", "per_greedy", "acoustic_scale", "devel_wer", "wer_all_words_in_lm_text"):
+        assert f"asr.no_vtln.{key}" in metrics  # the unadapted figures beside the adapted ones
     scores = pq.read_table(work_dir() / "scores" / "tiny" / "test.parquet")
     assert scores.num_rows == 6 and set(scores.column("status").to_pylist()) == {"ok"}
     assert (work_dir() / "scores" / "tiny" / "test.scp").is_file()

@@ -10,6 +10,7 @@ column 0 the blank), and `status`. A row whose audio cannot be read keeps its id
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -98,8 +99,11 @@ class AcousticScorer(Stage):
         status = [STATUS_OK] * len(ids)
         for i, audio_path in enumerate(batch.column("audio_path").to_pylist()):
             try:
-                samples, _ = read_wav(self._path(audio_path))
                 warp = IDENTITY if warps[i] is None else float(warps[i])
+                if not (math.isfinite(warp) and warp > 0):
+                    raise ValueError(f"vtln_warp must be a positive finite factor (1.0 or null: no warp), "
+                                     f"got {warps[i]!r}")
+                samples, _ = read_wav(self._path(audio_path))
                 feats.setdefault(warp, []).append((i, fbank(samples)))
             except Exception as err:  # noqa: BLE001 - reported per row
                 status[i] = f"{type(err).__name__}: {err}"

@@ -11,8 +11,8 @@ earlier requests), never from the utterance being recognized, so recognition sta
 factor, on a grid, under which the model is most confident about phones: the highest mean, over the output
 frames whose most likely class is a phone, of that class's log-posterior. Blank frames are left out: they
 are most of a CTC model's output and it is sure of them whatever the warp (on 50 noisy devel utterances of
-`rms`, the mean over all frames was flat across 0.94..1.10 and chose 0.96, while the phone frames chose
-1.08, next to the warp of lowest phone error rate). That is the classic VTLN search (a grid of warps, keep
+`rms`, the mean over all frames was flat across 0.94..1.10 and peaked at 0.96, while the phone frames
+peaked at 1.08, next to 1.06, the warp of lowest phone error rate on them; the evaluation uses 100). That is the classic VTLN search (a grid of warps, keep
 the one of maximum likelihood; Lee & Rose, "Speaker normalization using efficient frequency warping
 procedures", ICASSP 1996), with the CTC model's own confidence in place of an HMM likelihood, since no
 transcript is used.

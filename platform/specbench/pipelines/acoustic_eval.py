@@ -30,6 +30,7 @@ from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig
 from specbench.data.real_speech import load_audio, real_recordings
 from specbench.data.synthesis import read_wav
 from specbench.decoder.kaldi_reference import decode_rows
+from specbench.errors import DataError
 from specbench.metrics.wer import error_rate, wer
 from specbench.paths import project_root, work_dir
 from specbench.pipelines import model_card
@@ -88,21 +89,31 @@ def greedy_ctc_np(mat: np.ndarray) -> list[int]:
 
 
 def choose_voice_warps(checkpoint: Path, audio_root: Path, adaptation: list[dict], voices: list[str],
-                       config: EvalAmConfig) -> dict[str, dict[str, float]]:
-    """Per voice: the warp chosen from up to `config.vtln.utterances` of its rows in `adaptation` (no
-    transcripts used), and how many utterances it was chosen from. A voice without adaptation audio keeps
-    the identity (and 0 utterances)."""
+                       config: EvalAmConfig, batch_size: int = 16) -> dict[str, dict[str, float]]:
+    """Per voice: the warp chosen from up to `config.vtln.utterances` of its readable rows in `adaptation`
+    (no transcripts used), and how many utterances it was chosen from. A voice without readable adaptation
+    audio keeps the identity (and 0 utterances); an unreadable file is skipped, as the scoring stage skips
+    it. Scored on the CPU in batches of similar length."""
     ckpt = load_checkpoint(checkpoint, PHONES)
     factors = warp_grid(config.vtln.low, config.vtln.high, config.vtln.step)
+
+    def score(feats: list[np.ndarray], warp: float) -> list[np.ndarray]:
+        feats = sorted(feats, key=len)
+        return [m for i in range(0, len(feats), batch_size)
+                for m in score_features(ckpt, feats[i:i + batch_size], "cpu", warp)]
+
     out = {}
     for voice in voices:
-        rows = [r for r in adaptation if r["voice"] == voice][: config.vtln.utterances]
-        if not rows:
-            out[voice] = {"warp": IDENTITY, "utterances": 0.0}
-            continue
-        feats = [fbank(read_wav(audio_root / r["audio_path"])[0]) for r in rows]
-        choice = choose_warp(lambda fl, w: score_features(ckpt, list(fl), "cpu", w), feats, factors)
-        out[voice] = {"warp": choice.factor, "utterances": float(len(rows))}
+        feats = []
+        for r in (r for r in adaptation if r["voice"] == voice):
+            if len(feats) == config.vtln.utterances:
+                break
+            try:
+                feats.append(fbank(read_wav(audio_root / r["audio_path"])[0]))
+            except DataError:
+                continue
+        choice = choose_warp(score, feats, factors) if feats else None
+        out[voice] = {"warp": choice.factor if choice else IDENTITY, "utterances": float(len(feats))}
     return out
 
 
@@ -111,10 +122,10 @@ def _voice_key(voice: str) -> str:
 
 
 def _scored_metrics(tlg: Path, devel: list[dict], test: list[dict], devel_scores: pa.Table,
-                    test_scores: pa.Table, config: EvalAmConfig, words: SymbolTable,
-                    prons: dict) -> tuple[dict[str, float], dict, dict]:
-    """WER (devel-tuned acoustic scale), PER and per-voice WER of one set of scores; also the devel WER per
-    scale and the test hypotheses."""
+                    test_scores: pa.Table, config: EvalAmConfig, words: SymbolTable, prons: dict,
+                    train_vocab: set[str]) -> tuple[dict[str, float], dict, dict]:
+    """WER (devel-tuned acoustic scale), PER, per-voice WER and WER by whether an utterance holds a word the
+    LM text never had, of one set of scores; also the devel WER per scale and the test hypotheses."""
     tuning = {s: _wer_of(devel, decode_scores(tlg, devel_scores, s, config, words))
               for s in config.decode.acoustic_scales}
     scale = min(tuning, key=lambda s: (tuning[s], s))
@@ -126,6 +137,10 @@ def _scored_metrics(tlg: Path, devel: list[dict], test: list[dict], devel_scores
         by_voice[r["voice"]].append(r)
     for voice, rows in sorted(by_voice.items()):
         metrics[f"asr.wer.{_voice_key(voice)}"] = _wer_of(rows, hyps)
+    seen = [r for r in test if all(w in train_vocab for w in r["normalized_text"].split())]
+    unseen = [r for r in test if r not in seen]
+    metrics["asr.wer_all_words_in_lm_text"] = _wer_of(seen, hyps)
+    metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps) if unseen else float("nan")
     return metrics, tuning, hyps
 
 
@@ -149,8 +164,10 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     metrics: dict[str, float] = {}
     warps: dict[str, float] = {}
     if config.vtln.enabled:
-        plain, _, _ = _scored_metrics(graph.tlg, devel, test, score_rows(checkpoint, corpus.root, devel),
-                                      score_rows(checkpoint, corpus.root, test), config, words, prons)
+        plain, plain_tuning, _ = _scored_metrics(graph.tlg, devel, test,
+                                                 score_rows(checkpoint, corpus.root, devel),
+                                                 score_rows(checkpoint, corpus.root, test), config, words, prons,
+                                                 train_vocab)
         metrics.update({k.replace("asr.", "asr.no_vtln.", 1): v for k, v in plain.items()})
         voices = sorted({r["voice"] for r in test} | {r["voice"] for r in devel})
         chosen = choose_voice_warps(checkpoint, corpus.root, all_devel, voices, config)
@@ -164,24 +181,24 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
         scores_io.write_parquet(table, out_dir / f"{split}.parquet")
         scores_io.write_kaldi(table, out_dir / f"{split}.ark")
     scored, tuning, hyps = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config, words,
-                                           prons)
+                                           prons, train_vocab)
     metrics.update(scored)
     metrics["asr.test_utterances"] = float(len(test))
-    seen = [r for r in test if all(w in train_vocab for w in r["normalized_text"].split())]
-    unseen = [r for r in test if r not in seen]
-    metrics["asr.wer_all_words_in_lm_text"] = _wer_of(seen, hyps)
-    metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps) if unseen else float("nan")
+    unseen = [r for r in test if not all(w in train_vocab for w in r["normalized_text"].split())]
     metrics["asr.score_failed"] = float(len(test) - test_scores.num_rows)
     metrics["asr.decode_failed"] = float(sum(r["utt_id"] not in hyps for r in test) - metrics["asr.score_failed"])
     metrics["asr.utterances_with_unseen_words"] = float(len(unseen))
-    if config.real_recordings:
-        metrics.update(_real_wer(checkpoint, graph.tlg, metrics["asr.acoustic_scale"], config, words))
+    if config.real_recordings:  # never warped (no earlier utterances of their speakers): the unwarped scale
+        real_scale = metrics.get("asr.no_vtln.acoustic_scale", metrics["asr.acoustic_scale"])
+        metrics.update(_real_wer(checkpoint, graph.tlg, real_scale, config, words))
     if config.update_card:
         model_card.update(checkpoint, metrics)
     if run is not None:
         run.log_metrics(metrics)
         for i, s in enumerate(sorted(tuning)):
             run.log_metrics({"asr.devel_wer_by_scale": tuning[s]}, step=i)
+            if config.vtln.enabled:
+                run.log_metrics({"asr.no_vtln.devel_wer_by_scale": plain_tuning[s]}, step=i)
         run.set_tags({"asr_decoder": "kaldi", "scores_dir": str(out_dir),
                       "vtln": str(config.vtln.enabled).lower()})
     return metrics
