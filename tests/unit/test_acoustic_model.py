@@ -11,9 +11,8 @@ import pytest
 import torch
 
 from specbench.acoustic import scores as scores_io
-from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
+from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.dataset import Example, epoch_view, load_examples, speed_perturb
-from specbench.acoustic.features import Cmvn, fbank
 from specbench.acoustic.inference import AcousticScorer, score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.settings import ModelConfig
@@ -24,16 +23,6 @@ from specbench.wfst.lexicon import PHONES
 
 pytestmark = pytest.mark.unit
 RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    model = CausalCtcModel(ModelConfig(hidden=64, layers=2)).eval()
-    feats = [fbank(RNG.normal(0, 0.1, 16000).astype(np.float32)) for _ in range(3)]
-    path = tmp_path_factory.mktemp("ckpt") / "am.pt"
-    save_checkpoint(path, model, Cmvn.estimate(feats), PHONES, {"note": "random weights"})
-    return path
 
 
 def test_default_model_size_and_shapes() -> None:

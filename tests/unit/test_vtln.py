@@ -3,7 +3,6 @@ column of the inference stage, and (with the shipped model) that the choice undo
 
 from __future__ import annotations
 
-import wave
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +11,12 @@ import pytest
 import torch
 
 from specbench.acoustic import scores as scores_io
-from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
-from specbench.acoustic.features import Cmvn, fbank
+from specbench.acoustic.checkpoint import load_checkpoint
+from specbench.acoustic.features import fbank
 from specbench.acoustic.inference import AcousticScorer, score_features, score_samples
-from specbench.acoustic.model import CausalCtcModel, lookahead_ms
-from specbench.acoustic.settings import ModelConfig
+from specbench.acoustic.model import lookahead_ms
 from specbench.acoustic.vtln import IDENTITY, choose_warp, frame_confidence, warp_grid, warp_mel_axis
+from specbench.data.synthesis import write_wav
 from specbench.wfst.lexicon import PHONES
 
 pytestmark = pytest.mark.unit
@@ -94,28 +93,10 @@ def test_choice_is_the_most_confident_factor_by_brute_force() -> None:
         choose_warp(score, feats, ())
 
 
-@pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    torch.manual_seed(0)
-    model = CausalCtcModel(ModelConfig(hidden=64, layers=2)).eval()
-    feats = [fbank(RNG.normal(0, 0.1, 16000).astype(np.float32)) for _ in range(3)]
-    path = tmp_path_factory.mktemp("ckpt") / "am.pt"
-    save_checkpoint(path, model, Cmvn.estimate(feats), PHONES, {"note": "random weights"})
-    return path
-
-
-def _write_wav(path: Path, samples: np.ndarray) -> None:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
-        w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
-
-
 def test_stage_warps_each_row_by_its_own_factor(checkpoint: Path, tmp_path: Path) -> None:
     audio = {f"u{i}": RNG.normal(0, 0.1, 9000 + 1000 * i).astype(np.float32) for i in range(4)}
     for name, samples in audio.items():
-        _write_wav(tmp_path / f"{name}.wav", samples)
+        write_wav(tmp_path / f"{name}.wav", samples)
     warps = [1.08, None, 1.0, 0.93]
     table = pa.table({"utt_id": list(audio), "audio_path": [f"{n}.wav" for n in audio],
                       "vtln_warp": pa.array(warps, pa.float64())})
