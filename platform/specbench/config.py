@@ -143,6 +143,20 @@ class VtlnSection:
 
 
 @dataclass(frozen=True)
+class SpeakerTransformSection:
+    """`[speaker_transform]`: per test voice, an affine feature transform fitted by CTC on the first-pass
+    best paths of up to `utterances` of its devel utterances (`acoustic.speaker_transform`; no transcripts),
+    applied after VTLN when that is on."""
+
+    enabled: bool = False
+    utterances: int = field(default=100, metadata=_range(1, 10000))
+    epochs: int = field(default=10, metadata=_range(1, 1000))
+    learning_rate: float = field(default=1e-3, metadata=_range(1e-6, 1.0))
+    l2: float = field(default=0.1, metadata=_range(0.0, 1e6))
+    batch_size: int = field(default=16, metadata=_range(1, 4096))
+
+
+@dataclass(frozen=True)
 class EvalAmConfig:
     """`kind = "eval_am"`: score a corpus with the acoustic model, decode it with the TLG, report WER/PER."""
 
@@ -158,6 +172,7 @@ class EvalAmConfig:
     shard_size: int = field(default=50, metadata=_range(1, 10000))
     decode: DecodeSection = DecodeSection()
     vtln: VtlnSection = VtlnSection()
+    speaker_transform: SpeakerTransformSection = SpeakerTransformSection()
     tracking: TrackingSection = TrackingSection(experiment="acoustic")
 
 

@@ -69,6 +69,10 @@ low = 0.95
 high = 1.05
 step = 0.05
 utterances = 2
+[speaker_transform]
+enabled = true
+utterances = 2
+epochs = 2
 ''')
     assert main(["run", str(eval_job)]) == 0
     run = recent_runs(experiment="acoustic", limit=1)[0]
@@ -82,7 +86,14 @@ utterances = 2
         assert metrics[f"asr.vtln_warp.{voice}"] in (0.95, 1.0, 1.05)
         assert metrics[f"asr.vtln_utterances.{voice}"] == 2.0
         assert f"asr.no_vtln.wer.{voice}" in metrics
-    assert run.tags["vtln"] == "true"
+    assert run.tags["vtln"] == "true" and run.tags["speaker_transform"] == "true"
+    for voice in ("espeak_en-us_f4", "flite_rms"):  # a transform per voice where the barely trained model's
+        # first pass finds a phone at all (the shipped model's test below checks the fit itself)
+        fitted = metrics[f"asr.speaker_transform_utterances.{voice}"]
+        assert fitted in (0.0, 1.0, 2.0)
+        assert (work_dir() / "scores" / "tiny" / "speaker" / f"{voice}.pt").is_file() == (fitted > 0)
+    for key in ("wer", "per_greedy", "acoustic_scale", "devel_wer"):
+        assert f"asr.no_speaker_transform.{key}" in metrics  # VTLN alone
     for key in ("wer", "per_greedy", "acoustic_scale", "devel_wer", "wer_all_words_in_lm_text"):
         assert f"asr.no_vtln.{key}" in metrics  # the unadapted figures beside the adapted ones
     scores = pq.read_table(work_dir() / "scores" / "tiny" / "test.parquet")
@@ -105,5 +116,11 @@ def test_shipped_model_decodes_and_aligns_the_quick_corpus(store: None, slurp_gr
     assert main(["run", str(JOBS / "am_eval_quick.toml")]) == 0
     out = capsys.readouterr().out
     wer = float(out.split("test WER ")[1].split()[0])
-    assert wer <= 0.30, out  # measured 0.121 with models/am_slurp.pt and VTLN (0.128 without)
-    assert "without VTLN: test WER" in out
+    assert wer <= 0.30, out  # measured 0.128 with models/am_slurp.pt, VTLN and the speaker transform fitted
+    # on 4 utterances per voice (0.121 with VTLN alone, 0.128 with neither)
+    assert "without VTLN: test WER" in out and "without speaker transform: test WER" in out
+    metrics = get_run(recent_runs(experiment="acoustic", limit=1)[0].run_id).metrics
+    for voice in ("espeak_en-us_f4", "flite_rms"):  # fitted on the first-pass paths of all 4 quick devel
+        assert metrics[f"asr.speaker_transform_utterances.{voice}"] == 4.0  # utterances of each voice
+        loss = {when: metrics[f"asr.speaker_transform_loss_{when}.{voice}"] for when in ("before", "after")}
+        assert loss["after"] < loss["before"]

@@ -11,7 +11,9 @@ import torch
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
-from specbench.simultrans.training import batches, collate, config_hash, make_examples, train
+from specbench.simultrans.training import (
+    WeightAverage, batches, collate, config_hash, devel_loss, make_examples, train,
+)
 
 pytestmark = pytest.mark.unit
 CONFIG = MtModelConfig(vocab_size=12, d_model=32, heads=2, ffn=64, encoder_layers=1, decoder_layers=1,
@@ -57,3 +59,56 @@ def test_training_learns_and_resumes(tmp_path: Path) -> None:
     assert state2.epoch == 3 and len(state2.history) == 3 and len(seen) == 3
     other = MtTrainSettings(**{**settings.to_dict(), "learning_rate": 1e-4})
     assert config_hash(CONFIG, other, "toy") != tag
+
+
+def test_weight_average_is_the_bias_corrected_moving_average_and_swaps_back() -> None:
+    model = torch.nn.Linear(2, 1, bias=False)
+    average = WeightAverage(model, 0.5)
+    steps = [torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 0.0]]), torch.tensor([[5.0, 4.0]])]
+    for w in steps:
+        with torch.no_grad():
+            model.weight.copy_(w)
+        average.update()
+    # by hand: 0.5^2 * w1 + 0.5 * w2 + w3 (each times 1 - 0.5), over 1 - 0.5^3
+    expected = (0.25 * 0.5 * steps[0] + 0.5 * 0.5 * steps[1] + 0.5 * steps[2]) / (1 - 0.125)
+    assert torch.allclose(average.averaged()[0], expected)
+    with average.swapped_in():
+        assert torch.allclose(model.weight, expected)
+    assert torch.equal(model.weight, steps[2])
+    restored = WeightAverage(model, 0.5)
+    restored.load(average.state())
+    assert torch.allclose(restored.averaged()[0], expected)
+    with pytest.raises(ValueError, match="weight_average_decay"):
+        WeightAverage(model, 1.0)
+
+
+def test_training_with_weight_averaging_scores_the_average_and_resumes_it(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = MtTransformer(CONFIG)
+    examples, devel = copy_task(300), copy_task(40, seed=1)
+    settings = MtTrainSettings(max_minutes=5, max_epochs=2, batch_tokens=200, learning_rate=3e-3,
+                               warmup_steps=20, k_min=1, k_max=3, patience=10, threads=1,
+                               weight_average_decay=0.9)
+    plain = MtTrainSettings(**{**settings.to_dict(), "weight_average_decay": 0.0})
+    assert config_hash(CONFIG, settings, "toy") != config_hash(CONFIG, plain, "toy")
+    kept: list[dict] = []
+
+    def on_epoch(m: MtTransformer, state, metrics: dict) -> None:  # noqa: ANN001
+        kept.append({k: v.clone() for k, v in m.state_dict().items()})
+
+    tag = config_hash(CONFIG, settings, "toy")
+    state = train(model, examples, devel, settings, tmp_path / "last.pt", tag, on_epoch)
+    assert state.epoch == 2 and state.history[1]["devel_loss"] < state.history[0]["devel_loss"]
+    # on_epoch saw the averaged weights; the model trains on with its own, which differ from them
+    assert not torch.equal(kept[-1]["embed.weight"], model.state_dict()["embed.weight"])
+    blob = torch.load(tmp_path / "last.pt", weights_only=False)
+    saved = WeightAverage(model, 0.9)
+    saved.load(blob["average"])
+    names = [n for n, p in model.named_parameters() if p.is_floating_point()]
+    assert torch.allclose(saved.averaged()[names.index("embed.weight")], kept[-1]["embed.weight"])
+    with saved.swapped_in():  # the devel loss recorded is that of the averaged model
+        recorded = state.history[-1]["devel_loss"]
+        assert devel_loss(model, devel, [3, 5, 7, None]) == pytest.approx(recorded, rel=1e-5)
+    longer = MtTrainSettings(**{**settings.to_dict(), "max_epochs": 3})
+    state2 = train(MtTransformer(CONFIG), examples, devel, longer, tmp_path / "last.pt", tag, on_epoch)
+    assert state2.epoch == 3 and len(kept) == 3

@@ -158,3 +158,27 @@ def test_shipped_model_chooses_the_warp_that_undoes_a_known_one(tmp_path: Path) 
     squeezed = choose_warp(lambda fl, f: score(fl, f, before=0.8), feats, grid)
     assert squeezed.factor >= 1.2, squeezed
     assert 0.9 <= as_is.factor <= 1.15 and squeezed.factor - as_is.factor >= 0.1, as_is
+
+
+def test_a_voice_the_model_hears_no_phone_in_keeps_the_identity(checkpoint: Path, tmp_path: Path) -> None:
+    """A model that puts the blank first on every frame gives VTLN nothing to choose by: the voice keeps
+    the identity warp (with a message), and the other voices are still chosen."""
+    from specbench.acoustic.checkpoint import save_checkpoint
+    from specbench.config import EvalAmConfig, VtlnSection
+    from specbench.pipelines.acoustic_eval import choose_voice_warps
+
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    with torch.no_grad():
+        ckpt.model.output.bias[0] = 1e4  # the blank wins everywhere
+    blank_only = tmp_path / "blank.pt"
+    save_checkpoint(blank_only, ckpt.model, ckpt.cmvn, ckpt.phones, {}, fp16=False)
+    rows = []
+    for i in range(2):
+        write_wav(tmp_path / f"a{i}.wav", RNG.normal(0, 0.1, 12000).astype(np.float32))
+        rows.append({"voice": "v:a", "audio_path": f"a{i}.wav"})
+    rows.append({"voice": "v:b", "audio_path": "missing.wav"})  # unreadable: skipped
+    config = EvalAmConfig(vtln=VtlnSection(enabled=True, low=0.95, high=1.05, step=0.05, utterances=2))
+    chosen = choose_voice_warps(blank_only, tmp_path, rows, ["v:a", "v:b"], config)
+    assert chosen == {"v:a": {"warp": IDENTITY, "utterances": 2.0},
+                      "v:b": {"warp": IDENTITY, "utterances": 0.0}}
+    assert choose_voice_warps(checkpoint, tmp_path, rows, ["v:a"], config)["v:a"]["warp"] in (0.95, 1.0, 1.05)

@@ -66,6 +66,8 @@ def load_checkpoint(path: Path, expected_phones: tuple[str, ...] | None = None,
     known = {f.name for f in fields(ModelConfig)}
     config = ModelConfig(**{k: v for k, v in blob["model_config"].items() if k in known})
     model = CausalCtcModel(config)
+    if any(k.startswith("input_transform.") for k in blob["state_dict"]):
+        model.add_input_transform()  # a speaker-adapted copy (`acoustic.speaker_transform`)
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in blob["state_dict"].items()})
     model.eval().to(device)
     cmvn = Cmvn(np.asarray(blob["cmvn_mean"].numpy(), dtype=np.float32),

@@ -51,9 +51,22 @@ class CausalCtcModel(nn.Module):
                             dropout=config.dropout if config.layers > 1 else 0.0)
         self.dropout = nn.Dropout(config.dropout)
         self.output = nn.Linear(config.hidden, config.num_classes)
+        self.input_transform: nn.Linear | None = None
+
+    def add_input_transform(self) -> nn.Linear:
+        """A per-frame affine map of the input features, identity at first (a speaker's feature transform,
+        `acoustic.speaker_transform`); frame by frame, so causality is unchanged."""
+        transform = nn.Linear(self.config.num_bins, self.config.num_bins)
+        with torch.no_grad():
+            transform.weight.copy_(torch.eye(self.config.num_bins))
+            transform.bias.zero_()
+        self.input_transform = transform.to(self.output.weight.device)
+        return self.input_transform
 
     def forward(self, feats: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`feats: (B, T, F) float32`, `lengths: (B,) int64` -> `(B, T', P)` log-probs, `(B,)` lengths."""
+        if self.input_transform is not None:
+            feats = self.input_transform(feats)
         x = self.dropout(self.frontend(feats))
         out_lengths = CausalSubsampling.output_lengths(lengths)
         x, _ = self.lstm(x)

@@ -5,12 +5,17 @@ The acoustic scale is tuned on devel (never on test). Test WER is reported overa
 by whether an utterance holds a word that the LM's training text never had; the real recordings' WER is
 reported as it is. With `[vtln] enabled`, each test voice gets a mel-axis warp chosen without transcripts
 from its devel utterances (`acoustic.vtln`); the headline figures are then the adapted ones and the
-unadapted ones are reported beside them as `asr.no_vtln.*`. Scores (adapted, where VTLN is on) are kept as
-Parquet and Kaldi ark/scp in `.specbench/scores/<name>/`.
+unadapted ones are reported beside them as `asr.no_vtln.*`. With `[speaker_transform] enabled`, each test
+voice also gets a feature transform fitted on the first-pass best paths of its devel utterances
+(`acoustic.speaker_transform`, no transcripts; after VTLN); the headline figures are then those of the
+transformed model and the figures before it are reported as `asr.no_speaker_transform.*`. Scores (adapted,
+where adaptation is on) are kept as Parquet and Kaldi ark/scp in `.specbench/scores/<name>/`, the adapted
+per-voice checkpoints in its `speaker/` folder.
 """
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict
 from collections.abc import Mapping
 from functools import partial
@@ -19,17 +24,19 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import torch
 
 from specbench.acoustic import scores as scores_io
-from specbench.acoustic.checkpoint import load_checkpoint
+from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
 from specbench.acoustic.features import fbank
 from specbench.acoustic.inference import AcousticScorer, score_features, scores_table
+from specbench.acoustic.speaker_transform import ctc_targets, fit_speaker_transform, install
 from specbench.acoustic.training import greedy_ctc
 from specbench.acoustic.vtln import IDENTITY, choose_warp, warp_grid
 from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig
 from specbench.data.real_speech import load_audio, real_recordings
 from specbench.data.synthesis import read_wav
-from specbench.decoder.kaldi_reference import decode_rows
+from specbench.decoder.kaldi_reference import KaldiFasterDecoder, decode_rows
 from specbench.errors import DataError
 from specbench.metrics.wer import error_rate, wer
 from specbench.paths import project_root, work_dir
@@ -83,8 +90,6 @@ def _greedy_per(table: pa.Table, rows: list[dict], prons: dict) -> float:
 
 
 def greedy_ctc_np(mat: np.ndarray) -> list[int]:
-    import torch
-
     return greedy_ctc(torch.from_numpy(mat), len(mat))
 
 
@@ -104,17 +109,78 @@ def choose_voice_warps(checkpoint: Path, audio_root: Path, adaptation: list[dict
 
     out = {}
     for voice in voices:
-        feats = []
-        for r in (r for r in adaptation if r["voice"] == voice):
-            if len(feats) == config.vtln.utterances:
-                break
-            try:
-                feats.append(fbank(read_wav(audio_root / r["audio_path"])[0]))
-            except DataError:
-                continue
-        choice = choose_warp(score, feats, factors) if feats else None
+        feats = voice_features(audio_root, adaptation, voice, config.vtln.utterances)
+        try:
+            choice = choose_warp(score, feats, factors) if feats else None
+        except ValueError as err:  # the model hears no phone in this voice's audio: nothing to choose by
+            print(f"VTLN for {voice}: {err}; its warp stays {IDENTITY}", file=sys.stderr)
+            choice = None
         out[voice] = {"warp": choice.factor if choice else IDENTITY, "utterances": float(len(feats))}
     return out
+
+
+def voice_features(audio_root: Path, rows: list[dict], voice: str, limit: int) -> list[np.ndarray]:
+    """The fbank of the first `limit` readable rows of `voice` (an unreadable file is skipped, as the scoring
+    stage skips it)."""
+    feats: list[np.ndarray] = []
+    for r in (r for r in rows if r["voice"] == voice):
+        if len(feats) == limit:
+            break
+        try:
+            feats.append(fbank(read_wav(audio_root / r["audio_path"])[0]))
+        except DataError:
+            continue
+    return feats
+
+
+def fit_voice_transforms(checkpoint: Path, audio_root: Path, adaptation: list[dict], voices: list[str],
+                         warps: Mapping[str, float], scale: float, tlg: Path, config: EvalAmConfig,
+                         out_dir: Path, batch_size: int = 16) -> dict[str, dict[str, Any]]:
+    """Per voice with readable adaptation audio: a copy of the checkpoint with a speaker transform
+    (`acoustic.speaker_transform`) fitted on the first-pass best paths of up to
+    `config.speaker_transform.utterances` of its rows in `adaptation` (decoded with the TLG at `scale`,
+    after the voice's VTLN warp), saved as `out_dir/<voice>.pt`; with how many utterances it was fitted on
+    and the CTC loss before and after. A voice without readable audio or without a phone in its first-pass
+    paths gets no transform (`checkpoint` None, 0 utterances)."""
+    settings = config.speaker_transform
+    decoder = KaldiFasterDecoder(tlg, beam=config.decode.beam, max_active=config.decode.max_active,
+                                 acoustic_scale=scale)
+    out: dict[str, dict[str, Any]] = {}
+    for voice in voices:
+        out[voice] = {"checkpoint": None, "utterances": 0}
+        feats = sorted(voice_features(audio_root, adaptation, voice, settings.utterances), key=len)
+        if not feats:
+            continue
+        ckpt = load_checkpoint(checkpoint, PHONES)
+        warp = warps.get(voice, IDENTITY)
+        mats = [m for i in range(0, len(feats), batch_size)
+                for m in score_features(ckpt, feats[i:i + batch_size], "cpu", warp)]
+        paths = [decoder.decode(m) for m in mats]
+        targets = [ctc_targets(p.ilabels) if p is not None else [] for p in paths]
+        if not any(targets):
+            print(f"speaker transform for {voice}: no first-pass path holds a phone; the voice is scored "
+                  "without one", file=sys.stderr)
+            continue
+        fit = fit_speaker_transform(ckpt, feats, targets, warp, settings.epochs, settings.learning_rate,
+                                    settings.l2, settings.batch_size)
+        install(ckpt, fit)
+        path = out_dir / f"{_voice_key(voice)}.pt"
+        info = {"utterances": sum(1 for t in targets if t), "loss_before": fit.losses[0],
+                "loss_after": fit.losses[-1]}
+        metadata = {**ckpt.metadata, "speaker_transform": {"voice": voice, "warp": warp, **info}}
+        save_checkpoint(path, ckpt.model, ckpt.cmvn, ckpt.phones, metadata, fp16=False)
+        out[voice] = {"checkpoint": path, **info}
+    return out
+
+
+def score_rows_by_voice(checkpoints: Mapping[str, Path], default: Path, audio_root: Path, rows: list[dict],
+                        warps: Mapping[str, float]) -> pa.Table:
+    """`score_rows` with each voice's own checkpoint (`default` for voices without one)."""
+    groups: dict[Path, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[checkpoints.get(r["voice"], default)].append(r)
+    return pa.concat_tables([score_rows(path, audio_root, group, warps=warps)
+                             for path, group in groups.items()])
 
 
 def _voice_key(voice: str) -> str:
@@ -177,6 +243,20 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
             metrics[f"asr.vtln_utterances.{_voice_key(voice)}"] = c["utterances"]
     devel_scores = score_rows(checkpoint, corpus.root, devel, warps=warps)
     test_scores = score_rows(checkpoint, corpus.root, test, warps=warps)
+    if config.speaker_transform.enabled:
+        before, _, _ = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config, words,
+                                       prons, train_vocab)
+        metrics.update({k.replace("asr.", "asr.no_speaker_transform.", 1): v for k, v in before.items()})
+        voices = sorted({r["voice"] for r in test} | {r["voice"] for r in devel})
+        fitted = fit_voice_transforms(checkpoint, corpus.root, all_devel, voices, warps,
+                                      before["asr.acoustic_scale"], graph.tlg, config, out_dir / "speaker")
+        for voice, info in fitted.items():
+            for key in ("utterances", "loss_before", "loss_after"):
+                if key in info:
+                    metrics[f"asr.speaker_transform_{key}.{_voice_key(voice)}"] = float(info[key])
+        adapted = {voice: info["checkpoint"] for voice, info in fitted.items() if info["checkpoint"]}
+        devel_scores = score_rows_by_voice(adapted, checkpoint, corpus.root, devel, warps)
+        test_scores = score_rows_by_voice(adapted, checkpoint, corpus.root, test, warps)
     for split, table in (("devel", devel_scores), ("test", test_scores)):
         scores_io.write_parquet(table, out_dir / f"{split}.parquet")
         scores_io.write_kaldi(table, out_dir / f"{split}.ark")
@@ -200,7 +280,8 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
             if config.vtln.enabled:
                 run.log_metrics({"asr.no_vtln.devel_wer_by_scale": plain_tuning[s]}, step=i)
         run.set_tags({"asr_decoder": "kaldi", "scores_dir": str(out_dir),
-                      "vtln": str(config.vtln.enabled).lower()})
+                      "vtln": str(config.vtln.enabled).lower(),
+                      "speaker_transform": str(config.speaker_transform.enabled).lower()})
     return metrics
 
 

@@ -47,11 +47,12 @@ def _eval_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list
     m = acoustic_eval.run_eval_am(config, path, run, opts.ray_address)
     lines = [f"acoustic model {config.checkpoint}: test WER {m['asr.wer']:.3f} (acoustic scale "
              f"{m['asr.acoustic_scale']}, devel WER {m['asr.devel_wer']:.3f}), greedy PER {m['asr.per_greedy']:.3f}"]
-    if "asr.no_vtln.wer" in m:
-        lines.append(f"  without VTLN: test WER {m['asr.no_vtln.wer']:.3f}, "
-                     f"greedy PER {m['asr.no_vtln.per_greedy']:.3f}")
+    for prefix, without in (("asr.no_speaker_transform", "speaker transform"), ("asr.no_vtln", "VTLN")):
+        if f"{prefix}.wer" in m:
+            lines.append(f"  without {without}: test WER {m[f'{prefix}.wer']:.3f}, "
+                         f"greedy PER {m[f'{prefix}.per_greedy']:.3f}")
     lines += [f"  {k}: {v:.4g}" for k, v in sorted(m.items()) if k.startswith(("asr.wer.", "asr.no_vtln.wer.",
-              "asr.vtln_warp.")) or "real" in k or "unseen" in k or "in_lm_text" in k]
+              "asr.no_speaker_transform.wer.", "asr.vtln_warp.")) or "real" in k or k.startswith("asr.wer_")]
     return lines
 
 

@@ -36,7 +36,9 @@ class MtModelConfig:
 @dataclass(frozen=True)
 class MtTrainSettings:
     """Optimisation settings (`[training]`). Wait-k models draw k uniformly from [k_min, k_max] per batch,
-    and with probability `full_sentence_fraction` train a batch with the whole source visible."""
+    and with probability `full_sentence_fraction` train a batch with the whole source visible.
+    `weight_average_decay` > 0 scores and keeps an exponential moving average of the weights (Polyak and
+    Juditsky 1992), a smoothed version of checkpoint averaging (Vaswani et al. 2017 average the last 5-20)."""
 
     max_minutes: float = field(default=75.0, metadata=_r(0.05, 24 * 60))
     max_epochs: int = field(default=100, metadata=_r(1, 10000))
@@ -51,6 +53,9 @@ class MtTrainSettings:
     checkpoint_minutes: float = field(default=5.0, metadata=_r(0.1, 1000))
     seed: int = 0
     threads: int = field(default=0, metadata=_r(0, 256))  # 0: all cores
+    # Polyak averaging: the model that devel scores and that is kept is an exponential moving average of the
+    # weights, updated after every step with this decay (0: off, the raw weights)
+    weight_average_decay: float = field(default=0.0, metadata=_r(0.0, 0.99999))
 
     def __post_init__(self) -> None:
         if self.k_min > self.k_max:

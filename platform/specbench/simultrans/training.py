@@ -16,13 +16,15 @@ import os
 import random
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from tqdm import tqdm
 
 from specbench.simultrans.model import MtTransformer
@@ -118,6 +120,52 @@ def devel_loss(model: MtTransformer, examples: list[Example], ks: list[int | Non
     return total / max(count, 1)
 
 
+class WeightAverage:
+    """An exponential moving average of a model's floating-point parameters, `avg <- d * avg + (1 - d) * w`
+    after every optimizer step, with the bias correction of Adam (`avg / (1 - d^n)` after n updates, so
+    that early averages are not pulled towards the zero start)."""
+
+    def __init__(self, model: nn.Module, decay: float) -> None:
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"weight_average_decay must be in (0, 1), got {decay}")
+        self.decay = decay
+        self.updates = 0
+        self.params = [p for p in model.parameters() if p.is_floating_point()]
+        self.sums = [torch.zeros_like(p, dtype=torch.float32) for p in self.params]
+
+    def update(self) -> None:
+        self.updates += 1
+        with torch.no_grad():
+            torch._foreach_mul_(self.sums, self.decay)
+            torch._foreach_add_(self.sums, [p.float() for p in self.params], alpha=1.0 - self.decay)
+
+    def averaged(self) -> list[torch.Tensor]:
+        scale = 1.0 / (1.0 - self.decay ** max(self.updates, 1))
+        return [s * scale for s in self.sums]
+
+    @contextmanager
+    def swapped_in(self) -> Iterator[None]:
+        """The model holds the averaged weights inside the block, its own weights again after it."""
+        own = [p.detach().clone() for p in self.params]
+        with torch.no_grad():
+            for p, a in zip(self.params, self.averaged(), strict=True):
+                p.copy_(a)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for p, o in zip(self.params, own, strict=True):
+                    p.copy_(o)
+
+    def state(self) -> dict[str, Any]:
+        return {"updates": self.updates, "sums": [s.cpu() for s in self.sums]}
+
+    def load(self, blob: dict[str, Any]) -> None:
+        self.updates = int(blob["updates"])
+        for s, saved in zip(self.sums, blob["sums"], strict=True):
+            s.copy_(saved)
+
+
 RESUMABLE_CHANGES = ("max_minutes", "max_epochs", "patience", "checkpoint_minutes", "threads")  # not in the tag
 
 
@@ -125,6 +173,8 @@ def config_hash(model_cfg: MtModelConfig, settings: MtTrainSettings, data_tag: s
     """The tag a saved state must carry to be resumed: everything that shapes the optimisation, but not
     the stopping rules or the thread count (a run may be resumed with a longer budget)."""
     training = {k: v for k, v in settings.to_dict().items() if k not in RESUMABLE_CHANGES}
+    if not training["weight_average_decay"]:
+        del training["weight_average_decay"]  # off: the tag of runs from before averaging existed
     blob = json.dumps({"model": model_cfg.to_dict(), "training": training, "data": data_tag,
                        "version": STATE_VERSION}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
@@ -147,6 +197,7 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
     opt = torch.optim.Adam(model.parameters(), lr=settings.learning_rate, betas=(0.9, 0.98), eps=1e-9)
     state = TrainState()
     rng = random.Random(settings.seed)
+    average = WeightAverage(model, settings.weight_average_decay) if settings.weight_average_decay else None
     if state_path.is_file():
         blob = torch.load(state_path, map_location="cpu", weights_only=False)
         if blob.get("tag") == tag:
@@ -155,6 +206,8 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
             state = TrainState(**blob["state"])
             rng.setstate(blob["rng"])
             torch.set_rng_state(blob["torch_rng"])
+            if average is not None:
+                average.load(blob["average"])
             print(f"resuming from {state_path}: epoch {state.epoch}, step {state.step}, "
                   f"{state.elapsed_s / 60:.1f} min trained", file=sys.stderr)
     causal = model.config.causal_encoder
@@ -177,11 +230,13 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
             (loss / n).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
+            if average is not None:
+                average.update()
             state.step += 1
             total, tokens = total + loss.detach(), tokens + n  # summed on the device: no sync per step
             state.elapsed_s = elapsed_before + time.monotonic() - epoch_start
             if time.monotonic() - last_save > settings.checkpoint_minutes * 60:
-                _save(state_path, model, opt, state, rng, tag)
+                _save(state_path, model, opt, state, rng, tag, average)
                 last_save = time.monotonic()
             if state.elapsed_s >= budget:
                 break
@@ -189,17 +244,21 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
         if not finished:
             break  # a partial last epoch is not scored (its state is saved for a resumed run)
         state.epoch += 1
-        metrics = {"train_loss": float(total) / max(tokens, 1), "devel_loss": devel_loss(model, devel_set, devel_ks),
-                   "epoch_minutes": (time.monotonic() - epoch_start) / 60, "elapsed_minutes": state.elapsed_s / 60}
-        if metrics["devel_loss"] < state.best_devel_loss - 1e-4:
-            state.best_devel_loss, state.best_epoch, state.bad_epochs = metrics["devel_loss"], state.epoch, 0
-        else:
-            state.bad_epochs += 1
-        state.history.append({"epoch": state.epoch, **metrics})
-        on_epoch(model, state, metrics)
-        _save(state_path, model, opt, state, rng, tag)
+        with average.swapped_in() if average is not None else nullcontext():  # devel scores what is kept
+            metrics = {"train_loss": float(total) / max(tokens, 1),
+                       "devel_loss": devel_loss(model, devel_set, devel_ks),
+                       "epoch_minutes": (time.monotonic() - epoch_start) / 60,
+                       "elapsed_minutes": state.elapsed_s / 60}
+            if metrics["devel_loss"] < state.best_devel_loss - 1e-4:
+                state.best_devel_loss, state.best_epoch = metrics["devel_loss"], state.epoch
+                state.bad_epochs = 0
+            else:
+                state.bad_epochs += 1
+            state.history.append({"epoch": state.epoch, **metrics})
+            on_epoch(model, state, metrics)
+        _save(state_path, model, opt, state, rng, tag, average)
         last_save = time.monotonic()
-    _save(state_path, model, opt, state, rng, tag)
+    _save(state_path, model, opt, state, rng, tag, average)
     return state
 
 
@@ -212,11 +271,14 @@ def stopped_because(state: TrainState, settings: MtTrainSettings) -> str:
 
 
 def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: TrainState, rng: random.Random,
-          tag: str) -> None:
+          tag: str, average: WeightAverage | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    torch.save({"tag": tag, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                "state": state.__dict__, "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}, tmp)
+    blob = {"tag": tag, "model": model.state_dict(), "optimizer": opt.state_dict(), "state": state.__dict__,
+            "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}
+    if average is not None:
+        blob["average"] = average.state()
+    torch.save(blob, tmp)
     os.replace(tmp, path)
 
 
