@@ -1,7 +1,8 @@
 # `make run`: set up .venv and run the quick suite on the embedded default (local Ray, MLflow in SQLite).
 # `make test`: set up .venv and run every test (unit + integration).
 # `make gpu-check OUT=DIR`: on the H200 machine (no .venv, no install; run `python scripts/gpu_carry.py` here
-# first and send .specbench/gpu-carry along): GPU tests, the decoder and completion benchmarks, JSON into OUT.
+# first and send .specbench/gpu-carry along): GPU tests, the decoder, completion and acoustic benchmarks, JSON
+# into OUT.
 PYTHON ?= python3
 export PYTHONUTF8 := 1
 VENV := .venv
@@ -49,6 +50,8 @@ gpu-check:
 		--utterances $(UTTS) --no-mlflow --output $(OUT)/decoder_h200.json > /dev/null; bench=$$?; \
 	SPECBENCH_DATA=$(CARRY)/data $(GPU_ENV) $(GPU_PYTHON) -m specbench bench completion --device cuda --no-mlflow \
 		--output $(OUT)/completion_h200.json > /dev/null || bench=1; \
+	$(GPU_ENV) $(GPU_PYTHON) -m specbench bench acoustic --audio $(CARRY)/audio --utterances 100 --no-mlflow \
+		--output $(OUT)/acoustic_h200.json > /dev/null || bench=1; \
 	[ $$tests -eq 0 ] || [ $$tests -eq 5 ] || exit $$tests; exit $$bench  # pytest 5: no GPU tests collected
 
 clean:

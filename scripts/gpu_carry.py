@@ -7,8 +7,10 @@ carried folders up to 64 MiB. The folder holds:
   what kaldi-decoder reads, and `read_graph` loads it in tens of milliseconds; a CSR `.npz` is no smaller);
 - `scores_test.npz`: the acoustic scores of the first 1,000 held-out-voice test utterances (by id), one
   compressed float32 (T, P) array per utterance, keyed by utterance id;
-- `wheels/`: the cp312 manylinux x86_64 wheels of kaldifst, kaldi-decoder and kaldiio (`make gpu-check`
-  installs them into `site/` there);
+- `wheels/`: the cp312 manylinux x86_64 wheels of kaldifst, kaldi-decoder, kaldiio and kaldi-native-fbank
+  (`make gpu-check` installs them into `site/` there);
+- `audio/`: the WAV files of the first 100 held-out-voice test utterances (by id), on which
+  `specbench bench acoustic --audio` times features plus model inference there (no synthesizers there);
 - `data/slurp/test.jsonl.gz`: the SLURP test texts, whose prefixes the completion benchmark completes;
 - `data/multi30k/{train,val}.{de,en}.gz`: what `scripts/gpu_train_mt.py` trains the translation models on;
 - `manifest.json`: sources, sha256, sizes and counts, the frame shift of the scores.
@@ -36,8 +38,10 @@ if str(ROOT / "platform") not in sys.path:
 CARRY = ROOT / ".specbench" / "gpu-carry"
 DEFAULT_SCORES = ROOT / ".specbench" / "scores" / "am_slurp" / "test.parquet"
 DEFAULT_GRAPH_JOB = ROOT / "jobs" / "graph_slurp.toml"
+DEFAULT_MANIFEST = ROOT / ".specbench" / "speech" / "slurp" / "manifest.parquet"
+AUDIO_UTTERANCES = 100
 SCORES_NAME = "scores_test.npz"
-WHEELS = {"kaldifst": "1.8.3", "kaldi_decoder": "0.3.2", "kaldiio": "2.18.1"}  # distribution (normalized) -> version
+WHEELS = {"kaldifst": "1.8.3", "kaldi_decoder": "0.3.2", "kaldiio": "2.18.1", "kaldi_native_fbank": "1.22.0"}  # distribution (normalized) -> version
 PYTHON_VERSION = "3.12"
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 LIMIT_BYTES = 60_000_000
@@ -181,6 +185,7 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(data_file(rel), copy)
         files[f"data/{rel}"] = {"source": rel, "sha256": sha256(copy), "bytes": copy.stat().st_size}
+    manifest_audio = copy_test_audio(DEFAULT_MANIFEST, out / "audio", AUDIO_UTTERANCES)
     items, shift = load_scores(scores, utterances)
     write_scores_npz(items, out / SCORES_NAME)
     frames = sum(len(m) for _, m in items)
@@ -193,6 +198,7 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
                    "selection": f"the first {utterances} held-out-voice utterances by id",
                    "first": items[0][0], "last": items[-1][0]},
         "wheels": [],
+        "audio": manifest_audio,
     }
     if wheels:
         for whl in download_wheels(out / "wheels"):
@@ -202,6 +208,25 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
     check_budget(tree, folder_bytes(out))
     return manifest
+
+
+def copy_test_audio(manifest: Path, dest: Path, count: int) -> dict:
+    """The WAV files of the first `count` ok test utterances of a speech manifest (by id) as
+    `dest/<utt_id>.wav` (the folder is replaced); what was copied."""
+    from specbench.data.speech_corpus import read_manifest
+
+    rows = [r for r in read_manifest(manifest).to_pylist() if r["split"] == "test" and r["status"] == "ok"]
+    rows = sorted(rows, key=lambda r: r["utt_id"])[:count]
+    if not rows:
+        raise SystemExit(f"{manifest} has no test utterances. Fix: run "
+                         "`specbench data speech jobs/speech_slurp.toml`")
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir(parents=True)
+    for r in rows:
+        shutil.copyfile(manifest.parent / r["audio_path"], dest / f"{r['utt_id']}.wav")
+    return {"folder": "audio", "source": _rel(manifest), "utterances": len(rows),
+            "seconds": round(sum(r["duration_s"] for r in rows), 2), "bytes": folder_bytes(dest),
+            "selection": f"the first {count} ok test utterances by id"}
 
 
 def _rel(path: Path) -> str:

@@ -108,6 +108,10 @@ def _parser() -> argparse.ArgumentParser:
     ba = bsub.add_parser("acoustic", help="synthesis throughput; features + model real-time factor")
     ba.add_argument("--checkpoint", type=Path, default=Path("models/am_slurp.pt"))
     ba.add_argument("--utterances", type=int, default=40)
+    ba.add_argument("--audio", type=Path, help="time inference on the 16 kHz WAV files in this folder instead "
+                                               "of synthesizing (no synthesis figures; for a machine without "
+                                               "the synthesizers)")
+    ba.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
     ba.add_argument("--output", type=Path, help="also write the JSON here")
     bd = bsub.add_parser("decoder", help="Kaldi, CPU, twin and GPU decoders side by side on the same "
                                          "utterances: real-time factors, speedups, 1-best agreement")
@@ -441,7 +445,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     else:
         from specbench.pipelines.bench_acoustic import bench_acoustic
 
-        result = bench_acoustic(args.checkpoint, args.utterances)
+        result = bench_acoustic(args.checkpoint, args.utterances, args.audio)
     if not getattr(args, "no_mlflow", False):  # the GPU machine has no mlflow: `bench completion --no-mlflow`
         from specbench.pipelines.bench_graph import log_bench
 

@@ -1,5 +1,7 @@
 """`specbench bench acoustic`: synthesis throughput per engine, and features plus model inference as a
-real-time factor (CPU, and CUDA when torch sees a GPU), measured side by side in one run."""
+real-time factor (CPU, and CUDA when torch sees a GPU, at the CPU's batch of 16 and at 128), measured side by
+side in one run. `--audio DIR` times inference on existing WAV files instead (a machine without the
+synthesizers, such as the GPU machine)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from specbench.acoustic.inference import score_features
 from specbench.data import slurp, text_norm
 from specbench.data.synthesis import read_wav, synthesize
 from specbench.data.voices import VOICES
+from specbench.errors import DataError
 from specbench.hardware import describe
 from specbench.wfst.lexicon import PHONES
 
@@ -62,17 +65,27 @@ def bench_inference(checkpoint: Path, wavs: list[Path], device: str, batch: int 
             f"{device}_audio_seconds": audio}
 
 
-def bench_acoustic(checkpoint: Path, utterances: int = 40) -> dict[str, Any]:
-    sentences = _sentences(utterances)
+def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = None) -> dict[str, Any]:
+    """Synthesis of `utterances` SLURP test sentences per engine, then inference on that audio; with `audio`,
+    inference on the first `utterances` WAV files there (by name) and no synthesis."""
     with tempfile.TemporaryDirectory(prefix="specbench-bench-") as tmp_name:
         tmp = Path(tmp_name)
-        result: dict[str, Any] = {"bench": "acoustic", "hardware": describe(), "utterances": len(sentences),
-                                  "threads": torch.get_num_threads()}
-        result.update(bench_synthesis(sentences, tmp))
-        wavs = sorted(tmp.glob("*.wav"))
+        result: dict[str, Any] = {"bench": "acoustic", "hardware": describe(), "threads": torch.get_num_threads()}
+        if audio is None:
+            sentences = _sentences(utterances)
+            result["utterances"] = len(sentences)
+            result.update(bench_synthesis(sentences, tmp))
+            wavs = sorted(tmp.glob("*.wav"))
+        else:
+            wavs = sorted(Path(audio).glob("*.wav"))[:utterances]
+            if not wavs:
+                raise DataError(f"--audio {audio}: no .wav files there. Fix: point it at a folder of 16 kHz "
+                                "mono WAV files (scripts/gpu_carry.py gathers one)")
+            result.update(utterances=len(wavs), audio=str(audio))
         result.update(bench_inference(checkpoint, wavs, "cpu"))
         if torch.cuda.is_available():
             result.update(bench_inference(checkpoint, wavs, "cuda"))
             result["speedup_cuda_vs_cpu"] = result["cpu_rtf"] / result["cuda_rtf"]
+            result.update({f"{k}_batch128": v for k, v in bench_inference(checkpoint, wavs, "cuda", 128).items()})
     result["model_parameters"] = sum(p.numel() for p in load_checkpoint(checkpoint, PHONES).model.parameters())
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in result.items()}
