@@ -283,3 +283,27 @@ def test_gpu_mt_candidates_are_valid_jobs(name: str, tmp_path: Path) -> None:
     assert config.training.max_minutes == 2.5 and config.bleu_sentences == 0 and config.training.patience == 10
     assert config.model.dropout == gpu_train_mt.CANDIDATES[name][1]["model"]["dropout"]
     assert config.model.causal_encoder == name.startswith("waitk")
+
+
+def test_cli_bench_acoustic_on_wav_files_without_ray_mlflow_polars(checkpoint: Path, tmp_path: Path) -> None:
+    """The GPU machine's acoustic benchmark: inference on carried WAV files (no synthesizers there), no
+    MLflow; an empty folder is a clear error."""
+    import numpy as np
+
+    from specbench.data.synthesis import write_wav
+
+    audio = tmp_path / "audio"
+    audio.mkdir()
+    for i in range(3):
+        write_wav(audio / f"u{i}.wav", np.random.default_rng(i).normal(0, 0.1, 8000 + 4000 * i).astype(np.float32))
+    env = {"PYTHONPATH": str(ROOT / "platform"), "PATH": "/usr/bin:/bin"}
+    cmd = [sys.executable, "-c", runner(("ray", "mlflow", "polars")), "bench", "acoustic", "--checkpoint",
+           str(checkpoint), "--no-mlflow"]
+    proc = subprocess.run([*cmd, "--audio", str(audio), "--utterances", "2"], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["utterances"] == 2 and result["cpu_audio_seconds"] == pytest.approx(1.25)  # 0.5 s + 0.75 s
+    assert 0 < result["cpu_features_rtf"] < result["cpu_rtf"] and "synth_espeak-ng_utts_per_s" not in result
+    empty = subprocess.run([*cmd, "--audio", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    assert empty.returncode != 0 and "no .wav files there" in empty.stderr and "Traceback" not in empty.stderr
