@@ -38,7 +38,6 @@ if str(ROOT / "platform") not in sys.path:
 CARRY = ROOT / ".specbench" / "gpu-carry"
 DEFAULT_SCORES = ROOT / ".specbench" / "scores" / "am_slurp" / "test.parquet"
 DEFAULT_GRAPH_JOB = ROOT / "jobs" / "graph_slurp.toml"
-DEFAULT_MANIFEST = ROOT / ".specbench" / "speech" / "slurp" / "manifest.parquet"
 AUDIO_UTTERANCES = 100
 SCORES_NAME = "scores_test.npz"
 WHEELS = {"kaldifst": "1.8.3", "kaldi_decoder": "0.3.2", "kaldiio": "2.18.1", "kaldi_native_fbank": "1.22.0"}  # distribution (normalized) -> version
@@ -185,7 +184,10 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
         copy.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(data_file(rel), copy)
         files[f"data/{rel}"] = {"source": rel, "sha256": sha256(copy), "bytes": copy.stat().st_size}
-    manifest_audio = copy_test_audio(DEFAULT_MANIFEST, out / "audio", AUDIO_UTTERANCES)
+    from specbench.paths import work_dir
+
+    manifest_audio = copy_test_audio(work_dir() / "speech" / "slurp" / "manifest.parquet", out / "audio",
+                                     AUDIO_UTTERANCES)
     items, shift = load_scores(scores, utterances)
     write_scores_npz(items, out / SCORES_NAME)
     frames = sum(len(m) for _, m in items)
@@ -214,8 +216,13 @@ def copy_test_audio(manifest: Path, dest: Path, count: int) -> dict:
     """The WAV files of the first `count` ok test utterances of a speech manifest (by id) as
     `dest/<utt_id>.wav` (the folder is replaced); what was copied."""
     from specbench.data.speech_corpus import read_manifest
+    from specbench.errors import DataError
 
-    rows = [r for r in read_manifest(manifest).to_pylist() if r["split"] == "test" and r["status"] == "ok"]
+    try:
+        table = read_manifest(manifest)
+    except DataError as err:
+        raise SystemExit(f"{err} (scripts/gpu_carry.py carries held-out test audio for `bench acoustic`)") from err
+    rows = [r for r in table.to_pylist() if r["split"] == "test" and r["status"] == "ok"]
     rows = sorted(rows, key=lambda r: r["utt_id"])[:count]
     if not rows:
         raise SystemExit(f"{manifest} has no test utterances. Fix: run "

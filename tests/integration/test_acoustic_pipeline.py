@@ -6,10 +6,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from specbench.acoustic.checkpoint import load_checkpoint
+from specbench.acoustic.features import fbank
+from specbench.acoustic.inference import score_features
+from specbench.acoustic.scores import iter_matrices
+from specbench.data.synthesis import read_wav
 from specbench.cli import main
 from specbench.data.speech_corpus import read_manifest
 from specbench.paths import work_dir
@@ -120,7 +125,20 @@ def test_shipped_model_decodes_and_aligns_the_quick_corpus(store: None, slurp_gr
     # on 4 utterances per voice (0.121 with VTLN alone, 0.128 with neither)
     assert "without VTLN: test WER" in out and "without speaker transform: test WER" in out
     metrics = get_run(recent_runs(experiment="acoustic", limit=1)[0].run_id).metrics
-    for voice in ("espeak_en-us_f4", "flite_rms"):  # fitted on the first-pass paths of all 4 quick devel
-        assert metrics[f"asr.speaker_transform_utterances.{voice}"] == 4.0  # utterances of each voice
-        loss = {when: metrics[f"asr.speaker_transform_loss_{when}.{voice}"] for when in ("before", "after")}
+    scores = dict(iter_matrices(pq.read_table(work_dir() / "scores" / "quick" / "test.parquet")))
+    shipped = load_checkpoint(ROOT / "models" / "am_slurp.pt", PHONES)
+    for voice in ("espeak:en-us+f4", "flite:rms"):
+        key = voice.replace(":", "_").replace("+", "_")
+        # fitted on the first-pass paths of all 4 quick devel utterances of the voice
+        assert metrics[f"asr.speaker_transform_utterances.{key}"] == 4.0
+        # and the test scores written are those of the voice's adapted checkpoint, not of the shipped one
+        adapted = load_checkpoint(work_dir() / "scores" / "quick" / "speaker" / f"{key}.pt", PHONES)
+        assert adapted.model.input_transform is not None
+        row = next(r for r in manifest if r["split"] == "test" and r["voice"] == voice)
+        feats = fbank(read_wav(work_dir() / "speech" / "quick" / row["audio_path"])[0])
+        warp = metrics[f"asr.vtln_warp.{key}"]
+        written = scores[row["utt_id"]]
+        np.testing.assert_allclose(written, score_features(adapted, [feats], warp=warp)[0], atol=2e-4)
+        assert not np.allclose(written, score_features(shipped, [feats], warp=warp)[0], atol=1e-3)
+        loss = {when: metrics[f"asr.speaker_transform_loss_{when}.{key}"] for when in ("before", "after")}
         assert loss["after"] < loss["before"]

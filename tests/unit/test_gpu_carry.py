@@ -307,3 +307,26 @@ def test_cli_bench_acoustic_on_wav_files_without_ray_mlflow_polars(checkpoint: P
     assert 0 < result["cpu_features_rtf"] < result["cpu_rtf"] and "synth_espeak-ng_utts_per_s" not in result
     empty = subprocess.run([*cmd, "--audio", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
     assert empty.returncode != 0 and "no .wav files there" in empty.stderr and "Traceback" not in empty.stderr
+
+
+def test_copy_test_audio_takes_the_first_ok_test_utterances_by_id(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from specbench.data.speech_corpus import MANIFEST_SCHEMA
+
+    rows = []
+    for utt, split, status in (("t3", "test", "ok"), ("t1", "test", "ok"), ("d0", "devel", "ok"),
+                               ("t2", "test", "synthesis failed"), ("t0", "test", "ok")):
+        (tmp_path / f"{utt}.src.wav").write_bytes(utt.encode())
+        row = {f.name: None for f in MANIFEST_SCHEMA}
+        row.update(utt_id=utt, text="x", normalized_text="x", voice="espeak:en-us", rate=1.0, snr_db=20.0,
+                   noise_seed=0, split=split, status=status, audio_path=f"{utt}.src.wav", duration_s=1.5)
+        rows.append(row)
+    pq.write_table(pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA), tmp_path / "manifest.parquet")
+    info = gpu_carry.copy_test_audio(tmp_path / "manifest.parquet", tmp_path / "audio", 2)
+    assert sorted(p.name for p in (tmp_path / "audio").iterdir()) == ["t0.wav", "t1.wav"]
+    assert (tmp_path / "audio" / "t1.wav").read_bytes() == b"t1"
+    assert info["utterances"] == 2 and info["seconds"] == 3.0
+    with pytest.raises(SystemExit, match="no such manifest"):
+        gpu_carry.copy_test_audio(tmp_path / "missing.parquet", tmp_path / "audio", 2)

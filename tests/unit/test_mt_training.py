@@ -80,6 +80,22 @@ def test_weight_average_is_the_bias_corrected_moving_average_and_swaps_back() ->
     assert torch.allclose(restored.averaged()[0], expected)
     with pytest.raises(ValueError, match="weight_average_decay"):
         WeightAverage(model, 1.0)
+    fresh = WeightAverage(model, 0.5)  # no update yet: no average to swap in
+    with fresh.swapped_in():
+        assert torch.equal(model.weight, steps[2])
+
+
+def test_a_run_without_averaging_keeps_the_tag_it_had_before_averaging_existed() -> None:
+    import hashlib
+    import json
+
+    settings = MtTrainSettings(max_minutes=5, learning_rate=3e-3)
+    training = {k: v for k, v in settings.to_dict().items()
+                if k not in ("max_minutes", "max_epochs", "patience", "checkpoint_minutes", "threads",
+                             "weight_average_decay")}
+    blob = json.dumps({"model": CONFIG.to_dict(), "training": training, "data": "toy", "version": 1},
+                      sort_keys=True)
+    assert config_hash(CONFIG, settings, "toy") == hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def test_training_with_weight_averaging_scores_the_average_and_resumes_it(tmp_path: Path) -> None:
@@ -112,3 +128,5 @@ def test_training_with_weight_averaging_scores_the_average_and_resumes_it(tmp_pa
     longer = MtTrainSettings(**{**settings.to_dict(), "max_epochs": 3})
     state2 = train(MtTransformer(CONFIG), examples, devel, longer, tmp_path / "last.pt", tag, on_epoch)
     assert state2.epoch == 3 and len(kept) == 3
+    resumed = torch.load(tmp_path / "last.pt", weights_only=False)["average"]
+    assert resumed["updates"] == state2.step > state.step  # the average went on from the saved one

@@ -88,6 +88,22 @@ def test_fit_lowers_the_loss_and_leaves_the_model_alone(checkpoint: Path) -> Non
         fit_speaker_transform(ckpt, feats[:1], [[]])
 
 
+def test_fit_restores_the_model_mode_and_flags_even_when_it_fails(checkpoint: Path) -> None:
+    ckpt = load_checkpoint(checkpoint, PHONES)
+    ckpt.model.train()
+    ckpt.model.output.bias.requires_grad_(False)  # mixed flags come back as they were
+    flags = [p.requires_grad for p in ckpt.model.parameters()]
+    feats = [fbank(RNG.normal(0, 0.1, 9000).astype(np.float32))]
+    fit_speaker_transform(ckpt, feats, [[3, 4]], epochs=1)
+    assert ckpt.model.training and [p.requires_grad for p in ckpt.model.parameters()] == flags
+    with pytest.raises(ValueError, match="broadcast"):  # 40-bin features do not fit the 80-bin CMVN
+        fit_speaker_transform(ckpt, [f[:, :40] for f in feats], [[3, 4]], epochs=1)
+    assert ckpt.model.training and [p.requires_grad for p in ckpt.model.parameters()] == flags
+    install(ckpt, random_transform())
+    with pytest.raises(ValueError, match="already holds a speaker transform"):
+        fit_speaker_transform(ckpt, feats, [[3, 4]])
+
+
 @pytest.mark.skipif(not SHIPPED_MODEL.is_file(), reason="no trained model in models/")
 def test_shipped_model_learns_to_undo_a_known_distortion(tmp_path: Path) -> None:
     """A training voice's fbank with a channel distortion (a spectral tilt and a gain, as a different

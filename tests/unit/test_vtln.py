@@ -160,11 +160,13 @@ def test_shipped_model_chooses_the_warp_that_undoes_a_known_one(tmp_path: Path) 
     assert 0.9 <= as_is.factor <= 1.15 and squeezed.factor - as_is.factor >= 0.1, as_is
 
 
-def test_a_voice_the_model_hears_no_phone_in_keeps_the_identity(checkpoint: Path, tmp_path: Path) -> None:
+def test_a_voice_the_model_hears_no_phone_in_keeps_the_identity(checkpoint: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
     """A model that puts the blank first on every frame gives VTLN nothing to choose by: the voice keeps
     the identity warp (with a message), and the other voices are still chosen."""
     from specbench.acoustic.checkpoint import save_checkpoint
     from specbench.config import EvalAmConfig, VtlnSection
+    from specbench.data.synthesis import read_wav
     from specbench.pipelines.acoustic_eval import choose_voice_warps
 
     ckpt = load_checkpoint(checkpoint, PHONES)
@@ -181,4 +183,10 @@ def test_a_voice_the_model_hears_no_phone_in_keeps_the_identity(checkpoint: Path
     chosen = choose_voice_warps(blank_only, tmp_path, rows, ["v:a", "v:b"], config)
     assert chosen == {"v:a": {"warp": IDENTITY, "utterances": 2.0},
                       "v:b": {"warp": IDENTITY, "utterances": 0.0}}
-    assert choose_voice_warps(checkpoint, tmp_path, rows, ["v:a"], config)["v:a"]["warp"] in (0.95, 1.0, 1.05)
+    assert "VTLN for v:a: no output frame where a phone is most likely" in capsys.readouterr().err
+    # the same audio under a model that does hear phones: the warp of the direct choice
+    plain = load_checkpoint(checkpoint, PHONES)
+    feats = [fbank(read_wav(tmp_path / f"a{i}.wav")[0]) for i in range(2)]
+    direct = choose_warp(lambda fl, w: score_features(plain, sorted(fl, key=len), warp=w), feats,
+                         warp_grid(0.95, 1.05, 0.05))
+    assert choose_voice_warps(checkpoint, tmp_path, rows, ["v:a"], config)["v:a"]["warp"] == direct.factor

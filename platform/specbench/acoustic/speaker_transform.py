@@ -66,12 +66,12 @@ def fit_speaker_transform(ckpt: AcousticCheckpoint, feats: Sequence[np.ndarray],
     if not pairs:
         raise ValueError("no utterance with a non-empty target to fit a speaker transform on")
     model = ckpt.model
+    if model.input_transform is not None:
+        raise ValueError("the checkpoint already holds a speaker transform: fit on the speaker-independent "
+                         "one")
     device = next(model.parameters()).device
     was_training = model.training
-    model.eval()  # dropout off; the model's own weights take no gradient
     frozen = [p.requires_grad for p in model.parameters()]
-    for p in model.parameters():
-        p.requires_grad_(False)
     dim = pairs[0][0].shape[1]
     eye = torch.eye(dim, device=device)
     weight = torch.nn.Parameter(eye.clone())
@@ -84,7 +84,7 @@ def fit_speaker_transform(ckpt: AcousticCheckpoint, feats: Sequence[np.ndarray],
     def loss_of(index: list[int]) -> torch.Tensor:
         x, lengths = _batch(ckpt, [pairs[i][0] for i in index], warp)
         logprobs, out_lengths = model(x.to(device) @ weight.T + bias, lengths.to(device))
-        target = torch.tensor([c for i in index for c in pairs[i][1]], dtype=torch.int64)
+        target = torch.tensor([c for i in index for c in pairs[i][1]], dtype=torch.int64, device=device)
         target_lengths = torch.tensor([len(pairs[i][1]) for i in index])
         return ctc(logprobs.transpose(0, 1), target, out_lengths.cpu(), target_lengths)
 
@@ -93,17 +93,21 @@ def fit_speaker_transform(ckpt: AcousticCheckpoint, feats: Sequence[np.ndarray],
             return sum(float(loss_of(order[i:i + batch_size])) * len(order[i:i + batch_size])
                        for i in range(0, len(order), batch_size)) / len(order)
 
-    losses = [mean_loss()]
     try:
-        for _ in range(epochs):
-            rng.shuffle(order)
-            for start in range(0, len(order), batch_size):
-                loss = loss_of(order[start:start + batch_size])
-                penalty = ((weight - eye) ** 2).sum() + (bias ** 2).sum()
-                opt.zero_grad(set_to_none=True)
-                (loss + l2 * penalty).backward()
-                opt.step()
-            losses.append(mean_loss())
+        model.eval()  # dropout off; the model's own weights take no gradient
+        for p in model.parameters():
+            p.requires_grad_(False)
+        with torch.backends.cudnn.flags(enabled=False):  # cuDNN's LSTM has no backward in eval mode
+            losses = [mean_loss()]
+            for _ in range(epochs):
+                rng.shuffle(order)
+                for start in range(0, len(order), batch_size):
+                    loss = loss_of(order[start:start + batch_size])
+                    penalty = ((weight - eye) ** 2).sum() + (bias ** 2).sum()
+                    opt.zero_grad(set_to_none=True)
+                    (loss + l2 * penalty).backward()
+                    opt.step()
+                losses.append(mean_loss())
     finally:
         for p, flag in zip(model.parameters(), frozen, strict=True):
             p.requires_grad_(flag)

@@ -56,13 +56,17 @@ def warp_grid(low: float, high: float, step: float) -> tuple[float, ...]:
     return tuple(sorted(f for f in grid if f <= high + 1e-9))
 
 
+class NoPhoneFrames(ValueError):
+    """The model puts the blank first on every frame of the adaptation audio: no confidence to compare."""
+
+
 def frame_confidence(logprobs: Sequence[np.ndarray], blank: int = BLANK) -> float:
     """Mean, over the frames whose most likely class is not the blank, of that class's log-posterior (0 is
     certainty; lower is less sure)."""
     frames = [m.max(axis=1)[m.argmax(axis=1) != blank] for m in logprobs if len(m)]
     frames = [f for f in frames if len(f)]
     if not frames:
-        raise ValueError("no output frame where a phone is most likely: the adaptation audio is empty or "
+        raise NoPhoneFrames("no output frame where a phone is most likely: the adaptation audio is empty or "
                          "silent; give the speaker utterances with speech in them")
     return float(np.concatenate(frames).mean())
 

@@ -29,10 +29,10 @@ import torch
 from specbench.acoustic import scores as scores_io
 from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
 from specbench.acoustic.features import fbank
-from specbench.acoustic.inference import AcousticScorer, score_features, scores_table
+from specbench.acoustic.inference import SCORES_SCHEMA, AcousticScorer, score_features, scores_table
 from specbench.acoustic.speaker_transform import ctc_targets, fit_speaker_transform, install
 from specbench.acoustic.training import greedy_ctc
-from specbench.acoustic.vtln import IDENTITY, choose_warp, warp_grid
+from specbench.acoustic.vtln import IDENTITY, NoPhoneFrames, choose_warp, warp_grid
 from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig
 from specbench.data.real_speech import load_audio, real_recordings
 from specbench.data.synthesis import read_wav
@@ -112,7 +112,7 @@ def choose_voice_warps(checkpoint: Path, audio_root: Path, adaptation: list[dict
         feats = voice_features(audio_root, adaptation, voice, config.vtln.utterances)
         try:
             choice = choose_warp(score, feats, factors) if feats else None
-        except ValueError as err:  # the model hears no phone in this voice's audio: nothing to choose by
+        except NoPhoneFrames as err:  # the model hears no phone in this voice's audio: nothing to choose by
             print(f"VTLN for {voice}: {err}; its warp stays {IDENTITY}", file=sys.stderr)
             choice = None
         out[voice] = {"warp": choice.factor if choice else IDENTITY, "utterances": float(len(feats))}
@@ -179,8 +179,8 @@ def score_rows_by_voice(checkpoints: Mapping[str, Path], default: Path, audio_ro
     groups: dict[Path, list[dict]] = defaultdict(list)
     for r in rows:
         groups[checkpoints.get(r["voice"], default)].append(r)
-    return pa.concat_tables([score_rows(path, audio_root, group, warps=warps)
-                             for path, group in groups.items()])
+    tables = [score_rows(path, audio_root, group, warps=warps) for path, group in groups.items()]
+    return pa.concat_tables(tables) if tables else SCORES_SCHEMA.empty_table()
 
 
 def _voice_key(voice: str) -> str:
@@ -244,8 +244,8 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     devel_scores = score_rows(checkpoint, corpus.root, devel, warps=warps)
     test_scores = score_rows(checkpoint, corpus.root, test, warps=warps)
     if config.speaker_transform.enabled:
-        before, _, _ = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config, words,
-                                       prons, train_vocab)
+        before, before_tuning, _ = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config,
+                                                   words, prons, train_vocab)
         metrics.update({k.replace("asr.", "asr.no_speaker_transform.", 1): v for k, v in before.items()})
         voices = sorted({r["voice"] for r in test} | {r["voice"] for r in devel})
         fitted = fit_voice_transforms(checkpoint, corpus.root, all_devel, voices, warps,
@@ -268,8 +268,9 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     metrics["asr.score_failed"] = float(len(test) - test_scores.num_rows)
     metrics["asr.decode_failed"] = float(sum(r["utt_id"] not in hyps for r in test) - metrics["asr.score_failed"])
     metrics["asr.utterances_with_unseen_words"] = float(len(unseen))
-    if config.real_recordings:  # never warped (no earlier utterances of their speakers): the unwarped scale
-        real_scale = metrics.get("asr.no_vtln.acoustic_scale", metrics["asr.acoustic_scale"])
+    if config.real_recordings:  # never adapted (no earlier utterances of their speakers): the unadapted scale
+        unadapted = [f"asr.{prefix}acoustic_scale" for prefix in ("no_vtln.", "no_speaker_transform.", "")]
+        real_scale = metrics[next(key for key in unadapted if key in metrics)]
         metrics.update(_real_wer(checkpoint, graph.tlg, real_scale, config, words))
     if config.update_card:
         model_card.update(checkpoint, metrics)
@@ -279,6 +280,8 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
             run.log_metrics({"asr.devel_wer_by_scale": tuning[s]}, step=i)
             if config.vtln.enabled:
                 run.log_metrics({"asr.no_vtln.devel_wer_by_scale": plain_tuning[s]}, step=i)
+            if config.speaker_transform.enabled:
+                run.log_metrics({"asr.no_speaker_transform.devel_wer_by_scale": before_tuning[s]}, step=i)
         run.set_tags({"asr_decoder": "kaldi", "scores_dir": str(out_dir),
                       "vtln": str(config.vtln.enabled).lower(),
                       "speaker_transform": str(config.speaker_transform.enabled).lower()})

@@ -51,8 +51,9 @@ def _eval_am(config: Any, path: Path, run: TrackedRun, opts: RunOptions) -> list
         if f"{prefix}.wer" in m:
             lines.append(f"  without {without}: test WER {m[f'{prefix}.wer']:.3f}, "
                          f"greedy PER {m[f'{prefix}.per_greedy']:.3f}")
-    lines += [f"  {k}: {v:.4g}" for k, v in sorted(m.items()) if k.startswith(("asr.wer.", "asr.no_vtln.wer.",
-              "asr.no_speaker_transform.wer.", "asr.vtln_warp.")) or "real" in k or k.startswith("asr.wer_")]
+    shown = ("asr.wer.", "asr.no_vtln.wer.", "asr.no_speaker_transform.wer.", "asr.vtln_warp.")
+    lines += [f"  {k}: {v:.4g}" for k, v in sorted(m.items())
+              if k.startswith(shown) or "real" in k or "unseen" in k or "in_lm_text" in k]
     return lines
 
 

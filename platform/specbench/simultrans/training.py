@@ -145,7 +145,11 @@ class WeightAverage:
 
     @contextmanager
     def swapped_in(self) -> Iterator[None]:
-        """The model holds the averaged weights inside the block, its own weights again after it."""
+        """The model holds the averaged weights inside the block, its own weights again after it (before the
+        first update there is no average: the model keeps its own weights)."""
+        if not self.updates:
+            yield
+            return
         own = [p.detach().clone() for p in self.params]
         with torch.no_grad():
             for p, a in zip(self.params, self.averaged(), strict=True):
