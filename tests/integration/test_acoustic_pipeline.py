@@ -125,7 +125,10 @@ def test_shipped_model_decodes_and_aligns_the_quick_corpus(store: None, slurp_gr
     # on 4 utterances per voice (0.121 with VTLN alone, 0.128 with neither)
     assert "without VTLN: test WER" in out and "without speaker transform: test WER" in out
     metrics = get_run(recent_runs(experiment="acoustic", limit=1)[0].run_id).metrics
-    scores = dict(iter_matrices(pq.read_table(work_dir() / "scores" / "quick" / "test.parquet")))
+    written_table = pq.read_table(work_dir() / "scores" / "quick" / "test.parquet")
+    # in the corpus's order, though each voice was scored with its own checkpoint
+    assert written_table.column("utt_id").to_pylist() == [r["utt_id"] for r in manifest if r["split"] == "test"]
+    scores = dict(iter_matrices(written_table))
     shipped = load_checkpoint(ROOT / "models" / "am_slurp.pt", PHONES)
     for voice in ("espeak:en-us+f4", "flite:rms"):
         key = voice.replace(":", "_").replace("+", "_")

@@ -175,12 +175,18 @@ def fit_voice_transforms(checkpoint: Path, audio_root: Path, adaptation: list[di
 
 def score_rows_by_voice(checkpoints: Mapping[str, Path], default: Path, audio_root: Path, rows: list[dict],
                         warps: Mapping[str, float]) -> pa.Table:
-    """`score_rows` with each voice's own checkpoint (`default` for voices without one)."""
+    """`score_rows` with each voice's own checkpoint (`default` for voices without one), in the order of
+    `rows`."""
     groups: dict[Path, list[dict]] = defaultdict(list)
     for r in rows:
         groups[checkpoints.get(r["voice"], default)].append(r)
     tables = [score_rows(path, audio_root, group, warps=warps) for path, group in groups.items()]
-    return pa.concat_tables(tables) if tables else SCORES_SCHEMA.empty_table()
+    if not tables:
+        return SCORES_SCHEMA.empty_table()
+    table = pa.concat_tables(tables)
+    position = {r["utt_id"]: i for i, r in enumerate(rows)}
+    ids = table.column("utt_id").to_pylist()
+    return table.take(sorted(range(len(ids)), key=lambda i: position[ids[i]]))
 
 
 def _voice_key(voice: str) -> str:
