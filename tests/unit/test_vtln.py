@@ -13,8 +13,7 @@ import torch
 from specbench.acoustic import scores as scores_io
 from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.features import fbank
-from specbench.acoustic.inference import AcousticScorer, score_features, score_samples
-from specbench.acoustic.model import lookahead_ms
+from specbench.acoustic.inference import AcousticScorer, score_features
 from specbench.acoustic.vtln import IDENTITY, choose_warp, frame_confidence, warp_grid, warp_mel_axis
 from specbench.data.synthesis import write_wav
 from specbench.wfst.lexicon import PHONES
@@ -117,14 +116,8 @@ def test_stage_warps_each_row_by_its_own_factor(checkpoint: Path, tmp_path: Path
     assert not np.allclose(out["u0"], plain["u0"], atol=1e-3)  # the warp does change the scores
 
 
-def test_warped_scores_stay_causal(checkpoint: Path) -> None:
-    ckpt = load_checkpoint(checkpoint, PHONES)
-    audio = RNG.normal(0, 0.1, 32000).astype(np.float32)
-    changed = audio.copy()
-    changed[16000:] = RNG.normal(0, 0.3, 16000)
-    a, b = score_samples(ckpt, audio, warp=1.1), score_samples(ckpt, changed, warp=1.1)
-    safe = int((1000 - lookahead_ms()) // 40.0) + 1
-    assert np.array_equal(a[:safe], b[:safe]) and not np.allclose(a[safe + 1:], b[safe + 1:])
+def test_warped_scores_stay_causal(checkpoint: Path, assert_causal) -> None:  # noqa: ANN001
+    assert_causal(load_checkpoint(checkpoint, PHONES), 1.1)
 
 
 @pytest.mark.skipif(not SHIPPED_MODEL.is_file(), reason="no trained model in models/")

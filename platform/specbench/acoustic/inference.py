@@ -43,6 +43,18 @@ def scores_table(items: list[tuple[str, np.ndarray]], frame_shift_ms: float = OU
     ], schema=SCORES_SCHEMA)
 
 
+def feature_batch(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], device: str | torch.device = "cpu",
+                  warp: float = IDENTITY) -> tuple[torch.Tensor, torch.Tensor]:
+    """Raw fbank `(T_i, F)` arrays -> the model's input: normalized by the checkpoint's CMVN, zero-padded to
+    `(B, T, F)` on `device` and warped along the mel axis by `warp`; with the lengths `(B,)` (on the CPU)."""
+    longest = max(len(f) for f in feats_list)
+    batch = np.zeros((len(feats_list), max(longest, 1), feats_list[0].shape[1]), dtype=np.float32)
+    for i, f in enumerate(feats_list):
+        batch[i, : len(f)] = ckpt.cmvn.apply(f)
+    lengths = torch.tensor([len(f) for f in feats_list], dtype=torch.int64)
+    return warp_mel_axis(torch.from_numpy(batch).to(device), warp), lengths
+
+
 @torch.no_grad()
 def score_features(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], device: str = "cpu",
                    warp: float = IDENTITY) -> list[np.ndarray]:
@@ -50,12 +62,7 @@ def score_features(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], devic
     `warp` stretches the normalized features along the mel axis first (VTLN, `acoustic.vtln`)."""
     if not feats_list:
         return []
-    longest = max(len(f) for f in feats_list)
-    batch = np.zeros((len(feats_list), max(longest, 1), feats_list[0].shape[1]), dtype=np.float32)
-    for i, f in enumerate(feats_list):
-        batch[i, : len(f)] = ckpt.cmvn.apply(f)
-    lengths = torch.tensor([len(f) for f in feats_list], dtype=torch.int64)
-    inputs = warp_mel_axis(torch.from_numpy(batch).to(device), warp)
+    inputs, lengths = feature_batch(ckpt, feats_list, device, warp)
     logprobs, out_lengths = ckpt.model(inputs, lengths.to(device))
     logprobs = logprobs.float().cpu().numpy()
     return [logprobs[i, : int(n)] for i, n in enumerate(out_lengths.cpu())]

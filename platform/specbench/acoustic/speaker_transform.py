@@ -20,7 +20,8 @@ import numpy as np
 import torch
 
 from specbench.acoustic.checkpoint import AcousticCheckpoint
-from specbench.acoustic.vtln import IDENTITY, warp_mel_axis
+from specbench.acoustic.inference import feature_batch
+from specbench.acoustic.vtln import IDENTITY
 
 
 @dataclass(frozen=True)
@@ -43,16 +44,6 @@ def ctc_targets(ilabels: Sequence[int]) -> list[int]:
             out.append(column)
         previous = column
     return out
-
-
-def _batch(ckpt: AcousticCheckpoint, feats: Sequence[np.ndarray],
-           warp: float) -> tuple[torch.Tensor, torch.Tensor]:
-    longest = max(len(f) for f in feats)
-    batch = np.zeros((len(feats), longest, feats[0].shape[1]), dtype=np.float32)
-    for i, f in enumerate(feats):
-        batch[i, : len(f)] = ckpt.cmvn.apply(f)
-    lengths = torch.tensor([len(f) for f in feats], dtype=torch.int64)
-    return warp_mel_axis(torch.from_numpy(batch), warp), lengths
 
 
 def fit_speaker_transform(ckpt: AcousticCheckpoint, feats: Sequence[np.ndarray], targets: Sequence[list[int]],
@@ -82,8 +73,8 @@ def fit_speaker_transform(ckpt: AcousticCheckpoint, feats: Sequence[np.ndarray],
     rng = random.Random(seed)
 
     def loss_of(index: list[int]) -> torch.Tensor:
-        x, lengths = _batch(ckpt, [pairs[i][0] for i in index], warp)
-        logprobs, out_lengths = model(x.to(device) @ weight.T + bias, lengths.to(device))
+        x, lengths = feature_batch(ckpt, [pairs[i][0] for i in index], device, warp)
+        logprobs, out_lengths = model(x @ weight.T + bias, lengths.to(device))
         target = torch.tensor([c for i in index for c in pairs[i][1]], dtype=torch.int64, device=device)
         target_lengths = torch.tensor([len(pairs[i][1]) for i in index])
         return ctc(logprobs.transpose(0, 1), target, out_lengths.cpu(), target_lengths)

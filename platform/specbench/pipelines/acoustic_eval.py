@@ -27,7 +27,7 @@ import pyarrow as pa
 import torch
 
 from specbench.acoustic import scores as scores_io
-from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
+from specbench.acoustic.checkpoint import AcousticCheckpoint, load_checkpoint, save_checkpoint
 from specbench.acoustic.features import fbank
 from specbench.acoustic.inference import SCORES_SCHEMA, AcousticScorer, score_features, scores_table
 from specbench.acoustic.speaker_transform import ctc_targets, fit_speaker_transform, install
@@ -93,6 +93,14 @@ def greedy_ctc_np(mat: np.ndarray) -> list[int]:
     return greedy_ctc(torch.from_numpy(mat), len(mat))
 
 
+def score_in_batches(ckpt: AcousticCheckpoint, feats: list[np.ndarray], warp: float,
+                     batch_size: int) -> list[np.ndarray]:
+    """`score_features` on the CPU, `batch_size` utterances at a time, in the order of `feats` (sort them by
+    length first for little padding)."""
+    return [m for i in range(0, len(feats), batch_size)
+            for m in score_features(ckpt, feats[i:i + batch_size], "cpu", warp)]
+
+
 def choose_voice_warps(checkpoint: Path, audio_root: Path, adaptation: list[dict], voices: list[str],
                        config: EvalAmConfig, batch_size: int = 16) -> dict[str, dict[str, float]]:
     """Per voice: the warp chosen from up to `config.vtln.utterances` of its readable rows in `adaptation`
@@ -103,9 +111,7 @@ def choose_voice_warps(checkpoint: Path, audio_root: Path, adaptation: list[dict
     factors = warp_grid(config.vtln.low, config.vtln.high, config.vtln.step)
 
     def score(feats: list[np.ndarray], warp: float) -> list[np.ndarray]:
-        feats = sorted(feats, key=len)
-        return [m for i in range(0, len(feats), batch_size)
-                for m in score_features(ckpt, feats[i:i + batch_size], "cpu", warp)]
+        return score_in_batches(ckpt, sorted(feats, key=len), warp, batch_size)
 
     out = {}
     for voice in voices:
@@ -153,8 +159,7 @@ def fit_voice_transforms(checkpoint: Path, audio_root: Path, adaptation: list[di
             continue
         ckpt = load_checkpoint(checkpoint, PHONES)
         warp = warps.get(voice, IDENTITY)
-        mats = [m for i in range(0, len(feats), batch_size)
-                for m in score_features(ckpt, feats[i:i + batch_size], "cpu", warp)]
+        mats = score_in_batches(ckpt, feats, warp, batch_size)
         paths = [decoder.decode(m) for m in mats]
         targets = [ctc_targets(p.ilabels) if p is not None else [] for p in paths]
         if not any(targets):
