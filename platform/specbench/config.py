@@ -20,7 +20,7 @@ from specbench.acoustic.settings import ModelConfig, TrainSettings
 from specbench.data.usage import UsageSettings
 from specbench.errors import ConfigError
 from specbench.prediction.settings import CompletionSettings, ConfidenceSettings, LmSettings, LmTrainSettings
-from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
+from specbench.simultrans.settings import MtModelConfig, MtSelection, MtTrainSettings
 
 
 def _range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
@@ -200,12 +200,16 @@ class TrainMtConfig:
     bleu_sentences: int = field(default=300, metadata=_range(0, 100000))  # from val, greedy BLEU per epoch
     model: MtModelConfig = MtModelConfig()
     training: MtTrainSettings = MtTrainSettings()
+    selection: MtSelection = MtSelection()
     tracking: TrackingSection = TrackingSection(experiment="simultrans")
 
     def __post_init__(self) -> None:
         if {self.source, self.target} != {"de", "en"}:
             raise ValueError(f"source and target must be 'de' and 'en' (either way), got {self.source!r} -> "
                              f"{self.target!r}")
+        if self.selection.metric == "sbs_bleu" and not self.model.causal_encoder:
+            raise ValueError("selection.metric = 'sbs_bleu' needs a wait-k model (model.causal_encoder = "
+                             "true); keep a full-sentence model by 'devel_loss'")
 
 
 @dataclass(frozen=True)

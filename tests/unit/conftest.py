@@ -44,3 +44,22 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("ckpt") / "am.pt"
     save_checkpoint(path, model, Cmvn.estimate(feats), PHONES, {"note": "random weights"})
     return path
+
+
+@pytest.fixture
+def tiny_mt_job(tmp_path: Path) -> Callable[..., Path]:
+    """A writer of `train_mt` job files for a tiny model (d 32, one layer a side) on Multi30k with the shipped
+    BPE: `write(name, output, body)` puts `body` (the top-level keys and sections that differ: devel and BLEU
+    sentences, `[training]`, `[selection]`, `causal`) around the shared `[model]` table."""
+
+    def write(name: str, output: Path, body: str, causal: bool = True) -> Path:
+        path = tmp_path / f"{name}.toml"
+        head, _, sections = body.partition("\n[")
+        model = ("[model]\nvocab_size = 4000\nd_model = 32\nheads = 2\nffn = 64\nencoder_layers = 1\n"
+                 f"decoder_layers = 1\ncausal_encoder = {str(causal).lower()}\n")
+        rest = f"\n[{sections}" if sections else ""
+        path.write_text(f'kind = "train_mt"\nname = "{name}"\noutput = "{output}"\n'
+                        f'bpe_model = "models/mt_bpe.model"\n{head}\n\n{model}{rest}')
+        return path
+
+    return write

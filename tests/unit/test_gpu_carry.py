@@ -10,6 +10,7 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -210,21 +211,8 @@ def test_cli_bench_decoder_without_ray_mlflow_polars_tqdm(tmp_path: Path) -> Non
     assert result["decoder.onebest_compared"] == "twin (no GPU)"
 
 
-TINY_MT_JOB = """kind = "train_mt"
-name = "tiny_no_mlflow"
-output = "{output}"
-bpe_model = "models/mt_bpe.model"
-devel_sentences = 40
+TINY_MT_BODY = """devel_sentences = 40
 bleu_sentences = 10
-
-[model]
-vocab_size = 4000
-d_model = 32
-heads = 2
-ffn = 64
-encoder_layers = 1
-decoder_layers = 1
-causal_encoder = true
 
 [training]
 max_epochs = 1
@@ -234,13 +222,12 @@ threads = 1
 """
 
 
-def test_cli_train_mt_without_ray_mlflow_polars(tmp_path: Path) -> None:
+def test_cli_train_mt_without_ray_mlflow_polars(tmp_path: Path, tiny_mt_job: Callable[..., Path]) -> None:
     """The GPU machine's way to train (`scripts/gpu_train_mt.py`): `train mt --no-mlflow` never imports the
     runner or mlflow, and writes the checkpoint and its card all the same (here one epoch on the CPU)."""
     from specbench.simultrans.checkpoint import load_mt
 
-    job = tmp_path / "tiny.toml"
-    job.write_text(TINY_MT_JOB.format(output=tmp_path / "tiny.pt"))
+    job = tiny_mt_job("tiny_no_mlflow", tmp_path / "tiny.pt", TINY_MT_BODY)
     proc = subprocess.run([sys.executable, "-c", runner(("ray", "mlflow", "polars")), "train", "mt", str(job),
                            "--no-mlflow", "--device", "cpu"], capture_output=True, text=True, timeout=600,
                           env={"PYTHONPATH": str(ROOT / "platform"), "PATH": "/usr/bin:/bin",
@@ -283,6 +270,7 @@ def test_gpu_mt_candidates_are_valid_jobs(name: str, tmp_path: Path) -> None:
     assert config.training.max_minutes == 2.5 and config.bleu_sentences == 0 and config.training.patience == 10
     assert config.model.dropout == gpu_train_mt.CANDIDATES[name][1]["model"]["dropout"]
     assert config.model.causal_encoder == name.startswith("waitk")
+    assert config.selection.metric == "devel_loss"  # no per-epoch CPU decoding beside GPU training
 
 
 def test_cli_bench_acoustic_on_wav_files_without_ray_mlflow_polars(checkpoint: Path, tmp_path: Path) -> None:

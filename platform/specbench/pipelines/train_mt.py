@@ -1,12 +1,14 @@
 """The `train_mt` job: train a translation model on Multi30k (De->En by default) with the project's joint
-BPE (trained first when missing), keep the epoch with the best devel loss, and write it in fp16 to `models/`
-with a model card. Per epoch: train and devel loss, greedy devel BLEU (sacrebleu), logged to MLflow. Trains on
-a CUDA device when one is usable (`device = "auto"`); devel BLEU is then decoded by a CPU copy of the model."""
+BPE (trained first when missing), keep the best epoch (by devel loss, or for a wait-k model by devel SBS BLEU:
+`[selection]`), and write it in fp16 to `models/` with a model card. Per epoch: train and devel loss, greedy
+devel BLEU (sacrebleu), logged to MLflow. Trains on a CUDA device when one is usable (`device = "auto"`);
+devel BLEU is then decoded by a CPU copy of the model."""
 
 from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,17 +39,19 @@ def _resolve(path: Path) -> Path:
     return path if path.is_absolute() else project_root() / path
 
 
-def devel_bleu(model: MtTransformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], k: int | None) -> float:
-    """sacreBLEU (13a, cased, detokenized) of greedy decoding on `pairs`, full sentence or wait-k (decoded on
-    the CPU: the search builds its index tensors there)."""
+def devel_bleu(model: MtTransformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], k: int | None,
+               method: str = "greedy", beam: int = 5, window: int = 2) -> float:
+    """sacreBLEU (13a, cased, detokenized) on `pairs` of greedy full-sentence decoding (k None) or of wait-k
+    decoding by `method` (greedy, tail or sbs with `beam` and `window`), decoded on the CPU (the search builds
+    its index tensors there)."""
     if model.embed.weight.device.type != "cpu":
-        return devel_bleu(copy.deepcopy(model).cpu(), tokenizer, pairs, k)
+        return devel_bleu(copy.deepcopy(model).cpu(), tokenizer, pairs, k, method, beam, window)
     model.eval()
     sources = [tokenizer.encode(s) + [EOS] for s, _ in pairs]
     hyps = []
     for i in range(0, len(sources), 100):
         chunk = sources[i:i + 100]
-        out = full_sentence(model, chunk) if k is None else wait_k(model, chunk, k)
+        out = full_sentence(model, chunk) if k is None else wait_k(model, chunk, k, method, beam, window)
         hyps += [tokenizer.decode(t.tokens) for t in out]
     model.train()
     return sacrebleu.corpus_bleu(hyps, [[t for _, t in pairs]]).score
@@ -102,46 +106,76 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
         "train_pairs": len(train_set), "devel_pairs": len(devel_set), "bpe_model": str(config.bpe_model),
         "bpe_sha256": tokenizer.sha256, "model": config.model.to_dict(), "training": config.training.to_dict(),
         "device": where.type if where.type == "cpu" else f"cuda ({torch.cuda.get_device_name(where)})",
-        "licence": LICENCE,
+        "selection": config.selection.to_dict(), "licence": LICENCE,
     }
     if run is not None:
         run.log_params({"mt.parameters": card["parameters"], "mt.train_pairs": len(train_set)})
+
+    selection = config.selection
+    by_bleu = selection.metric == "sbs_bleu"
+
+    def kept(entry: dict[str, float]) -> float:
+        """The selection metric of an epoch's history entry (higher is better)."""
+        return entry["selection_sbs_bleu"] if by_bleu else -entry["devel_loss"]
 
     def on_epoch(model: MtTransformer, state: TrainState, metrics: dict[str, float]) -> None:
         if bleu_pairs:
             metrics["devel_bleu"] = devel_bleu(model, tokenizer, bleu_pairs, None)
             if config.model.causal_encoder:
                 metrics[f"devel_bleu_wait{BLEU_WAIT_K}"] = devel_bleu(model, tokenizer, bleu_pairs, BLEU_WAIT_K)
+        if by_bleu:  # on every devel sentence, at the operating point that selects
+            metrics["selection_greedy_bleu"] = devel_bleu(model, tokenizer, devel_pairs, selection.k)
+            metrics["selection_sbs_bleu"] = devel_bleu(model, tokenizer, devel_pairs, selection.k, "sbs",
+                                                       selection.beam, selection.window)
         state.history[-1].update(metrics)
         if run is not None:
             run.log_metrics({f"mt.{k}": v for k, v in metrics.items()}, step=state.epoch)
-        if state.best_epoch == state.epoch:
-            card.update(best_epoch=state.epoch, best_devel_loss=metrics["devel_loss"],
-                        best_devel_bleu=metrics.get("devel_bleu"))
+        earlier = [kept(h) for h in state.history[:-1] if not by_bleu or "selection_sbs_bleu" in h]
+        if kept(metrics) > max(earlier, default=-math.inf) if by_bleu else state.best_epoch == state.epoch:
+            keep(state.epoch, metrics)
             save_model(out, model, tokenizer.sha256, {"epoch": state.epoch, **metrics})
         print(f"epoch {state.epoch}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()), flush=True)
 
+    def keep(epoch: int, metrics: dict[str, float]) -> None:
+        card.update(best_epoch=epoch, best_devel_loss=metrics["devel_loss"],
+                    best_devel_bleu=metrics.get("devel_bleu"))
+        if by_bleu:
+            card.update(best_selection_sbs_bleu=metrics["selection_sbs_bleu"],
+                        best_selection_greedy_bleu=metrics["selection_greedy_bleu"])
+
     state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch)
-    if "best_epoch" not in card:  # resumed after the best epoch was written: take it from the history
-        best = next((h for h in state.history if h["epoch"] == state.best_epoch), None)
-        if best is None or not out.is_file():
+    if "best_epoch" not in card:  # resumed after the kept epoch was written: take it from the history
+        scored = [h for h in state.history if not by_bleu or "selection_sbs_bleu" in h]
+        if state.history and not scored:
+            raise ConfigError(f"{config.name}: the saved run {state_path} kept epochs by devel loss, so none "
+                              "of its epochs has a devel SBS BLEU to select by. Fix: delete that file to "
+                              "train again with selection.metric = 'sbs_bleu', or select by 'devel_loss'")
+        if not scored or not out.is_file():
             raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
                               "training.max_minutes")
-        card.update(best_epoch=state.best_epoch, best_devel_loss=best["devel_loss"],
-                    best_devel_bleu=best.get("devel_bleu"))
+        best = max(scored, key=kept)
+        keep(int(best["epoch"]), best)
     card.update(epochs=state.epoch, minutes=state.elapsed_s / 60, stopped_because=stopped_because(
         state, config.training), history=state.history)
     write_card(out, card)
     if run is not None:
-        run.log_metrics({"mt.best_devel_loss": card["best_devel_loss"],
-                         **({"mt.best_devel_bleu": card["best_devel_bleu"]} if card["best_devel_bleu"] else {})})
+        best = {"mt.best_devel_loss": card["best_devel_loss"], "mt.best_devel_bleu": card["best_devel_bleu"],
+                "mt.best_selection_sbs_bleu": card.get("best_selection_sbs_bleu")}
+        run.log_metrics({k: v for k, v in best.items() if v is not None})
         run.log_artifact(out.with_suffix(".md"))
     return card
 
 
 def summary(config: TrainMtConfig, card: dict[str, Any]) -> list[str]:
-    return [f"translation model {config.output}: {card['parameters']:,} parameters, best devel loss "
-            f"{card['best_devel_loss']:.3f} (BLEU {card['best_devel_bleu'] or float('nan'):.2f}) at epoch "
+    if "best_selection_sbs_bleu" in card:
+        s = card["selection"]
+        kept = (f"devel SBS BLEU {card['best_selection_sbs_bleu']:.2f} at k {s['k']}, b {s['beam']}, "
+                f"w {s['window']} (greedy {card['best_selection_greedy_bleu']:.2f}; devel loss "
+                f"{card['best_devel_loss']:.3f})")
+    else:
+        kept = (f"best devel loss {card['best_devel_loss']:.3f} (BLEU "
+                f"{card['best_devel_bleu'] or float('nan'):.2f})")
+    return [f"translation model {config.output}: {card['parameters']:,} parameters, {kept} at epoch "
             f"{card['best_epoch']} of {card['epochs']} ({card['stopped_because']}), trained on {card['device']}"]
 
 
@@ -151,16 +185,26 @@ def write_card(checkpoint: Path, card: dict[str, Any]) -> None:
              f"A {card['kind']} Transformer for Multi30k {card['direction']}, trained by `specbench train mt` on "
              f"the {card['train_pairs']:,} training pairs with the project's joint BPE (`{card['bpe_model']}`).",
              "", "| field | value |", "| --- | --- |"]
-    for key in ("parameters", "device", "trained_by", "best_epoch", "best_devel_loss", "best_devel_bleu", "epochs", "minutes",
+    for key in ("parameters", "device", "trained_by", "best_epoch", "best_devel_loss", "best_devel_bleu",
+                "best_selection_sbs_bleu", "best_selection_greedy_bleu", "epochs", "minutes",
                 "stopped_because", "bpe_sha256"):
         value = card.get(key)
-        if value is None and key == "trained_by":
+        if value is None and key in ("trained_by", "best_selection_sbs_bleu", "best_selection_greedy_bleu"):
             continue
         lines.append(f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |")
     lines += [f"| model.{k} | {v} |" for k, v in card["model"].items()]
     lines += [f"| training.{k} | {v} |" for k, v in card["training"].items()]
-    lines += ["", "## Per epoch", "", "| epoch | train loss | devel loss | devel BLEU |", "| --- | --- | --- | --- |"]
-    lines += [f"| {h['epoch']} | {h['train_loss']:.3f} | {h['devel_loss']:.3f} | {h.get('devel_bleu', float('nan')):.2f} |"
-              for h in card["history"]]
+    lines += [f"| selection.{k} | {v} |" for k, v in card.get("selection", {}).items()]
+    sbs = any("selection_sbs_bleu" in h for h in card["history"])
+    lines += ["", "## Per epoch", "", "| epoch | train loss | devel loss | devel BLEU |"
+              + (" devel greedy / SBS BLEU at the selection point |" if sbs else ""),
+              "| --- | --- | --- | --- |" + (" --- |" if sbs else "")]
+    nan = float("nan")
+    for h in card["history"]:
+        row = (f"| {h['epoch']} | {h['train_loss']:.3f} | {h['devel_loss']:.3f} | "
+               f"{h.get('devel_bleu', nan):.2f} |")
+        if sbs:
+            row += f" {h.get('selection_greedy_bleu', nan):.2f} / {h.get('selection_sbs_bleu', nan):.2f} |"
+        lines.append(row)
     lines += ["", "## Licence", "", card["licence"], ""]
     checkpoint.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")

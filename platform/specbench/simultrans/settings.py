@@ -63,3 +63,20 @@ class MtTrainSettings:
 
     def to_dict(self) -> dict[str, float | int]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class MtSelection:
+    """Which epoch's weights are kept (`[selection]`). "devel_loss": the lowest devel loss. "sbs_bleu" (wait-k
+    models): the highest sacreBLEU on the devel sentences of speculative beam search at (k, beam, window),
+    the operating point the simultrans job reports, for when devel loss and wait-k BLEU disagree. Either way
+    devel loss decides when training stops, and these settings do not change the optimisation (a saved run
+    resumes under either)."""
+
+    metric: str = field(default="devel_loss", metadata={"choices": ("devel_loss", "sbs_bleu")})
+    k: int = field(default=3, metadata=_r(1, 100))
+    beam: int = field(default=5, metadata=_r(1, 50))
+    window: int = field(default=2, metadata=_r(0, 20))
+
+    def to_dict(self) -> dict[str, str | int]:
+        return asdict(self)

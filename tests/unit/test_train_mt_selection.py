@@ -1,0 +1,83 @@
+"""Which epoch `train mt` keeps: by devel loss, or for a wait-k model by devel SBS BLEU at one operating point
+(`[selection]`), on Multi30k with a tiny model: the kept checkpoint is the epoch with the highest recorded
+SBS BLEU, the card says how it was chosen, and a saved run selected by loss is refused with the fix."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from specbench.config import load_config
+from specbench.errors import ConfigError
+from specbench.pipelines.train_mt import run_train_mt, summary
+from specbench.simultrans.checkpoint import load_mt
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+BODY = """devel_sentences = 60
+bleu_sentences = 0
+
+[training]
+max_epochs = {epochs}
+batch_tokens = 8000
+warmup_steps = 10
+learning_rate = 3e-3
+threads = 1
+
+[selection]
+metric = "{metric}"
+k = 2
+beam = 3
+window = 1
+"""
+
+
+def job(write: Callable[..., Path], tmp_path: Path, metric: str, epochs: int, causal: bool = True) -> Path:
+    return write("tiny_selection", tmp_path / "tiny.pt", BODY.format(metric=metric, epochs=epochs), causal)
+
+
+def test_sbs_bleu_selection_keeps_the_epoch_with_the_highest_devel_sbs_bleu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_mt_job: Callable[..., Path]) -> None:
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    path = job(tiny_mt_job, tmp_path, "sbs_bleu", 2)
+    config = load_config(path)
+    card = run_train_mt(config, path, None, device="cpu")
+    history = card["history"]
+    assert len(history) == 2
+    assert all("selection_sbs_bleu" in h and "selection_greedy_bleu" in h for h in history)
+    best = max(history, key=lambda h: h["selection_sbs_bleu"])
+    assert card["best_epoch"] == best["epoch"]
+    assert card["best_selection_sbs_bleu"] == best["selection_sbs_bleu"]
+    assert card["best_devel_loss"] == best["devel_loss"]  # the kept epoch's loss, whichever epoch that is
+    assert card["selection"] == {"metric": "sbs_bleu", "k": 2, "beam": 3, "window": 1}
+    saved = load_mt(tmp_path / "tiny.pt", ROOT / "models" / "mt_bpe.model")
+    assert saved.metadata["epoch"] == best["epoch"]
+    assert saved.metadata["selection_sbs_bleu"] == best["selection_sbs_bleu"]
+    line = summary(config, card)[0]
+    assert "devel SBS BLEU" in line and f"at epoch {best['epoch']} of 2" in line
+    markdown = (tmp_path / "tiny.md").read_text()
+    assert "| selection.metric | sbs_bleu |" in markdown and "SBS BLEU at the selection point" in markdown
+
+
+def test_a_run_kept_by_loss_is_not_resumed_as_one_selected_by_sbs_bleu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_mt_job: Callable[..., Path]) -> None:
+    """The selection does not enter the resume tag, so the finished loss-selected run resumes under the new
+    setting; none of its epochs has an SBS BLEU, and the error names the saved file and the fix."""
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    first = job(tiny_mt_job, tmp_path, "devel_loss", 1)
+    card = run_train_mt(load_config(first), first, None, device="cpu")
+    assert card["best_epoch"] == 1 and "best_selection_sbs_bleu" not in card
+    assert "selection_sbs_bleu" not in card["history"][0]
+    again = job(tiny_mt_job, tmp_path, "sbs_bleu", 1)
+    with pytest.raises(ConfigError, match=r"tiny_selection/last\.pt kept epochs by devel loss.*Fix: delete"):
+        run_train_mt(load_config(again), again, None, device="cpu")
+
+
+def test_sbs_bleu_selection_needs_a_wait_k_model(tmp_path: Path,
+                                                  tiny_mt_job: Callable[..., Path]) -> None:
+    with pytest.raises(ConfigError, match="needs a wait-k model"):
+        load_config(job(tiny_mt_job, tmp_path, "sbs_bleu", 1, causal=False))
+    with pytest.raises(ConfigError, match="selection.metric"):
+        load_config(job(tiny_mt_job, tmp_path, "bleu", 1))
