@@ -64,7 +64,8 @@ def test_sbs_bleu_selection_keeps_the_epoch_with_the_highest_devel_sbs_bleu(
 def test_a_run_kept_by_loss_is_not_resumed_as_one_selected_by_sbs_bleu(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_mt_job: Callable[..., Path]) -> None:
     """The selection does not enter the resume tag, so the finished loss-selected run resumes under the new
-    setting; none of its epochs has an SBS BLEU, and the error names the saved file and the fix."""
+    setting; none of its epochs has an SBS BLEU, and the error names the saved file and the fix. A resumed
+    run whose kept weights are not at its output path says so too."""
     monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
     first = job(tiny_mt_job, tmp_path, "devel_loss", 1)
     card = run_train_mt(load_config(first), first, None, device="cpu")
@@ -73,6 +74,10 @@ def test_a_run_kept_by_loss_is_not_resumed_as_one_selected_by_sbs_bleu(
     again = job(tiny_mt_job, tmp_path, "sbs_bleu", 1)
     with pytest.raises(ConfigError, match=r"tiny_selection/last\.pt kept epochs by devel loss.*Fix: delete"):
         run_train_mt(load_config(again), again, None, device="cpu")
+    (tmp_path / "tiny.pt").unlink()  # as if the first run had written its model to another output path
+    first = job(tiny_mt_job, tmp_path, "devel_loss", 1)  # the same file name: write it again
+    with pytest.raises(ConfigError, match=r"kept epoch 1, but its weights are not at output = .*tiny\.pt"):
+        run_train_mt(load_config(first), first, None, device="cpu")
 
 
 def test_sbs_bleu_selection_needs_a_wait_k_model(tmp_path: Path,

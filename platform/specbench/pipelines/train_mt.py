@@ -150,10 +150,15 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
             raise ConfigError(f"{config.name}: the saved run {state_path} kept epochs by devel loss, so none "
                               "of its epochs has a devel SBS BLEU to select by. Fix: delete that file to "
                               "train again with selection.metric = 'sbs_bleu', or select by 'devel_loss'")
-        if not scored or not out.is_file():
+        if not scored:
             raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
                               "training.max_minutes")
         best = max(scored, key=kept)
+        if not out.is_file():
+            raise ConfigError(f"{config.name}: the saved run {state_path} kept epoch {int(best['epoch'])}, "
+                              f"but its weights are not at output = {out} (written to another output path "
+                              "before the run was resumed?). Fix: copy that checkpoint to it, or delete the "
+                              "saved run to train again")
         keep(int(best["epoch"]), best)
     card.update(epochs=state.epoch, minutes=state.elapsed_s / 60, stopped_because=stopped_because(
         state, config.training), history=state.history)
