@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -114,9 +113,13 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
     selection = config.selection
     by_bleu = selection.metric == "sbs_bleu"
 
-    def kept(entry: dict[str, float]) -> float:
-        """The selection metric of an epoch's history entry (higher is better)."""
-        return entry["selection_sbs_bleu"] if by_bleu else -entry["devel_loss"]
+    def kept_entry(state: TrainState) -> dict[str, float] | None:
+        """The history entry of the epoch kept so far: training's devel-loss choice, or the first epoch with
+        the highest devel SBS BLEU (None when no epoch qualifies)."""
+        if not by_bleu:
+            return next((h for h in state.history if h["epoch"] == state.best_epoch), None)
+        scored = [h for h in state.history if "selection_sbs_bleu" in h]
+        return max(scored, key=lambda h: h["selection_sbs_bleu"], default=None)
 
     def on_epoch(model: MtTransformer, state: TrainState, metrics: dict[str, float]) -> None:
         if bleu_pairs:
@@ -130,8 +133,7 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
         state.history[-1].update(metrics)
         if run is not None:
             run.log_metrics({f"mt.{k}": v for k, v in metrics.items()}, step=state.epoch)
-        earlier = [kept(h) for h in state.history[:-1] if not by_bleu or "selection_sbs_bleu" in h]
-        if kept(metrics) > max(earlier, default=-math.inf) if by_bleu else state.best_epoch == state.epoch:
+        if kept_entry(state) is state.history[-1]:
             keep(state.epoch, metrics)
             save_model(out, model, tokenizer.sha256, {"epoch": state.epoch, **metrics})
         print(f"epoch {state.epoch}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()), flush=True)
@@ -145,15 +147,14 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
 
     state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch)
     if "best_epoch" not in card:  # resumed after the kept epoch was written: take it from the history
-        scored = [h for h in state.history if not by_bleu or "selection_sbs_bleu" in h]
-        if state.history and not scored:
+        best = kept_entry(state)
+        if by_bleu and state.history and best is None:
             raise ConfigError(f"{config.name}: the saved run {state_path} kept epochs by devel loss, so none "
                               "of its epochs has a devel SBS BLEU to select by. Fix: delete that file to "
                               "train again with selection.metric = 'sbs_bleu', or select by 'devel_loss'")
-        if not scored:
+        if best is None:
             raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
                               "training.max_minutes")
-        best = max(scored, key=kept)
         if not out.is_file():
             raise ConfigError(f"{config.name}: the saved run {state_path} kept epoch {int(best['epoch'])}, "
                               f"but its weights are not at output = {out} (written to another output path "
