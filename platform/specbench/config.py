@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from specbench.acoustic.settings import ModelConfig, TrainSettings
+from specbench.data.multi30k import SPLITS as MULTI30K_SPLITS
 from specbench.data.usage import UsageSettings
 from specbench.errors import ConfigError
 from specbench.prediction.settings import CompletionSettings, ConfidenceSettings, LmSettings, LmTrainSettings
@@ -224,8 +225,11 @@ class SimultransConfig:
     bpe_model: Path = Path("models/mt_bpe.model")
     source: str = "de"
     target: str = "en"
-    val_split: str = "val"
-    test_split: str = "test_2016_flickr"
+    val_split: str = field(default="val", metadata=_choices(*MULTI30K_SPLITS))
+    test_split: str = field(default="test_2016_flickr", metadata=_choices(*MULTI30K_SPLITS))
+    # further test sets: greedy and SBS at every k with the settings chosen on val, the gain at grid_k per set
+    # and over all test sets pooled (the headline stays on test_split)
+    extra_test_splits: tuple[str, ...] = field(default=(), metadata=_choices(*MULTI30K_SPLITS))
     val_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     test_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     ks: tuple[int, ...] = field(default=(1, 3, 5, 7, 9), metadata=_range(1, 100))
@@ -248,6 +252,10 @@ class SimultransConfig:
             raise ValueError("ks, grid_beams, grid_windows and thresholds must each list at least one value")
         if {self.source, self.target} != {"de", "en"}:
             raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
+        splits = (self.test_split, *self.extra_test_splits)
+        if len(set(splits)) != len(splits) or self.val_split in splits:
+            raise ValueError(f"test_split and extra_test_splits must name different splits, none of them the val "
+                             f"split {self.val_split!r}; got {list(splits)}")
 
 
 @dataclass(frozen=True)

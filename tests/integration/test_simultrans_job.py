@@ -25,6 +25,7 @@ full_model = "{full}"
 bpe_model = "{bpe}"
 val_sentences = 16
 test_sentences = 16
+extra_test_splits = ["test_2017_flickr"]
 ks = [1, 3]
 grid_k = 3
 grid_beams = [3]
@@ -77,7 +78,14 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
             "simul.val_grid.full.b3.sum.al"} <= set(metrics)
     assert {metrics["simul.waitk_ranking_per_token"], metrics["simul.full_ranking_per_token"]} <= {0.0, 1.0}
     chosen = "per_token" if metrics["simul.waitk_ranking_per_token"] else "sum"
-    assert metrics[f"simul.sbs_gain_bleu_{chosen}_ranking"] == metrics["simul.sbs_gain_bleu"]
+    assert metrics[f"simul.sbs_gain_bleu_{chosen}_ranking"] == pytest.approx(metrics["simul.sbs_gain_bleu"], abs=1e-9)
+    # the second test set: curves at every k and the gain at grid_k, and the gain over both sets pooled
+    for prefix in ("simul.test_2017_flickr.sbs", "simul.test_2017_flickr.testtime_sbs", "simul.all_test.sbs",
+                   "simul.all_test.testtime_sbs"):
+        assert metrics[f"{prefix}_gain_bleu_low"] <= metrics[f"{prefix}_gain_bleu_high"]
+    history = mlflow.tracking.MlflowClient().get_metric_history(run.info.run_id,
+                                                               "simul.test_2017_flickr.waitk_sbs.bleu")
+    assert [m.step for m in history] == [0, 1]
     assert metrics["simul.sbs_length_ratio_sum_ranking"] > 0 and "simul.sbs_gain_bleu_sum_ranking" in metrics
     history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "simul.waitk_greedy.al")
     assert [m.step for m in history] == [0, 1] and history[0].value < history[1].value  # k = 1, then 3

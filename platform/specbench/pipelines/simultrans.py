@@ -116,6 +116,10 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     connect(ray_address)
     val = Evaluator(config, config.val_split, config.val_sentences, bpe)
     test = Evaluator(config, config.test_split, config.test_sentences, bpe)
+    try:  # read every test set before the long decoding starts
+        others = [Evaluator(config, split, config.test_sentences, bpe) for split in config.extra_test_splits]
+    except DataError as exc:
+        raise DataError(f"{job_path}: extra_test_splits: {exc}") from exc
     report: dict[str, Any] = {"bleu_signature": bleu_signature(), "val_sentences": len(val.pairs),
                               "test_sentences": len(test.pairs), "grid": {}, "best": {}, "test": {}}
 
@@ -130,16 +134,7 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
         report["best"][name] = dict(zip(("length_normalized", "beam", "window"), _best(grid, default), strict=True))
         _log_grid(run, name, default, grid)
 
-    curves: dict[str, list[dict[str, float]]] = {}
-    for name, path in models.items():  # 2. the test curves, each model with its (ranking, b, w)
-        normalized, b, w = _chosen(report, name)
-        for search in ("greedy", "tail", "sbs"):
-            label = f"{name}_{search}"
-            curves[label] = []
-            for k in config.ks:
-                method = Method("waitk", path, search=search, k=k, beam=b if search != "greedy" else 1,
-                                window=w if search == "sbs" else 0, length_normalized=normalized)
-                curves[label].append({"k": k, **test(method)})
+    curves = _waitk_curves(test, models, report, config.ks, ("greedy", "tail", "sbs"))  # 2. the test curves
     normalized, b, w = _chosen(report, "waitk")
     for search in ("greedy", "beam", "sbs"):
         label = f"adaptive_{search}"
@@ -153,12 +148,10 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     full_beam = test(Method("full", models["full"], beam=b))
     report["test"] = {"curves": curves, "full_greedy": full_greedy, "full_beam": full_beam}
 
-    at_k = {}  # (SBS, greedy) at grid_k per model: already decoded when grid_k is in ks (memoized)
-    for name, path in models.items():
-        ranking, best_b, best_w = _chosen(report, name)
-        at_k[name] = (Method("waitk", path, "sbs", k=config.grid_k, beam=best_b, window=best_w,
-                             length_normalized=ranking),
-                      Method("waitk", path, k=config.grid_k))
+    # (SBS, greedy) at grid_k per model: already decoded when grid_k is in ks (memoized)
+    at_k = {name: (_waitk_method(path, "sbs", config.grid_k, _chosen(report, name)),
+                   _waitk_method(path, "greedy", config.grid_k, _chosen(report, name)))
+            for name, path in models.items()}
     gains = {name: test.gain(sbs, greedy, config.bootstrap_samples) for name, (sbs, greedy) in at_k.items()}
     report["sbs_gain_bootstrap"] = {name: asdict(g) for name, g in gains.items()}
     sbs_k, greedy_k = (test(method) for method in at_k["waitk"])
@@ -170,12 +163,7 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     gain, testtime = gains["waitk"], gains["full"]
     headline = {"simul.bleu_full": full_beam["bleu"], "simul.bleu_full_greedy": full_greedy["bleu"],
                 "simul.bleu_full_lowercase": full_beam["bleu_lowercase"],
-                "simul.sbs_gain_bleu": sbs_k["bleu"] - greedy_k["bleu"],
-                "simul.sbs_gain_bleu_low": gain.low, "simul.sbs_gain_bleu_high": gain.high,
-                "simul.sbs_gain_no_win_share": gain.no_win_share,
-                "simul.testtime_sbs_gain_bleu": testtime.gain, "simul.testtime_sbs_gain_bleu_low": testtime.low,
-                "simul.testtime_sbs_gain_bleu_high": testtime.high,
-                "simul.testtime_sbs_gain_no_win_share": testtime.no_win_share,
+                **_gain_scalars("simul.sbs", gain), **_gain_scalars("simul.testtime_sbs", testtime),
                 "simul.sbs_al_increase": sbs_k["al"] - greedy_k["al"],
                 "simul.sbs_gain_bleu_per_token_ranking": per_token["bleu"] - greedy_k["bleu"],
                 "simul.sbs_gain_bleu_sum_ranking": summed["bleu"] - greedy_k["bleu"],
@@ -183,10 +171,67 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                 "simul.sbs_length_ratio_sum_ranking": summed["length_ratio"],
                 "simul.best_beam": float(b), "simul.best_window": float(w),
                 **{f"simul.{name}_ranking_per_token": float(_chosen(report, name)[0]) for name in models}}
+    headline.update(_other_test_sets(config, models, report, test, others, at_k))
     report["headline"] = headline
     if run is not None:
         _log_run(run, config, report, curves, headline)
     return report
+
+
+def _waitk_method(path: str, search: str, k: int, chosen: tuple[bool, int, int]) -> Method:
+    """Wait-k decoding of one model at k by greedy, tail beam or SBS with its (ranking, b, w) from val."""
+    normalized, b, w = chosen
+    return Method("waitk", path, search=search, k=k, beam=b if search != "greedy" else 1,
+                  window=w if search == "sbs" else 0, length_normalized=normalized)
+
+
+def _waitk_curves(evaluator: Evaluator, models: dict[str, str], report: dict[str, Any], ks: tuple[int, ...],
+                  searches: tuple[str, ...]) -> dict[str, list[dict[str, float]]]:
+    """`{model}_{search}`: one point per k, each model with the (ranking, b, w) chosen on val."""
+    return {f"{name}_{search}": [{"k": k, **evaluator(_waitk_method(path, search, k, _chosen(report, name)))}
+                                 for k in ks]
+            for name, path in models.items() for search in searches}
+
+
+_GAIN_PREFIX = {"waitk": "sbs", "full": "testtime_sbs"}  # headline name of each model's SBS gain at grid_k
+
+
+def _gain_scalars(prefix: str, gain: BleuGain) -> dict[str, float]:
+    return {f"{prefix}_gain_bleu": gain.gain, f"{prefix}_gain_bleu_low": gain.low,
+            f"{prefix}_gain_bleu_high": gain.high, f"{prefix}_gain_no_win_share": gain.no_win_share}
+
+
+def _other_test_sets(config: SimultransConfig, models: dict[str, str], report: dict[str, Any], test: Evaluator,
+                     others: list[Evaluator], at_k: dict[str, tuple[Method, Method]]) -> dict[str, float]:
+    """Greedy and SBS at every k on each of `extra_test_splits` (the settings chosen on val), with each
+    model's SBS gain at grid_k and its interval per split (`simul.<split>.sbs_gain_bleu`, ...), and the
+    gain over the sentences of all test splits together (`simul.all_test.sbs_gain_bleu`, ...)."""
+    if not others:
+        return {}
+    evaluators = [test, *others]
+    scalars: dict[str, float] = {}
+    report["other_test"] = {}
+    for evaluator in evaluators[1:]:
+        section = {"sentences": len(evaluator.pairs), "curves": _waitk_curves(
+            evaluator, models, report, config.ks, ("greedy", "sbs")), "gains": {}}
+        for name, (sbs, greedy) in at_k.items():
+            gain = evaluator.gain(sbs, greedy, config.bootstrap_samples)
+            section["gains"][name] = asdict(gain)
+            prefix = f"simul.{evaluator.split}.{_GAIN_PREFIX[name]}"
+            scalars.update(_gain_scalars(prefix, gain))
+            scalars[f"{prefix}_al_increase"] = evaluator(sbs)["al"] - evaluator(greedy)["al"]
+        report["other_test"][evaluator.split] = section
+    pooled = {"splits": [e.split for e in evaluators], "sentences": sum(len(e.pairs) for e in evaluators),
+              "gains": {}}
+    references = [r for e in evaluators for r in e.references]
+    for name, (sbs, greedy) in at_k.items():
+        gain = paired_bootstrap([h for e in evaluators for h in e.hypotheses[sbs.label]],
+                                [h for e in evaluators for h in e.hypotheses[greedy.label]], references,
+                                samples=config.bootstrap_samples)
+        pooled["gains"][name] = asdict(gain)
+        scalars.update(_gain_scalars(f"simul.all_test.{_GAIN_PREFIX[name]}", gain))
+    report["other_test"]["all_test"] = pooled
+    return scalars
 
 
 def _chosen(report: dict[str, Any], name: str) -> tuple[bool, int, int]:
@@ -211,10 +256,14 @@ def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any],
                     "simul.ks": list(config.ks), "simul.thresholds": list(config.thresholds),
                     "simul.length_normalized_speculation": config.length_normalized_speculation,
                     "simul.rank_speculations_on_val": config.rank_speculations_on_val})
-    for label, points in curves.items():
-        for step, point in enumerate(points):
-            run.log_metrics({f"simul.{label}.{m}": point[m] for m in ("bleu", "al", "laal", "dal", "ap", "cw")},
-                            step=step)
+    named_curves = [("simul", curves)] + [(f"simul.{split}", section["curves"])
+                                          for split, section in report.get("other_test", {}).items()
+                                          if "curves" in section]
+    for prefix, some in named_curves:
+        for label, points in some.items():
+            for step, point in enumerate(points):
+                run.log_metrics({f"{prefix}.{label}.{m}": point[m] for m in ("bleu", "al", "laal", "dal", "ap", "cw")},
+                                step=step)
     run.log_metrics(headline)
     run.log_dict(report, "simultrans_report.json")
     with tempfile.TemporaryDirectory() as tmp:
@@ -253,6 +302,9 @@ def summary(report: dict[str, Any]) -> list[str]:
             f"w={int(h['simul.best_window'])}); 95% interval of the gain [{h['simul.sbs_gain_bleu_low']:+.2f}, "
             f"{h['simul.sbs_gain_bleu_high']:+.2f}], no win in {h['simul.sbs_gain_no_win_share']:.1%} of "
             "resamples",
+            *[f"  {split}: SBS gain {h[f'simul.{split}.sbs_gain_bleu']:+.2f} BLEU, 95% interval "
+              f"[{h[f'simul.{split}.sbs_gain_bleu_low']:+.2f}, {h[f'simul.{split}.sbs_gain_bleu_high']:+.2f}]"
+              for split in report.get("other_test", {})],
             f"  BLEU signature {report['bleu_signature']}"]
 
 
