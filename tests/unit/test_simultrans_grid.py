@@ -1,13 +1,18 @@
 """The simultrans job's choice on the val grid: highest BLEU (to two decimals), then lowest AL, then the
-configured speculation ranking; and the grid's report keys."""
+configured speculation ranking; the grid's report keys; the job's further test sets."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from specbench.config import load_config
+from specbench.errors import ConfigError
 from specbench.pipelines.simultrans import _best, _grid_key
 
 pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_best_takes_bleu_then_al_then_the_default_ranking() -> None:
@@ -25,3 +30,21 @@ def test_grid_keys_mark_only_the_other_ranking() -> None:
     assert _grid_key(True, 5, 2, default_ranking=True) == "b5_w2"
     assert _grid_key(False, 5, 2, default_ranking=True) == "b5_w2/sum"
     assert _grid_key(True, 5, 2, default_ranking=False) == "b5_w2/per_token"
+
+
+@pytest.mark.parametrize("line, message", [
+    ('extra_test_splits = ["test_2017_flickrx"]', "'test_2017_flickrx': not allowed; allowed: 'train', 'val'"),
+    ('extra_test_splits = ["test_2016_flickr"]', "must name different splits"),
+    ('extra_test_splits = ["val"]', "none of them the val split 'val'"),
+])
+def test_extra_test_splits_are_checked_with_the_job_file_named(tmp_path: Path, line: str, message: str) -> None:
+    job = tmp_path / "simultrans.toml"
+    job.write_text(f'kind = "simultrans"\n{line}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as error:
+        load_config(job)
+    assert str(job) in str(error.value) and message in str(error.value)
+
+
+def test_extra_test_splits_default_to_none_and_the_shipped_job_adds_test_2017() -> None:
+    assert load_config(ROOT / "jobs" / "simultrans_quick.toml").extra_test_splits == ()
+    assert load_config(ROOT / "jobs" / "simultrans.toml").extra_test_splits == ("test_2017_flickr",)

@@ -198,6 +198,11 @@ def _voice_key(voice: str) -> str:
     return voice.replace(":", "_").replace("+", "_")
 
 
+def _has_unseen_word(row: dict, train_vocab: set[str]) -> bool:
+    """Whether a test utterance holds a word the LM's training text never had."""
+    return not all(w in train_vocab for w in row["normalized_text"].split())
+
+
 def _scored_metrics(tlg: Path, devel: list[dict], test: list[dict], devel_scores: pa.Table,
                     test_scores: pa.Table, config: EvalAmConfig, words: SymbolTable, prons: dict,
                     train_vocab: set[str]) -> tuple[dict[str, float], dict, dict]:
@@ -214,8 +219,8 @@ def _scored_metrics(tlg: Path, devel: list[dict], test: list[dict], devel_scores
         by_voice[r["voice"]].append(r)
     for voice, rows in sorted(by_voice.items()):
         metrics[f"asr.wer.{_voice_key(voice)}"] = _wer_of(rows, hyps)
-    seen = [r for r in test if all(w in train_vocab for w in r["normalized_text"].split())]
-    unseen = [r for r in test if r not in seen]
+    unseen = [r for r in test if _has_unseen_word(r, train_vocab)]
+    seen = [r for r in test if not _has_unseen_word(r, train_vocab)]
     metrics["asr.wer_all_words_in_lm_text"] = _wer_of(seen, hyps)
     metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps) if unseen else float("nan")
     return metrics, tuning, hyps
@@ -275,10 +280,9 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
                                            prons, train_vocab)
     metrics.update(scored)
     metrics["asr.test_utterances"] = float(len(test))
-    unseen = [r for r in test if not all(w in train_vocab for w in r["normalized_text"].split())]
     metrics["asr.score_failed"] = float(len(test) - test_scores.num_rows)
     metrics["asr.decode_failed"] = float(sum(r["utt_id"] not in hyps for r in test) - metrics["asr.score_failed"])
-    metrics["asr.utterances_with_unseen_words"] = float(len(unseen))
+    metrics["asr.utterances_with_unseen_words"] = float(sum(_has_unseen_word(r, train_vocab) for r in test))
     if config.real_recordings:  # never adapted (no earlier utterances of their speakers): the unadapted scale
         unadapted = [f"asr.{prefix}acoustic_scale" for prefix in ("no_vtln.", "no_speaker_transform.", "")]
         real_scale = metrics[next(key for key in unadapted if key in metrics)]
