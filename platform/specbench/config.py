@@ -254,8 +254,8 @@ class SimultransConfig:
             raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
         splits = (self.test_split, *self.extra_test_splits)
         if len(set(splits)) != len(splits) or self.val_split in splits:
-            raise ValueError(f"test_split and extra_test_splits must name different splits, none of them the val "
-                             f"split {self.val_split!r}; got {list(splits)}")
+            raise ValueError(f"test_split and extra_test_splits must name different splits, none of them the "
+                             f"val split {self.val_split!r}; got {list(splits)}")
 
 
 @dataclass(frozen=True)

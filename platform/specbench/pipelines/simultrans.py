@@ -201,8 +201,9 @@ def _gain_scalars(prefix: str, gain: BleuGain) -> dict[str, float]:
             f"{prefix}_gain_bleu_high": gain.high, f"{prefix}_gain_no_win_share": gain.no_win_share}
 
 
-def _other_test_sets(config: SimultransConfig, models: dict[str, str], report: dict[str, Any], test: Evaluator,
-                     others: list[Evaluator], at_k: dict[str, tuple[Method, Method]]) -> dict[str, float]:
+def _other_test_sets(config: SimultransConfig, models: dict[str, str], report: dict[str, Any],
+                     test: Evaluator, others: list[Evaluator],
+                     at_k: dict[str, tuple[Method, Method]]) -> dict[str, float]:
     """Greedy and SBS at every k on each of `extra_test_splits` (the settings chosen on val), with each
     model's SBS gain at grid_k and its interval per split (`simul.<split>.sbs_gain_bleu`, ...), and the
     gain over the sentences of all test splits together (`simul.all_test.sbs_gain_bleu`, ...)."""
@@ -250,6 +251,9 @@ def _log_grid(run: TrackedRun | None, name: str, default: bool,
         run.log_metrics({f"{key}.bleu": r["bleu"], f"{key}.al": r["al"]}, step=w)
 
 
+_CURVE_METRICS = ("bleu", "al", "laal", "dal", "ap", "cw")
+
+
 def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any],
              curves: dict[str, list[dict[str, float]]], headline: dict[str, float]) -> None:
     run.log_params({"simul.bleu_signature": report["bleu_signature"], "simul.grid_k": config.grid_k,
@@ -262,8 +266,7 @@ def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any],
     for prefix, some in named_curves:
         for label, points in some.items():
             for step, point in enumerate(points):
-                run.log_metrics({f"{prefix}.{label}.{m}": point[m] for m in ("bleu", "al", "laal", "dal", "ap", "cw")},
-                                step=step)
+                run.log_metrics({f"{prefix}.{label}.{m}": point[m] for m in _CURVE_METRICS}, step=step)
     run.log_metrics(headline)
     run.log_dict(report, "simultrans_report.json")
     with tempfile.TemporaryDirectory() as tmp:
