@@ -18,6 +18,9 @@ grid for each model (the grid is then decoded both ways; `simul.waitk_ranking_pe
 `simul.full_ranking_per_token` say which was chosen). The run also decodes the wait-k model's SBS at grid_k
 with the ranking it did not choose and logs both gains and length ratios
 (`simul.sbs_gain_bleu_per_token_ranking`, `_sum_ranking`).
+3. On each of `extra_test_splits`: greedy and SBS at every k for both models with the same settings, each
+   model's SBS gain at grid_k with its interval (`simul.<split>.sbs_gain_bleu`, ...), and the gain over the
+   sentences of all test splits together (`simul.all_test.sbs_gain_bleu`, `simul.all_test.testtime_...`).
 """
 
 from __future__ import annotations
