@@ -93,4 +93,4 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     assert "bleu" in run.data.params["simul.bleu_signature"].lower() or "nrefs" in run.data.params[
         "simul.bleu_signature"]
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
-    assert {"simultrans_report.json", "bleu_vs_al.png"} <= artifacts
+    assert {"simultrans_report.json", "bleu_vs_al.png", "bleu_vs_al_test_2017_flickr.png"} <= artifacts

@@ -274,27 +274,36 @@ def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any],
     run.log_dict(report, "simultrans_report.json")
     with tempfile.TemporaryDirectory() as tmp:
         plot = Path(tmp) / "bleu_vs_al.png"
-        _plot(curves, report["test"], plot)
+        _plot(curves, report["test"], plot, heading=config.test_split)
         run.log_artifact(plot)
+        for split, section in report.get("other_test", {}).items():
+            if "curves" in section:  # greedy and SBS against AL on a further test set
+                plot = Path(tmp) / f"bleu_vs_al_{split}.png"
+                _plot(section["curves"], {}, plot, heading=split)
+                run.log_artifact(plot)
 
 
-def _plot(curves: dict[str, list[dict[str, float]]], test: dict[str, Any], path: Path) -> None:
+def _plot(curves: dict[str, list[dict[str, float]]], test: dict[str, Any], path: Path, heading: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
-    for ax, prefixes, title in ((axes[0], ("waitk_", "full_"), "wait-k and test-time wait-k"),
-                                (axes[1], ("adaptive_", "waitk_greedy", "waitk_sbs"), "adaptive policy")):
+    panels = [(("waitk_", "full_"), "wait-k and test-time wait-k")]
+    if any(label.startswith("adaptive_") for label in curves):
+        panels.append((("adaptive_", "waitk_greedy", "waitk_sbs"), "adaptive policy"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5), squeeze=False)
+    for ax, (prefixes, title) in zip(axes[0], panels, strict=True):
         for label, points in curves.items():
             if label.startswith(prefixes):
                 ax.plot([p["al"] for p in points], [p["bleu"] for p in points], marker="o", label=label)
         for key, marker in (("full_greedy", "*"), ("full_beam", "P")):
+            if key not in test:  # a further test set has no full-sentence baselines
+                continue
             ax.scatter([test[key]["al"]], [test[key]["bleu"]], marker=marker, s=120, label=key)
         ax.set_xlabel("AL (source tokens)")
         ax.set_ylabel("BLEU")
-        ax.set_title(title)
+        ax.set_title(f"{heading}: {title}")
         ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
