@@ -159,9 +159,9 @@ def download_wheels(dest: Path) -> list[Path]:
 
 
 def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bool = True) -> dict:
-    from specbench.config import load_config
-    from specbench.pipelines.bench_decoder import load_scores
-    from specbench.wfst.build import build_graph
+    from specbench.benchmarks.decoder.bench import load_scores
+    from specbench.experiments.graph_recipe import build_graph
+    from specbench.experiments.registry import load_config
     from specbench.wfst.graph import read_graph
 
     if not scores.is_file():

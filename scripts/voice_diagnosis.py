@@ -24,14 +24,14 @@ import torch
 from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.inference import score_samples
 from specbench.acoustic.training import greedy_ctc
-from specbench.config import load_config
 from specbench.data.slurp import read_split
 from specbench.data.synthesis import read_wav, synthesize
 from specbench.data.text_norm import normalize
 from specbench.data.voices import get_voice
+from specbench.experiments.graph_recipe import build_graph
+from specbench.experiments.registry import load_config
 from specbench.metrics.wer import error_rate
 from specbench.paths import project_root, work_dir
-from specbench.wfst.build import build_graph
 from specbench.wfst.lexicon import read_lexicon
 
 SHIFTS = {"pitch +200": ["pitch", "200"], "pitch -200": ["pitch", "-200"], "pitch +400": ["pitch", "400"],

@@ -1,7 +1,8 @@
 """`specbench`: the one command-line entry point. `main(argv) -> int`.
 
-Every user-fixable error is a `SpecbenchError`: printed as one message (file, field, fix), exit code 2,
-no traceback. Anything else is a bug and keeps its traceback.
+The parser is built from one small function per verb (`_add_<verb>`), each binding its handler. Every
+user-fixable error is a `SpecbenchError`: printed as one message (file, field, fix), exit code 2, no
+traceback. Anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -12,61 +13,106 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from specbench.cli_options import add_config_options, config_from_args
 from specbench.errors import SpecbenchError
-
-DEFAULT_GRAPH_JOB = "jobs/graph_slurp.toml"
-DEFAULT_BENCH_SCORES = ".specbench/scores/am_slurp/test.parquet"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="specbench", description="Evaluate latency-hiding ASR and simultaneous translation: jobs on Ray, results in MLflow.")
+    p = argparse.ArgumentParser(prog="specbench", description="Evaluate latency-hiding ASR and simultaneous "
+                                "translation: jobs on Ray, results in MLflow.")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the "
                                           "local store .specbench/mlflow.db)")
     p.add_argument("--ray-address", help="Ray cluster to join (HOST:PORT or auto); default: a local Ray "
                                          "bound to 127.0.0.1, or $RAY_ADDRESS")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("run", help="run a job or a suite").add_argument("file", type=Path)
-    sub.add_parser("validate", help="check a job or suite file without running it").add_argument("file", type=Path)
-    sub.add_parser("nightly", help="run the nightly suite, compare headline metrics with their baselines, "
-                                   "exit non-zero on a regression").add_argument("file", type=Path)
-    sm = sub.add_parser("submit", help="submit a job to a Ray cluster through the Jobs API (the project is its "
-                                       "working_dir)")
-    sm.add_argument("file", type=Path)
+    for add in (_add_run, _add_validate, _add_nightly, _add_submit, _add_jobs, _add_logs, _add_sync,
+                _add_baseline, _add_data, _add_train, _add_graph, _add_decode, _add_compare, _add_runs,
+                _add_server, _add_ui, _add_bench):
+        add(sub)
+    return p
+
+
+def _verb(sub, name: str, handler, help: str, file: str | None = None) -> argparse.ArgumentParser:  # noqa: A002, ANN001
+    """A verb's parser bound to its handler; with `file`, a positional job file argument so described."""
+    parser = sub.add_parser(name, help=help)
+    parser.set_defaults(handler=handler)
+    if file:
+        parser.add_argument("file", type=Path, help=file)
+    return parser
+
+
+def _add_run(sub) -> None:  # noqa: ANN001 - argparse's private subparsers action
+    _verb(sub, "run", _cmd_run, "run a job or a suite", "a job or suite file (jobs/*.toml)")
+
+
+def _add_validate(sub) -> None:  # noqa: ANN001
+    _verb(sub, "validate", _cmd_validate, "check a job or suite file without running it", "a job or suite file")
+
+
+def _add_nightly(sub) -> None:  # noqa: ANN001
+    _verb(sub, "nightly", _cmd_nightly, "run the nightly suite, compare headline metrics with their baselines, "
+          "exit non-zero on a regression", "the nightly file (jobs/nightly.toml)")
+
+
+def _add_submit(sub) -> None:  # noqa: ANN001
+    sm = _verb(sub, "submit", _cmd_submit, "submit a job to a Ray cluster through the Jobs API (the project is "
+               "its working_dir)", "a job or suite file inside the project")
     sm.add_argument("--address", required=True, help="the cluster's dashboard, e.g. http://HEAD:8265")
     sm.add_argument("--tracking-uri", dest="submit_tracking_uri",
                     help="MLflow tracking URI the job logs to (an http:// server for multi-node clusters)")
     sm.add_argument("--follow", action="store_true", help="print the job's logs until it ends")
-    jb = sub.add_parser("jobs", help="the jobs of a Ray cluster")
-    jb.add_argument("--address", required=True)
-    lg = sub.add_parser("logs", help="the logs of a submitted job")
+
+
+def _add_jobs(sub) -> None:  # noqa: ANN001
+    _verb(sub, "jobs", _cmd_jobs, "the jobs of a Ray cluster").add_argument("--address", required=True)
+
+
+def _add_logs(sub) -> None:  # noqa: ANN001
+    lg = _verb(sub, "logs", _cmd_logs, "the logs of a submitted job")
     lg.add_argument("job_id")
     lg.add_argument("--address", required=True)
     lg.add_argument("--follow", action="store_true", help="keep printing until the job ends")
-    sub.add_parser("sync", help="send runs that were logged while their MLflow server was unreachable")
-    base = sub.add_parser("baseline", help="the nightly's baselines").add_subparsers(dest="baseline_command",
-                                                                                     required=True)
-    base.add_parser("set", help="make a run the baseline of its job").add_argument("run_id")
+
+
+def _add_sync(sub) -> None:  # noqa: ANN001
+    _verb(sub, "sync", _cmd_sync, "send runs that were logged while their MLflow server was unreachable")
+
+
+def _add_baseline(sub) -> None:  # noqa: ANN001
+    base = sub.add_parser("baseline", help="the nightly's baselines").add_subparsers(
+        dest="baseline_command", required=True)
+    _verb(base, "set", _cmd_baseline, "make a run the baseline of its job").add_argument("run_id")
+
+
+def _add_data(sub) -> None:  # noqa: ANN001
     data = sub.add_parser("data", help="the shared data").add_subparsers(dest="data_command", required=True)
-    data.add_parser("check", help="verify every file the jobs read")
-    data.add_parser("speech", help="synthesize the speech corpus of a speech job").add_argument("file", type=Path)
+    _verb(data, "check", _cmd_data_check, "verify every file the jobs read")
+    _verb(data, "speech", _cmd_data_speech, "synthesize the speech corpus of a speech job", "a speech job")
+
+
+def _add_train(sub) -> None:  # noqa: ANN001
     train = sub.add_parser("train", help="train a model").add_subparsers(dest="train_command", required=True)
-    train.add_parser("am", help="train the causal CTC acoustic model").add_argument("file", type=Path)
-    tmt = train.add_parser("mt", help="train a translation model (wait-k or full-sentence; resumes from its last "
-                                      "checkpoint)")
-    tmt.add_argument("file", type=Path)
+    _verb(train, "am", _cmd_train, "train the causal CTC acoustic model", "a train_am job (jobs/am.toml)")
+    tmt = _verb(train, "mt", _cmd_train, "train a translation model (wait-k or full-sentence; resumes from its "
+                "last checkpoint)", "a train_mt job (jobs/mt_waitk.toml)")
     tmt.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                      help="auto: a CUDA device when torch can use one, else the CPU")
     tmt.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run (the card and the "
                      "checkpoint are written all the same)")
-    train.add_parser("lm", help="train the word LSTM LM of prediction").add_argument("file", type=Path)
-    train.add_parser("confidence", help="train the prefetch confidence models (with and without the personal "
-                                        "feature)").add_argument("file", type=Path)
+    _verb(train, "lm", _cmd_train, "train the word LSTM LM of prediction", "a train_lm job (jobs/lm.toml)")
+    _verb(train, "confidence", _cmd_train, "train the prefetch confidence models (with and without the personal "
+          "feature)", "a train_confidence job (jobs/confidence.toml)")
+
+
+def _add_graph(sub) -> None:  # noqa: ANN001
     graph = sub.add_parser("graph", help="the decoding graph").add_subparsers(dest="graph_command", required=True)
-    build = graph.add_parser("build", help="build the TLG of a graph job")
-    build.add_argument("file", type=Path)
+    build = _verb(graph, "build", _cmd_graph_build, "build the TLG of a graph job", "a graph job")
     build.add_argument("--force", action="store_true", help="rebuild even if a matching graph exists")
-    dec = sub.add_parser("decode", help="decode acoustic scores with a WFST (CPU, GPU, the GPU algorithm's "
-                                        "numpy twin, or Kaldi's FasterDecoder)")
+
+
+def _add_decode(sub) -> None:  # noqa: ANN001
+    dec = _verb(sub, "decode", _cmd_decode, "decode acoustic scores with a WFST (CPU, GPU, the GPU algorithm's "
+                "numpy twin, or Kaldi's FasterDecoder)")
     dec.add_argument("--graph", type=Path, required=True, help="OpenFst graph (vector or const), e.g. TLG.fst")
     dec.add_argument("--scores", type=Path, required=True, help=".parquet, Kaldi .scp/.ark, .npy or .npz")
     dec.add_argument("--out", type=Path, required=True, help="output: .jsonl (one JSON line each) or .parquet")
@@ -82,89 +128,63 @@ def _parser() -> argparse.ArgumentParser:
                                                         "--lattice-dir)")
     dec.add_argument("--lattice-dir", type=Path, help="write one OpenFst word lattice per utterance here")
     dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio")
-    cmp = sub.add_parser("compare", help="params and metrics of runs side by side, with deltas (only what "
-                                         "differs unless --all); the HTML table is kept as an MLflow artifact")
+
+
+def _add_compare(sub) -> None:  # noqa: ANN001
+    cmp = _verb(sub, "compare", _cmd_compare, "params and metrics of runs side by side, with deltas (only what "
+                "differs unless --all); the HTML table is kept as an MLflow artifact")
     cmp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
     cmp.add_argument("--all", action="store_true", help="show every param and metric, not only differences")
     cmp.add_argument("--no-artifact", action="store_true", help="print only; log no `compare` run")
-    runs = sub.add_parser("runs", help="recent MLflow runs with their headline metrics")
+
+
+def _add_runs(sub) -> None:  # noqa: ANN001
+    runs = _verb(sub, "runs", _cmd_runs, "recent MLflow runs with their headline metrics")
     runs.add_argument("--limit", type=int, default=20)
     runs.add_argument("--experiment")
-    srv = sub.add_parser("server", help="run an MLflow tracking server (SQLite store, artifacts served over "
-                                        "HTTP) until Ctrl-C or SIGTERM")
+
+
+def _add_server(sub) -> None:  # noqa: ANN001
+    srv = _verb(sub, "server", _cmd_server, "run an MLflow tracking server (SQLite store, artifacts served over "
+                "HTTP) until Ctrl-C or SIGTERM")
     srv.add_argument("--store", type=Path, help="SQLite file (default .specbench/mlflow.db)")
     srv.add_argument("--artifacts", type=Path, help="artifact folder (default .specbench/mlartifacts)")
     srv.add_argument("--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)")
     srv.add_argument("--port", type=int, default=5000)
-    ui = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print its address")
+
+
+def _add_ui(sub) -> None:  # noqa: ANN001
+    ui = _verb(sub, "ui", _cmd_ui, "start the MLflow UI on 127.0.0.1 and print its address")
     ui.add_argument("--port", type=int, default=5000)
     ui.add_argument("--host", default="127.0.0.1")
+
+
+# `specbench bench NAME`: the options are the fields of the benchmark's config (config/benchmarks.py), so
+# the verb and a job file of the same kind share one set of defaults.
+BENCHES = {"graph": ("bench_graph", "graph build time; CSR load vs kaldifst arc iteration"),
+           "acoustic": ("bench_acoustic", "synthesis throughput; features + model real-time factor"),
+           "decoder": ("bench_decoder", "Kaldi, CPU, twin and GPU decoders side by side on the same utterances: "
+                                        "real-time factors, speedups, 1-best agreement"),
+           "simultrans": ("bench_simultrans", "speculative beam search speed on test_2016_flickr; batched vs "
+                                              "one sentence at a time"),
+           "completion": ("bench_completion", "n-best completion of many prefixes batched vs one prefix at a "
+                                              "time")}
+
+
+def _add_bench(sub) -> None:  # noqa: ANN001
+    from specbench.experiments.registry import JOBS
+
     bench = sub.add_parser("bench", help="benchmarks (JSON to stdout, logged to MLflow)")
     bsub = bench.add_subparsers(dest="bench_command", required=True)
-    bg = bsub.add_parser("graph", help="graph build time; CSR load vs kaldifst arc iteration")
-    bg.add_argument("file", type=Path, nargs="?", default=Path(DEFAULT_GRAPH_JOB))
-    bg.add_argument("--rebuild", action="store_true", help="time a full rebuild of the graph too")
-    bg.add_argument("--output", type=Path, help="also write the JSON here")
-    ba = bsub.add_parser("acoustic", help="synthesis throughput; features + model real-time factor")
-    ba.add_argument("--checkpoint", type=Path, default=Path("models/am_slurp.pt"))
-    ba.add_argument("--utterances", type=int, default=40)
-    ba.add_argument("--audio", type=Path, help="time inference on the 16 kHz WAV files in this folder instead "
-                                               "of synthesizing (no synthesis figures; for a machine without "
-                                               "the synthesizers)")
-    ba.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
-    ba.add_argument("--output", type=Path, help="also write the JSON here")
-    bd = bsub.add_parser("decoder", help="Kaldi, CPU, twin and GPU decoders side by side on the same "
-                                         "utterances: real-time factors, speedups, 1-best agreement")
-    bd.add_argument("--graph", type=Path, help=f"TLG (OpenFst const); default: the graph of {DEFAULT_GRAPH_JOB}")
-    bd.add_argument("--scores", type=Path, help=f"scores, .parquet or .npz; default: {DEFAULT_BENCH_SCORES}")
-    bd.add_argument("--utterances", type=int, default=1000, help="the first N held-out-voice utterances by id")
-    bd.add_argument("--beam", type=float, default=15.0)
-    bd.add_argument("--max-active", type=int, default=10000)
-    bd.add_argument("--lattice-beam", type=float, default=8.0)
-    bd.add_argument("--acoustic-scale", type=float, default=1.0)
-    bd.add_argument("--gpu-decoders", type=_int_list, default=(1, 2, 4, 8),
-                    help="decoder processes sharing the GPU, one configuration each (default 1,2,4,8)")
-    bd.add_argument("--backends", type=_name_list, help="a comma-separated subset of kaldi, cpu, cpu_lattice, "
-                                                        "twin, gpu, gpu_lattice (default: all)")
-    bd.add_argument("--frame-shift-ms", type=float, help="frame shift of .npz scores without a manifest")
-    bd.add_argument("--output", type=Path, help="also write the JSON here")
-    bd.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
-    bs = bsub.add_parser("simultrans", help="speculative beam search speed on test_2016_flickr; batched vs one "
-                                            "sentence at a time")
-    bs.add_argument("--model", type=Path, default=Path("models/mt_waitk.pt"))
-    bs.add_argument("--bpe", type=Path, default=Path("models/mt_bpe.model"))
-    bs.add_argument("--k", type=int, default=3)
-    bs.add_argument("--beam", type=int, default=5)
-    bs.add_argument("--window", type=int, default=2)
-    bs.add_argument("--sentences", type=int, default=1000)
-    bs.add_argument("--single", type=int, default=100, help="sentences also decoded one at a time")
-    bs.add_argument("--output", type=Path, help="also write the JSON here")
-    bc = bsub.add_parser("completion", help="n-best completion of many prefixes batched vs one prefix at a time")
-    bc.add_argument("--lm", type=Path, default=Path("models/lm_slurp.pt"))
-    bc.add_argument("--prefixes", type=int, default=2000, help="prefixes completed in batches")
-    bc.add_argument("--single", type=int, default=200, help="of them also completed one at a time")
-    bc.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto")
-    bc.add_argument("--output", type=Path, help="also write the JSON here")
-    bc.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
-    return p
-
-
-def _int_list(text: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        values = ()
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
-    return values
-
-
-def _name_list(text: str) -> tuple[str, ...]:
-    return tuple(x.strip().replace("-", "_") for x in text.split(",") if x.strip())
+    for name, (kind, text) in BENCHES.items():
+        parser = _verb(bsub, name, _cmd_bench, text)
+        add_config_options(parser, JOBS[kind].config, positional=("graph_job",) if name == "graph" else ())
+        parser.add_argument("--output", type=Path, help="also write the JSON here")
+        parser.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
 
 
 def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-untyped-def]
-    from specbench.pipelines.runner import RunOptions
+    from specbench.experiments.runner import RunOptions
 
     return RunOptions(tracking_uri=args.tracking_uri, ray_address=args.ray_address, force=force,
                       device=getattr(args, "device", "auto"))
@@ -172,8 +192,9 @@ def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-
 
 def _job_of_kind(path: Path, kind: str):  # type: ignore[no-untyped-def]
     """The loaded job file, which must be of `kind` (the convenience verbs)."""
-    from specbench.config import config_kind, load_config
+    from specbench.config import config_kind
     from specbench.errors import ConfigError
+    from specbench.experiments.registry import load_config
 
     config = load_config(path)
     if config_kind(config) != kind:
@@ -183,7 +204,7 @@ def _job_of_kind(path: Path, kind: str):  # type: ignore[no-untyped-def]
 
 def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
     """Run a job file after checking it is of `kind` (the convenience verbs)."""
-    from specbench.pipelines.runner import run_file
+    from specbench.experiments.runner import run_file
 
     _job_of_kind(args.file, kind)
     for line in run_file(args.file, _options(args, force)):
@@ -192,7 +213,7 @@ def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from specbench.pipelines.runner import run_file
+    from specbench.experiments.runner import run_file
 
     for line in run_file(args.file, _options(args)):
         print(line)
@@ -202,11 +223,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from specbench.config import SuiteConfig, config_kind, load_config
+    from specbench.config import SuiteConfig, config_kind
+    from specbench.experiments.registry import load_config
 
     config = load_config(args.file)
     if config_kind(config) == "nightly":
-        from specbench.pipelines.nightly import validate
+        from specbench.experiments.nightly import validate
 
         for job, job_config in validate(args.file, config):
             print(f"{job}: ok ({config_kind(job_config)})")
@@ -223,9 +245,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_submit(args: argparse.Namespace) -> int:
-    from specbench.config import load_config
     from specbench.data.resolver import data_dir
     from specbench.errors import ConfigError
+    from specbench.experiments.registry import load_config
     from specbench.paths import project_root
     from specbench.runtime.jobs import follow_logs, status, submit
     from specbench.tracking.store import resolve_tracking_uri
@@ -300,16 +322,14 @@ def _cmd_baseline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_data(args: argparse.Namespace) -> int:
-    if args.data_command == "speech":
-        return _run_kind(args, "speech")
-    return _cmd_data_check(args)
+def _cmd_data_speech(args: argparse.Namespace) -> int:
+    return _run_kind(args, "speech")
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
     kind = {"am": "train_am", "mt": "train_mt", "lm": "train_lm", "confidence": "train_confidence"}[args.train_command]
     if kind == "train_mt" and args.no_mlflow:  # no tracking: the runner (and mlflow) is never imported
-        from specbench.pipelines import train_mt
+        from specbench.experiments import train_mt
 
         config = _job_of_kind(args.file, kind)
         for line in train_mt.summary(config, train_mt.run_train_mt(config, args.file, None, args.device)):
@@ -341,7 +361,7 @@ def _cmd_graph_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_decode(args: argparse.Namespace) -> int:
-    from specbench.pipelines.decode import decode_file
+    from specbench.experiments.decode import decode_file
 
     summary = decode_file(args.graph, args.scores, args.out, args.backend, args.beam, args.max_active,
                           args.acoustic_scale, args.frame_shift_ms, args.words, lattice_beam=args.lattice_beam,
@@ -367,7 +387,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    from specbench.pipelines.headline import HEADLINE_METRICS
+    from specbench.reports.headline import HEADLINE_METRICS
     from specbench.tracking.queries import recent_runs
 
     rows = recent_runs(args.tracking_uri, args.limit, args.experiment, list(HEADLINE_METRICS))
@@ -423,101 +443,40 @@ def _serve_until_stopped(proc) -> int:  # noqa: ANN001 - a subprocess.Popen
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    """Build the benchmark's config from the options given, measure, log (unless --no-mlflow), print."""
     if args.bench_command == "decoder":
-        return _cmd_bench_decoder(args)
-    if args.bench_command == "graph":
-        from specbench.config import GraphConfig, load_config
-        from specbench.errors import ConfigError
-        from specbench.pipelines.bench_graph import bench_graph
+        from specbench.hardware import limit_threads
 
-        config = load_config(args.file)
-        if not isinstance(config, GraphConfig):
-            raise ConfigError(f"{args.file}: `bench graph` needs a job with kind = \"graph\"")
-        result = bench_graph(config, rebuild=args.rebuild)
-    elif args.bench_command == "simultrans":
-        from specbench.pipelines.bench_simultrans import bench_simultrans
+        limit_threads()  # before numpy is imported, so that its BLAS starts with one thread
+    import importlib
 
-        result = bench_simultrans(args.model, args.bpe, args.k, args.beam, args.window, args.sentences, args.single)
-    elif args.bench_command == "completion":
-        from specbench.pipelines.bench_completion import bench_completion
+    from specbench.benchmarks.harness import emit
+    from specbench.experiments.registry import JOBS
+    from specbench.paths import project_root
 
-        result = bench_completion(args.lm, args.prefixes, args.single, args.device)
-    else:
-        from specbench.pipelines.bench_acoustic import bench_acoustic
-
-        result = bench_acoustic(args.checkpoint, args.utterances, args.audio)
-    if not getattr(args, "no_mlflow", False):  # the GPU machine has no mlflow: `bench completion --no-mlflow`
-        from specbench.pipelines.bench_graph import log_bench
-
-        result["mlflow_run_id"] = log_bench(result, args.tracking_uri)
-    _emit_bench(result, args.output)
-    return 0
-
-
-def _emit_bench(result: dict, output: Path | None) -> None:
-    """Print the JSON; with `output`, also write it there atomically (temp file + rename)."""
-    import os
-
-    text = json.dumps(result, indent=2)
-    print(text)
-    if output:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_name(output.name + ".tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, output)
-
-
-def _cmd_bench_decoder(args: argparse.Namespace) -> int:
-    """Runs where ray, mlflow and polars are missing (the GPU machine): MLflow only when importable."""
-    from specbench.hardware import limit_threads
-
-    limit_threads()  # before numpy is imported, so that its BLAS starts with one thread
-    from specbench.errors import DataError
-    from specbench.pipelines.bench_decoder import BACKENDS, bench_decoder
-
-    graph = args.graph
-    if graph is None:
-        from specbench.config import load_config
-        from specbench.wfst.build import build_graph
-
-        graph = build_graph(load_config(Path(DEFAULT_GRAPH_JOB))).tlg
-    scores = args.scores or Path(DEFAULT_BENCH_SCORES)
-    if not scores.is_file():
-        raise DataError(f"scores file {scores} does not exist" + (
-            ". Fix: write it with `specbench run jobs/am_eval.toml`, or pass --scores" if args.scores is None
-            else ""))
-    if args.utterances < 1:
-        raise DataError(f"--utterances must be >= 1, got {args.utterances}")
-    backends = args.backends or BACKENDS
-    unknown = sorted(set(backends) - set(BACKENDS))
-    if unknown:
-        raise DataError(f"--backends: unknown {', '.join(unknown)}; allowed: {', '.join(BACKENDS)}")
-    result = bench_decoder(graph, scores, utterances=args.utterances, beam=args.beam, max_active=args.max_active,
-                           lattice_beam=args.lattice_beam, acoustic_scale=args.acoustic_scale,
-                           gpu_decoders=args.gpu_decoders, include=backends, frame_shift_ms=args.frame_shift_ms)
-    if args.no_mlflow:
-        result["mlflow_run_id"] = None
-    else:
-        try:
-            from specbench.pipelines.bench_graph import log_bench
-        except ImportError as err:
-            print(f"specbench: not logged to MLflow ({err}); the JSON holds the result", file=sys.stderr)
-            result["mlflow_run_id"] = None
-        else:
-            result["mlflow_run_id"] = log_bench(result, args.tracking_uri)
-    _emit_bench(result, args.output)
-    if result["errors"]:
-        print(f"specbench: bench decoder: these backends failed: {', '.join(result['errors'])} (see `backends` "
-              "in the JSON)", file=sys.stderr)
+    kind = BENCHES[args.bench_command][0]
+    job = JOBS[kind]
+    config = config_from_args(job.config, args, f"specbench bench {args.bench_command}")
+    module = importlib.import_module(job.runner.split(":")[0])
+    result = module.measure(config, project_root() / "jobs" / f"{kind}.toml")
+    result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
+    emit(result, args.output)
+    if result.get("errors"):
+        print(f"specbench: bench {args.bench_command}: these backends failed: {', '.join(result['errors'])} "
+              "(see `backends` in the JSON)", file=sys.stderr)
         return 1
     return 0
 
 
-_COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "data": _cmd_data, "graph": _cmd_graph_build,
-             "train": _cmd_train, "decode": _cmd_decode, "compare": _cmd_compare, "nightly": _cmd_nightly,
-             "baseline": _cmd_baseline, "submit": _cmd_submit, "jobs": _cmd_jobs, "logs": _cmd_logs,
-             "sync": _cmd_sync,
-             "runs": _cmd_runs, "server": _cmd_server, "ui": _cmd_ui, "bench": _cmd_bench}
+def _log_bench(result: dict, tracking_uri: str | None) -> str | None:
+    """Log to MLflow; on a machine without mlflow (the GPU machine) say so and go on."""
+    try:
+        from specbench.benchmarks.harness import log_bench
+
+        return log_bench(result, tracking_uri)
+    except ImportError as err:
+        print(f"specbench: not logged to MLflow ({err}); the JSON holds the result", file=sys.stderr)
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -527,7 +486,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:
         return int(exit_.code or 0)
     try:
-        return _COMMANDS[args.command](args)
+        return args.handler(args)
     except SpecbenchError as err:
         print(f"specbench: error: {err}", file=sys.stderr)
         return 2

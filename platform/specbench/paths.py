@@ -34,3 +34,9 @@ def data_dir_candidate() -> tuple[Path, str]:
     if env:
         return Path(env).expanduser().resolve(), "the environment variable SPECBENCH_DATA"
     return (project_root().parent / "shared" / "data").resolve(), "the default ../shared/data beside the checkout"
+
+
+def from_root(path: Path) -> Path:
+    """`path` as the config means it: an absolute path as it is, a relative one against the project root."""
+    path = Path(path)
+    return path if path.is_absolute() else project_root() / path

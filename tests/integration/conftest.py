@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import load_config
-from specbench.wfst.build import GraphArtifacts, build_graph
+from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
+from specbench.experiments.registry import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -27,7 +27,7 @@ def real_test_scores(slurp_graph: GraphArtifacts) -> list:
     """Acoustic scores of the shipped model for 200 held-out-voice SLURP test utterances, as
     [(utt_id, (T, 40) float32)] sorted by id: the evaluation's own scores when `specbench run
     jobs/am_eval.toml` has written them, else a 200-sentence test corpus synthesized and scored here."""
-    from specbench.acoustic.scores import read_parquet_scores
+    from specbench.data.scores import read_parquet_scores
 
     existing = ROOT / ".specbench" / "scores" / "am_slurp" / "test.parquet"
     if existing.is_file():
@@ -37,9 +37,9 @@ def real_test_scores(slurp_graph: GraphArtifacts) -> list:
     import pyarrow as pa
 
     from specbench.acoustic.inference import AcousticScorer
-    from specbench.acoustic.scores import iter_matrices
     from specbench.config import CorpusSection, SpeechConfig
-    from specbench.pipelines.speech import build_corpus
+    from specbench.data.scores import iter_matrices
+    from specbench.experiments.speech import build_corpus
     from specbench.runtime import run_local
     from specbench.wfst.lexicon import PHONES
 

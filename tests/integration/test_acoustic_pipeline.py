@@ -13,10 +13,10 @@ import pytest
 from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.features import fbank
 from specbench.acoustic.inference import score_features
-from specbench.acoustic.scores import iter_matrices
-from specbench.data.synthesis import read_wav
 from specbench.cli import main
+from specbench.data.scores import iter_matrices
 from specbench.data.speech_corpus import read_manifest
+from specbench.data.synthesis import read_wav
 from specbench.paths import work_dir
 from specbench.tracking.queries import get_run, recent_runs
 from specbench.wfst.lexicon import PHONES

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.acoustic import scores as scores_io
 from specbench.acoustic.inference import scores_table
-from specbench.wfst.build import GraphArtifacts
+from specbench.data import scores as scores_io
+from specbench.experiments.graph_recipe import GraphArtifacts
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from specbench.decoder.stage import DecoderStage
-from specbench.wfst.build import GraphArtifacts
+from specbench.experiments.graph_recipe import GraphArtifacts
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ import pytest
 
 from specbench.cli import main
 from specbench.decoder.stage import DecoderStage
-from specbench.wfst.build import GraphArtifacts
+from specbench.experiments.graph_recipe import GraphArtifacts
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.kaldi_reference import KaldiFasterDecoder, KaldiResult
 from specbench.decoder.pruning import INT32_MAX, PruningConfig
 from specbench.decoder.result import DecodeResult
-from specbench.wfst.build import GraphArtifacts
+from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.wfst.graph import CsrGraph, read_graph
 
 pytestmark = pytest.mark.integration

@@ -10,7 +10,7 @@ import pytest
 
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.twin import TwinDecoder
-from specbench.wfst.build import GraphArtifacts
+from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.wfst.graph import read_graph
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from specbench.cli import main
+from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.tracking.queries import recent_runs
-from specbench.wfst.build import GraphArtifacts
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from specbench.data import slurp, text_norm
+from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.wfst.arpa import read_arpa
-from specbench.wfst.build import GraphArtifacts
 from specbench.wfst.graph import read_graph
 from specbench.wfst.lexicon import read_lexicon
 from specbench.wfst.symbols import SymbolTable

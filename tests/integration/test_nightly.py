@@ -10,7 +10,7 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import ToleranceRule
-from specbench.pipelines.nightly import judge
+from specbench.experiments.nightly import judge
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,13 +10,13 @@ import pyarrow as pa
 import pytest
 import torch
 
-from specbench.acoustic import scores as scores_io
 from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.dataset import Example, epoch_view, load_examples, speed_perturb
 from specbench.acoustic.inference import AcousticScorer, score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.settings import ModelConfig
 from specbench.acoustic.training import PlateauSchedule
+from specbench.data import scores as scores_io
 from specbench.data.synthesis import write_wav
 from specbench.errors import DataError
 from specbench.wfst.lexicon import PHONES

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from specbench.cli import _parser
-from specbench.config import load_config
+from specbench.experiments.registry import load_config
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import GraphConfig, SuiteConfig, config_to_dict, flatten, load_config
+from specbench.config import GraphConfig, SuiteConfig, config_to_dict, flatten
 from specbench.errors import ConfigError
+from specbench.experiments.registry import load_config
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]

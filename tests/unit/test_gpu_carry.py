@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from specbench.benchmarks.decoder import bench as bd
 from specbench.errors import DataError
-from specbench.pipelines import bench_decoder as bd
 from specbench.wfst.fst_binary import write_vector_fst
 from specbench.wfst.graph import from_arrays
 
@@ -243,7 +243,7 @@ def test_training_device_errors_name_the_fix() -> None:
     import torch
 
     from specbench.errors import ConfigError
-    from specbench.pipelines.train_mt import training_device
+    from specbench.experiments.train_mt import training_device
 
     assert training_device("cpu").type == "cpu"
     assert training_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
@@ -261,7 +261,8 @@ _mt_spec.loader.exec_module(gpu_train_mt)
 
 @pytest.mark.parametrize("name", sorted(gpu_train_mt.CANDIDATES))
 def test_gpu_mt_candidates_are_valid_jobs(name: str, tmp_path: Path) -> None:
-    from specbench.config import TrainMtConfig, load_config
+    from specbench.config import TrainMtConfig
+    from specbench.experiments.registry import load_config
 
     path = tmp_path / f"{name}.toml"
     path.write_text(gpu_train_mt.to_toml(gpu_train_mt.candidate_job(name, 2.5)))

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from specbench.decoder import gpu
-from specbench.decoder.nvrtc import KERNELS, compile_ptx, kernel_names
+from specbench.decoder.gpu import backend as gpu
+from specbench.decoder.gpu.nvrtc import KERNELS, compile_ptx, kernel_names
 
 pytestmark = pytest.mark.unit
 

@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import AsrSection, load_config
+from specbench.config import AsrSection
 from specbench.errors import ConfigError
-from specbench.pipelines.asr_partials import check_partial_interval, oracle_partials, plan_requests, user_voice
-from specbench.pipelines.prediction_table import _candidates
+from specbench.experiments.predictive_asr.partials import (
+    check_partial_interval,
+    oracle_partials,
+    plan_requests,
+    user_voice,
+)
+from specbench.experiments.predictive_asr.table import _candidates
+from specbench.experiments.registry import load_config
 from specbench.prediction.history import FALLBACK_LOG_FREQ
 
 pytestmark = pytest.mark.unit
@@ -92,7 +98,7 @@ def _population():
     import numpy as np
     import polars as pl
 
-    from specbench.pipelines.predictive_asr import Population
+    from specbench.experiments.predictive_asr.job import Population
 
     rng = np.random.default_rng(0)
     rows = []
@@ -116,7 +122,7 @@ def test_every_configuration_counts_each_request_once_and_headline_uses_devel_th
     import numpy as np
 
     from specbench.config import PredictiveAsrConfig
-    from specbench.pipelines.predictive_asr import MAIN, evaluate, headline
+    from specbench.experiments.predictive_asr.job import MAIN, evaluate, headline
 
     pop, rng = _population()
     n = pop.predictions.height
@@ -144,7 +150,7 @@ def test_every_configuration_counts_each_request_once_and_headline_uses_devel_th
 def test_main_outcomes_count_every_request_and_the_empty_partial_share() -> None:
     import numpy as np
 
-    from specbench.pipelines.predictive_asr import main_outcomes, outcome_metrics
+    from specbench.experiments.predictive_asr.job import main_outcomes, outcome_metrics
 
     pop, rng = _population()
     n = pop.predictions.height

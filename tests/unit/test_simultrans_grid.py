@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import load_config
 from specbench.errors import ConfigError
-from specbench.pipelines.simultrans import _best, _grid_key
+from specbench.experiments.registry import load_config
+from specbench.experiments.simultrans import _best, _grid_key
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]

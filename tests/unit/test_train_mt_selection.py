@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import load_config
 from specbench.errors import ConfigError
-from specbench.pipelines.train_mt import run_train_mt, summary
+from specbench.experiments.registry import load_config
+from specbench.experiments.train_mt import run_train_mt, summary
 from specbench.simultrans.checkpoint import load_mt
 
 pytestmark = pytest.mark.unit

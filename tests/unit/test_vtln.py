@@ -10,11 +10,11 @@ import pyarrow as pa
 import pytest
 import torch
 
-from specbench.acoustic import scores as scores_io
 from specbench.acoustic.checkpoint import load_checkpoint
 from specbench.acoustic.features import fbank
 from specbench.acoustic.inference import AcousticScorer, score_features
 from specbench.acoustic.vtln import IDENTITY, choose_warp, frame_confidence, warp_grid, warp_mel_axis
+from specbench.data import scores as scores_io
 from specbench.data.synthesis import write_wav
 from specbench.wfst.lexicon import PHONES
 
@@ -160,7 +160,7 @@ def test_a_voice_the_model_hears_no_phone_in_keeps_the_identity(checkpoint: Path
     from specbench.acoustic.checkpoint import save_checkpoint
     from specbench.config import EvalAmConfig, VtlnSection
     from specbench.data.synthesis import read_wav
-    from specbench.pipelines.acoustic_eval import choose_voice_warps
+    from specbench.experiments.eval_am import choose_voice_warps
 
     ckpt = load_checkpoint(checkpoint, PHONES)
     with torch.no_grad():

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from specbench.data.speech_corpus import MANIFEST_SCHEMA
-from specbench.pipelines.speech import _keep_word_times, _previous_word_times
+from specbench.experiments.speech import _keep_word_times, _previous_word_times
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,108 @@
+"""`specbench bench acoustic`: synthesis throughput per engine, and features plus model inference as a
+real-time factor (CPU, and CUDA when torch sees a GPU, at the CPU's batch of 16 and at 128), measured side by
+side in one run. `--audio DIR` times inference on existing WAV files instead (a machine without the
+synthesizers, such as the GPU machine)."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from specbench.acoustic.checkpoint import load_checkpoint
+from specbench.acoustic.features import fbank
+from specbench.acoustic.inference import score_features
+from specbench.benchmarks.harness import runner
+from specbench.config import BenchAcousticConfig
+from specbench.data import slurp, text_norm
+from specbench.data.synthesis import read_wav, synthesize
+from specbench.data.voices import VOICES
+from specbench.errors import DataError
+from specbench.hardware import describe
+from specbench.paths import from_root
+from specbench.wfst.lexicon import PHONES
+
+ENGINE_VOICES = {"espeak-ng": "espeak:en-us", "flite": "flite:slt", "festival": "festival:slt-hts"}
+
+
+def _sentences(n: int) -> list[str]:
+    texts = [text_norm.normalize(u.sentence) for u in slurp.read_split("test")]
+    return [t for t in texts if t][:n]
+
+
+def bench_synthesis(sentences: list[str], tmp: Path) -> dict[str, Any]:
+    """Utterances per second and x real time for one voice of each engine (one process)."""
+    out: dict[str, Any] = {}
+    by_name = {v.name: v for v in VOICES}
+    for engine, name in ENGINE_VOICES.items():
+        voice = by_name[name]
+        count = len(sentences) if engine != "festival" else max(3, len(sentences) // 5)
+        t0, audio = time.perf_counter(), 0.0
+        for i, text in enumerate(sentences[:count]):
+            audio += synthesize(text, voice, 1.0, tmp / f"{engine}-{i}.wav", seed=i, snr_db=20.0).duration_s
+        seconds = time.perf_counter() - t0
+        out[f"synth_{engine}_utts_per_s"] = count / seconds
+        out[f"synth_{engine}_x_realtime"] = audio / seconds
+    return out
+
+
+def bench_inference(checkpoint: Path, wavs: list[Path], device: str, batch: int = 16) -> dict[str, Any]:
+    """Real-time factor (compute seconds per audio second) of fbank + model, batched."""
+    ckpt = load_checkpoint(checkpoint, PHONES, device)
+    samples = [read_wav(w)[0] for w in wavs]
+    audio = sum(len(s) for s in samples) / 16000
+    score_features(ckpt, [fbank(samples[0])], device)  # warm-up
+    t0 = time.perf_counter()
+    feats = [fbank(s) for s in samples]
+    t_feats = time.perf_counter() - t0
+    for i in range(0, len(feats), batch):
+        score_features(ckpt, feats[i:i + batch], device)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    total = time.perf_counter() - t0
+    return {f"{device}_rtf": total / audio, f"{device}_features_rtf": t_feats / audio,
+            f"{device}_audio_seconds": audio}
+
+
+def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = None) -> dict[str, Any]:
+    """Synthesis of `utterances` SLURP test sentences per engine, then inference on that audio; with `audio`,
+    inference on the first `utterances` WAV files there (by name) and no synthesis."""
+    with tempfile.TemporaryDirectory(prefix="specbench-bench-") as tmp_name:
+        tmp = Path(tmp_name)
+        result: dict[str, Any] = {"bench": "acoustic", "hardware": describe(), "threads": torch.get_num_threads()}
+        if audio is None:
+            sentences = _sentences(utterances)
+            result["utterances"] = len(sentences)
+            result.update(bench_synthesis(sentences, tmp))
+            wavs = sorted(tmp.glob("*.wav"))
+        else:
+            wavs = sorted(Path(audio).glob("*.wav"))[:utterances]
+            if not wavs:
+                raise DataError(f"--audio {audio}: no .wav files there. Fix: point it at a folder of 16 kHz "
+                                "mono WAV files (scripts/gpu_carry.py gathers one)")
+            result.update(utterances=len(wavs), audio=str(audio))
+        result.update(bench_inference(checkpoint, wavs, "cpu"))
+        if torch.cuda.is_available():
+            result.update(bench_inference(checkpoint, wavs, "cuda"))
+            result["speedup_cuda_vs_cpu"] = result["cpu_rtf"] / result["cuda_rtf"]
+            result.update({f"{k}_batch128": v for k, v in bench_inference(checkpoint, wavs, "cuda", 128).items()})
+    result["model_parameters"] = sum(p.numel() for p in load_checkpoint(checkpoint, PHONES).model.parameters())
+    return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in result.items()}
+
+
+def measure(config: BenchAcousticConfig, job_path: Path) -> dict[str, Any]:
+    """The benchmark of a `bench_acoustic` config (see `benchmarks.harness`)."""
+    audio = from_root(config.audio) if config.audio is not None else None
+    return bench_acoustic(from_root(config.checkpoint), config.utterances, audio)
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    return [f"acoustic benchmark on {result['utterances']} utterances: CPU real-time factor "
+            f"{result['cpu_rtf']:.4f}" + (f", CUDA {result['cuda_rtf']:.4f}" if "cuda_rtf" in result else "")]
+
+
+execute = runner(measure, summary)

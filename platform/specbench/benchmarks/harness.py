@@ -1,0 +1,120 @@
+"""What every benchmark shares: progress on stderr, timing, pinning to one core, the JSON output and the
+MLflow run.
+
+A benchmark module defines `measure(config, job_path) -> dict` (the JSON-able result, with `"bench": NAME`)
+(`job_path`: the job file, which relative `graph_job` paths are read against) and `summary(result) -> list[str]`; `execute` below turns the pair into the runner of its job kind
+(`specbench run jobs/bench_*.toml`), and the `specbench bench NAME` verb calls `measure` on the config built
+from the same dataclass defaults. Numeric results are logged as `bench.<NAME>.<key>`, except keys already
+named `<NAME>.<metric>` (DESIGN.md's names, such as `decoder.rtfx`), which keep their name. This module
+imports no tracking code at import time: the GPU machine has no mlflow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def say(bench: str, message: str) -> None:
+    """One progress line on stderr: `bench NAME: message`."""
+    print(f"bench {bench}: {message}", file=sys.stderr, flush=True)
+
+
+def progress(items: Sequence[T], desc: str) -> Iterator[T]:
+    """tqdm on stderr when it is installed (the GPU machine may lack it), else a line every 10%."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        step = max(1, len(items) // 10)
+        for i, item in enumerate(items):
+            if i % step == 0:
+                say(desc, f"{i}/{len(items)}")
+            yield item
+        say(desc, f"{len(items)}/{len(items)}")
+        return
+    yield from tqdm(items, desc=desc, unit="utt", file=sys.stderr, mininterval=2.0)
+
+
+def timed(fn: Callable[[], T], repeats: int = 1) -> tuple[float, T]:
+    """(median seconds over `repeats` calls, the last call's value), timed with `time.perf_counter`."""
+    times, result = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result  # type: ignore[return-value]
+
+
+@contextmanager
+def one_core() -> Iterator[int | None]:
+    """Pin this process to one of its cores for the block (then restore); yields the core, or None where
+    affinity cannot be set."""
+    if not hasattr(os, "sched_getaffinity"):
+        yield None
+        return
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    try:
+        os.sched_setaffinity(0, {core})
+    except OSError:
+        yield None
+        return
+    try:
+        yield core
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def metric_names(result: dict[str, Any]) -> dict[str, float]:
+    """The numeric values of a result under their MLflow names (see the module docstring)."""
+    bench = result["bench"]
+    return {k if k.startswith(f"{bench}.") else f"bench.{bench}.{k}": float(v) for k, v in result.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def record(result: dict[str, Any], run: Any) -> None:
+    """Log a result to an open `TrackedRun`: its metrics and the whole JSON as `bench_<NAME>.json`."""
+    run.log_metrics(metric_names(result))
+    run.log_dict(result, f"bench_{result['bench']}.json")
+
+
+def log_bench(result: dict[str, Any], tracking_uri: str | None) -> str:
+    """Log a result as its own run of the `bench` experiment (the `bench` verbs); returns the run id."""
+    from specbench.tracking.runs import TrackedRun
+
+    with TrackedRun("bench", f"bench-{result['bench']}", tracking_uri, {"kind": "bench"}) as run:
+        record(result, run)
+        return run.run_id
+
+
+def emit(result: dict[str, Any], output: Path | None) -> None:
+    """Print the JSON; with `output`, also write it there atomically (temp file + rename)."""
+    text = json.dumps(result, indent=2)
+    print(text)
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = output.with_name(output.name + ".tmp")
+        tmp.write_text(text + "\n")
+        os.replace(tmp, output)
+
+
+def runner(measure: Callable[[Any, Path], dict[str, Any]],
+           summary: Callable[[dict[str, Any]], list[str]]) -> Callable[..., list[str]]:
+    """The job runner of a benchmark (the registry's `execute`): measure, log to the job's run, summarize."""
+
+    def execute(config: Any, path: Path, run: Any, opts: Any) -> list[str]:
+        result = measure(config, Path(path))
+        if run is not None:
+            record(result, run)
+        return summary(result)
+
+    return execute

@@ -1,0 +1,84 @@
+"""Command-line options made from a config dataclass, so that a verb and a job file share one set of
+defaults: each field (but `name` and `tracking`) becomes `--field-name`, unset unless given; the config is
+then built from the defaults and the given options through the same checks as a job file
+(`config.build_config`), so an out-of-range option gets the job file's message."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+SKIPPED = ("name", "tracking")
+
+
+def int_list(text: str) -> list[int]:
+    """`1,2,4` -> [1, 2, 4] (positive integers)."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return values
+
+
+def name_list(text: str) -> list[str]:
+    """`cpu,cpu-lattice` -> ["cpu", "cpu_lattice"]."""
+    return [x.strip().replace("-", "_") for x in text.split(",") if x.strip()]
+
+
+def _base_type(hint: Any) -> Any:
+    """`Path | None` -> Path; other hints unchanged."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(hint) if a is not type(None))
+    return hint
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return "none" if value is None else str(value)
+
+
+def add_config_options(parser: argparse.ArgumentParser, cls: type, positional: tuple[str, ...] = ()) -> None:
+    """One option per field of `cls` (fields in `positional` become optional positional arguments)."""
+    hints = typing.get_type_hints(cls)
+    for field in dataclasses.fields(cls):
+        if field.name in SKIPPED:
+            continue
+        typ = _base_type(hints[field.name])
+        default = f"default: {_shown(field.default)}"
+        if field.name in positional:
+            parser.add_argument(field.name, nargs="?", type=str, help=f"({default})")
+            continue
+        flag = "--" + field.name.replace("_", "-")
+        if typ is bool:
+            parser.add_argument(flag, dest=field.name, action="store_true", default=None, help=default)
+        elif typing.get_origin(typ) is tuple:
+            item = typing.get_args(typ)[0]
+            parser.add_argument(flag, dest=field.name, type=int_list if item is int else name_list,
+                                help=f"comma-separated ({default})")
+        else:
+            convert = {int: int, float: float}.get(typ, str)
+            parser.add_argument(flag, dest=field.name, type=convert, help=default)
+
+
+def config_from_args(cls: type, args: argparse.Namespace, where: str) -> Any:
+    """`cls` with the options given in `args` replacing its defaults; paths given on the command line are
+    taken relative to the working directory. Errors name `where` (the command) and the field."""
+    from specbench.config import build_config
+
+    hints = typing.get_type_hints(cls)
+    table: dict[str, Any] = {}
+    for field in dataclasses.fields(cls):
+        value = getattr(args, field.name, None)
+        if field.name in SKIPPED or value is None:
+            continue
+        if _base_type(hints[field.name]) is Path:
+            value = str(Path(value).resolve())
+        table[field.name] = value
+    return build_config(Path(where), cls, table)

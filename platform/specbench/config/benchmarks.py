@@ -1,0 +1,98 @@
+"""The benchmark configs: one frozen dataclass per benchmark kind (`kind = "bench_decoder"`, ...).
+
+The `specbench bench ...` verbs and job files share these defaults: a verb builds the config from its
+dataclass, replacing only the options given on the command line; a job file names the fields it changes.
+Paths marked "project root" are relative to the checkout; `graph_job` is relative to the job file (for a
+verb: to `jobs/`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from specbench.config.jobs import TrackingSection
+from specbench.config.loader import config_choices as _choices
+from specbench.config.loader import config_range as _range
+
+DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "twin", "gpu", "gpu_lattice")
+
+
+@dataclass(frozen=True)
+class BenchGraphConfig:
+    """`kind = "bench_graph"`: the graph build time, and CSR loading against kaldifst arc iteration."""
+
+    KIND: ClassVar[str] = "bench_graph"
+    name: str = "graph"
+    graph_job: Path = Path("graph_slurp.toml")
+    rebuild: bool = False  # time a full rebuild of the graph too
+    tracking: TrackingSection = TrackingSection(experiment="bench")
+
+
+@dataclass(frozen=True)
+class BenchAcousticConfig:
+    """`kind = "bench_acoustic"`: synthesis throughput, and the features + model real-time factor."""
+
+    KIND: ClassVar[str] = "bench_acoustic"
+    name: str = "acoustic"
+    checkpoint: Path = Path("models/am_slurp.pt")  # project root
+    utterances: int = field(default=40, metadata=_range(1, 100000))
+    audio: Path | None = None  # time inference on the 16 kHz WAV files of this folder instead of synthesizing
+    tracking: TrackingSection = TrackingSection(experiment="bench")
+
+
+@dataclass(frozen=True)
+class BenchDecoderConfig:
+    """`kind = "bench_decoder"`: Kaldi, the CPU backend, the twin and (with a GPU) the GPU backend side by
+    side on held-out-voice test scores (`benchmarks/decoder/`)."""
+
+    KIND: ClassVar[str] = "bench_decoder"
+    name: str = "decoder"
+    graph_job: Path = Path("graph_slurp.toml")  # its TLG, unless `graph` names one
+    graph: Path | None = None  # an OpenFst const graph (project root)
+    scores: Path = Path(".specbench/scores/am_slurp/test.parquet")  # project root; .parquet or .npz
+    utterances: int = field(default=1000, metadata=_range(1, 100000))  # the first N held-out-voice ids
+    beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
+    min_active: int = field(default=20, metadata=_range(0, 10_000_000))
+    lattice_beam: float = field(default=8.0, metadata=_range(0.0, 100.0))
+    acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
+    gpu_decoders: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata=_range(1, 64))
+    backends: tuple[str, ...] = field(default=DECODER_BACKENDS, metadata=_choices(*DECODER_BACKENDS))
+    frame_shift_ms: float | None = field(default=None, metadata=_range(0.1, 1000.0))  # .npz without manifest
+    tracking: TrackingSection = TrackingSection(experiment="bench")
+
+    def __post_init__(self) -> None:
+        if not self.gpu_decoders or not self.backends:
+            raise ValueError("gpu_decoders and backends must each list at least one value")
+
+
+@dataclass(frozen=True)
+class BenchSimultransConfig:
+    """`kind = "bench_simultrans"`: speculative beam search speed on test_2016_flickr, batched against one
+    sentence at a time."""
+
+    KIND: ClassVar[str] = "bench_simultrans"
+    name: str = "simultrans"
+    model: Path = Path("models/mt_waitk.pt")  # project root
+    bpe: Path = Path("models/mt_bpe.model")
+    k: int = field(default=3, metadata=_range(1, 100))
+    beam: int = field(default=5, metadata=_range(1, 100))
+    window: int = field(default=2, metadata=_range(0, 20))
+    sentences: int = field(default=1000, metadata=_range(1, 100000))
+    single: int = field(default=100, metadata=_range(0, 100000))  # of them also decoded one at a time
+    tracking: TrackingSection = TrackingSection(experiment="bench")
+
+
+@dataclass(frozen=True)
+class BenchCompletionConfig:
+    """`kind = "bench_completion"`: n-best completion of many prefixes batched against one at a time."""
+
+    KIND: ClassVar[str] = "bench_completion"
+    name: str = "completion"
+    lm: Path = Path("models/lm_slurp.pt")  # project root
+    prefixes: int = field(default=2000, metadata=_range(1, 1_000_000))  # completed in batches
+    single: int = field(default=200, metadata=_range(0, 1_000_000))  # of them also one at a time
+    device: str = field(default="auto", metadata=_choices("cpu", "cuda", "auto"))
+    tracking: TrackingSection = TrackingSection(experiment="bench")

@@ -1,0 +1,382 @@
+"""The job configs: one frozen dataclass per job kind, composed from the algorithm packages' own settings.
+
+A job file has a top-level `kind` (`graph`, ...) and the sections its dataclass defines. The field metadata
+(`_range`, `_choices`) is what the loader (`loader.py`) checks values against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from specbench.acoustic.settings import ModelConfig, TrainSettings
+from specbench.config.loader import config_choices as _choices
+from specbench.config.loader import config_range as _range
+from specbench.data.multi30k import SPLITS as MULTI30K_SPLITS
+from specbench.data.usage import UsageSettings
+from specbench.prediction.settings import CompletionSettings, ConfidenceSettings, LmSettings, LmTrainSettings
+from specbench.simultrans.settings import MtModelConfig, MtSelection, MtTrainSettings
+
+
+@dataclass(frozen=True)
+class TrackingSection:
+    """Where the run is logged. The tracking URI comes from the command line or MLFLOW_TRACKING_URI."""
+
+    experiment: str = "specbench"
+
+
+@dataclass(frozen=True)
+class LmSection:
+    """The n-gram LM of the decoding graph, estimated with KenLM's lmplz (modified Kneser-Ney)."""
+
+    order: int = field(default=3, metadata=_range(1, 6))
+    deduplicate: bool = True
+    extra_vocabulary: tuple[str, ...] = field(default=("devel", "test"), metadata=_choices("devel", "test"))
+    discount_fallback: bool = True
+    interpolate_unigrams: bool = False
+    memory: str = "10%"
+
+
+@dataclass(frozen=True)
+class LexiconSection:
+    """The pronunciation lexicon: CMUdict, then espeak-ng for the words CMUdict lacks."""
+
+    espeak_voice: str = "en-us"
+
+
+@dataclass(frozen=True)
+class GraphConfig:
+    """`kind = "graph"`: compile the CTC decoding graph TLG from SLURP text, CMUdict and an n-gram LM."""
+
+    KIND: ClassVar[str] = "graph"
+    name: str = "slurp"
+    lm: LmSection = LmSection()
+    lexicon: LexiconSection = LexiconSection()
+    tracking: TrackingSection = TrackingSection(experiment="graph")
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
+            raise ValueError(f"name must be letters, digits, '-' or '_', got {self.name!r}")
+
+
+@dataclass(frozen=True)
+class CorpusSection:
+    """What to synthesize (`[corpus]`): sentences per split, voices, speaking rates and noise."""
+
+    train_sentences: int = field(default=5000, metadata=_range(0, 20000))  # 0: all
+    train_copies: int = field(default=2, metadata=_range(1, 10))
+    devel_sentences: int = field(default=400, metadata=_range(0, 5000))  # 0: all
+    test_sentences: int = field(default=1000, metadata=_range(0, 5000))  # 0: all
+    train_voices: tuple[str, ...] = ("espeak:en-us", "espeak:en-us+m3", "espeak:en-us+f3", "espeak:en-gb-x-rp",
+                                     "flite:kal16", "flite:awb", "flite:slt", "festival:slt-hts",
+                                     "festival:ked-diphone")
+    eval_voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")
+    rates: tuple[float, ...] = (0.85, 1.0, 1.15)
+    snr_db: tuple[float, ...] = (float("inf"), 30.0, 20.0)
+
+
+@dataclass(frozen=True)
+class SpeechConfig:
+    """`kind = "speech"`: synthesize SLURP sentences with several voices into a corpus with a manifest."""
+
+    KIND: ClassVar[str] = "speech"
+    name: str = "slurp"
+    seed: int = 0
+    shard_size: int = field(default=64, metadata=_range(1, 10000))
+    align_checkpoint: Path = Path("models/am_slurp.pt")  # forced alignment when it exists (project root)
+    graph_job: Path = Path("graph_slurp.toml")  # relative to this job file: lexicon and tokens to align with
+    corpus: CorpusSection = CorpusSection()
+    tracking: TrackingSection = TrackingSection(experiment="speech")
+
+
+@dataclass(frozen=True)
+class TrainAmConfig:
+    """`kind = "train_am"`: train the causal CTC acoustic model on a synthesized corpus."""
+
+    KIND: ClassVar[str] = "train_am"
+    name: str = "am_slurp"
+    speech_job: Path = Path("speech_slurp.toml")  # relative to this job file
+    graph_job: Path = Path("graph_slurp.toml")
+    output: Path = Path("models/am_slurp.pt")  # relative to the project root
+    devel_utterances: int = field(default=400, metadata=_range(1, 100000))
+    model: ModelConfig = ModelConfig()
+    training: TrainSettings = TrainSettings()
+    tracking: TrackingSection = TrackingSection(experiment="acoustic")
+
+
+@dataclass(frozen=True)
+class DecodeSection:
+    """Kaldi FasterDecoder settings for evaluation (`[decode]`); the acoustic scale is tuned on devel."""
+
+    beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
+    acoustic_scales: tuple[float, ...] = field(default=(0.6, 0.8, 1.0, 1.2, 1.5), metadata=_range(0.01, 10.0))
+
+    def __post_init__(self) -> None:
+        if not self.acoustic_scales:
+            raise ValueError("acoustic_scales must list at least one value")
+
+
+@dataclass(frozen=True)
+class VtlnSection:
+    """`[vtln]`: one mel-axis warp per test voice (`acoustic.vtln`), chosen without transcripts from up to
+    `utterances` of that voice's devel utterances over the grid low..high in steps of `step`."""
+
+    enabled: bool = False
+    low: float = field(default=0.9, metadata=_range(0.5, 1.0))
+    high: float = field(default=1.15, metadata=_range(1.0, 2.0))
+    step: float = field(default=0.01, metadata=_range(0.001, 0.5))
+    utterances: int = field(default=100, metadata=_range(1, 10000))
+
+
+@dataclass(frozen=True)
+class SpeakerTransformSection:
+    """`[speaker_transform]`: per test voice, an affine feature transform fitted by CTC on the first-pass
+    best paths of up to `utterances` of its devel utterances (`acoustic.speaker_transform`; no transcripts),
+    applied after VTLN when that is on."""
+
+    enabled: bool = False
+    utterances: int = field(default=100, metadata=_range(1, 10000))
+    epochs: int = field(default=10, metadata=_range(1, 1000))
+    learning_rate: float = field(default=1e-3, metadata=_range(1e-6, 1.0))
+    l2: float = field(default=0.1, metadata=_range(0.0, 1e6))
+    batch_size: int = field(default=16, metadata=_range(1, 4096))
+
+
+@dataclass(frozen=True)
+class EvalAmConfig:
+    """`kind = "eval_am"`: score a corpus with the acoustic model, decode it with the TLG, report WER/PER."""
+
+    KIND: ClassVar[str] = "eval_am"
+    name: str = "am_slurp"
+    checkpoint: Path = Path("models/am_slurp.pt")  # relative to the project root
+    speech_job: Path = Path("speech_slurp.toml")  # relative to this job file
+    graph_job: Path = Path("graph_slurp.toml")
+    devel_utterances: int = field(default=400, metadata=_range(1, 100000))
+    test_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    real_recordings: bool = True
+    update_card: bool = False  # write the metrics into the checkpoint's model card
+    shard_size: int = field(default=50, metadata=_range(1, 10000))
+    decode: DecodeSection = DecodeSection()
+    vtln: VtlnSection = VtlnSection()
+    speaker_transform: SpeakerTransformSection = SpeakerTransformSection()
+    tracking: TrackingSection = TrackingSection(experiment="acoustic")
+
+
+@dataclass(frozen=True)
+class TrainMtConfig:
+    """`kind = "train_mt"`: train a translation model (wait-k with a causal encoder, or full-sentence) on
+    Multi30k, with the project's joint BPE (trained first when missing)."""
+
+    KIND: ClassVar[str] = "train_mt"
+    name: str = "mt_waitk"
+    output: Path = Path("models/mt_waitk.pt")  # relative to the project root
+    bpe_model: Path = Path("models/mt_bpe.model")  # relative to the project root; shared by the MT jobs
+    source: str = "de"
+    target: str = "en"
+    devel_sentences: int = field(default=1014, metadata=_range(1, 100000))  # from val, for devel loss
+    bleu_sentences: int = field(default=300, metadata=_range(0, 100000))  # from val, greedy BLEU per epoch
+    model: MtModelConfig = MtModelConfig()
+    training: MtTrainSettings = MtTrainSettings()
+    selection: MtSelection = MtSelection()
+    tracking: TrackingSection = TrackingSection(experiment="simultrans")
+
+    def __post_init__(self) -> None:
+        if {self.source, self.target} != {"de", "en"}:
+            raise ValueError(f"source and target must be 'de' and 'en' (either way), got {self.source!r} -> "
+                             f"{self.target!r}")
+        if self.selection.metric == "sbs_bleu" and not self.model.causal_encoder:
+            raise ValueError("selection.metric = 'sbs_bleu' needs a wait-k model (model.causal_encoder = "
+                             "true); keep a full-sentence model by 'devel_loss'")
+
+
+@dataclass(frozen=True)
+class SimultransConfig:
+    """`kind = "simultrans"`: wait-k, test-time wait-k and adaptive simultaneous translation with greedy,
+    tail-beam and speculative beam search; the (b, w) grid on val, the curves on test (from checkpoints)."""
+
+    KIND: ClassVar[str] = "simultrans"
+    name: str = "simultrans"
+    waitk_model: Path = Path("models/mt_waitk.pt")  # relative to the project root
+    full_model: Path = Path("models/mt_full.pt")
+    bpe_model: Path = Path("models/mt_bpe.model")
+    source: str = "de"
+    target: str = "en"
+    val_split: str = field(default="val", metadata=_choices(*MULTI30K_SPLITS))
+    test_split: str = field(default="test_2016_flickr", metadata=_choices(*MULTI30K_SPLITS))
+    # further test sets: greedy and SBS at every k with the settings chosen on val, the gain at grid_k per set
+    # and over all test sets pooled (the headline stays on test_split)
+    extra_test_splits: tuple[str, ...] = field(default=(), metadata=_choices(*MULTI30K_SPLITS))
+    val_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    test_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    ks: tuple[int, ...] = field(default=(1, 3, 5, 7, 9), metadata=_range(1, 100))
+    grid_k: int = field(default=3, metadata=_range(1, 100))  # the k of the (b, w) grid and of the headline gain
+    grid_beams: tuple[int, ...] = field(default=(3, 5, 7, 10), metadata=_range(1, 100))
+    grid_windows: tuple[int, ...] = field(default=(0, 1, 2, 3, 4, 5), metadata=_range(0, 20))
+    thresholds: tuple[float, ...] = field(default=(0.2, 0.4, 0.6, 0.8, 0.9), metadata=_range(0.0, 1.0))
+    shard_size: int = field(default=100, metadata=_range(1, 100000))
+    bootstrap_samples: int = field(default=1000, metadata=_range(1, 100000))  # paired bootstrap of the SBS gain
+    # rank speculations (SBS, chunk SBS, chunk beam) by log-probability per token, so that one that ended
+    # early does not win by paying for fewer tokens; false: by the summed log-probability (the seed's eq. 4)
+    length_normalized_speculation: bool = True
+    # decode the val grid with both rankings and let each model use its better (ranking, b, w); ties go to
+    # length_normalized_speculation
+    rank_speculations_on_val: bool = False
+    tracking: TrackingSection = TrackingSection(experiment="simultrans")
+
+    def __post_init__(self) -> None:
+        if not self.ks or not self.grid_beams or not self.grid_windows or not self.thresholds:
+            raise ValueError("ks, grid_beams, grid_windows and thresholds must each list at least one value")
+        if {self.source, self.target} != {"de", "en"}:
+            raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
+        splits = (self.test_split, *self.extra_test_splits)
+        if len(set(splits)) != len(splits) or self.val_split in splits:
+            raise ValueError(f"test_split and extra_test_splits must name different splits, none of them the "
+                             f"val split {self.val_split!r}; got {list(splits)}")
+
+
+@dataclass(frozen=True)
+class TrainLmConfig:
+    """`kind = "train_lm"`: train the word LSTM LM of prediction on SLURP's training text; perplexity on the
+    devel and test texts."""
+
+    KIND: ClassVar[str] = "train_lm"
+    name: str = "lm_slurp"
+    output: Path = Path("models/lm_slurp.pt")  # relative to the project root
+    model: LmSettings = LmSettings()
+    training: LmTrainSettings = LmTrainSettings()
+    tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+
+@dataclass(frozen=True)
+class AsrSection:
+    """Where partial and final hypotheses come from (`[asr]`): `decoder` synthesizes each request with the
+    user's held-out voice, scores it with the acoustic model and decodes it with our streaming decoder
+    (partials every `partial_every_ms`); `oracle-asr` (ablations only) takes the reference words and their
+    forced-alignment times instead."""
+
+    mode: str = field(default="decoder", metadata=_choices("decoder", "oracle-asr"))
+    checkpoint: Path = Path("models/am_slurp.pt")  # relative to the project root
+    graph_job: Path = Path("graph_slurp.toml")  # relative to the job file
+    voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")  # held out of acoustic training
+    rates: tuple[float, ...] = field(default=(0.9, 1.0, 1.1), metadata=_range(0.5, 2.0))
+    partial_every_ms: float = field(default=120.0, metadata=_range(10.0, 5000.0))
+    backend: str = field(default="cpu", metadata=_choices("cpu", "twin", "gpu", "auto"))
+    beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
+    acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
+    shard_size: int = field(default=64, metadata=_range(1, 10000))
+
+    def __post_init__(self) -> None:
+        if not self.voices or not self.rates:
+            raise ValueError(f"asr.voices and asr.rates must each list at least one value, got {list(self.voices)} "
+                             f"and {list(self.rates)}")
+        from specbench.data.voices import get_voice
+
+        trained = [v for v in self.voices if not get_voice(v).held_out]
+        if trained:
+            raise ValueError(f"asr.voices {trained} are used in acoustic training; requests must be spoken by "
+                             "held-out voices only (e.g. flite:rms, espeak:en-us+f4)")
+
+
+@dataclass(frozen=True)
+class TrainConfidenceConfig:
+    """`kind = "train_confidence"`: the confidence models (with and without the personal feature), trained
+    on every prediction of the training users and early-stopped on the devel users."""
+
+    KIND: ClassVar[str] = "train_confidence"
+    name: str = "confidence_slurp"
+    lm: Path = Path("models/lm_slurp.pt")  # relative to the project root
+    output: Path = Path("models/confidence_slurp.pt")  # the model without the personal feature: *_nopersonal.pt
+    train_users: int = field(default=80, metadata=_range(0, 100000))  # 0: all
+    devel_users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    usage: UsageSettings = UsageSettings()
+    asr: AsrSection = AsrSection()
+    completion: CompletionSettings = CompletionSettings()
+    model: ConfidenceSettings = ConfidenceSettings()
+    tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+
+@dataclass(frozen=True)
+class SensitivitySection:
+    """The simulation-sensitivity sweep (`[sensitivity]`): how much of the personalization gain the usage
+    simulation's repetition settings decide. Each value replaces the `[usage]` one, one at a time."""
+
+    zipf_exponents: tuple[float, ...] = field(default=(0.6, 1.6), metadata=_range(0.0, 5.0))
+    routine_shares: tuple[float, ...] = field(default=(0.2, 0.4, 0.9), metadata=_range(0.0, 1.0))
+    requests_per_day: tuple[float, ...] = field(default=(1.0, 2.0), metadata=_range(0.01, 100.0))
+
+
+@dataclass(frozen=True)
+class PredictiveAsrConfig:
+    """`kind = "predictive_asr"`: evaluate prefetching on the simulated requests of the test (or devel) users
+    from trained checkpoints: LM only, personal only, LM + personal; decided by the LM score or by the
+    confidence models; single and multiple prefetch attempts; threshold sweeps, figures, headline scalars.
+    Each configuration's operating threshold (failed rate at most 10%) is chosen on the devel users."""
+
+    KIND: ClassVar[str] = "predictive_asr"
+    name: str = "predictive_asr"
+    lm: Path = Path("models/lm_slurp.pt")  # relative to the project root
+    confidence: Path = Path("models/confidence_slurp.pt")
+    confidence_no_personal: Path = Path("models/confidence_slurp_nopersonal.pt")
+    split: str = field(default="test", metadata=_choices("devel", "test"))
+    users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    tune_users: int = field(default=0, metadata=_range(0, 100000))  # devel users that choose thresholds; 0: all
+    usage: UsageSettings = UsageSettings()
+    asr: AsrSection = AsrSection()
+    completion: CompletionSettings = CompletionSettings()
+    thresholds: tuple[float, ...] = field(default=tuple(round(0.05 * i, 2) for i in range(1, 20)) + (0.97, 0.99),
+                                          metadata=_range(0.0, 1.0))
+    lm_thresholds: tuple[float, ...] = field(default=tuple(float(x) for x in range(-14, -3))
+                                             + tuple(-3.0 + 0.25 * i for i in range(12)),
+                                             metadata=_range(-1000.0, 0.0))
+    max_attempts: tuple[int, ...] = field(default=(1, 2, 3), metadata=_range(1, 20))
+    sensitivity: SensitivitySection = SensitivitySection()
+    run_sensitivity: bool = True
+    bootstrap_samples: int = field(default=1000, metadata=_range(1, 100000))  # user-level intervals
+    tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+    def __post_init__(self) -> None:
+        for name in ("thresholds", "lm_thresholds"):
+            values = getattr(self, name)
+            if not values or any(b <= a for a, b in zip(values, values[1:])):
+                raise ValueError(f"{name} must be strictly increasing and non-empty, got {list(values)}")
+        if 1 not in self.max_attempts:
+            raise ValueError(f"max_attempts must include 1 (the paper's single attempt), got {self.max_attempts}")
+
+
+@dataclass(frozen=True)
+class ToleranceRule:
+    """How far a headline metric may move against the baseline before the nightly calls it a regression.
+    `max_drop`: higher is better, the new value may be at most this much lower; `max_rise`: lower is
+    better, at most this much higher; `min` / `max`: absolute bounds for the new value."""
+
+    metric: str
+    max_drop: float | None = None
+    max_rise: float | None = None
+    min: float | None = None
+    max: float | None = None
+
+    def __post_init__(self) -> None:
+        if all(v is None for v in (self.max_drop, self.max_rise, self.min, self.max)):
+            raise ValueError(f"tolerance for {self.metric!r} sets none of max_drop, max_rise, min, max")
+
+
+@dataclass(frozen=True)
+class NightlyConfig:
+    """`kind = "nightly"`: the jobs of the nightly regression suite and a tolerance for every headline
+    metric they produce (`[[tolerance]]` tables)."""
+
+    KIND: ClassVar[str] = "nightly"
+    name: str = "nightly"
+    jobs: tuple[Path, ...] = ()
+    tolerance: tuple[ToleranceRule, ...] = ()
+    tracking: TrackingSection = TrackingSection(experiment="nightly")
+
+    def __post_init__(self) -> None:
+        if not self.jobs:
+            raise ValueError("jobs must list at least one job file")
+        names = [r.metric for r in self.tolerance]
+        if len(names) != len(set(names)):
+            raise ValueError("each metric may have one [[tolerance]] only")

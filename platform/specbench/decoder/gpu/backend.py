@@ -1,0 +1,297 @@
+"""The GPU backend: the lane decoder (lanes.py) on CUDA kernels (kernels/lanes.cu) through cupy.
+
+`GpuDecoder` decodes many utterances together (lanes), frame by frame, with the kernels of `lanes.cu`;
+`twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. Per frame the
+host waits twice for the device: for the number of candidate arcs (to size the expansion) and for the number
+of winners (the next token count).
+
+cupy is imported lazily, only here: `gpu_available()` says whether a CUDA device is usable, and building a
+`GpuDecoder` without one raises `GpuUnavailableError` with the reason. Several processes (or Ray actors
+with fractional `num_gpus`) may each hold a GpuDecoder on one GPU, each with its own CUDA context.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from specbench.decoder.lanes import (
+    STAT,
+    LaneBatch,
+    LaneDecoder,
+    LaneGraph,
+    LaneKernels,
+    LaneOutput,
+    LaneSettings,
+)
+from specbench.errors import SpecbenchError
+from specbench.wfst.graph import CsrGraph
+
+KERNEL_SOURCE = Path(__file__).with_name("kernels") / "lanes.cu"
+BLOCK = 256
+_PEAK = {"bytes": 0}
+
+
+class GpuUnavailableError(SpecbenchError):
+    """No usable CUDA device (or no cupy): the GPU backend cannot run here."""
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as err:
+        raise GpuUnavailableError(f"the GPU backend needs cupy ({err}). Fix: pip install 'specbench[gpu]' on a "
+                                  "machine with an NVIDIA GPU, or use --backend cpu") from err
+    try:
+        available = cupy.is_available()
+    except Exception as err:  # noqa: BLE001 - any driver problem means "not available"
+        raise GpuUnavailableError(f"cupy cannot reach a CUDA device: {err}. Fix: use --backend cpu") from err
+    if not available:
+        raise GpuUnavailableError("no CUDA device is available (cupy.is_available() is False). Fix: run on a "
+                                  "machine with an NVIDIA GPU and driver, or use --backend cpu")
+    return cupy
+
+
+def gpu_available() -> bool:
+    """Whether the GPU backend can run here."""
+    try:
+        _cupy()
+    except GpuUnavailableError:
+        return False
+    return True
+
+
+def peak_memory_bytes() -> int:
+    """The most device memory cupy's pool held while GpuDecoders of this process decoded."""
+    return _PEAK["bytes"]
+
+
+class CudaLaneKernels(LaneKernels):
+    """The lane algorithm's kernels on the GPU (mirrors twin.NumpyLaneKernels method by method)."""
+
+    def __init__(self, lg: LaneGraph, settings: LaneSettings) -> None:
+        cp = self.cp = _cupy()
+        self.lg, self.s = lg, settings
+        self.module = cp.RawModule(code=KERNEL_SOURCE.read_text(encoding="utf-8"), options=("--std=c++14",))
+        self.fn = {}
+        g = {}
+        for name, array, dtype in (("offsets", lg.offsets, np.int64), ("degree", lg.degree, np.int32),
+                                   ("dest", lg.dest, np.int32), ("weight", lg.weight, np.float64),
+                                   ("column", lg.column, np.int32), ("code", lg.code, np.int64),
+                                   ("bare_arc", lg.bare_arc, np.int64), ("final", lg.final, np.float64),
+                                   ("eps_offsets", lg.eps_offsets, np.int64), ("eps_dest", lg.eps_dest, np.int32),
+                                   ("eps_weight", lg.eps_weight, np.float64)):
+            g[name] = cp.asarray(np.ascontiguousarray(array, dtype=dtype))
+        self.g = g
+        cfg = settings.pruning
+        self.max_active, self.min_active = np.int64(cfg.max_active), np.int64(cfg.min_active)
+        self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta)
+
+    def _launch(self, name: str, count: int, *args) -> None:
+        if count <= 0:
+            return
+        fn = self.fn.get(name)
+        if fn is None:
+            fn = self.fn[name] = self.module.get_function(name)
+        fn(((int(count) + BLOCK - 1) // BLOCK,), (BLOCK,), args)
+
+    def start(self, batch: LaneBatch) -> None:
+        cp, lg, lanes = self.cp, self.lg, len(batch.utt_ids)
+        self.batch, self.num_lanes = batch, lanes
+        self.T, self.P = int(batch.costs.shape[1]), int(batch.costs.shape[2])
+        self.costs = cp.asarray(np.ascontiguousarray(batch.costs))
+        self.lengths = cp.asarray(batch.lengths.astype(np.int32))
+        size = lanes * lg.num_states
+        self.dense_key = cp.full(size, np.uint64(2**64 - 1), dtype=cp.uint64)
+        self.dense_cost = cp.full(size, np.uint64(2**64 - 1), dtype=cp.uint64)
+        self.dense_entry = cp.full(size, np.uint32(2**32 - 1), dtype=cp.uint32)
+        self.best, self.worst = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
+        self.count, self.min_new = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
+        self.hist = cp.zeros(lanes * 512, cp.uint32)
+        self.need, self.prefix = cp.zeros(2 * lanes, cp.uint32), cp.zeros(2 * lanes, cp.uint32)
+        self.remaining = cp.zeros(2 * lanes, cp.int64)
+        self.cutoff, self.adaptive = cp.empty(lanes, cp.float64), cp.empty(lanes, cp.float64)
+        self.stats = cp.zeros(lanes * len(STAT), cp.uint64)
+        slots = len(batch.partial_frames)
+        self.final_id = cp.full(lanes, -1, cp.int64)
+        self.final_state = cp.full(lanes, -1, cp.int64)
+        self.partial_id = cp.full(lanes * max(slots, 1), -1, cp.int64)
+        self.partial_state = cp.full(lanes * max(slots, 1), -1, cp.int64)
+        per_lane = 1 + lg.init_dest.shape[0]
+        self.n_tok = lanes * per_lane
+        self.tok_lane = cp.asarray(np.arange(lanes, dtype=np.int32).repeat(per_lane))
+        self.tok_state = cp.asarray(np.tile(np.concatenate([[lg.graph.start], lg.init_dest]).astype(np.int32),
+                                            lanes))
+        self.tok_cost = cp.asarray(np.tile(np.concatenate([[0.0], lg.init_cost]), lanes))
+        self.tok_id = cp.arange(self.n_tok, dtype=cp.int64)
+        prev = np.full((lanes, per_lane), -1, dtype=np.int64)
+        prev[:, 1:] = (np.arange(lanes, dtype=np.int64) * per_lane)[:, None]
+        self.arena_prev = [cp.asarray(prev.ravel())]
+        self.arena_code = [cp.asarray(np.tile(np.concatenate([[0], -1 - lg.init_move]), lanes))]
+        self.arena_size = self.n_tok
+        self.init_counts = (lg.init_dest.shape[0], 1 if lg.init_dest.shape[0] else 0)
+        self.records: list | None = [] if self.s.lattice_beam is not None else None
+        self.lattice_size = 0
+        if self.records is not None:
+            self.dense_tok = cp.full(size, np.inf, cp.float64)
+            self._epsilon_links(0)
+
+    def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+        cp, lanes, n = self.cp, self.num_lanes, self.n_tok
+        i32, i64 = np.int32, np.int64
+        if n:
+            self._launch("lane_reset", lanes * 512, i32(lanes), self.best, self.worst, self.count, self.min_new,
+                         self.hist)
+            self._launch("lane_reduce", n, i32(n), i32(f), self.tok_lane, self.tok_cost, self.lengths, self.best,
+                         self.worst, self.count)
+            self._launch("select_setup", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
+                         self.best, self.worst, self.count, self.need, self.remaining, self.prefix)
+            for shift in (24, 16, 8, 0):
+                self._launch("radix_histogram", n, i32(n), i32(f), i32(shift), self.tok_lane, self.tok_cost,
+                             self.lengths, self.need, self.prefix, self.hist)
+                self._launch("radix_scan", 2 * lanes, i32(lanes), self.need, self.remaining, self.prefix,
+                             self.hist)
+            self._launch("lane_cutoff", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
+                         self.beam_delta, self.best, self.worst, self.count, self.need, self.prefix, self.cutoff,
+                         self.adaptive, self.stats)
+            deg = cp.empty(n, cp.int64)
+            self._launch("token_degree", n, i32(n), i32(f), self.tok_lane, self.tok_state, self.tok_cost,
+                         self.lengths, self.cutoff, self.g["degree"], deg, self.stats)
+            cum = cp.cumsum(deg)
+            total = int(cum[-1])  # device -> host: the number of candidate arcs
+            slots = min(total, self.s.arc_capacity)
+            if total > slots:
+                self._launch("count_lost", n, i32(n), i64(slots), self.tok_lane, deg, cum, self.stats)
+            self._expand(f, n, slots, deg, cum)
+        self._finals(f, finishing, partial_slot)
+
+    def _expand(self, f: int, n: int, slots: int, deg, cum) -> None:
+        cp, g, s = self.cp, self.g, self.s
+        i32, i64 = np.int32, np.int64
+        if slots == 0:
+            self.n_tok = 0
+            return
+        c_tok, c_entry, c_cost = cp.empty(slots, cp.int32), cp.empty(slots, cp.uint32), cp.empty(slots, cp.float64)
+        self._launch("expand_min", slots, i64(slots), i32(n), i32(f), i32(self.T), i32(self.P), self.tok_lane,
+                     self.tok_state, self.tok_cost, deg, cum, g["offsets"], g["weight"], g["column"], self.costs,
+                     self.min_new, c_tok, c_entry, c_cost)
+        c_index, c_key, c_keep = cp.empty(slots, cp.int64), cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
+        self._launch("expand_recombine", slots, i64(slots), i32(self.lg.num_states), self.tok_lane, c_tok, c_entry,
+                     c_cost, self.min_new, self.adaptive, g["dest"], self.dense_key, c_index, c_key, c_keep,
+                     self.stats)
+        self._launch("resolve_cost", slots, i64(slots), c_keep, c_key, c_index, c_cost, self.dense_key,
+                     self.dense_cost)
+        self._launch("resolve_index", slots, i64(slots), c_keep, c_key, c_index, c_cost, c_entry, self.dense_key,
+                     self.dense_cost, self.dense_entry)
+        win, lat = cp.empty(slots, cp.int64), cp.empty(slots, cp.int64)
+        with_lattice = s.lattice_beam is not None
+        self._launch("mark", slots, i64(slots), i32(with_lattice), np.float64(s.lattice_beam or 0.0), c_keep,
+                     c_key, c_index, c_cost, c_entry, g["bare_arc"], self.dense_key, self.dense_cost, self.dense_entry,
+                     win, lat)
+        cum_win, cum_lat = cp.cumsum(win), cp.cumsum(lat)
+        winners, near = (int(v) for v in cp.stack([cum_win[-1], cum_lat[-1]]).get())  # device -> host
+        room = max(0, min(s.token_capacity, s.arena_capacity - self.arena_size))
+        emitted = min(winners, room)
+        lattice_room = max(0, s.lattice_capacity - self.lattice_size)
+        recorded = min(near, lattice_room)
+        out_lane, out_state = cp.empty(emitted, cp.int32), cp.empty(emitted, cp.int32)
+        out_cost, out_id = cp.empty(emitted, cp.float64), cp.empty(emitted, cp.int64)
+        prev, code = cp.empty(emitted, cp.int64), cp.empty(emitted, cp.int64)
+        records = cp.empty(4 * recorded, cp.int64)
+        self._launch("emit_winners", slots, i64(slots), i32(f), i64(room), i64(self.arena_size), i64(lattice_room),
+                     win, cum_win, lat, cum_lat, c_tok, c_entry, c_cost, c_index, self.tok_lane, self.tok_state,
+                     self.tok_id, g["dest"], g["code"], g["bare_arc"], out_lane, out_state, out_cost, out_id, prev, code,
+                     records,
+                     self.dense_key, self.dense_cost, self.dense_entry, self.stats)
+        self.arena_prev.append(prev)
+        self.arena_code.append(code)
+        self.arena_size += emitted
+        if self.records is not None and recorded:
+            self.records.append(records.reshape(recorded, 4))
+            self.lattice_size += recorded
+        self.tok_lane, self.tok_state, self.tok_cost, self.tok_id = out_lane, out_state, out_cost, out_id
+        self.n_tok = emitted
+        if self.records is not None:
+            self._epsilon_links(f + 1)
+        _PEAK["bytes"] = max(_PEAK["bytes"], self.cp.get_default_memory_pool().total_bytes())
+
+    def _epsilon_links(self, frame: int) -> None:
+        """Epsilon lattice links among the current tokens (twin.NumpyLaneKernels.epsilon_links)."""
+        cp, g, n, i32 = self.cp, self.g, self.n_tok, np.int32
+        if n == 0:
+            return
+        states = self.lg.num_states
+        common = (self.tok_lane, self.tok_state, self.tok_cost)
+        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(0))
+        links = cp.empty(n, cp.int64)
+        beam = np.float64(self.s.lattice_beam)
+        self._launch("eps_link_count", n, i32(n), i32(states), beam, *common, g["eps_offsets"], g["eps_dest"],
+                     g["eps_weight"], self.dense_tok, links)
+        cum = cp.cumsum(links)
+        total = int(cum[-1])  # device -> host
+        room = max(0, self.s.lattice_capacity - self.lattice_size)
+        kept = min(total, room)
+        records = cp.empty(4 * max(kept, 1), cp.int64)
+        self._launch("eps_link_write", n, i32(n), i32(states), i32(frame), beam, np.int64(room), *common,
+                     g["eps_offsets"], g["eps_dest"], g["eps_weight"], self.dense_tok, links, cum, records,
+                     self.stats)
+        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(1))
+        if kept:
+            self.records.append(records[:4 * kept].reshape(kept, 4))
+            self.lattice_size += kept
+
+    def _finals(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+        if finishing.size:
+            self._lane_best(finishing, True, self.final_id, self.final_state, 1, 0)
+        if partial_slot >= 0:
+            active = (self.batch.lengths > f).nonzero()[0]
+            slots = len(self.batch.partial_frames)
+            self._lane_best(active, False, self.partial_id, self.partial_state, slots, partial_slot)
+
+    def _lane_best(self, lanes: np.ndarray, with_final: bool, out_id, out_state, stride: int, offset: int) -> None:
+        cp, n = self.cp, self.n_tok
+        if n == 0:
+            return
+        want = np.zeros(self.num_lanes, dtype=np.uint8)
+        want[lanes] = 1
+        want_d = cp.asarray(want)
+        best = cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64)
+        low = cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64)
+        common = (np.int32(n), np.int32(with_final), want_d, self.tok_lane, self.tok_state, self.tok_cost,
+                  self.g["final"])
+        self._launch("best_cost", n, *common, best)
+        self._launch("best_state", n, *common, best, low)
+        self._launch("best_pick", n, *common, best, low, self.tok_id, np.int32(stride), np.int32(offset),
+                     out_id, out_state)
+
+    def finish(self) -> LaneOutput:
+        cp, lanes = self.cp, self.num_lanes
+        stats = self.stats.get().reshape(lanes, len(STAT)).astype(np.int64)
+        created, rounds = self.init_counts
+        stats[:, STAT["tokens_created"]] += created
+        stats[:, STAT["epsilon_iterations"]] += rounds + self.batch.lengths.astype(np.int64)
+        slots = len(self.batch.partial_frames)
+        lattice = None
+        if self.records is not None:
+            lattice = (cp.concatenate(self.records).get() if self.records else np.zeros((0, 4), dtype=np.int64))
+        return LaneOutput(
+            arena_prev=cp.concatenate(self.arena_prev).get(), arena_code=cp.concatenate(self.arena_code).get(),
+            final_id=self.final_id.get(), final_state=self.final_state.get(),
+            partial_id=self.partial_id.get().reshape(lanes, max(slots, 1))[:, :slots],
+            partial_state=self.partial_state.get().reshape(lanes, max(slots, 1))[:, :slots],
+            stats=stats, lattice=lattice)
+
+
+class GpuDecoder(LaneDecoder):
+    """The lane decoder on the GPU: same arguments and results as `twin.TwinDecoder`.
+
+    device: the CUDA device ordinal to use (default: cupy's current device, which Ray sets through
+    CUDA_VISIBLE_DEVICES for an actor with a GPU fraction).
+    """
+
+    def __init__(self, graph: CsrGraph, device: int | None = None, **options) -> None:
+        cp = _cupy()
+        if device is not None:
+            cp.cuda.Device(device).use()
+        super().__init__(graph, CudaLaneKernels, **options)

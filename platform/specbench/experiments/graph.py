@@ -1,0 +1,52 @@
+"""The `graph` job: build the SLURP TLG (see `specbench.experiments.graph_recipe`) and log its statistics."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from specbench.config import GraphConfig
+from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
+from specbench.experiments.registry import RunOptions
+
+if TYPE_CHECKING:
+    from specbench.tracking.runs import TrackedRun
+
+
+def _printer(prefix: str):
+    start = time.perf_counter()
+
+    def step(name: str) -> None:
+        print(f"[{prefix} {time.perf_counter() - start:6.1f}s] {name}", file=sys.stderr, flush=True)
+
+    return step
+
+
+def run_graph(config: GraphConfig, run: TrackedRun | None, force: bool = False) -> GraphArtifacts:
+    """Build or reuse the graph; log `graph.*` metrics and small artifacts to `run` when given."""
+    art = build_graph(config, step=_printer("graph"), force=force)
+    if run is not None:
+        run.log_metrics({f"graph.{k}": v for k, v in art.stats.metrics().items()})
+        run.set_tags({"graph_dir": str(art.directory), "graph_reused": str(art.reused).lower()})
+        for name in ("stats.json", "tokens.txt", "words.txt", "lexicon.txt"):
+            run.log_artifact(art.directory / name, "graph")
+    return art
+
+
+def summary(art: GraphArtifacts) -> list[str]:
+    s = art.stats
+    return [
+        f"graph {art.directory} ({'reused' if art.reused else f'built in {s.build_seconds:.1f} s'})",
+        f"  TLG: {s.states:,} states, {s.arcs:,} arcs ({s.epsilon_arcs:,} epsilon)",
+        f"  vocabulary {s.vocabulary:,} words ({s.vocabulary_train:,} in the LM text, "
+        f"{s.lexicon_from_espeak:,} pronounced by espeak-ng)",
+        f"  {len(s.ngrams)}-gram LM: n-grams {', '.join(f'{c:,}' for c in s.ngrams)}; perplexity devel "
+        f"{s.ppl_devel:.1f}, test {s.ppl_test:.1f}; test tokens unseen in training {s.test_unseen_rate:.1%}",
+    ]
+
+
+def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
+    """The job's runner (see `experiments.registry`): run it, return the summary lines."""
+    return summary(run_graph(config, run, force=opts.force))

@@ -1,0 +1,104 @@
+"""`specbench nightly jobs/nightly.toml`: run the nightly suite, compare every headline metric with its
+baseline under the file's tolerances, write a regression report (Markdown, HTML, a plot) as an artifact of a
+`nightly-report` run, and fail (naming the metric, the baseline value and the new value) on any regression.
+
+Checked before anything runs: every job file loads, and every headline metric the jobs produce
+(the registry's `nightly_metrics`) has a `[[tolerance]]`. The baseline of a job's run is the run of the same job
+tagged `baseline=true` (`specbench baseline set RUN_ID`), else the latest finished earlier nightly run.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from pathlib import Path
+from typing import Any
+
+from specbench.config import NightlyConfig, ToleranceRule, config_kind
+from specbench.errors import ConfigError, SpecbenchError
+from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
+from specbench.experiments.runner import run_job
+from specbench.reports.nightly import Check, render_html, render_markdown, write_plot
+from specbench.tracking.baseline import find_baseline, run_summary
+from specbench.tracking.runs import TrackedRun
+
+
+class RegressionError(SpecbenchError):
+    """The nightly found regressions (the report was written first)."""
+
+
+def judge(rule: ToleranceRule, new: float, baseline: float | None) -> str | None:
+    """Why `new` breaks `rule` against `baseline` (None when it does not)."""
+    if not math.isfinite(new):
+        return f"new value {new} is not finite"
+    if rule.min is not None and new < rule.min:
+        return f"{new:.6g} is below the minimum {rule.min:.6g}"
+    if rule.max is not None and new > rule.max:
+        return f"{new:.6g} is above the maximum {rule.max:.6g}"
+    if baseline is None:
+        return None
+    if rule.max_drop is not None and new < baseline - rule.max_drop:
+        return f"fell from {baseline:.6g} to {new:.6g} (allowed drop {rule.max_drop:.6g})"
+    if rule.max_rise is not None and new > baseline + rule.max_rise:
+        return f"rose from {baseline:.6g} to {new:.6g} (allowed rise {rule.max_rise:.6g})"
+    return None
+
+
+def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
+    """Load every job and check that each headline metric it produces has a tolerance."""
+    jobs = []
+    for raw in config.jobs:
+        job = raw if raw.is_absolute() else (path.parent / raw).resolve()
+        if not job.is_file():
+            raise ConfigError(f"{path}: job {raw} does not exist ({job})")
+        job_config = load_config(job)
+        if config_kind(job_config) in ("nightly",):
+            raise ConfigError(f"{path}: job {raw} is itself a nightly")
+        jobs.append((job, job_config))
+    rules = {r.metric for r in config.tolerance}
+    produced = {m for _, c in jobs for m in JOBS[config_kind(c)].nightly_metrics}
+    missing = sorted(produced - rules)
+    if missing:
+        raise ConfigError(f"{path}: no [[tolerance]] for {', '.join(missing)}. Fix: add one per metric, e.g. "
+                          f"[[tolerance]] metric = \"{missing[0]}\" max_drop = 0.01")
+    return jobs
+
+
+def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str]:
+    jobs = validate(path, config)
+    nightly_id = uuid.uuid4().hex[:12]
+    rules = {r.metric: r for r in config.tolerance}
+    lines, checks = [f"nightly {nightly_id}: {len(jobs)} jobs"], []
+    for job, job_config in jobs:
+        job_lines, run_id = run_job(job, job_config, opts, suite="nightly", extra_tags={"nightly.id": nightly_id})
+        lines += job_lines
+        experiment_id, run_name, metrics = run_summary(run_id, opts.tracking_uri)
+        base = find_baseline(experiment_id, run_name, nightly_id, opts.tracking_uri)
+        wanted = list(JOBS[config_kind(job_config)].nightly_metrics) + [
+            m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
+        for metric in wanted:
+            if metric not in metrics:
+                checks.append(Check(run_name, metric, math.nan, None, None, rules[metric],
+                                    "the job did not log it"))
+                continue
+            old = base[1].get(metric) if base else None
+            checks.append(Check(run_name, metric, metrics[metric], old, base[0] if base else None, rules[metric],
+                                judge(rules[metric], metrics[metric], old)))
+    with TrackedRun(config.tracking.experiment, f"nightly-report-{config.name}", opts.tracking_uri,
+                    {"kind": "nightly-report", "suite": "nightly", "nightly.id": nightly_id}) as run:
+        run.log_text(render_markdown(checks, nightly_id), "regression_report.md")
+        run.log_text(render_html(checks, nightly_id), "regression_report.html")
+        with write_plot(checks) as plot:
+            run.log_artifact(plot)
+        run.log_metrics({"nightly.checks": float(len(checks)),
+                         "nightly.regressions": float(sum(c.problem is not None for c in checks))})
+        lines.append(f"  report: artifacts regression_report.md/.html of run {run.run_id}")
+    bad = [c for c in checks if c.problem]
+    lines += [f"  {c.verdict:16} {c.job} {c.metric}: {c.new:.6g} (baseline {c.baseline if c.baseline is not None else '-'})"
+              for c in checks]
+    if bad:
+        print("\n".join(lines))
+        raise RegressionError("nightly regressions: " + "; ".join(
+            f"{c.metric} ({c.job}): baseline {c.baseline if c.baseline is not None else '-'}, new {c.new:.6g}: "
+            f"{c.problem}" for c in bad))
+    return lines

@@ -1,0 +1,334 @@
+"""The `predictive_asr` job: simulate four weeks of requests for the test (or devel) users, transcribe them
+(partials every 120 ms from our streaming decoder, or `oracle-asr` for ablations), predict the full
+utterance from every partial (LM n-best, the user's history, both), and sweep the prefetch threshold for
+every configuration of the paper's figures: candidates from the LM only, the history only, or both; decided
+by the LM score, by the confidence model without the personal feature, or with it. Beyond the paper: up to K
+prefetch attempts per request. A sensitivity sweep re-simulates the usage with other repetition settings.
+
+Protocol: each configuration's operating threshold is the most permissive one whose failed rate is at most
+10% **on the devel users**; the test users are then measured at that threshold (`..._at_fail10`). The test
+curve itself is also read at 8%, 10% and 20% failed (`..._curve_at_failNN`), as the paper reads its
+figures. Every evaluated request (weeks after the history weeks) lands in exactly one outcome; a request
+whose audio could not be transcribed counts as "no prefetch" and is reported in `prefetch.asr_failed`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from specbench.config import PredictiveAsrConfig
+from specbench.data.usage import UsageSettings, population, simulate_usage
+from specbench.errors import DataError
+from specbench.experiments.predictive_asr.partials import transcribe_requests
+from specbench.experiments.predictive_asr.plots import plot_figures
+from specbench.experiments.predictive_asr.table import LmCache, build_predictions
+from specbench.experiments.registry import RunOptions
+from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
+from specbench.metrics.wer import wer
+from specbench.paths import project_root
+from specbench.prediction.confidence import load_confidence
+from specbench.prediction.prefetch import first_prefetch, operating_point, oracle_gain_ms, oracle_rate, sweep
+from specbench.runtime import connect
+from specbench.runtime.metrics import record
+from specbench.stage import STATUS_OK
+
+if TYPE_CHECKING:
+    from specbench.tracking.runs import TrackedRun
+
+CANDIDATES = {"lm": pl.col("in_lm"), "personal": pl.col("in_personal"),
+              "lm_personal": pl.col("in_lm") | pl.col("in_personal")}
+DECIDERS = ("lm_score", "conf", "conf_personal")
+MAIN = "lm_personal.conf_personal"
+BASELINE = "lm.conf"  # the personalization gain is MAIN minus this, both at the devel-chosen threshold
+FAILED_BUDGET = 0.10
+CURVE_RATES = (0.08, 0.10, 0.20)  # the paper's operating points: 23% at 8% failed, 28% at 20%
+OP_KEYS = ("success_rate", "failed_rate", "gain_ms_all", "gain_ms_success", "gain_words_success")
+
+
+@dataclass(frozen=True)
+class Population:
+    """A transcribed, predicted population: evaluated requests and their predictions."""
+
+    requests: pl.DataFrame  # evaluated requests only, every one of them
+    predictions: pl.DataFrame
+    asr_wer: float
+    asr_failed: int
+    end_from_energy: int
+    repeat_rate: float  # evaluated requests whose sentence the same user said before (the simulation's repetition)
+
+
+def resolve(path: Path) -> Path:
+    return path if path.is_absolute() else project_root() / path
+
+
+def predict_population(split: str, users: int, usage: UsageSettings, config: Any, job_path: Path,
+                       cache: LmCache) -> Population:
+    """Simulate, transcribe and predict one population (the job's and `train_confidence`'s front half)."""
+    requests = simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)
+    said = pl.from_arrow(requests.select(["user_id", "normalized_text", "evaluated"]))
+    repeats = said.with_columns(pl.int_range(pl.len()).over(["user_id", "normalized_text"]).alias("n"))
+    repeat_rate = float(repeats.filter(pl.col("evaluated"))["n"].gt(0).mean() or 0.0)  # rows are in time order
+    transcripts = transcribe_requests(requests, config.asr, job_path)
+    preds, frame = build_predictions(requests, transcripts, cache)
+    evaluated = frame.filter(pl.col("evaluated"))
+    ok = pl.col("status") == STATUS_OK
+    finals = evaluated.select(pl.when(ok).then(pl.col("final_words")).otherwise(pl.lit([], pl.List(pl.String))))
+    # a request that was not transcribed has no predictions ("none"); its gain is never used
+    evaluated = evaluated.with_columns(pl.when(ok).then(pl.col("end_of_speech_ms")).otherwise(0.0)
+                                       .alias("end_of_speech_ms"))
+    return Population(requests=evaluated, predictions=preds,
+                      asr_wer=wer(evaluated["ref_words"].to_list(), finals.to_series().to_list()),
+                      asr_failed=int(evaluated.filter(~ok).height),
+                      end_from_energy=int(evaluated.filter(pl.col("end_source") == "energy").height),
+                      repeat_rate=repeat_rate)
+
+
+def score_columns(predictions: pl.DataFrame, conf: Any, conf_np: Any) -> dict[str, np.ndarray]:
+    """The decision score of every prediction under each decider (added_words == 0 rows get -inf: never
+    candidates anyway, and the confidence models were not trained on them)."""
+    cand = (predictions["added_words"] >= 1).to_numpy()
+    out = {"lm_score": predictions["lm_log_prob"].to_numpy().astype(np.float64)}
+    for name, model in (("conf", conf_np), ("conf_personal", conf)):
+        scores = np.full(predictions.height, -np.inf)
+        if cand.any():
+            scores[cand] = model.predict(predictions.filter(pl.Series(cand)))
+        out[name] = scores
+    return out
+
+
+def _subset(pop: Population, scores: dict[str, np.ndarray], cand: str) -> tuple[pl.DataFrame, np.ndarray]:
+    mask = pop.predictions.select(CANDIDATES[cand].alias("m")).to_series().to_numpy()
+    return pop.predictions.filter(pl.Series(mask)), mask
+
+
+def evaluate(pop: Population, scores: dict[str, np.ndarray], config: PredictiveAsrConfig,
+             attempts: tuple[int, ...] = (1,)) -> dict[str, pl.DataFrame]:
+    """Threshold sweeps, `"{candidates}.{decider}"` -> sweep table (plus `".k{K}"` for K > 1 on MAIN)."""
+    out: dict[str, pl.DataFrame] = {}
+    for cand in CANDIDATES:
+        preds, mask = _subset(pop, scores, cand)
+        for decider in DECIDERS:
+            thresholds = config.lm_thresholds if decider == "lm_score" else config.thresholds
+            for k in attempts if f"{cand}.{decider}" == MAIN else (1,):
+                name = f"{cand}.{decider}" + (f".k{k}" if k > 1 else "")
+                out[name] = sweep(scores[decider][mask], preds, pop.requests, thresholds, max_attempts=k)
+    return out
+
+
+def _at(table: pl.DataFrame, threshold: float | None) -> dict[str, float]:
+    row = table.filter(pl.col("threshold") == threshold) if threshold is not None else table.clear()
+    return {k: float(row[k][0]) if row.height and row[k][0] is not None else np.nan for k in OP_KEYS}
+
+
+def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
+             tuning: dict[str, pl.DataFrame] | None) -> dict[str, float]:
+    """Operating points of every configuration and the job's headline scalars. With `tuning` (the devel
+    sweeps) the threshold comes from devel; without it (the sensitivity sweep) from the curve itself."""
+    m: dict[str, float] = {"prefetch.requests": float(pop.requests.height), "prefetch.asr_failed": float(pop.asr_failed),
+                           "prefetch.asr_wer": float(pop.asr_wer),
+                           "prefetch.end_of_speech_from_energy": float(pop.end_from_energy),
+                           "prefetch.repeat_rate": pop.repeat_rate}
+    for cand in CANDIDATES:
+        preds = pop.predictions.filter(CANDIDATES[cand])
+        m[f"prefetch.{cand}.oracle_rate"] = oracle_rate(preds, pop.requests)
+        m[f"prefetch.{cand}.oracle_gain_ms"] = oracle_gain_ms(preds, pop.requests)
+    for name, table in sweeps.items():
+        for rate in CURVE_RATES:
+            op = operating_point(table, rate)
+            m |= {f"prefetch.{name}.{k}_curve_at_fail{round(rate * 100):02d}": float(op[k]) if op[k] is not None
+                  else np.nan for k in OP_KEYS}
+        source = tuning[name] if tuning is not None else table
+        threshold = operating_point(source, FAILED_BUDGET)["threshold"]
+        m[f"prefetch.{name}.threshold_at_fail10"] = np.nan if threshold is None else float(threshold)
+        m |= {f"prefetch.{name}.{k}_at_fail10": v for k, v in _at(table, threshold).items()}
+    m["prefetch.success_at_fail10"] = m[f"prefetch.{MAIN}.success_rate_at_fail10"]
+    m["prefetch.failed_at_fail10"] = m[f"prefetch.{MAIN}.failed_rate_at_fail10"]
+    m["prefetch.gain_ms_all_at_fail10"] = m[f"prefetch.{MAIN}.gain_ms_all_at_fail10"]
+    m["prefetch.oracle_rate"] = m["prefetch.lm_personal.oracle_rate"]
+    m["prefetch.personalization_gain"] = m["prefetch.success_at_fail10"] - m[f"prefetch.{BASELINE}.success_rate_at_fail10"]
+    return m
+
+
+def _single_attempt(pop: Population, scores: dict[str, np.ndarray], name: str, threshold: float) -> pl.DataFrame:
+    """Configuration `name` (``"{candidates}.{decider}"``): its outcome per request at `threshold`."""
+    cand, decider = name.split(".")
+    preds, mask = _subset(pop, scores, cand)
+    return first_prefetch(scores[decider][mask], preds, pop.requests, [threshold])
+
+
+def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: float) -> pl.DataFrame:
+    """MAIN's outcome per request at `threshold` (`prefetch.first_prefetch`), with `partial_words_count`: the
+    words of the partial each prefetch was made from."""
+    out = _single_attempt(pop, scores, MAIN, threshold)
+    # a partial's words do not depend on which candidates are kept, so all predictions give them
+    lengths = pop.predictions.select(["request_id", "partial_index",
+                                      pl.col("partial_words").list.len().alias("partial_words_count")]).unique()
+    return out.join(lengths, on=["request_id", "partial_index"], how="left", maintain_order="left")
+
+
+def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict[str, float],
+                   samples: int) -> dict[str, float]:
+    """95% intervals of `prefetch.success_at_fail10` and `prefetch.personalization_gain` from a paired
+    bootstrap over users (`metrics.cluster_bootstrap`): a user's requests share a voice, a history and
+    routines, so users, not requests, are the independent units. Empty when a threshold is undefined."""
+    thresholds = {name: metrics[f"prefetch.{name}.threshold_at_fail10"] for name in (MAIN, BASELINE)}
+    if not all(np.isfinite(t) for t in thresholds.values()):
+        return {}
+    users = pop.requests.select(["request_id", "user_id"])
+
+    def hits(name: str) -> np.ndarray:
+        out = _single_attempt(pop, scores, name, thresholds[name])
+        hit = out.select(["request_id", (pl.col("outcome") == "success").alias("hit")])
+        joined = users.join(hit, on="request_id", how="left", maintain_order="left")
+        return joined["hit"].fill_null(False).to_numpy()
+
+    r = paired_cluster_bootstrap(hits(MAIN), hits(BASELINE), users["user_id"].to_numpy(), samples)
+    return {"prefetch.success_at_fail10_low": r.low_a, "prefetch.success_at_fail10_high": r.high_a,
+            "prefetch.personalization_gain_low": r.low, "prefetch.personalization_gain_high": r.high,
+            "prefetch.bootstrap_users": float(r.clusters)}
+
+
+def outcome_metrics(outcomes: pl.DataFrame) -> dict[str, float]:
+    """Counts per outcome and the share of successes made from an empty partial (before any word was
+    recognized: the history or the LM alone)."""
+    counts = {o: float(outcomes.filter(pl.col("outcome") == o).height) for o in ("none", "success", "failure")}
+    hits = outcomes.filter(pl.col("outcome") == "success")
+    share = float(hits["partial_words_count"].eq(0).mean()) if hits.height else np.nan
+    return {**{f"prefetch.outcome.{o}": n for o, n in counts.items()}, "prefetch.success_from_empty_partial": share}
+
+
+def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, name: str) -> None:
+    for conf_name, table in sweeps.items():
+        for step, row in enumerate(table.iter_rows(named=True)):
+            run.log_metrics({f"{prefix}.{conf_name}.{k}": float(row[k]) for k in
+                             ("threshold", "success_rate", "failed_rate", "gain_ms_success", "gain_ms_all",
+                              "gain_words_success") if row[k] is not None}, step=step)
+    tables = pl.concat([t.with_columns(pl.lit(n).alias("configuration")) for n, t in sweeps.items()],
+                       how="diagonal_relaxed")
+    run.log_text(tables.write_csv(), f"tables/{name}.csv")
+
+
+def _sensitivity(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, conf: Any,
+                 conf_np: Any) -> list[dict[str, float]]:
+    """Personalization gain under other repetition settings of the simulation, each read from that
+    variant's own test curve at 10% failed (no devel tuning per variant)."""
+    rows = []
+    variants = [("zipf_exponent", v) for v in config.sensitivity.zipf_exponents]
+    variants += [("routine_share", v) for v in config.sensitivity.routine_shares]
+    variants += [("requests_per_day", v) for v in config.sensitivity.requests_per_day]
+    for field_name, value in variants:
+        usage = dataclasses.replace(config.usage, **{field_name: value})
+        pop = predict_population(config.split, config.users, usage, config, job_path, cache)
+        m = headline(pop, evaluate(pop, score_columns(pop.predictions, conf, conf_np), config), None)
+        rows.append({"parameter": field_name, "value": value, "requests": m["prefetch.requests"],
+                     "repeat_rate": pop.repeat_rate, "success_at_fail10": m["prefetch.success_at_fail10"],
+                     "lm_only_success_at_fail10": m[f"prefetch.{BASELINE}.success_rate_at_fail10"],
+                     "personalization_gain": m["prefetch.personalization_gain"],
+                     "oracle_rate": m["prefetch.oracle_rate"], "lm_oracle_rate": m["prefetch.lm.oracle_rate"]})
+    return rows
+
+
+def load_models(config: PredictiveAsrConfig) -> tuple[Any, Any]:
+    """The two confidence models, checked for their roles (with and without the personal feature)."""
+    conf, conf_np = load_confidence(resolve(config.confidence)), load_confidence(resolve(config.confidence_no_personal))
+    if not conf.use_personal or conf_np.use_personal:
+        raise DataError(f"confidence = {config.confidence} must use the personal feature and confidence_no_personal "
+                        f"= {config.confidence_no_personal} must not. Fix: swap the two paths, or retrain with "
+                        "`specbench train confidence jobs/confidence.toml`")
+    return conf, conf_np
+
+
+def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> None:
+    """One row per evaluated request (MAIN at its operating threshold) as `tables/requests_main.parquet`."""
+    info = pop.requests.select(["request_id", "user_id", "timestamp_s", "status", "final_words", "ref_words",
+                                "end_of_speech_ms"])
+    table = info.join(outcomes.drop("threshold"), on="request_id", how="left", maintain_order="left")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "requests_main.parquet"
+        table.write_parquet(path)
+        run.log_artifact(path, "tables")
+
+
+def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: TrackedRun | None,
+                       ray_address: str | None = None) -> dict[str, Any]:
+    """Run the evaluation; returns the headline metrics, the sweeps and the sensitivity rows."""
+    start = time.perf_counter()
+    conf, conf_np = load_models(config)
+    cache = LmCache(resolve(config.lm), config.completion, device="auto")
+    connect(ray_address)
+    tune = predict_population("devel", config.tune_users, config.usage, config, job_path, cache)
+    pop = predict_population(config.split, config.users, config.usage, config, job_path, cache)
+    scores = score_columns(pop.predictions, conf, conf_np)
+    sweeps = evaluate(pop, scores, config, config.max_attempts)
+    tuning = evaluate(tune, score_columns(tune.predictions, conf, conf_np), config, config.max_attempts)
+    metrics = headline(pop, sweeps, tuning)
+    threshold = metrics[f"prefetch.{MAIN}.threshold_at_fail10"]
+    per_request = None
+    if np.isfinite(threshold):
+        per_request = main_outcomes(pop, scores, threshold)
+        counts = outcome_metrics(per_request)
+        metrics |= counts
+        for outcome in ("none", "success", "failure"):
+            record({"prefetch_outcomes": counts[f"prefetch.outcome.{outcome}"]}, job=config.name, outcome=outcome)
+    metrics |= user_intervals(pop, scores, metrics, config.bootstrap_samples)
+    metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
+                "prefetch.devel_requests": float(tune.requests.height),
+                "prefetch.evaluate_seconds": time.perf_counter() - start}
+    sensitivity = _sensitivity(config, job_path, cache, conf, conf_np) if config.run_sensitivity else []
+    metrics["prefetch.seconds"] = time.perf_counter() - start
+    if run is not None:
+        run.set_tags({"asr": config.asr.mode, "split": config.split, "users_simulated": "true",
+                      "lm_device": cache.device})
+        run.log_params({f"usage.{k}": v for k, v in config.usage.as_params().items()})
+        run.log_metrics(metrics)
+        _log_sweeps(run, sweeps, "prefetch", "prefetch_sweeps")
+        _log_sweeps(run, tuning, "prefetch.devel", "prefetch_sweeps_devel")
+        if sensitivity:
+            run.log_text(pl.DataFrame(sensitivity).write_csv(), "tables/sensitivity.csv")
+        if per_request is not None:
+            _log_requests(run, pop, per_request)
+        paths = plot_figures(sweeps, metrics, sensitivity)
+        for path in paths:
+            run.log_artifact(path, "figures")
+        shutil.rmtree(paths[0].parent, ignore_errors=True)
+    return {"metrics": metrics, "sweeps": sweeps, "sensitivity": sensitivity, "config": config}
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    m, cfg = result["metrics"], result["config"]
+    lines = [f"predictive ASR on {int(m['prefetch.requests']):,} evaluated {cfg.split} requests ({cfg.asr.mode} "
+             f"partials, ASR WER {m['prefetch.asr_wer']:.3f}, {int(m['prefetch.asr_failed'])} untranscribed) in "
+             f"{m['prefetch.seconds']:.0f} s; thresholds chosen on {int(m['prefetch.devel_requests']):,} devel "
+             f"requests; {m['prefetch.repeat_rate']:.1%} of the requests repeat a sentence the user said before",
+             f"  oracle {m['prefetch.oracle_rate']:.3f}; at the devel threshold for <= 10% failed: success "
+             f"{m['prefetch.success_at_fail10']:.3f}, failed {m['prefetch.failed_at_fail10']:.3f}, mean gain over "
+             f"all {m['prefetch.gain_ms_all_at_fail10']:.0f} ms; personalization gain "
+             f"{m['prefetch.personalization_gain']:+.3f}"]
+    if "prefetch.success_at_fail10_low" in m:
+        lines.append(f"  95% intervals over {int(m['prefetch.bootstrap_users'])} users: success "
+                     f"[{m['prefetch.success_at_fail10_low']:.3f}, {m['prefetch.success_at_fail10_high']:.3f}], "
+                     f"personalization gain [{m['prefetch.personalization_gain_low']:+.3f}, "
+                     f"{m['prefetch.personalization_gain_high']:+.3f}]")
+    for name in result["sweeps"]:
+        lines.append(f"  {name:28s} success {m[f'prefetch.{name}.success_rate_at_fail10']:.3f} failed "
+                     f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
+                     f"{m[f'prefetch.{name}.success_rate_curve_at_fail10']:.3f})")
+    for row in result["sensitivity"]:
+        lines.append(f"  sensitivity {row['parameter']}={row['value']}: repeats {row['repeat_rate']:.3f}, "
+                     f"personalization gain {row['personalization_gain']:+.3f} (oracle {row['oracle_rate']:.3f})")
+    return lines
+
+
+def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
+    """The job's runner (see `experiments.registry`): run it, return the summary lines."""
+    return summary(run_predictive_asr(config, path, run, opts.ray_address))
+

@@ -1,0 +1,85 @@
+"""Figures of the predictive-ASR job, drawn like the paper's: successful against failed prefetches with the
+mean prediction gain (ms) or the predicted words as labels (figures 2 and 4), the mean gain over all
+requests against failed prefetches (figure 3), the multi-attempt extension, and the sensitivity sweep."""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+LABELS = {"lm": "LM only", "personal": "personal only", "lm_personal": "LM + personal",
+          "lm_score": "LM score", "conf": "confidence", "conf_personal": "confidence + personal"}
+SHOWN = ("lm_personal.conf_personal", "lm_personal.conf", "lm_personal.lm_score", "lm.conf", "lm.lm_score",
+         "personal.conf_personal")
+
+
+def _label(name: str) -> str:
+    parts = name.split(".")
+    text = f"{LABELS[parts[0]]}, {LABELS[parts[1]]}"
+    return text + (f", up to {parts[2][1:]} attempts" if len(parts) > 2 else "")
+
+
+def _curve(ax: Any, table: pl.DataFrame, y: str, name: str, labels: str | None = None) -> None:
+    xs, ys = table["failed_rate"].to_list(), table[y].to_list()
+    # dashed for the history-only candidates: with the personal confidence they often coincide with LM + personal
+    ax.plot(xs, ys, marker=".", label=_label(name), linestyle="--" if name.startswith("personal.") else "-")
+    if labels:
+        for i, (x, v, lab) in enumerate(zip(xs, ys, table[labels].to_list())):
+            if i % 3 == 0 and lab is not None and not math.isnan(lab):
+                ax.annotate(f"{lab:.0f}" if labels == "gain_ms_success" else f"{lab:.1f}", (x, v), fontsize=7,
+                            textcoords="offset points", xytext=(3, 3))
+
+
+def plot_figures(sweeps: dict[str, pl.DataFrame], metrics: dict[str, float],
+                 sensitivity: list[dict[str, float]]) -> list[Path]:
+    """Write the PNGs into a temporary folder; returns their paths."""
+    plt = pyplot()
+
+    out = Path(tempfile.mkdtemp(prefix="specbench-prefetch-"))
+    figures = [("fig2_success_vs_failed.png", "success_rate", "gain_ms_success", "successful prefetches"),
+               ("fig3_gain_vs_failed.png", "gain_ms_all", None, "mean gain over all requests (ms)"),
+               ("fig4_success_vs_failed_words.png", "success_rate", "gain_words_success", "successful prefetches")]
+    paths = []
+    for filename, y, labels, ylabel in figures:
+        fig, ax = plt.subplots(figsize=(7, 5))
+        for name in SHOWN:
+            if name in sweeps:
+                _curve(ax, sweeps[name], y, name, labels if name == SHOWN[0] else None)
+        if y == "success_rate":
+            ax.axhline(metrics["prefetch.oracle_rate"], color="grey", linestyle="--", label="oracle")
+        ax.set_xlabel("failed prefetches (rate of requests)")
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(out / filename, dpi=120)
+        plt.close(fig)
+        paths.append(out / filename)
+    multi = sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal"))
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name in multi:
+        _curve(ax, sweeps[name], "success_rate", name)
+    ax.set_xlabel("failed prefetch attempts per request")
+    ax.set_ylabel("successful prefetches")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out / "multi_attempt.png", dpi=120)
+    plt.close(fig)
+    paths.append(out / "multi_attempt.png")
+    if sensitivity:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        names = [f"{r['parameter'].replace('_', ' ')} {r['value']:g}" for r in sensitivity]
+        ax.barh(names, [r["personalization_gain"] for r in sensitivity])
+        ax.axvline(metrics["prefetch.personalization_gain"], color="grey", linestyle="--", label="job setting")
+        ax.set_xlabel("personalization gain in success at 10% failed")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "sensitivity.png", dpi=120)
+        plt.close(fig)
+        paths.append(out / "sensitivity.png")
+    return paths

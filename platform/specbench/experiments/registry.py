@@ -1,0 +1,84 @@
+"""The one registry keyed by job kind: kind -> config class -> runner -> the headline metrics the nightly
+compares. `specbench run`, `validate`, the nightly and the convenience verbs all read it.
+
+A runner is named as "module:function" and imported only when a job of its kind runs, so that loading and
+validating job files stays light. Every runner has the signature
+`execute(config, job_path: Path, run: TrackedRun | None, options: RunOptions) -> list[str]` (summary lines).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specbench import config as cfg
+from specbench.config import load_job_file
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """Command-line options every job sees."""
+
+    tracking_uri: str | None = None
+    ray_address: str | None = None
+    force: bool = False  # rebuild cached artifacts (the graph) even when their input hash matches
+    device: str = "auto"  # where `train mt` trains: auto (a CUDA device when usable), cpu or cuda
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """What one job kind is: its config class, its runner and the headline metrics it logs that the
+    nightly compares (every one needs a `[[tolerance]]` in the nightly file)."""
+
+    config: type
+    runner: str  # "module:function"
+    nightly_metrics: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return self.config.KIND  # type: ignore[attr-defined, no-any-return]
+
+    def load_runner(self) -> Callable[..., Any]:
+        module, function = self.runner.split(":")
+        return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+
+
+_EXP = "specbench.experiments"
+_BENCH = "specbench.benchmarks"
+# Absolute times (graph.build_seconds, seconds of a benchmark) are left out of the nightly metrics on
+# purpose: speed is judged by ratios measured within one run.
+JOBS: dict[str, JobKind] = {job.kind: job for job in (
+    JobKind(cfg.GraphConfig, f"{_EXP}.graph:execute",
+            ("graph.states", "graph.arcs", "graph.ppl_test", "graph.test_unseen_rate")),
+    JobKind(cfg.SpeechConfig, f"{_EXP}.speech:execute", ("speech.utterances",)),
+    JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",)),
+    JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy")),
+    JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
+    JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full", "simul.sbs_gain_bleu")),
+    JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
+    JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute"),
+    JobKind(cfg.PredictiveAsrConfig, f"{_EXP}.predictive_asr.job:execute",
+            ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate")),
+    JobKind(cfg.NightlyConfig, f"{_EXP}.nightly:run_nightly"),
+    JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute"),
+    JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute"),
+    JobKind(cfg.BenchDecoderConfig, f"{_BENCH}.decoder.bench:execute",
+            ("decoder.onebest_identical", "decoder.cpu_vs_kaldi", "decoder.lattice_density")),
+    JobKind(cfg.BenchSimultransConfig, f"{_BENCH}.simultrans:execute"),
+    JobKind(cfg.BenchCompletionConfig, f"{_BENCH}.completion:execute"),
+)}
+# Compared when a run has them and the nightly file gives a tolerance (they need hardware CI lacks).
+OPTIONAL_NIGHTLY_METRICS: tuple[str, ...] = ("decoder.speedup_vs_kaldi",)
+
+
+def load_config(path: Path) -> Any:
+    """Load a job or suite file into its frozen config (`GraphConfig`, ..., `SuiteConfig`)."""
+    return load_job_file(path, {kind: job.config for kind, job in JOBS.items()})
+
+
+def job_kind(kind: str) -> JobKind:
+    """The registry entry of `kind` (KeyError for an unknown kind: load_config has refused it already)."""
+    return JOBS[kind]

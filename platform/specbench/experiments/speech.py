@@ -1,0 +1,181 @@
+"""The `speech` job: plan a synthesized SLURP corpus, synthesize it as Ray tasks over shards (a rerun skips
+the WAVs that exist), force-align it when an acoustic model is available, and write the Parquet manifest.
+
+The corpus lives in `.specbench/speech/<name>/` (`manifest.parquet`, `<split>/<voice>/<utt>.wav`). The
+manifest is written under a temporary name and renamed, so an interrupted run leaves the previous one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import Counter
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from specbench.acoustic.alignment import align_shard
+from specbench.config import GraphConfig, SpeechConfig
+from specbench.data.speech_corpus import (
+    CorpusPlan,
+    plan_utterances,
+    read_manifest,
+    synthesize_shard,
+    write_manifest,
+)
+from specbench.experiments.graph_recipe import build_graph
+from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.registry import RunOptions
+from specbench.paths import project_root, work_dir
+from specbench.runtime import connect, run_tasks
+from specbench.stage import STATUS_COLUMN, STATUS_OK
+
+if TYPE_CHECKING:
+    from specbench.tracking.runs import TrackedRun
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A synthesized corpus: its root folder and manifest."""
+
+    root: Path
+    manifest: pa.Table
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.root / "manifest.parquet"
+
+    def rows(self, split: str) -> list[dict]:
+        return [r for r in self.manifest.to_pylist() if r["split"] == split and r[STATUS_COLUMN] == STATUS_OK]
+
+
+def corpus_root(config: SpeechConfig) -> Path:
+    return work_dir() / "speech" / config.name
+
+
+def corpus_plan(config: SpeechConfig) -> CorpusPlan:
+    c = config.corpus
+    return CorpusPlan(seed=config.seed, train_sentences=c.train_sentences, train_voices=c.train_voices,
+                      eval_voices=c.eval_voices, devel_sentences=c.devel_sentences,
+                      test_sentences=c.test_sentences, rates=c.rates, snr_db=c.snr_db,
+                      train_copies_per_sentence=c.train_copies)
+
+
+def _alignment_key(checkpoint: Path, graph_dir: Path) -> str:
+    """sha256 of what word times depend on besides the audio: the model and the lexicon and tokens."""
+    h = hashlib.sha256()
+    for path in (checkpoint, graph_dir / "lexicon.txt", graph_dir / "tokens.txt"):
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def _previous_word_times(root: Path, rows: list[dict]) -> dict[str, list]:
+    """Word times of the existing manifest that still fit: same utterance id (split, index, voice, rate,
+    noise) and the same words. A changed seed or plan that gives an id another sentence drops them."""
+    path = root / "manifest.parquet"
+    if not path.is_file():
+        return {}
+    words = {r["utt_id"]: r["normalized_text"].split() for r in rows}
+    old = read_manifest(path).select(["utt_id", "word_times"]).to_pylist()
+    return {r["utt_id"]: r["word_times"] for r in old
+            if r["word_times"] and [t["word"] for t in r["word_times"]] == words.get(r["utt_id"])}
+
+
+def align_corpus(rows: list[dict], root: Path, checkpoint: Path, graph_dir: Path, shard_size: int) -> list[dict]:
+    """Word times by forced alignment, reusing the previous manifest's where the audio, the words, the model
+    and the lexicon are unchanged."""
+    key = _alignment_key(checkpoint, graph_dir)
+    stamp = root / "alignment.json"
+    stamped = stamp.is_file() and json.loads(stamp.read_text() or "{}").get("key") == key
+    previous = _previous_word_times(root, rows) if stamped else {}
+    todo = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK and r["utt_id"] not in previous]
+    shards = [todo[i:i + shard_size] for i in range(0, len(todo), shard_size)]
+    fn = partial(align_shard, corpus_root=str(root), checkpoint=str(checkpoint), graph_dir=str(graph_dir))
+    aligned = {r["utt_id"]: r["word_times"]
+               for shard in run_tasks(fn, shards, progress=f"aligning {len(todo)} utterances") for r in shard}
+    return [{**r, "word_times": previous.get(r["utt_id"]) or aligned.get(r["utt_id"])} for r in rows]
+
+
+def _write_stamp(root: Path, checkpoint: Path, graph_dir: Path) -> None:
+    """Record what the manifest's word times came from; written after the manifest, atomically."""
+    tmp = root / "alignment.json.tmp"
+    tmp.write_text(json.dumps({"checkpoint": str(checkpoint), "graph": str(graph_dir),
+                               "key": _alignment_key(checkpoint, graph_dir)}) + "\n")
+    tmp.replace(root / "alignment.json")
+
+
+def _keep_word_times(rows: list[dict], root: Path) -> list[dict]:
+    """Carry word times over from the existing manifest where they still fit (see `_previous_word_times`)."""
+    previous = _previous_word_times(root, rows)
+    return [{**r, "word_times": previous.get(r["utt_id"])} for r in rows]
+
+
+def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_address: str | None = None,
+                 job_path: Path | None = None) -> Corpus:
+    """Synthesize what is missing, align when the acoustic model exists, write the manifest; log to `run`."""
+    root = corpus_root(config)
+    planned = plan_utterances(corpus_plan(config)).to_pylist()
+    shards = [planned[i:i + config.shard_size] for i in range(0, len(planned), config.shard_size)]
+    existing = sum((root / r["audio_path"]).is_file() for r in planned)
+    connect(ray_address)
+    start = time.perf_counter()
+    done = run_tasks(partial(synthesize_shard, corpus_root=root), shards,
+                     progress=f"synthesizing {len(planned) - existing} of {len(planned)} utterances")
+    seconds = time.perf_counter() - start
+    rows = [row for shard in done for row in shard]
+    checkpoint = config.align_checkpoint if config.align_checkpoint.is_absolute() \
+        else project_root() / config.align_checkpoint
+    graph_dir = None
+    if checkpoint.is_file() and job_path is not None:
+        graph_dir = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).directory
+        rows = align_corpus(rows, root, checkpoint, graph_dir, config.shard_size)
+    else:
+        rows = _keep_word_times(rows, root)
+    write_manifest(rows, root / "manifest.parquet")
+    if graph_dir is not None:
+        _write_stamp(root, checkpoint, graph_dir)
+    aligned = graph_dir is not None
+    corpus = Corpus(root, read_manifest(root / "manifest.parquet"))
+    if run is not None:
+        run.log_metrics(corpus_metrics(rows, len(planned) - existing, seconds))
+        run.set_tags({"corpus_dir": str(root), "word_times": "forced alignment" if aligned else "none"})
+        ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
+        run.log_metrics({"speech.aligned": float(sum(bool(r.get("word_times")) for r in ok))})
+    return corpus
+
+
+def corpus_metrics(rows: list[dict], synthesized: int, seconds: float) -> dict[str, float]:
+    ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
+    out = {"speech.utterances": float(len(rows)), "speech.failed": float(len(rows) - len(ok)),
+           "speech.synthesized": float(synthesized),
+           "speech.synth_utts_per_s": synthesized / seconds if synthesized and seconds > 0 else 0.0}
+    for split in ("train", "devel", "test"):
+        part = [r for r in ok if r["split"] == split]
+        out[f"speech.{split}.utterances"] = float(len(part))
+        out[f"speech.{split}.hours"] = sum(float(r["duration_s"]) for r in part) / 3600
+    for voice, n in Counter(r["voice"] for r in ok).items():
+        out[f"speech.voice.{voice.replace(':', '_').replace('+', '_')}.utterances"] = float(n)
+    return out
+
+
+def summary(corpus: Corpus) -> list[str]:
+    rows = corpus.manifest.to_pylist()
+    failed = [r for r in rows if r[STATUS_COLUMN] != STATUS_OK]
+    lines = [f"speech corpus {corpus.root}: {len(rows) - len(failed):,} utterances ok, {len(failed)} failed"]
+    for split in ("train", "devel", "test"):
+        part = [r for r in rows if r["split"] == split and r[STATUS_COLUMN] == STATUS_OK]
+        voices = sorted({r["voice"] for r in part})
+        hours = sum(float(r["duration_s"]) for r in part) / 3600
+        lines.append(f"  {split}: {len(part):,} utterances, {hours:.2f} h, voices {', '.join(voices)}")
+    for r in failed[:5]:
+        lines.append(f"  failed {r['utt_id']}: {r[STATUS_COLUMN]}")
+    return lines
+
+
+def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
+    """The job's runner (see `experiments.registry`): run it, return the summary lines."""
+    return summary(build_corpus(config, run, opts.ray_address, path))

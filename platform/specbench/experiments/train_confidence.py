@@ -1,0 +1,93 @@
+"""The `train_confidence` job: the paper's confidence model, trained on every prediction (that adds a word)
+of the training users' simulated requests, early-stopped on the devel users', with partials from the same
+ASR pipeline as the test users (held-out voices, our decoder). Two models: with the personal feature
+(`output`) and without it (`<output stem>_nopersonal.pt`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from specbench.config import TrainConfidenceConfig, config_to_dict
+from specbench.experiments.predictive_asr.job import predict_population, resolve
+from specbench.experiments.predictive_asr.table import LmCache
+from specbench.experiments.registry import RunOptions
+from specbench.prediction.confidence import save_confidence, train_confidence_model
+from specbench.reports.prediction_cards import write_card
+from specbench.runtime import connect
+
+if TYPE_CHECKING:
+    from specbench.tracking.runs import TrackedRun
+
+LICENCE = ("Trained on predictions for simulated usage of SLURP texts and speakers (Bastianelli et al. 2020, "
+           "CC BY 4.0); a derived work under the same licence.")
+
+
+def no_personal_path(output: Path) -> Path:
+    return output.with_name(output.stem + "_nopersonal" + output.suffix)
+
+
+def _rows(predictions: pl.DataFrame) -> pl.DataFrame:
+    """The paper's training rows: every prediction with at least one predicted word."""
+    return predictions.filter(pl.col("added_words") >= 1)
+
+
+def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: TrackedRun | None,
+                         ray_address: str | None = None) -> dict[str, Any]:
+    """Build the training and devel predictions, train both models, write them with cards."""
+    connect(ray_address)
+    cache = LmCache(resolve(config.lm), config.completion, device="auto")
+    train = predict_population("train", config.train_users, config.usage, config, job_path, cache)
+    devel = predict_population("devel", config.devel_users, config.usage, config, job_path, cache)
+    train_rows, devel_rows = _rows(train.predictions), _rows(devel.predictions)
+    out = resolve(config.output)
+    data = {"train_requests": train.requests.height, "devel_requests": devel.requests.height,
+            "train_predictions": train_rows.height, "devel_predictions": devel_rows.height,
+            "train_positive_rate": float(train_rows["correct"].mean() or 0.0),
+            "devel_positive_rate": float(devel_rows["correct"].mean() or 0.0),
+            "asr_wer_train_users": train.asr_wer, "asr_wer_devel_users": devel.asr_wer,
+            "asr_mode": config.asr.mode}
+    cards = {}
+    for use_personal, path in ((True, out), (False, no_personal_path(out))):
+        settings = dataclasses.replace(config.model, use_personal=use_personal)
+        model, report = train_confidence_model(train_rows, devel_rows, settings, progress=True)
+        save_confidence(path, model, report, config_to_dict(config))
+        card = {"name": path.stem, "use_personal": use_personal, **data, "model": dataclasses.asdict(settings),
+                "report": _plain_report(report), "licence": LICENCE,
+                "data": ("Predictions (LM n-best and personal history) from every partial of the simulated "
+                         "requests of the SLURP training users (training sentences, held-out voices, our "
+                         "decoder's partials every 120 ms); early stopping on the devel users.")}
+        write_card(path, card, "Prefetch confidence model", "`specbench train confidence jobs/confidence.toml`")
+        cards["personal" if use_personal else "no_personal"] = card
+    if run is not None:
+        run.set_tags({"asr": config.asr.mode})
+        run.log_metrics({f"confidence.{k}": float(v) for k, v in data.items() if isinstance(v, (int, float))})
+        for name, card in cards.items():
+            run.log_metrics({f"confidence.{name}.{k}": float(v) for k, v in card["report"].items()
+                             if isinstance(v, (int, float)) and not isinstance(v, bool)})
+    return {"output": out, "data": data, "cards": cards}
+
+
+def _plain_report(report: Any) -> dict[str, Any]:
+    raw = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(report)
+    return {k: v for k, v in raw.items() if isinstance(v, (int, float, str, bool, list))}
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    d = result["data"]
+    lines = [f"confidence models {result['output']} (+ _nopersonal): {d['train_predictions']:,} training and "
+             f"{d['devel_predictions']:,} devel predictions (positive {d['train_positive_rate']:.3f} / "
+             f"{d['devel_positive_rate']:.3f}); ASR WER train users {d['asr_wer_train_users']:.3f}, devel users "
+             f"{d['asr_wer_devel_users']:.3f}"]
+    for name, card in result["cards"].items():
+        r = card["report"]
+        lines.append(f"  {name}: " + ", ".join(f"{k} {v:.4g}" for k, v in r.items() if isinstance(v, float)))
+    return lines
+
+
+def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
+    """The job's runner (see `experiments.registry`): run it, return the summary lines."""
+    return summary(run_train_confidence(config, path, run, opts.ray_address))

@@ -1,0 +1,227 @@
+"""The `train_mt` job: train a translation model on Multi30k (De->En by default) with the project's joint
+BPE (trained first when missing), keep the best epoch (by devel loss, or for a wait-k model by devel SBS BLEU:
+`[selection]`), and write it in fp16 to `models/` with a model card. Per epoch: train and devel loss, greedy
+devel BLEU (sacrebleu), logged to MLflow. Trains on a CUDA device when one is usable (`device = "auto"`);
+devel BLEU is then decoded by a CPU copy of the model."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import sacrebleu
+import torch
+
+from specbench.config import TrainMtConfig
+from specbench.data.multi30k import read_pairs
+from specbench.errors import ConfigError
+from specbench.experiments.registry import RunOptions
+from specbench.paths import project_root, work_dir
+from specbench.simultrans.model import MtTransformer, parameter_count
+from specbench.simultrans.search import full_sentence, wait_k
+from specbench.simultrans.tokenizer import EOS, Tokenizer, train_bpe
+from specbench.simultrans.training import (
+    TrainState,
+    config_hash,
+    make_examples,
+    save_model,
+    stopped_because,
+    train,
+)
+
+if TYPE_CHECKING:  # the GPU machine trains without mlflow (`specbench train mt --no-mlflow`)
+    from specbench.tracking.runs import TrackedRun
+
+LICENCE = ("Multi30k (task 1, Elliott et al. 2016) is distributed for research and education; this model is "
+           "trained on its training split only and inherits those terms.")
+BLEU_WAIT_K = 5  # the wait-k model's devel BLEU is also measured at this k
+
+
+def _resolve(path: Path) -> Path:
+    return path if path.is_absolute() else project_root() / path
+
+
+def devel_bleu(model: MtTransformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], k: int | None,
+               method: str = "greedy", beam: int = 5, window: int = 2) -> float:
+    """sacreBLEU (13a, cased, detokenized) on `pairs` of greedy full-sentence decoding (k None) or of wait-k
+    decoding by `method` (greedy, tail or sbs with `beam` and `window`), decoded on the CPU (the search builds
+    its index tensors there)."""
+    if model.embed.weight.device.type != "cpu":
+        return devel_bleu(copy.deepcopy(model).cpu(), tokenizer, pairs, k, method, beam, window)
+    model.eval()
+    sources = [tokenizer.encode(s) + [EOS] for s, _ in pairs]
+    hyps = []
+    for i in range(0, len(sources), 100):
+        chunk = sources[i:i + 100]
+        out = full_sentence(model, chunk) if k is None else wait_k(model, chunk, k, method, beam, window)
+        hyps += [tokenizer.decode(t.tokens) for t in out]
+    model.train()
+    return sacrebleu.corpus_bleu(hyps, [[t for _, t in pairs]]).score
+
+
+def training_device(device: str) -> torch.device:
+    """"auto": the first CUDA device when torch can use one, else the CPU; "cpu"; "cuda" (an error without
+    a usable GPU)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"device must be auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device cuda was asked for, but torch sees no usable CUDA device here. Fix: train with "
+                          "--device cpu (or auto)")
+    return torch.device(device)
+
+
+def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
+                 device: str = "auto") -> dict[str, Any]:
+    """Train on `device` (see `training_device`); returns the model card's data (also written beside the
+    checkpoint)."""
+    where = training_device(device)
+    out, bpe_path = _resolve(config.output), _resolve(config.bpe_model)
+    train_pairs = read_pairs("train", config.source, config.target)
+    val_pairs = read_pairs("val", config.source, config.target)
+    if not bpe_path.is_file():
+        train_bpe([s for pair in train_pairs for s in pair], bpe_path, config.model.vocab_size)
+    tokenizer = Tokenizer(bpe_path)
+    if tokenizer.vocab_size != config.model.vocab_size:
+        raise ConfigError(f"{job_path}: model.vocab_size = {config.model.vocab_size}, but the BPE model "
+                          f"{bpe_path} has {tokenizer.vocab_size} pieces. Fix: set vocab_size to "
+                          f"{tokenizer.vocab_size}, or delete {bpe_path} to train a new BPE (then retrain every "
+                          "model that uses it)")
+    encode = tokenizer.encode_many
+    max_len = config.model.max_positions
+    train_set = make_examples(list(zip(encode([s for s, _ in train_pairs]), encode([t for _, t in train_pairs]),
+                                       strict=True)), max_len)
+    devel_pairs = val_pairs[:config.devel_sentences]
+    devel_set = make_examples(list(zip(encode([s for s, _ in devel_pairs]), encode([t for _, t in devel_pairs]),
+                                       strict=True)), max_len)
+    bleu_pairs = val_pairs[:config.bleu_sentences]
+    torch.manual_seed(config.training.seed)
+    model = MtTransformer(config.model).to(where)
+    tag = config_hash(config.model, config.training, f"{tokenizer.sha256}:{config.source}-{config.target}")
+    state_path = work_dir() / "checkpoints" / config.name / "last.pt"
+    if config.training.threads == 0:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
+    card: dict[str, Any] = {
+        "name": config.name, "kind": "wait-k (causal encoder)" if config.model.causal_encoder else "full-sentence",
+        "direction": f"{config.source}->{config.target}", "parameters": parameter_count(model),
+        "train_pairs": len(train_set), "devel_pairs": len(devel_set), "bpe_model": str(config.bpe_model),
+        "bpe_sha256": tokenizer.sha256, "model": config.model.to_dict(), "training": config.training.to_dict(),
+        "device": where.type if where.type == "cpu" else f"cuda ({torch.cuda.get_device_name(where)})",
+        "selection": config.selection.to_dict(), "licence": LICENCE,
+    }
+    if run is not None:
+        run.log_params({"mt.parameters": card["parameters"], "mt.train_pairs": len(train_set)})
+
+    selection = config.selection
+    by_bleu = selection.metric == "sbs_bleu"
+
+    def kept_entry(state: TrainState) -> dict[str, float] | None:
+        """The history entry of the epoch kept so far: training's devel-loss choice, or the first epoch with
+        the highest devel SBS BLEU (None when no epoch qualifies)."""
+        if not by_bleu:
+            return next((h for h in state.history if h["epoch"] == state.best_epoch), None)
+        scored = [h for h in state.history if "selection_sbs_bleu" in h]
+        return max(scored, key=lambda h: h["selection_sbs_bleu"], default=None)
+
+    def on_epoch(model: MtTransformer, state: TrainState, metrics: dict[str, float]) -> None:
+        if bleu_pairs:
+            metrics["devel_bleu"] = devel_bleu(model, tokenizer, bleu_pairs, None)
+            if config.model.causal_encoder:
+                metrics[f"devel_bleu_wait{BLEU_WAIT_K}"] = devel_bleu(model, tokenizer, bleu_pairs, BLEU_WAIT_K)
+        if by_bleu:  # on every devel sentence, at the operating point that selects
+            metrics["selection_greedy_bleu"] = devel_bleu(model, tokenizer, devel_pairs, selection.k)
+            metrics["selection_sbs_bleu"] = devel_bleu(model, tokenizer, devel_pairs, selection.k, "sbs",
+                                                       selection.beam, selection.window)
+        state.history[-1].update(metrics)
+        if run is not None:
+            run.log_metrics({f"mt.{k}": v for k, v in metrics.items()}, step=state.epoch)
+        if kept_entry(state) is state.history[-1]:
+            keep(state.epoch, metrics)
+            save_model(out, model, tokenizer.sha256, {"epoch": state.epoch, **metrics})
+        print(f"epoch {state.epoch}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()), flush=True)
+
+    def keep(epoch: int, metrics: dict[str, float]) -> None:
+        card.update(best_epoch=epoch, best_devel_loss=metrics["devel_loss"],
+                    best_devel_bleu=metrics.get("devel_bleu"))
+        if by_bleu:
+            card.update(best_selection_sbs_bleu=metrics["selection_sbs_bleu"],
+                        best_selection_greedy_bleu=metrics["selection_greedy_bleu"])
+
+    state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch)
+    if "best_epoch" not in card:  # resumed after the kept epoch was written: take it from the history
+        best = kept_entry(state)
+        if by_bleu and state.history and best is None:
+            raise ConfigError(f"{config.name}: the saved run {state_path} kept epochs by devel loss, so none "
+                              "of its epochs has a devel SBS BLEU to select by. Fix: delete that file to "
+                              "train again with selection.metric = 'sbs_bleu', or select by 'devel_loss'")
+        if best is None:
+            raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
+                              "training.max_minutes")
+        if not out.is_file():
+            raise ConfigError(f"{config.name}: the saved run {state_path} kept epoch {int(best['epoch'])}, "
+                              f"but its weights are not at output = {out} (written to another output path "
+                              "before the run was resumed?). Fix: copy that checkpoint to it, or delete the "
+                              "saved run to train again")
+        keep(int(best["epoch"]), best)
+    card.update(epochs=state.epoch, minutes=state.elapsed_s / 60, stopped_because=stopped_because(
+        state, config.training), history=state.history)
+    write_card(out, card)
+    if run is not None:
+        best = {"mt.best_devel_loss": card["best_devel_loss"], "mt.best_devel_bleu": card["best_devel_bleu"],
+                "mt.best_selection_sbs_bleu": card.get("best_selection_sbs_bleu")}
+        run.log_metrics({k: v for k, v in best.items() if v is not None})
+        run.log_artifact(out.with_suffix(".md"))
+    return card
+
+
+def summary(config: TrainMtConfig, card: dict[str, Any]) -> list[str]:
+    if "best_selection_sbs_bleu" in card:
+        s = card["selection"]
+        kept = (f"devel SBS BLEU {card['best_selection_sbs_bleu']:.2f} at k {s['k']}, b {s['beam']}, "
+                f"w {s['window']} (greedy {card['best_selection_greedy_bleu']:.2f}; devel loss "
+                f"{card['best_devel_loss']:.3f})")
+    else:
+        kept = (f"best devel loss {card['best_devel_loss']:.3f} (BLEU "
+                f"{card['best_devel_bleu'] or float('nan'):.2f})")
+    return [f"translation model {config.output}: {card['parameters']:,} parameters, {kept} at epoch "
+            f"{card['best_epoch']} of {card['epochs']} ({card['stopped_because']}), trained on {card['device']}"]
+
+
+def write_card(checkpoint: Path, card: dict[str, Any]) -> None:
+    checkpoint.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
+    lines = [f"# Translation model `{card['name']}`", "",
+             f"A {card['kind']} Transformer for Multi30k {card['direction']}, trained by `specbench train mt` on "
+             f"the {card['train_pairs']:,} training pairs with the project's joint BPE (`{card['bpe_model']}`).",
+             "", "| field | value |", "| --- | --- |"]
+    for key in ("parameters", "device", "trained_by", "best_epoch", "best_devel_loss", "best_devel_bleu",
+                "best_selection_sbs_bleu", "best_selection_greedy_bleu", "epochs", "minutes",
+                "stopped_because", "bpe_sha256"):
+        value = card.get(key)
+        if value is None and key in ("trained_by", "best_selection_sbs_bleu", "best_selection_greedy_bleu"):
+            continue
+        lines.append(f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |")
+    lines += [f"| model.{k} | {v} |" for k, v in card["model"].items()]
+    lines += [f"| training.{k} | {v} |" for k, v in card["training"].items()]
+    lines += [f"| selection.{k} | {v} |" for k, v in card.get("selection", {}).items()]
+    sbs = any("selection_sbs_bleu" in h for h in card["history"])
+    lines += ["", "## Per epoch", "", "| epoch | train loss | devel loss | devel BLEU |"
+              + (" devel greedy / SBS BLEU at the selection point |" if sbs else ""),
+              "| --- | --- | --- | --- |" + (" --- |" if sbs else "")]
+    nan = float("nan")
+    for h in card["history"]:
+        row = (f"| {h['epoch']} | {h['train_loss']:.3f} | {h['devel_loss']:.3f} | "
+               f"{h.get('devel_bleu', nan):.2f} |")
+        if sbs:
+            row += f" {h.get('selection_greedy_bleu', nan):.2f} / {h.get('selection_sbs_bleu', nan):.2f} |"
+        lines.append(row)
+    lines += ["", "## Licence", "", card["licence"], ""]
+    checkpoint.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
+    """The job's runner (see `experiments.registry`): run it, return the summary lines."""
+    return summary(config, run_train_mt(config, path, run, opts.device))

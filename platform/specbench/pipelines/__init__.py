@@ -1,1 +1,0 @@
-"""specbench.pipelines"""

@@ -1,0 +1,40 @@
+"""Headline scalars: the few metrics per job that `specbench runs` shows and the nightly compares.
+
+Each entry: metric name -> one-line definition (the README lists the same table). Which job kind logs which
+of them, and which the nightly compares, is in the experiment registry (`experiments/registry.py`).
+"""
+
+from __future__ import annotations
+
+HEADLINE_METRICS: dict[str, str] = {
+    "graph.states": "states of the TLG decoding graph",
+    "graph.arcs": "arcs of the TLG decoding graph",
+    "graph.ppl_test": "trigram perplexity on SLURP test text (tokens and </s>)",
+    "graph.test_unseen_rate": "fraction of SLURP test tokens never seen in the LM's training text",
+    "graph.build_seconds": "wall time of the graph build",
+    "speech.utterances": "utterances in a synthesized corpus",
+    "am.best_devel_per": "greedy phone error rate of the acoustic model on devel (held-out voices)",
+    "asr.wer": "word error rate on held-out-voice test speech (acoustic model + TLG, Kaldi FasterDecoder)",
+    "asr.per_greedy": "greedy CTC phone error rate on the same utterances",
+    "asr.real_recordings_wer": "word error rate on the six real recordings (mostly out-of-vocabulary book text)",
+    "decoder.rtfx": "audio seconds decoded per second by the fastest GPU configuration (the CPU backend without "
+                    "a GPU)",
+    "decoder.speedup_vs_kaldi": "Kaldi FasterDecoder seconds on one core / fastest GPU configuration seconds, same "
+                                "utterances, graph and beams, one run",
+    "decoder.cpu_vs_kaldi": "Kaldi FasterDecoder seconds / our CPU backend seconds, both on one core, one run",
+    "decoder.onebest_identical": "fraction of utterances whose GPU (without a GPU: twin) 1-best words equal the "
+                                 "CPU backend's, total cost within 1e-3",
+    "decoder.lattice_density": "lattice arcs per frame at lattice beam 8",
+    "simul.bleu_full": "sacreBLEU of full-sentence beam search on Multi30k test_2016_flickr (De->En)",
+    "simul.sbs_gain_bleu": "BLEU of speculative beam search minus greedy, wait-k model at the grid's k, test",
+    "lm.test_perplexity": "word LSTM perplexity on the unique SLURP test texts (words and </s>)",
+    "prefetch.success_at_fail10": "LM + personal predictions, confidence with the personal feature: successful "
+                                  "prefetches over evaluated test requests at the threshold chosen on devel users "
+                                  "for at most 10% failed",
+    "prefetch.gain_ms_all_at_fail10": "mean prediction gain (end of speech minus the partial's last frame, ms) "
+                                      "over all evaluated test requests (0 without success), same threshold",
+    "prefetch.oracle_rate": "test requests for which some prediction (LM or personal), at some partial, adds a "
+                            "word and equals the final hypothesis",
+    "prefetch.personalization_gain": "success_at_fail10 minus that of LM-only predictions with the "
+                                     "confidence model without the personal feature",
+}

@@ -1,0 +1,69 @@
+"""The nightly's regression report: Markdown, HTML and a plot of new / baseline per headline metric."""
+
+from __future__ import annotations
+
+import html
+import math
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from specbench.config import ToleranceRule
+from specbench.reports.plots import pyplot
+
+
+@dataclass(frozen=True)
+class Check:
+    job: str
+    metric: str
+    new: float
+    baseline: float | None
+    baseline_run: str | None
+    rule: ToleranceRule
+    problem: str | None  # None: within tolerance
+
+    @property
+    def verdict(self) -> str:
+        return "REGRESSION" if self.problem else ("ok" if self.baseline is not None else "ok (no baseline)")
+
+
+def render_markdown(checks: Sequence[Check], nightly_id: str) -> str:
+    bad = sum(c.problem is not None for c in checks)
+    out = [f"# Nightly {nightly_id}: {bad} regression(s) in {len(checks)} checks", "",
+           "| verdict | job | metric | baseline | new | why |", "| --- | --- | --- | --- | --- | --- |"]
+    for c in checks:
+        base = "-" if c.baseline is None else f"{c.baseline:.6g}"
+        out.append(f"| {c.verdict} | {c.job} | {c.metric} | {base} | {c.new:.6g} | {c.problem or ''} |")
+    return "\n".join(out) + "\n"
+
+
+def render_html(checks: Sequence[Check], nightly_id: str) -> str:
+    rows = "".join(
+        f"<tr class={'bad' if c.problem else 'ok'}><td>{c.verdict}</td><td>{html.escape(c.job)}</td>"
+        f"<td>{html.escape(c.metric)}</td><td>{'-' if c.baseline is None else f'{c.baseline:.6g}'}</td>"
+        f"<td>{c.new:.6g}</td><td>{html.escape(c.problem or '')}</td></tr>" for c in checks)
+    return ("<!doctype html><html><head><meta charset=utf-8><title>nightly</title><style>body{font-family:"
+            "sans-serif}td,th{border:1px solid #ccc;padding:4px 8px}table{border-collapse:collapse}"
+            "tr.bad{background:#fdd}</style></head><body>"
+            f"<h1>Nightly {nightly_id}</h1><img src=regression_report.png><table><tr><th>verdict</th><th>job</th>"
+            f"<th>metric</th><th>baseline</th><th>new</th><th>why</th></tr>{rows}</table></body></html>\n")
+
+
+@contextmanager
+def write_plot(checks: Sequence[Check]) -> Iterator[Path]:
+    """`regression_report.png` (new / baseline per metric) in a temporary folder, for the block."""
+    plt = pyplot()
+    shown = [c for c in checks if c.baseline not in (None, 0.0) and math.isfinite(c.new)]
+    fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(shown), 1) + 1.5))
+    ax.barh([c.metric for c in shown], [c.new / c.baseline for c in shown],
+            color=["#d33" if c.problem else "#3a3" for c in shown])
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_xlabel("new / baseline")
+    fig.tight_layout()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "regression_report.png"
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        yield path
