@@ -372,7 +372,8 @@ def _cmd_decode(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from specbench.tracking.compare import compare_runs, render_html, render_text
+    from specbench.reports.compare import render_html, render_text
+    from specbench.tracking.compare import compare_runs
     from specbench.tracking.runs import TrackedRun
 
     comparison = compare_runs(args.run_ids, args.tracking_uri)

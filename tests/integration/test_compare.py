@@ -8,7 +8,8 @@ import mlflow
 import pytest
 
 from specbench.cli import main
-from specbench.tracking.compare import compare_runs, render_html, render_text
+from specbench.reports.compare import render_html, render_text
+from specbench.tracking.compare import compare_runs
 from specbench.tracking.runs import TrackedRun
 
 pytestmark = pytest.mark.integration

@@ -37,17 +37,13 @@ from specbench.data.multi30k import read_pairs
 from specbench.errors import DataError
 from specbench.experiments.registry import RunOptions
 from specbench.metrics.bleu_bootstrap import BleuGain, paired_bootstrap
-from specbench.paths import project_root
+from specbench.paths import from_root
 from specbench.reports.plots import pyplot
 from specbench.simultrans.experiment import Method, Shard, bleu_signature, decode_shard, score
 from specbench.simultrans.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
-
-
-def _resolve(path: Path) -> Path:
-    return path if path.is_absolute() else project_root() / path
 
 
 class Evaluator:
@@ -114,8 +110,8 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                    ray_address: str | None = None) -> dict[str, Any]:
     from specbench.runtime import connect
 
-    bpe = _resolve(config.bpe_model)
-    models = {"waitk": str(_resolve(config.waitk_model)), "full": str(_resolve(config.full_model))}
+    bpe = from_root(config.bpe_model)
+    models = {"waitk": str(from_root(config.waitk_model)), "full": str(from_root(config.full_model))}
     for path in (*models.values(), bpe):
         if not Path(path).is_file():
             raise DataError(f"{path} does not exist. Fix: train the models first: `specbench train mt "

@@ -30,7 +30,7 @@ from specbench.data.speech_corpus import (
 from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.registry import RunOptions
-from specbench.paths import project_root, work_dir
+from specbench.paths import from_root, work_dir
 from specbench.runtime import connect, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
 
@@ -127,8 +127,7 @@ def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_addres
                      progress=f"synthesizing {len(planned) - existing} of {len(planned)} utterances")
     seconds = time.perf_counter() - start
     rows = [row for shard in done for row in shard]
-    checkpoint = config.align_checkpoint if config.align_checkpoint.is_absolute() \
-        else project_root() / config.align_checkpoint
+    checkpoint = from_root(config.align_checkpoint)
     graph_dir = None
     if checkpoint.is_file() and job_path is not None:
         graph_dir = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).directory

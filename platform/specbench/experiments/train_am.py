@@ -22,7 +22,7 @@ from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import Corpus, build_corpus
-from specbench.paths import project_root, work_dir
+from specbench.paths import from_root, work_dir
 from specbench.reports import model_card
 from specbench.wfst.lexicon import PHONES, read_lexicon
 
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 def output_path(config: TrainAmConfig) -> Path:
-    return config.output if config.output.is_absolute() else project_root() / config.output
+    return from_root(config.output)
 
 
 def _progress(desc: str):  # type: ignore[no-untyped-def]

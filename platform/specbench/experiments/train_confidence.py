@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from specbench.config import TrainConfidenceConfig, config_to_dict
-from specbench.experiments.predictive_asr.job import predict_population, resolve
+from specbench.experiments.predictive_asr.job import predict_population
+from specbench.paths import from_root
 from specbench.experiments.predictive_asr.table import LmCache
 from specbench.experiments.registry import RunOptions
 from specbench.prediction.confidence import save_confidence, train_confidence_model
@@ -39,11 +40,11 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
                          ray_address: str | None = None) -> dict[str, Any]:
     """Build the training and devel predictions, train both models, write them with cards."""
     connect(ray_address)
-    cache = LmCache(resolve(config.lm), config.completion, device="auto")
+    cache = LmCache(from_root(config.lm), config.completion, device="auto")
     train = predict_population("train", config.train_users, config.usage, config, job_path, cache)
     devel = predict_population("devel", config.devel_users, config.usage, config, job_path, cache)
     train_rows, devel_rows = _rows(train.predictions), _rows(devel.predictions)
-    out = resolve(config.output)
+    out = from_root(config.output)
     data = {"train_requests": train.requests.height, "devel_requests": devel.requests.height,
             "train_predictions": train_rows.height, "devel_predictions": devel_rows.height,
             "train_positive_rate": float(train_rows["correct"].mean() or 0.0),

@@ -34,7 +34,7 @@ from specbench.experiments.predictive_asr.table import LmCache, build_prediction
 from specbench.experiments.registry import RunOptions
 from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
 from specbench.metrics.wer import wer
-from specbench.paths import project_root
+from specbench.paths import from_root
 from specbench.prediction.confidence import load_confidence
 from specbench.prediction.prefetch import first_prefetch, operating_point, oracle_gain_ms, oracle_rate, sweep
 from specbench.runtime import connect
@@ -64,10 +64,6 @@ class Population:
     asr_failed: int
     end_from_energy: int
     repeat_rate: float  # evaluated requests whose sentence the same user said before (the simulation's repetition)
-
-
-def resolve(path: Path) -> Path:
-    return path if path.is_absolute() else project_root() / path
 
 
 def predict_population(split: str, users: int, usage: UsageSettings, config: Any, job_path: Path,
@@ -239,7 +235,7 @@ def _sensitivity(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, co
 
 def load_models(config: PredictiveAsrConfig) -> tuple[Any, Any]:
     """The two confidence models, checked for their roles (with and without the personal feature)."""
-    conf, conf_np = load_confidence(resolve(config.confidence)), load_confidence(resolve(config.confidence_no_personal))
+    conf, conf_np = load_confidence(from_root(config.confidence)), load_confidence(from_root(config.confidence_no_personal))
     if not conf.use_personal or conf_np.use_personal:
         raise DataError(f"confidence = {config.confidence} must use the personal feature and confidence_no_personal "
                         f"= {config.confidence_no_personal} must not. Fix: swap the two paths, or retrain with "
@@ -263,7 +259,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     """Run the evaluation; returns the headline metrics, the sweeps and the sensitivity rows."""
     start = time.perf_counter()
     conf, conf_np = load_models(config)
-    cache = LmCache(resolve(config.lm), config.completion, device="auto")
+    cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
     tune = predict_population("devel", config.tune_users, config.usage, config, job_path, cache)
     pop = predict_population(config.split, config.users, config.usage, config, job_path, cache)

@@ -1,0 +1,56 @@
+"""The tables of `specbench compare`: plain text for the terminal and a standalone HTML page (kept as an
+MLflow artifact), one column per run, deltas against the first run."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from specbench.tracking.compare import Comparison
+
+
+def _fmt(value: object) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def _fmt_delta(delta: float | None) -> str:
+    return "" if delta is None or delta == 0 else f" ({delta:+.4g})"
+
+
+def render_text(comparison: Comparison, show_all: bool = False) -> str:
+    """A plain table: one column per run, deltas in parentheses against the first run."""
+    header = ["", *(f"{n} [{i[:8]}]" for n, i in zip(comparison.run_names, comparison.run_ids, strict=True))]
+    body = []
+    for row in comparison.shown(show_all):
+        cells = [f"{row.kind} {row.name}"]
+        for value, delta in zip(row.values, row.deltas(), strict=True):
+            cells.append(_fmt(value) + _fmt_delta(delta))
+        body.append(cells)
+    if not body:
+        return "the runs have the same params and metrics" + ("" if show_all else " (use --all to list them)")
+    widths = [max(len(r[c]) for r in [header, *body]) for c in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def render_html(comparison: Comparison, show_all: bool = False) -> str:
+    """The same table as a standalone HTML page (differences highlighted)."""
+    head = "".join(f"<th>{html.escape(n)}<br><code>{html.escape(i)}</code></th>"
+                   for n, i in zip(comparison.run_names, comparison.run_ids, strict=True))
+    rows = []
+    for row in comparison.shown(show_all):
+        cells = "".join(f"<td>{html.escape(_fmt(v))}<span class=d>{html.escape(_fmt_delta(d))}</span></td>"
+                        for v, d in zip(row.values, row.deltas(), strict=True))
+        cls = " class=diff" if row.differs else ""
+        rows.append(f"<tr{cls}><td>{row.kind}</td><td>{html.escape(row.name)}</td>{cells}</tr>")
+    style = ("body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+             "padding:4px 8px}tr.diff{background:#fff6d5}.d{color:#666}")
+    return (f"<!doctype html><html><head><meta charset=utf-8><title>specbench compare</title><style>{style}"
+            f"</style></head><body><h1>Run comparison</h1><table><tr><th>kind</th><th>name</th>{head}</tr>"
+            f"{''.join(rows)}</table></body></html>\n")

@@ -1,0 +1,93 @@
+"""The one registry keyed by job kind, and the benchmark verbs that share their configs' defaults."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+from pathlib import Path
+
+import pytest
+
+from specbench import config as cfg
+from specbench.cli import BENCHES, _parser
+from specbench.cli_options import add_config_options, config_from_args
+from specbench.errors import ConfigError
+from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, load_config
+from specbench.reports.headline import HEADLINE_METRICS
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_config_class_has_one_entry() -> None:
+    classes = {c for c in vars(cfg).values() if isinstance(c, type) and hasattr(c, "KIND") and c is not cfg.SuiteConfig}
+    assert {job.config for job in JOBS.values()} == classes
+    assert all(kind == job.config.KIND for kind, job in JOBS.items())
+
+
+@pytest.mark.parametrize("kind", sorted(JOBS))
+def test_every_runner_resolves(kind: str) -> None:
+    module, function = JOBS[kind].runner.split(":")
+    assert callable(getattr(importlib.import_module(module), function))
+
+
+def test_nightly_metrics_are_defined_headlines() -> None:
+    compared = {m for job in JOBS.values() for m in job.nightly_metrics} | set(OPTIONAL_NIGHTLY_METRICS)
+    assert compared <= set(HEADLINE_METRICS), sorted(compared - set(HEADLINE_METRICS))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "jobs").glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_job_loads(path: Path) -> None:
+    load_config(path)
+
+
+def test_every_bench_verb_has_a_job_kind() -> None:
+    assert {kind for kind, _ in BENCHES.values()} == {k for k in JOBS if k.startswith("bench_")}
+
+
+def _namespace(cls: type, argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_config_options(parser, cls)
+    return parser.parse_args(argv)
+
+
+@pytest.mark.parametrize("kind", sorted(k for k in JOBS if k.startswith("bench_")))
+def test_bench_verb_defaults_are_the_config_defaults(kind: str) -> None:
+    cls = JOBS[kind].config
+    assert config_from_args(cls, _namespace(cls, []), "specbench bench") == cls()
+
+
+def test_bench_verb_options_replace_defaults_and_resolve_paths(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    args = _namespace(cfg.BenchDecoderConfig, ["--utterances", "7", "--gpu-decoders", "1,3", "--backends",
+                                               "cpu,cpu-lattice", "--scores", "s.npz"])
+    config = config_from_args(cfg.BenchDecoderConfig, args, "specbench bench decoder")
+    assert config == dataclasses.replace(cfg.BenchDecoderConfig(), utterances=7, gpu_decoders=(1, 3),
+                                         backends=("cpu", "cpu_lattice"), scores=tmp_path / "s.npz")
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["--utterances", "0"], ["specbench bench decoder", "'utterances'", "out of range"]),
+    (["--backends", "cpu,bogus"], ["'backends[1]'", "'bogus'", "not allowed"]),
+])
+def test_bench_verb_bad_option_names_the_field(argv: list[str], words: list[str]) -> None:
+    with pytest.raises(ConfigError) as err:
+        config_from_args(cfg.BenchDecoderConfig, _namespace(cfg.BenchDecoderConfig, argv), "specbench bench decoder")
+    assert all(w in str(err.value) for w in words), str(err.value)
+
+
+def test_bench_job_file_shares_the_verb_defaults(tmp_path: Path) -> None:
+    job = tmp_path / "bench.toml"
+    job.write_text('kind = "bench_completion"\nprefixes = 10\n')
+    assert load_config(job) == dataclasses.replace(cfg.BenchCompletionConfig(), prefixes=10)
+
+
+def test_every_verb_has_a_handler() -> None:
+    parser = _parser()
+    for argv in (["run", "x.toml"], ["validate", "x.toml"], ["nightly", "x.toml"], ["runs"], ["sync"],
+                 ["data", "check"], ["data", "speech", "x.toml"], ["train", "mt", "x.toml"], ["graph", "build", "x"],
+                 ["compare", "a"], ["baseline", "set", "a"], ["ui"], ["server"], ["jobs", "--address", "a"],
+                 ["logs", "j", "--address", "a"], *(["bench", name] for name in BENCHES),
+                 ["decode", "--graph", "g", "--scores", "s", "--out", "o"]):
+        assert callable(parser.parse_args(argv).handler), argv
