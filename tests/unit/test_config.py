@@ -42,7 +42,7 @@ def test_defaults_fill_missing_sections(tmp_path: Path) -> None:
         ('kind = "graph"\n[lm]\norder = "3"\n', ["'lm.order'", "'3'", "wrong type str", "allowed: int"]),
         ('kind = "graph"\n[lm]\norder = 3.0\n', ["'lm.order'", "wrong type float"]),
         ('kind = "graph"\n[lm]\norder = true\n', ["'lm.order'", "wrong type bool"]),
-        ('kind = "graph"\n[lm]\norder = 9\n', ["'lm.order'", "= 9", "out of range", "1 to 6"]),
+        ('kind = "graph"\n[lm]\norder = 9\n', ["'lm.order'", "= 9", "out of range", "allowed: 1 <= lm.order <= 6"]),
         ('kind = "graph"\n[lm]\norder = 0\n', ["'lm.order'", "out of range"]),
         ('kind = "graph"\n[lm]\nextra_vocabulary = ["train"]\n', ["'lm.extra_vocabulary[0]'", "'devel'"]),
         ('kind = "graph"\n[lm]\nextra_vocabulary = "test"\n', ["'lm.extra_vocabulary'", "a list"]),

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-
-def _r(lo: float | None, hi: float | None) -> dict[str, tuple[float | None, float | None]]:
-    return {"range": (lo, hi)}
+from specbench.checks import config_range as _r
 
 
 @dataclass(frozen=True)

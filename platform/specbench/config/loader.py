@@ -2,9 +2,10 @@
 
 It rejects unknown keys, wrong types and out-of-range values with a message naming the file, the key, the
 value and what is allowed. Constraints live in field metadata: `range=(lo, hi)` (inclusive; None for open),
-`choices=(...)` (`config_range` and `config_choices` build them). Which dataclass a `kind` loads into is the
-experiment registry's business (`specbench.experiments.registry.load_config`); this module only builds a
-given dataclass from a table.
+`choices=(...)` (`config_range` and `config_choices`, from `specbench.checks`, build them; that module also
+words the range and choice problems). Which dataclass a `kind` loads into is the experiment registry's
+business (`specbench.experiments.registry.load_config`); this module only builds a given dataclass from a
+table.
 """
 
 from __future__ import annotations
@@ -17,17 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from specbench.checks import choice_problem, config_choices, config_range, range_problem
 from specbench.errors import ConfigError
 
-
-def config_range(lo: float | None = None, hi: float | None = None) -> dict[str, Any]:
-    """Field metadata: the value must lie in [lo, hi] (None: open on that side)."""
-    return {"range": (lo, hi)}
-
-
-def config_choices(*values: str) -> dict[str, Any]:
-    """Field metadata: the value must be one of `values`."""
-    return {"choices": values}
+__all__ = ["SuiteConfig", "build_config", "config_choices", "config_kind", "config_range", "config_to_dict",
+           "flatten", "load_job_file", "read_toml"]
 
 
 @dataclass(frozen=True)
@@ -60,12 +55,12 @@ def _check_scalar(path: Path, key: str, value: Any, typ: Any, meta: typing.Mappi
     if not ok:
         raise _fail(path, key, value, f"wrong type {type(value).__name__}; allowed: {typ.__name__}")
     lo, hi = meta.get("range", (None, None))
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
-        raise _fail(path, key, value, f"out of range; allowed: {lo if lo is not None else '-inf'} to "
-                                      f"{hi if hi is not None else 'inf'}")
+    problem = range_problem(key, value, lo, hi)
     choices = meta.get("choices")
-    if choices and value not in choices:
-        raise _fail(path, key, value, f"not allowed; allowed: {', '.join(map(repr, choices))}")
+    if problem is None and choices:
+        problem = choice_problem(value, choices)
+    if problem is not None:
+        raise _fail(path, key, value, problem)
     return value
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from specbench.checks import check_int, check_range
 from specbench.data import slurp
 from specbench.data.synthesis import RATE_RANGE, SAMPLE_RATE, read_wav, synthesize
 from specbench.data.text_norm import normalize
@@ -104,11 +105,9 @@ class CorpusPlan:
     train_copies_per_sentence: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("seed", "train_sentences", "devel_sentences", "test_sentences"):
-            _check_int(name, getattr(self, name), minimum=0)
-            object.__setattr__(self, name, int(getattr(self, name)))
-        _check_int("train_copies_per_sentence", self.train_copies_per_sentence, minimum=1)
-        object.__setattr__(self, "train_copies_per_sentence", int(self.train_copies_per_sentence))
+        for name, lo in (("seed", 0), ("train_sentences", 0), ("devel_sentences", 0), ("test_sentences", 0),
+                         ("train_copies_per_sentence", 1)):
+            object.__setattr__(self, name, check_int(f"CorpusPlan.{name}", getattr(self, name), lo))
         for name in ("train_voices", "eval_voices"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         self._check_voices()
@@ -117,8 +116,9 @@ class CorpusPlan:
             snrs = tuple(math.inf if s is None else float(s) for s in self.snr_db)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"CorpusPlan.rates / snr_db: need numbers ({err})") from None
-        if not rates or any(not RATE_RANGE[0] <= r <= RATE_RANGE[1] for r in rates):
-            raise ConfigError(f"CorpusPlan.rates: need rates in {list(RATE_RANGE)}, got {list(self.rates)}")
+        check_range("len(CorpusPlan.rates)", len(rates), 1)
+        for i, rate in enumerate(rates):
+            check_range(f"CorpusPlan.rates[{i}]", rate, *RATE_RANGE)
         if not snrs or any(math.isnan(s) or s == -math.inf for s in snrs):
             raise ConfigError(
                 f"CorpusPlan.snr_db: need finite dB values or inf (clean), got {list(self.snr_db)}"
@@ -151,11 +151,6 @@ class CorpusPlan:
         data = asdict(self)
         data["snr_db"] = ["inf" if math.isinf(s) else s for s in self.snr_db]
         return json.dumps(data, sort_keys=True)
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"CorpusPlan.{name}: need an integer >= {minimum}, got {value!r}")
 
 
 def _rng(seed: int, split: str) -> np.random.Generator:

@@ -59,6 +59,7 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 
+from specbench.checks import check_choice, check_float, check_int, check_pair
 from specbench.data import slurp
 from specbench.data.resolver import data_file
 from specbench.data.text_norm import normalize
@@ -240,12 +241,11 @@ def population(split: UsageSplit, max_users: int | None = None, seed: int = 0,
     smaller sample is a subset of a larger one with the same seed. Users with fewer than `min_sentences`
     sentences are dropped before sampling.
     """
-    if split not in ("train", "devel", "test"):
-        raise ConfigError(f"population split: need 'train', 'devel' or 'test', got {split!r}")
+    check_choice("population.split", split, ("train", "devel", "test"))
     if max_users is not None:
-        _check_int("population.max_users", max_users, 1)
-    _check_int("population.seed", seed, 0)
-    _check_int("population.min_sentences", min_sentences, 1)
+        check_int("population.max_users", max_users, 1)
+    check_int("population.seed", seed, 0)
+    check_int("population.min_sentences", min_sentences, 1)
     candidates = _train_candidates() if split == "train" else _eval_candidates(split)
     users: list[User] = []
     skipped = dropped = 0
@@ -263,28 +263,6 @@ def population(split: UsageSplit, max_users: int | None = None, seed: int = 0,
 
 
 # ------------------------------------------------------------------------------------------------ settings
-
-
-def _check_int(name: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"{name}: need an integer >= {minimum}, got {value!r}")
-
-
-def _check_float(name: str, value: Any, lo: float, hi: float, hi_open: bool = False) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
-    if ok:
-        x = float(value)
-        ok = math.isfinite(x) and lo <= x and (x < hi if hi_open else x <= hi)
-    if not ok:
-        upper = f"< {hi}" if hi_open else f"<= {hi}"
-        raise ConfigError(f"{name}: need a finite number >= {lo} and {upper}, got {value!r}")
-    return float(value)
-
-
-def _check_pair(name: str, value: Any) -> tuple[Any, Any]:
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise ConfigError(f"{name}: need a pair [low, high], got {value!r}")
-    return value[0], value[1]
 
 
 @dataclass(frozen=True)
@@ -316,38 +294,29 @@ class UsageSettings:
     one_off_hours: tuple[float, float] = (7.0, 23.0)
 
     def __post_init__(self) -> None:
-        _check_int("UsageSettings.seed", self.seed, 0)
-        _check_int("UsageSettings.weeks", self.weeks, 1)
-        _check_int("UsageSettings.history_weeks", self.history_weeks, 0)
+        for name, lo in (("seed", 0), ("weeks", 1), ("history_weeks", 0)):
+            object.__setattr__(self, name, check_int(f"UsageSettings.{name}", getattr(self, name), lo))
         if self.history_weeks >= self.weeks:
             raise ConfigError(
                 f"UsageSettings.history_weeks: need fewer than weeks={self.weeks} so that some weeks are "
                 f"evaluated, got {self.history_weeks}"
             )
-        _check_float("UsageSettings.requests_per_day", self.requests_per_day, 0.0, math.inf, hi_open=True)
-        if self.requests_per_day <= 0:
-            raise ConfigError(
-                f"UsageSettings.requests_per_day: need a number > 0, got {self.requests_per_day!r}"
-            )
-        _check_float("UsageSettings.activity_sigma", self.activity_sigma, 0.0, 5.0)
-        _check_float("UsageSettings.zipf_exponent", self.zipf_exponent, 0.0, 10.0)
-        _check_float("UsageSettings.routine_share", self.routine_share, 0.0, 1.0)
-        _check_float("UsageSettings.hour_std", self.hour_std, 0.0, 24.0)
-        lo, hi = _check_pair("UsageSettings.routine_size", self.routine_size)
-        _check_int("UsageSettings.routine_size[0] (min)", lo, 1)
-        _check_int("UsageSettings.routine_size[1] (max)", hi, int(lo))
-        start, end = _check_pair("UsageSettings.one_off_hours", self.one_off_hours)
-        start = _check_float("UsageSettings.one_off_hours[0] (start)", start, 0.0, 24.0, hi_open=True)
-        end = _check_float("UsageSettings.one_off_hours[1] (end)", end, 0.0, 24.0)
+        object.__setattr__(self, "requests_per_day", check_float(
+            "UsageSettings.requests_per_day", self.requests_per_day, 0.0, lo_open=True))
+        for name, hi in (("activity_sigma", 5.0), ("zipf_exponent", 10.0), ("routine_share", 1.0),
+                         ("hour_std", 24.0)):
+            object.__setattr__(self, name, check_float(f"UsageSettings.{name}", getattr(self, name), 0.0, hi))
+        lo, hi = check_pair("UsageSettings.routine_size", self.routine_size)
+        lo = check_int("UsageSettings.routine_size[0] (min)", lo, 1)
+        hi = check_int("UsageSettings.routine_size[1] (max)", hi, lo)
+        start, end = check_pair("UsageSettings.one_off_hours", self.one_off_hours)
+        start = check_float("UsageSettings.one_off_hours[0] (start)", start, 0.0, 24.0, hi_open=True)
+        end = check_float("UsageSettings.one_off_hours[1] (end)", end, 0.0, 24.0)
         if end <= start:
             raise ConfigError(
                 f"UsageSettings.one_off_hours: need start < end, got {list(self.one_off_hours)}"
             )
-        for name in ("seed", "weeks", "history_weeks"):
-            object.__setattr__(self, name, int(getattr(self, name)))
-        for name in ("requests_per_day", "activity_sigma", "zipf_exponent", "routine_share", "hour_std"):
-            object.__setattr__(self, name, float(getattr(self, name)))
-        object.__setattr__(self, "routine_size", (int(lo), int(hi)))
+        object.__setattr__(self, "routine_size", (lo, hi))
         object.__setattr__(self, "one_off_hours", (start, end))
 
     def as_params(self) -> dict[str, str | float | int]:

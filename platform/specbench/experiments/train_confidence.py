@@ -17,7 +17,7 @@ from specbench.paths import from_root
 from specbench.experiments.predictive_asr.table import LmCache
 from specbench.experiments.registry import RunOptions
 from specbench.prediction.confidence import save_confidence, train_confidence_model
-from specbench.reports.prediction_cards import write_card
+from specbench.reports.model_card import prediction_markdown, write_card
 from specbench.runtime import connect
 
 if TYPE_CHECKING:
@@ -61,7 +61,8 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
                 "data": ("Predictions (LM n-best and personal history) from every partial of the simulated "
                          "requests of the SLURP training users (training sentences, held-out voices, our "
                          "decoder's partials every 120 ms); early stopping on the devel users.")}
-        write_card(path, card, "Prefetch confidence model", "`specbench train confidence jobs/confidence.toml`")
+        write_card(path, card, prediction_markdown(card, "Prefetch confidence model",
+                                                   "`specbench train confidence jobs/confidence.toml`"))
         cards["personal" if use_personal else "no_personal"] = card
     if run is not None:
         run.set_tags({"asr": config.asr.mode})

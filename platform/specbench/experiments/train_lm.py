@@ -18,7 +18,7 @@ from specbench.experiments.registry import RunOptions
 from specbench.paths import project_root
 from specbench.prediction.lm import load_lm, save_lm
 from specbench.prediction.lm_training import perplexity_details, train_lm
-from specbench.reports.prediction_cards import write_card
+from specbench.reports.model_card import prediction_markdown, write_card
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
@@ -67,7 +67,8 @@ def run_train_lm(config: TrainLmConfig, run: TrackedRun | None) -> dict[str, Any
             "evaluation": metrics, "licence": LICENCE,
             "data": DATA_NOTE.format(min_count=config.training.min_count, vocab=len(stored.vocab) - 4)}
     save_lm(out, trained.model, trained.vocab, config.model, metrics, config_to_dict(config))
-    write_card(out, card, "Word LSTM language model", "`specbench train lm jobs/lm.toml`")
+    write_card(out, card, prediction_markdown(card, "Word LSTM language model",
+                                              "`specbench train lm jobs/lm.toml`"))
     if run is not None:
         for i, epoch in enumerate(trained.history):
             run.log_metrics({f"lm.epoch_{k}": float(v) for k, v in epoch.items() if isinstance(v, (int, float))},

@@ -7,7 +7,6 @@ devel BLEU is then decoded by a CPU copy of the model."""
 from __future__ import annotations
 
 import copy
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,6 +19,7 @@ from specbench.data.multi30k import read_pairs
 from specbench.errors import ConfigError
 from specbench.experiments.registry import RunOptions
 from specbench.paths import project_root, work_dir
+from specbench.reports.model_card import translation_markdown, write_card
 from specbench.simultrans.model import MtTransformer, parameter_count
 from specbench.simultrans.search import full_sentence, wait_k
 from specbench.simultrans.tokenizer import EOS, Tokenizer, train_bpe
@@ -169,7 +169,7 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
         keep(int(best["epoch"]), best)
     card.update(epochs=state.epoch, minutes=state.elapsed_s / 60, stopped_because=stopped_because(
         state, config.training), history=state.history)
-    write_card(out, card)
+    write_card(out, card, translation_markdown(card))
     if run is not None:
         best = {"mt.best_devel_loss": card["best_devel_loss"], "mt.best_devel_bleu": card["best_devel_bleu"],
                 "mt.best_selection_sbs_bleu": card.get("best_selection_sbs_bleu")}
@@ -189,37 +189,6 @@ def summary(config: TrainMtConfig, card: dict[str, Any]) -> list[str]:
                 f"{card['best_devel_bleu'] or float('nan'):.2f})")
     return [f"translation model {config.output}: {card['parameters']:,} parameters, {kept} at epoch "
             f"{card['best_epoch']} of {card['epochs']} ({card['stopped_because']}), trained on {card['device']}"]
-
-
-def write_card(checkpoint: Path, card: dict[str, Any]) -> None:
-    checkpoint.with_suffix(".json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
-    lines = [f"# Translation model `{card['name']}`", "",
-             f"A {card['kind']} Transformer for Multi30k {card['direction']}, trained by `specbench train mt` on "
-             f"the {card['train_pairs']:,} training pairs with the project's joint BPE (`{card['bpe_model']}`).",
-             "", "| field | value |", "| --- | --- |"]
-    for key in ("parameters", "device", "trained_by", "best_epoch", "best_devel_loss", "best_devel_bleu",
-                "best_selection_sbs_bleu", "best_selection_greedy_bleu", "epochs", "minutes",
-                "stopped_because", "bpe_sha256"):
-        value = card.get(key)
-        if value is None and key in ("trained_by", "best_selection_sbs_bleu", "best_selection_greedy_bleu"):
-            continue
-        lines.append(f"| {key} | {value:.4g} |" if isinstance(value, float) else f"| {key} | {value} |")
-    lines += [f"| model.{k} | {v} |" for k, v in card["model"].items()]
-    lines += [f"| training.{k} | {v} |" for k, v in card["training"].items()]
-    lines += [f"| selection.{k} | {v} |" for k, v in card.get("selection", {}).items()]
-    sbs = any("selection_sbs_bleu" in h for h in card["history"])
-    lines += ["", "## Per epoch", "", "| epoch | train loss | devel loss | devel BLEU |"
-              + (" devel greedy / SBS BLEU at the selection point |" if sbs else ""),
-              "| --- | --- | --- | --- |" + (" --- |" if sbs else "")]
-    nan = float("nan")
-    for h in card["history"]:
-        row = (f"| {h['epoch']} | {h['train_loss']:.3f} | {h['devel_loss']:.3f} | "
-               f"{h.get('devel_bleu', nan):.2f} |")
-        if sbs:
-            row += f" {h.get('selection_greedy_bleu', nan):.2f} / {h.get('selection_sbs_bleu', nan):.2f} |"
-        lines.append(row)
-    lines += ["", "## Licence", "", card["licence"], ""]
-    checkpoint.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")
 
 
 def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:

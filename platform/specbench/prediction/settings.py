@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from specbench.checks import check_range
 from specbench.errors import ConfigError
-
-
-def _check(ok: bool, name: str, value: object, allowed: str) -> None:
-    if not ok:
-        raise ConfigError(f"{name} = {value!r} is out of range; allowed: {allowed}")
 
 
 @dataclass(frozen=True)
@@ -24,10 +20,10 @@ class LmSettings:
     tie_embeddings: bool = True
 
     def __post_init__(self) -> None:
-        _check(8 <= self.embed_dim <= 2048, "embed_dim", self.embed_dim, "8..2048")
-        _check(8 <= self.hidden_dim <= 2048, "hidden_dim", self.hidden_dim, "8..2048")
-        _check(1 <= self.layers <= 4, "layers", self.layers, "1..4")
-        _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "0 <= dropout < 1")
+        check_range("embed_dim", self.embed_dim, 8, 2048)
+        check_range("hidden_dim", self.hidden_dim, 8, 2048)
+        check_range("layers", self.layers, 1, 4)
+        check_range("dropout", self.dropout, 0, 1, hi_open=True)
         if self.tie_embeddings and self.embed_dim != self.hidden_dim:
             raise ConfigError(f"tie_embeddings needs embed_dim == hidden_dim, got {self.embed_dim} and "
                               f"{self.hidden_dim}; set them equal or tie_embeddings = false")
@@ -47,13 +43,13 @@ class LmTrainSettings:
     min_count: int = 1
 
     def __post_init__(self) -> None:
-        _check(1 <= self.epochs <= 1000, "epochs", self.epochs, "1..1000")
-        _check(1 <= self.batch_size <= 4096, "batch_size", self.batch_size, "1..4096")
-        _check(0 < self.learning_rate <= 1.0, "learning_rate", self.learning_rate, "0 < lr <= 1")
-        _check(0 < self.max_minutes <= 24 * 60, "max_minutes", self.max_minutes, "0 < minutes <= 1440")
-        _check(1 <= self.patience <= 100, "patience", self.patience, "1..100")
-        _check(1 <= self.threads <= 256, "threads", self.threads, "1..256")
-        _check(1 <= self.min_count <= 1000, "min_count", self.min_count, "1..1000")
+        check_range("epochs", self.epochs, 1, 1000)
+        check_range("batch_size", self.batch_size, 1, 4096)
+        check_range("learning_rate", self.learning_rate, 0, 1, lo_open=True)
+        check_range("max_minutes", self.max_minutes, 0, 24 * 60, lo_open=True)
+        check_range("patience", self.patience, 1, 100)
+        check_range("threads", self.threads, 1, 256)
+        check_range("min_count", self.min_count, 1, 1000)
 
 
 @dataclass(frozen=True)
@@ -66,10 +62,10 @@ class CompletionSettings:
     batch_size: int = 64  # prefixes per search batch: fastest on 2 CPU cores (larger batches leave the cache)
 
     def __post_init__(self) -> None:
-        _check(1 <= self.n_best <= 64, "n_best", self.n_best, "1..64")
-        _check(self.n_best <= self.beam <= 256, "beam", self.beam, f"n_best ({self.n_best})..256")
-        _check(1 <= self.max_new_words <= 100, "max_new_words", self.max_new_words, "1..100")
-        _check(1 <= self.batch_size <= 65536, "batch_size", self.batch_size, "1..65536")
+        check_range("n_best", self.n_best, 1, 64)
+        check_range("beam", self.beam, self.n_best, 256)  # a beam of at least n_best
+        check_range("max_new_words", self.max_new_words, 1, 100)
+        check_range("batch_size", self.batch_size, 1, 65536)
 
 
 @dataclass(frozen=True)
@@ -88,12 +84,13 @@ class ConfidenceSettings:
     max_minutes: float = 10.0
 
     def __post_init__(self) -> None:
-        _check(1 <= self.members <= 32, "members", self.members, "1..32")
-        _check(1 <= len(self.hidden) <= 4 and all(1 <= h <= 512 for h in self.hidden), "hidden", self.hidden,
-               "1 to 4 layer widths, each 1..512")
-        _check(1 <= self.epochs <= 1000, "epochs", self.epochs, "1..1000")
-        _check(1 <= self.batch_size <= 1 << 20, "batch_size", self.batch_size, "1..1048576")
-        _check(0 < self.learning_rate <= 1.0, "learning_rate", self.learning_rate, "0 < lr <= 1")
-        _check(1 <= self.patience <= 100, "patience", self.patience, "1..100")
-        _check(1 <= self.threads <= 256, "threads", self.threads, "1..256")
-        _check(0 < self.max_minutes <= 24 * 60, "max_minutes", self.max_minutes, "0 < minutes <= 1440")
+        check_range("members", self.members, 1, 32)
+        check_range("len(hidden)", len(self.hidden), 1, 4)  # 1 to 4 layers
+        for i, width in enumerate(self.hidden):
+            check_range(f"hidden[{i}]", width, 1, 512)
+        check_range("epochs", self.epochs, 1, 1000)
+        check_range("batch_size", self.batch_size, 1, 1 << 20)
+        check_range("learning_rate", self.learning_rate, 0, 1, lo_open=True)
+        check_range("patience", self.patience, 1, 100)
+        check_range("threads", self.threads, 1, 256)
+        check_range("max_minutes", self.max_minutes, 0, 24 * 60, lo_open=True)

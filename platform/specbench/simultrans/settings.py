@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-
-def _r(lo: float | None, hi: float | None) -> dict[str, tuple[float | None, float | None]]:
-    return {"range": (lo, hi)}
+from specbench.checks import config_choices
+from specbench.checks import config_range as _r
 
 
 @dataclass(frozen=True)
@@ -73,7 +72,7 @@ class MtSelection:
     devel loss decides when training stops, and these settings do not change the optimisation (a saved run
     resumes under either)."""
 
-    metric: str = field(default="devel_loss", metadata={"choices": ("devel_loss", "sbs_bleu")})
+    metric: str = field(default="devel_loss", metadata=config_choices("devel_loss", "sbs_bleu"))
     k: int = field(default=3, metadata=_r(1, 100))
     beam: int = field(default=5, metadata=_r(1, 50))
     window: int = field(default=2, metadata=_r(0, 20))
