@@ -15,7 +15,7 @@ from specbench.config import TrainLmConfig, config_to_dict
 from specbench.data.slurp import read_split, read_training_text
 from specbench.data.text_norm import normalize
 from specbench.experiments.registry import RunOptions
-from specbench.paths import project_root
+from specbench.paths import from_root
 from specbench.prediction.lm import load_lm, save_lm
 from specbench.prediction.lm_training import perplexity_details, train_lm
 from specbench.reports.model_card import prediction_markdown, write_card
@@ -49,7 +49,7 @@ def run_train_lm(config: TrainLmConfig, run: TrackedRun | None) -> dict[str, Any
     torch.set_num_threads(config.training.threads)
     texts = lm_texts()
     trained = train_lm(texts["train"], texts["devel"], config.model, config.training, progress=True)
-    out = config.output if config.output.is_absolute() else project_root() / config.output
+    out = from_root(config.output)
     params = sum(p.numel() for p in trained.model.parameters() if p.requires_grad)
     save_lm(out, trained.model, trained.vocab, config.model, {}, config_to_dict(config))
     stored = load_lm(out)  # measure what ships: the fp16 weights
@@ -90,5 +90,5 @@ def summary(card: dict[str, Any], out: Path) -> list[str]:
 
 def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
     """The job's runner (see `experiments.registry`): run it, return the summary lines."""
-    out = config.output if config.output.is_absolute() else project_root() / config.output
+    out = from_root(config.output)
     return summary(run_train_lm(config, run), out)

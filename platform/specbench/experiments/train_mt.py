@@ -18,7 +18,7 @@ from specbench.config import TrainMtConfig
 from specbench.data.multi30k import read_pairs
 from specbench.errors import ConfigError
 from specbench.experiments.registry import RunOptions
-from specbench.paths import project_root, work_dir
+from specbench.paths import from_root, work_dir
 from specbench.reports.model_card import translation_markdown, write_card
 from specbench.simultrans.model import MtTransformer, parameter_count
 from specbench.simultrans.search import full_sentence, wait_k
@@ -38,10 +38,6 @@ if TYPE_CHECKING:  # the GPU machine trains without mlflow (`specbench train mt 
 LICENCE = ("Multi30k (task 1, Elliott et al. 2016) is distributed for research and education; this model is "
            "trained on its training split only and inherits those terms.")
 BLEU_WAIT_K = 5  # the wait-k model's devel BLEU is also measured at this k
-
-
-def _resolve(path: Path) -> Path:
-    return path if path.is_absolute() else project_root() / path
 
 
 def devel_bleu(model: MtTransformer, tokenizer: Tokenizer, pairs: list[tuple[str, str]], k: int | None,
@@ -80,7 +76,7 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
     """Train on `device` (see `training_device`); returns the model card's data (also written beside the
     checkpoint)."""
     where = training_device(device)
-    out, bpe_path = _resolve(config.output), _resolve(config.bpe_model)
+    out, bpe_path = from_root(config.output), from_root(config.bpe_model)
     train_pairs = read_pairs("train", config.source, config.target)
     val_pairs = read_pairs("val", config.source, config.target)
     if not bpe_path.is_file():
