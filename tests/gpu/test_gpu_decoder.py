@@ -19,6 +19,7 @@ import pytest
 
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.gpu import gpu_available
+from specbench.decoder.options import SearchOptions
 from specbench.decoder.twin import TwinDecoder
 from specbench.wfst.graph import CsrGraph, read_graph
 
@@ -29,10 +30,10 @@ CARRY = ROOT / ".specbench" / "gpu-carry"
 SUMMARY: dict[str, object] = {}
 
 
-def _gpu_decoder(graph: CsrGraph, **options):
+def _gpu_decoder(graph: CsrGraph, options: SearchOptions):
     from specbench.decoder.gpu import GpuDecoder
 
-    return GpuDecoder(graph, **options)
+    return GpuDecoder(graph, options)
 
 
 def _write_summary() -> None:
@@ -69,8 +70,8 @@ def _same(a, b, cost_tol: float = 0.0) -> bool:
 
 def test_tiny_random_graphs_equal_twin_and_cpu() -> None:
     rng = np.random.default_rng(2026)
-    infinite = {"beam": 1e9, "max_active": 2**31 - 1, "min_active": 0}
-    pruned = {"beam": 1.5, "max_active": 3, "min_active": 1}
+    infinite = SearchOptions(beam=1e9, max_active=2**31 - 1, min_active=0, lattice_beam=2.0)
+    pruned = SearchOptions(beam=1.5, max_active=3, min_active=1, lattice_beam=2.0)
     checked = 0
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(150):
@@ -79,11 +80,11 @@ def test_tiny_random_graphs_equal_twin_and_cpu() -> None:
                      for i in range(int(rng.integers(1, 5)))]
             for options in (infinite, pruned):
                 try:
-                    twin = TwinDecoder(graph, lattice_beam=2.0, **options)
+                    twin = TwinDecoder(graph, options)
                 except ValueError:
                     continue  # the closure does not apply (covered by the twin's tests)
-                gpu = _gpu_decoder(graph, lattice_beam=2.0, **options).decode_batch(items, 2)
-                cpu = CpuDecoder(graph, lattice_beam=2.0, **options)
+                gpu = _gpu_decoder(graph, options).decode_batch(items, 2)
+                cpu = CpuDecoder(graph, options)
                 for (utt, mat), got, want in zip(items, gpu, twin.decode_batch(items, 2), strict=True):
                     assert _same(got, want), (utt, got, want)
                     assert _same(got, cpu.decode(mat, utt, partial_every=2))
@@ -116,9 +117,9 @@ def _real_scores(limit: int) -> tuple[Path, list[tuple[str, np.ndarray]]]:
 def test_slurp_one_best_equals_cpu(max_active: int) -> None:
     graph_path, items = _real_scores(1000)
     graph = read_graph(graph_path)
-    options = {"beam": 15.0, "max_active": max_active, "min_active": 20}
-    gpu = _gpu_decoder(graph, **options).decode_batch(items, 3)
-    cpu = CpuDecoder(graph, **options)
+    options = SearchOptions(beam=15.0, max_active=max_active, min_active=20)
+    gpu = _gpu_decoder(graph, options).decode_batch(items, 3)
+    cpu = CpuDecoder(graph, options)
     identical = bound = identical_bound = 0
     for (utt, mat), got in zip(items, gpu, strict=True):
         want = cpu.decode(mat, utt, partial_every=3)
@@ -137,9 +138,9 @@ def test_slurp_one_best_equals_cpu(max_active: int) -> None:
 def test_slurp_lattices_equal_cpu() -> None:
     graph_path, items = _real_scores(100)
     graph = read_graph(graph_path)
-    options = {"beam": 15.0, "max_active": 10000, "lattice_beam": 8.0}
-    gpu = _gpu_decoder(graph, **options).decode_batch(items)
-    cpu = CpuDecoder(graph, **options)
+    options = SearchOptions(beam=15.0, max_active=10000, lattice_beam=8.0)
+    gpu = _gpu_decoder(graph, options).decode_batch(items)
+    cpu = CpuDecoder(graph, options)
     arcs = frames = 0
     for (utt, mat), got in zip(items, gpu, strict=True):
         want = cpu.decode(mat, utt)
@@ -162,7 +163,7 @@ def test_bad_utterances_fail_alone_on_the_gpu() -> None:
     bad = items[0][1].copy()
     bad[2, 5] = math.nan
     batch = [items[0], ("nan", bad), ("empty", np.zeros((0, bad.shape[1]), np.float32)), items[1]]
-    results = _gpu_decoder(graph, beam=15.0, max_active=10000).decode_batch(batch)
+    results = _gpu_decoder(graph, SearchOptions(beam=15.0, max_active=10000)).decode_batch(batch)
     assert results[0].ok and results[3].ok
     assert "frame 2, column 5" in results[1].status and results[2].status == "empty utterance"
 
@@ -176,7 +177,7 @@ def test_subnormal_scores_are_not_flushed_to_zero(tmp_path: Path) -> None:
     assert fst.write(str(tmp_path / "g.fst"))
     graph = read_graph(tmp_path / "g.fst")
     scores = np.array([[0.0, -1e-40]], dtype=np.float32)
-    options = {"beam": 10.0, "max_active": 100, "min_active": 0}
-    want = CpuDecoder(graph, **options).decode(scores, "sub")
-    got = _gpu_decoder(graph, **options).decode(scores, "sub")
+    options = SearchOptions(beam=10.0, max_active=100, min_active=0)
+    want = CpuDecoder(graph, options).decode(scores, "sub")
+    got = _gpu_decoder(graph, options).decode(scores, "sub")
     assert got.word_ids == want.word_ids == (5,)

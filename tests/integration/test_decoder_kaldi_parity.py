@@ -24,10 +24,12 @@ import kaldifst
 import numpy as np
 import pytest
 
+from specbench.decoder.backends import make_decoder
 from specbench.decoder.cpu import CpuDecoder
-from specbench.decoder.kaldi_reference import KaldiFasterDecoder, KaldiResult
+from specbench.decoder.kaldi_reference import KaldiFasterDecoder
+from specbench.decoder.options import SearchOptions
 from specbench.decoder.pruning import INT32_MAX, PruningConfig
-from specbench.decoder.result import DecodeResult
+from specbench.decoder.result import STATUS_NO_FINAL, DecodeResult
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.wfst.graph import CsrGraph, read_graph
 
@@ -89,31 +91,32 @@ def widened_last_frame(decoder: CpuDecoder, loglikes: np.ndarray, utt_id: str) -
         decoder.config = config
 
 
-def compare(tally: Tally, utt_id: str, ours: DecodeResult, kaldi: KaldiResult | None,
+def compare(tally: Tally, utt_id: str, ours: DecodeResult, kaldi: DecodeResult,
             decoder: CpuDecoder, loglikes: np.ndarray) -> None:
-    """Count one utterance; Kaldi None means it reached no final state.
+    """Count one utterance (Kaldi's result not ok: it reached no final state).
 
     A difference counts as Kaldi's final-frame tokens when Kaldi's path is cheaper than ours (or we reached
     no final state) and no cheaper than the best path with the last frame unpruned. Other differences are
     filed apart when max_active bound in the utterance (Kaldi's extra tokens then enter its counts).
     """
-    kaldi_total = math.inf if kaldi is None else kaldi.total_cost
-    if kaldi is not None and ours.ok and ours.word_ids == kaldi.word_ids \
+    assert kaldi.ok or kaldi.status == STATUS_NO_FINAL, kaldi.status
+    assert kaldi.num_frames == ours.num_frames == kaldi.stats.frames
+    kaldi_total = kaldi.total_cost  # +inf when not ok
+    if kaldi.ok and ours.ok and ours.word_ids == kaldi.word_ids \
             and _close(ours.graph_cost, kaldi.graph_cost) and _close(ours.acoustic_cost, kaldi.acoustic_cost):
         tally.identical += 1
         # Kaldi's best path went through RemoveEpsLocal, which may move a word label onto the emitting arc
-        # before it: its start frames can be one earlier than ours.
-        kaldi_ends = [start - 1 for start in kaldi.word_start_frames[1:]]
-        kaldi_ends += [ours.num_frames - 1] * bool(ours.word_ids)
+        # before it: its word end frames (from the frames its labels sit at) can be one earlier than ours.
+        kaldi_ends = kaldi.word_end_frames
         assert all(abs(k - o) <= 1 for k, o in zip(kaldi_ends, ours.word_end_frames, strict=True)), utt_id
         tally.end_frames_equal += sum(k == o for k, o in zip(kaldi_ends, ours.word_end_frames, strict=True))
         tally.words += len(ours.word_ids)
-    elif kaldi is None and not ours.ok or abs(ours.total_cost - kaldi_total) <= 1e-4:
-        tally.ties += kaldi is not None
-        tally.identical += kaldi is None
+    elif not kaldi.ok and not ours.ok or abs(ours.total_cost - kaldi_total) <= 1e-4:
+        tally.ties += kaldi.ok
+        tally.identical += not kaldi.ok
     else:
         line = (f"{utt_id}: ours {ours.status} {ours.word_ids} {ours.total_cost:.5f}, Kaldi "
-                f"{kaldi and kaldi.word_ids} {kaldi_total:.5f}")
+                f"{kaldi.ok and kaldi.word_ids} {kaldi_total:.5f}")
         widened = widened_last_frame(decoder, loglikes, utt_id).total_cost
         explained = widened - 1e-4 <= kaldi_total <= ours.total_cost + 1e-4 and kaldi_total < math.inf
         line += f", last frame unpruned {widened:.5f}"
@@ -126,7 +129,7 @@ def run_setting(tally: Tally, ours: CpuDecoder, kaldi: KaldiFasterDecoder,
     """Decode every utterance with both, interleaved so that load changes hit both alike."""
     for utt_id, loglikes in utterances:
         start = time.perf_counter()
-        theirs = kaldi.decode(loglikes)
+        theirs = kaldi.decode(loglikes, utt_id)
         middle = time.perf_counter()
         mine = ours.decode(loglikes, utt_id)
         end = time.perf_counter()
@@ -165,8 +168,8 @@ def random_scores(rng: np.random.Generator, frames: int, width: int) -> np.ndarr
 
 @pytest.mark.parametrize("binding", [False, True], ids=["beam_only", "max_active_binds"])
 def test_random_graphs_match_kaldi(binding: bool) -> None:
-    options = {"beam": 3.0, "max_active": 4, "min_active": 2} if binding else \
-        {"beam": 3.0, "max_active": INT32_MAX, "min_active": 0}
+    options = SearchOptions(beam=3.0, max_active=4, min_active=2) if binding else \
+        SearchOptions(beam=3.0, max_active=INT32_MAX, min_active=0)
     tally = Tally(f"random graphs, {options}")
     rng = np.random.default_rng(20240601)
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,14 +179,14 @@ def test_random_graphs_match_kaldi(binding: bool) -> None:
             fst = kaldifst.compile(text, keep_state_numbering=True)
             path = Path(tmp) / f"g{g}.fst"
             assert kaldifst.StdConstFst(fst).write(str(path))
-            ours = CpuDecoder(read_graph(path), **options)
-            kaldi = KaldiFasterDecoder(path, **options)
+            ours = CpuDecoder(read_graph(path), options)
+            kaldi = KaldiFasterDecoder(path, options)
             utterances = [(f"g{g}u{u}", random_scores(rng, int(rng.integers(1, 30)), width))
                           for u in range(5)]
             for utt_id, loglikes in utterances:
                 mine = ours.decode(loglikes, utt_id)
                 tally.max_active_binds += mine.stats.max_active_binds
-                compare(tally, utt_id, mine, kaldi.decode(loglikes), ours, loglikes)
+                compare(tally, utt_id, mine, kaldi.decode(loglikes, utt_id), ours, loglikes)
     print(tally.report())
     assert tally.total == 300
     if not binding:
@@ -253,8 +256,9 @@ def test_slurp_tlg_matches_kaldi(slurp_graph: GraphArtifacts, slurp_tlg: CsrGrap
                                  max_active: int, request: pytest.FixtureRequest) -> None:
     utterances = request.getfixturevalue("real_test_scores") if source == "real" else \
         generated_utterances(slurp_graph.directory, slurp_tlg.max_ilabel)
-    ours = CpuDecoder(slurp_tlg, beam=15.0, max_active=max_active, min_active=20)
-    kaldi = KaldiFasterDecoder(slurp_graph.tlg, beam=15.0, max_active=max_active, min_active=20)
+    options = SearchOptions(beam=15.0, max_active=max_active, min_active=20)
+    ours = make_decoder("cpu", slurp_tlg, options)
+    kaldi = make_decoder("kaldi", slurp_graph.tlg, options)
     ours.decode(utterances[0][1], "warm-up")
     name = f"SLURP TLG, {source} scores, beam 15, max_active {max_active}"
     tally = run_setting(Tally(name), ours, kaldi, utterances)

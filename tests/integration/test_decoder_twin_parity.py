@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from specbench.decoder.cpu import CpuDecoder
+from specbench.decoder.options import SearchOptions
 from specbench.decoder.twin import TwinDecoder
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.wfst.graph import read_graph
@@ -20,9 +21,9 @@ pytestmark = pytest.mark.integration
 def test_twin_equals_cpu_on_real_scores(slurp_graph: GraphArtifacts, real_test_scores: list,
                                         max_active: int) -> None:
     graph = read_graph(slurp_graph.tlg)
-    options = {"beam": 15.0, "max_active": max_active, "min_active": 20}
-    twin = TwinDecoder(graph, max_lanes=64, **options).decode_batch(real_test_scores, partial_every=3)
-    cpu = CpuDecoder(graph, **options)
+    options = SearchOptions(beam=15.0, max_active=max_active, min_active=20)
+    twin = TwinDecoder(graph, options, max_lanes=64).decode_batch(real_test_scores, partial_every=3)
+    cpu = CpuDecoder(graph, options)
     bound = 0
     for (utt, loglikes), got in zip(real_test_scores, twin, strict=True):
         want = cpu.decode(loglikes, utt, partial_every=3)
@@ -39,9 +40,9 @@ def test_twin_equals_cpu_on_real_scores(slurp_graph: GraphArtifacts, real_test_s
 def test_twin_lattices_equal_cpu_on_real_scores(slurp_graph: GraphArtifacts, real_test_scores: list) -> None:
     graph = read_graph(slurp_graph.tlg)
     items = real_test_scores[:30]
-    options = {"beam": 15.0, "max_active": 10000, "lattice_beam": 8.0}
-    twin = TwinDecoder(graph, **options).decode_batch(items)
-    cpu = CpuDecoder(graph, **options)
+    options = SearchOptions(beam=15.0, max_active=10000, lattice_beam=8.0)
+    twin = TwinDecoder(graph, options).decode_batch(items)
+    cpu = CpuDecoder(graph, options)
     for (utt, loglikes), got in zip(items, twin, strict=True):
         want = cpu.decode(loglikes, utt)
         if not want.ok:

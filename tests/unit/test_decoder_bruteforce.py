@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import kaldifst
@@ -19,15 +20,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specbench.decoder.backends import make_decoder
 from specbench.decoder.cpu import CpuDecoder
+from specbench.decoder.kaldi_reference import decode_rows
+from specbench.decoder.options import SearchOptions
 from specbench.decoder.pruning import INT32_MAX
-from specbench.decoder.result import STATUS_EMPTY, STATUS_NO_FINAL, DecodeResult
+from specbench.decoder.result import STATUS_BAD_SCORES, STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult
 from specbench.wfst.graph import CsrGraph, read_graph
 
 pytestmark = pytest.mark.unit
 
 TOL = 1e-6
-INFINITE_BEAM = {"beam": 1e9, "max_active": INT32_MAX, "min_active": 0}
+INFINITE_BEAM = SearchOptions(beam=1e9, max_active=INT32_MAX, min_active=0)
+KALDI_DEFAULTS = SearchOptions(beam=16.0, max_active=INT32_MAX)  # the CPU decoder's defaults before SearchOptions
 
 Arc = tuple[int, int, int, int, float]  # src, dest, ilabel, olabel, weight
 
@@ -166,7 +171,7 @@ def test_infinite_beam_finds_a_best_path(graph_spec: tuple, frames: int, seed: i
     forward = forward_best(arcs, finals, graph.num_states, ac)
     assert forward == pytest.approx(best, abs=TOL) if math.isfinite(best) else forward == math.inf
     for mode in ("closure", "arcs"):
-        decoder = CpuDecoder(graph, acoustic_scale=scale, epsilon_mode=mode, **INFINITE_BEAM)
+        decoder = CpuDecoder(graph, replace(INFINITE_BEAM, acoustic_scale=scale), epsilon_mode=mode)
         result = decoder.decode(loglikes, "u")
         if not math.isfinite(best):
             assert result.status == STATUS_NO_FINAL and result.word_ids == ()
@@ -199,7 +204,7 @@ def test_handwritten_chain_gives_words_costs_and_end_frames() -> None:
     graph = compile_graph(CHAIN)
     loglikes = np.log(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5], [0.2, 0.7, 0.5]], dtype=np.float32))
     for mode in ("closure", "arcs"):
-        result = CpuDecoder(graph, epsilon_mode=mode, **INFINITE_BEAM).decode(loglikes, "chain")
+        result = CpuDecoder(graph, INFINITE_BEAM, epsilon_mode=mode).decode(loglikes, "chain")
         assert result.ok and result.word_ids == (5, 7, 6)
         # path: a(frame 0, word 5) eps(word 7) b-loop(frame 1) b(frame 2, word 6)
         assert result.word_end_frames == (0, 1, 2)
@@ -211,7 +216,7 @@ def test_handwritten_chain_gives_words_costs_and_end_frames() -> None:
 
 def test_no_path_to_a_final_state_is_a_status_not_a_fallback() -> None:
     graph = compile_graph("0 1 1 1 0.5\n1 1 1 0 0.5\n2 0\n")  # final state 2 is unreachable
-    result = CpuDecoder(graph).decode(np.zeros((4, 3), dtype=np.float32), "nofinal")
+    result = CpuDecoder(graph, KALDI_DEFAULTS).decode(np.zeros((4, 3), dtype=np.float32), "nofinal")
     assert result.status == STATUS_NO_FINAL and not result.ok
     assert result.word_ids == () and result.word_end_frames == () and result.total_cost == math.inf
     assert result.num_frames == 4 and result.stats.frames == 4
@@ -219,7 +224,7 @@ def test_no_path_to_a_final_state_is_a_status_not_a_fallback() -> None:
 
 def test_zero_frames_is_an_empty_utterance() -> None:
     graph = compile_graph(CHAIN)
-    result = CpuDecoder(graph).decode(np.zeros((0, 3), dtype=np.float32), "empty")
+    result = CpuDecoder(graph, KALDI_DEFAULTS).decode(np.zeros((0, 3), dtype=np.float32), "empty")
     assert result.status == STATUS_EMPTY and result.num_frames == 0 and result.word_ids == ()
 
 
@@ -228,29 +233,29 @@ def test_non_finite_scores_name_the_utterance(bad: float) -> None:
     loglikes = np.zeros((3, 3), dtype=np.float32)
     loglikes[1, 2] = bad
     with pytest.raises(ValueError, match=r"utterance 'utt7'.*frame 1, column 2"):
-        CpuDecoder(compile_graph(CHAIN)).decode(loglikes, "utt7")
+        CpuDecoder(compile_graph(CHAIN), KALDI_DEFAULTS).decode(loglikes, "utt7")
 
 
 def test_too_narrow_scores_name_the_utterance_and_widths() -> None:
     graph = compile_graph("0 1 4 1 0.5\n1 0\n")
     with pytest.raises(ValueError, match=r"utterance 'narrow'.*3 columns.*up to 4"):
-        CpuDecoder(graph).decode(np.zeros((2, 3), dtype=np.float32), "narrow")
+        CpuDecoder(graph, KALDI_DEFAULTS).decode(np.zeros((2, 3), dtype=np.float32), "narrow")
 
 
 def test_negative_epsilon_weights_use_epsilon_iteration() -> None:
     graph = compile_graph("0 1 1 1 1.0\n1 2 0 2 -0.5\n2 3 0 3 -0.25\n3 0.5\n1 2.0\n")
-    decoder = CpuDecoder(graph, **INFINITE_BEAM)
+    decoder = CpuDecoder(graph, INFINITE_BEAM)
     assert not decoder.moves.closed
     result = decoder.decode(np.zeros((1, 3), dtype=np.float32), "neg")
     assert result.word_ids == (1, 2, 3) and result.total_cost == pytest.approx(1.0 - 0.75 + 0.5)
     with pytest.raises(ValueError, match="non-negative epsilon weights"):
-        CpuDecoder(graph, epsilon_mode="closure")
+        CpuDecoder(graph, KALDI_DEFAULTS, epsilon_mode="closure")
 
 
 def test_frame_by_frame_equals_decode_and_results_are_frozen() -> None:
     graph = compile_graph(CHAIN)
     loglikes = np.log(np.random.default_rng(3).dirichlet(np.ones(3), size=6).astype(np.float32))
-    decoder = CpuDecoder(graph, beam=4.0, min_active=1, max_active=3)
+    decoder = CpuDecoder(graph, SearchOptions(beam=4.0, min_active=1, max_active=3))
     whole = decoder.decode(loglikes, "x")
     decoder.init("x")
     decoder.advance(loglikes[:2])
@@ -263,11 +268,72 @@ def test_frame_by_frame_equals_decode_and_results_are_frozen() -> None:
 
 def test_invalid_options_are_rejected_with_the_field() -> None:
     graph = compile_graph(CHAIN)
-    for kwargs, field in (({"beam": 0.0}, "beam"), ({"max_active": 1}, "max_active"),
-                          ({"min_active": 30, "max_active": 20}, "min_active"),
-                          ({"acoustic_scale": -1.0}, "acoustic_scale"),
-                          ({"epsilon_mode": "x"}, "epsilon mode")):
+    for kwargs, field in (({"beam": 0.0}, "SearchOptions.beam"), ({"max_active": 1}, "SearchOptions.max_active"),
+                          ({"min_active": 30, "max_active": 20}, "SearchOptions.min_active"),
+                          ({"beam_delta": -1.0}, "SearchOptions.beam_delta"),
+                          ({"acoustic_scale": -1.0}, "SearchOptions.acoustic_scale"),
+                          ({"lattice_beam": math.nan}, "SearchOptions.lattice_beam"),
+                          ({"partial_every": 0}, "SearchOptions.partial_every")):
         with pytest.raises(ValueError, match=field):
-            CpuDecoder(graph, **kwargs)
+            SearchOptions(**kwargs)
+    with pytest.raises(ValueError, match="epsilon mode"):
+        CpuDecoder(graph, KALDI_DEFAULTS, epsilon_mode="x")
+    with pytest.raises(TypeError, match="SearchOptions"):
+        CpuDecoder(graph, {"beam": 15.0})  # type: ignore[arg-type]
     with pytest.raises(RuntimeError, match="init"):
-        CpuDecoder(graph).result()
+        CpuDecoder(graph, KALDI_DEFAULTS).result()
+
+
+def test_options_partial_every_is_the_default_of_decode() -> None:
+    graph = compile_graph(CHAIN)
+    loglikes = np.log(np.random.default_rng(4).dirichlet(np.ones(3), size=5).astype(np.float32))
+    by_call = CpuDecoder(graph, INFINITE_BEAM).decode(loglikes, "p", partial_every=2)
+    by_options = CpuDecoder(graph, replace(INFINITE_BEAM, partial_every=2)).decode(loglikes, "p")
+    assert by_call == by_options and [p.frame for p in by_options.partials] == [1, 3]
+    assert CpuDecoder(graph, INFINITE_BEAM).decode_batch([("a", loglikes), ("b", loglikes[:, :1])])[1].status \
+        .startswith("bad scores: utterance 'b'")
+
+
+# ---------------------------------------------------------------------------------------------- every backend
+
+
+def test_every_backend_from_the_factory_gives_the_same_result(tmp_path: Path) -> None:
+    """cpu, twin and kaldi built by name from one graph file and one SearchOptions: the same words, word end
+    frames (DecodeResult's definition), costs and status texts; kaldi refuses lattices and partials."""
+    path = tmp_path / "g.fst"
+    assert kaldifst.StdConstFst(kaldifst.compile(CHAIN, keep_state_numbering=True)).write(str(path))
+    loglikes = np.log(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5], [0.2, 0.7, 0.5]], dtype=np.float32))
+    bad = loglikes.copy()
+    bad[1, 1] = np.nan
+    items = [("a", loglikes), ("nan", bad), ("empty", np.zeros((0, 3), np.float32))]
+    for name in ("cpu", "twin", "kaldi"):
+        decoder = make_decoder(name, path, INFINITE_BEAM)
+        result = decoder.decode(loglikes, "c")
+        assert (result.status, result.word_ids, result.word_end_frames) == (STATUS_OK, (5, 7, 6), (0, 1, 2)), name
+        assert result.graph_cost == pytest.approx(1.375) and result.stats.frames == 3, name
+        assert result.acoustic_cost == pytest.approx(-float(loglikes[0, 0] + loglikes[1, 1] + loglikes[2, 1]),
+                                                     rel=1e-5), name
+        batch = decoder.decode_batch(items)
+        assert [r.utt_id for r in batch] == ["a", "nan", "empty"] and batch[0] == replace(result, utt_id="a")
+        assert batch[1].status.startswith(f"{STATUS_BAD_SCORES}: utterance 'nan'") and batch[2].status == STATUS_EMPTY
+    nofinal = tmp_path / "nofinal.fst"
+    assert kaldifst.StdConstFst(kaldifst.compile("0 1 1 1 0.5\n1 1 1 0 0.5\n2 0\n")).write(str(nofinal))
+    for name in ("cpu", "kaldi"):
+        result = make_decoder(name, nofinal, INFINITE_BEAM).decode(np.zeros((4, 3), np.float32), "n")
+        assert result.status == STATUS_NO_FINAL and result.num_frames == 4 and result.total_cost == math.inf
+    with pytest.raises(ValueError, match="1-best only"):
+        make_decoder("kaldi", path, replace(INFINITE_BEAM, lattice_beam=1.0))
+    with pytest.raises(ValueError, match="1-best only"):
+        make_decoder("kaldi", path, INFINITE_BEAM).decode(loglikes, "p", partial_every=1)
+    with pytest.raises(ValueError, match="pass its path"):
+        make_decoder("kaldi", read_graph(path), INFINITE_BEAM)
+    with pytest.raises(ValueError, match="takes no argument max_lanes"):
+        make_decoder("cpu", path, INFINITE_BEAM, max_lanes=4)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        make_decoder("fast", path, INFINITE_BEAM)
+    rows = decode_rows(str(path), [{"utt_id": "r", "num_frames": 3, "num_classes": 3,
+                                    "loglikes": loglikes.ravel().tolist()}], INFINITE_BEAM)
+    assert rows == [{"utt_id": "r", "status": STATUS_OK, "num_frames": 3, "word_ids": [5, 7, 6],
+                     "word_end_frames": [0, 1, 2], "graph_cost": pytest.approx(1.375),
+                     "acoustic_cost": pytest.approx(-float(loglikes[0, 0] + loglikes[1, 1] + loglikes[2, 1]),
+                                                    rel=1e-5)}]

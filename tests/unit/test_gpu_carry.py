@@ -18,7 +18,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from specbench.benchmarks.decoder import bench as bd
+from specbench.benchmarks.decoder import agreement as ag
+from specbench.benchmarks.decoder import workloads as wl
+from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
+from specbench.benchmarks.decoder.gpu_processes import run_gpu_processes
+from specbench.decoder.backends import GraphFile
+from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.wfst.fst_binary import write_vector_fst
 from specbench.wfst.graph import from_arrays
@@ -53,12 +58,12 @@ def scores(n: int, seed: int = 0) -> list[tuple[str, np.ndarray]]:
 # ---- selection and score files -------------------------------------------------------------------------
 
 def test_held_out_selection_is_sorted_and_cut() -> None:
-    assert bd.select_utterances(IDS, 10) == [IDS[1], IDS[0], IDS[4]]
-    assert bd.select_utterances(IDS, 2) == [IDS[1], IDS[0]]
-    assert not bd.is_held_out("test-000000-espeak-en-us-f3-r100-clean")
-    assert not bd.is_held_out("test-000000-flite-rmsx-r100-clean")
+    assert wl.select_utterances(IDS, 10) == [IDS[1], IDS[0], IDS[4]]
+    assert wl.select_utterances(IDS, 2) == [IDS[1], IDS[0]]
+    assert not wl.is_held_out("test-000000-espeak-en-us-f3-r100-clean")
+    assert not wl.is_held_out("test-000000-flite-rmsx-r100-clean")
     with pytest.raises(ValueError):
-        bd.select_utterances(IDS, 0)
+        wl.select_utterances(IDS, 0)
 
 
 def test_npz_and_parquet_scores_read_the_same(tmp_path: Path) -> None:
@@ -66,16 +71,16 @@ def test_npz_and_parquet_scores_read_the_same(tmp_path: Path) -> None:
     npz = tmp_path / "s.npz"
     gpu_carry.write_scores_npz(items, npz)
     with pytest.raises(DataError, match="frame shift"):
-        bd.load_scores(npz, 4)
+        wl.load_scores(npz, 4)
     (tmp_path / "manifest.json").write_text(json.dumps({"scores": {"file": "s.npz", "frame_shift_ms": 40.0}}))
-    from_npz, shift = bd.load_scores(npz, 4)
+    from_npz, shift = wl.load_scores(npz, 4)
     assert shift == 40.0 and [u for u, _ in from_npz] == sorted(u for u, _ in items[:6])[:4]
     table = pa.table({"utt_id": [u for u, _ in items], "frame_shift_ms": [40.0] * len(items),
                       "num_frames": [len(m) for _, m in items], "num_classes": [3] * len(items),
                       "loglikes": [m.ravel().tolist() for _, m in items],
                       "status": ["ok"] * (len(items) - 2) + ["bad", "ok"]})
     pq.write_table(table, tmp_path / "s.parquet")
-    from_parquet, shift = bd.load_scores(tmp_path / "s.parquet", 10)
+    from_parquet, shift = wl.load_scores(tmp_path / "s.parquet", 10)
     assert shift == 40.0
     bad = items[-2][0]
     expected = sorted((u, m) for u, m in items[:6] if u != bad)
@@ -83,7 +88,12 @@ def test_npz_and_parquet_scores_read_the_same(tmp_path: Path) -> None:
     for (_, a), (_, b) in zip(from_parquet, expected):
         np.testing.assert_array_equal(a, b)
     with pytest.raises(DataError, match="does not exist"):
-        bd.load_scores(tmp_path / "missing.parquet", 1)
+        wl.load_scores(tmp_path / "missing.parquet", 1)
+    workload = wl.load_workload("held_out_test", tiny_graph(tmp_path), tmp_path / "s.parquet", 3)
+    assert workload.ids == [u for u, _ in expected[:3]] and workload.frame_shift_ms == 40.0
+    assert workload.audio_seconds == pytest.approx(sum(len(m) for _, m in expected[:3]) * 0.04)
+    with pytest.raises(ValueError, match="held_out_test"):
+        wl.load_workload("nope", tiny_graph(tmp_path), tmp_path / "s.parquet", 3)
 
 
 # ---- wheels and sizes ----------------------------------------------------------------------------------
@@ -115,12 +125,12 @@ def test_size_accounting(tmp_path: Path) -> None:
 
 def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
     graph_path, items = tiny_graph(tmp_path), scores(7)
-    params = bd.Params(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
-    from specbench.wfst.graph import read_graph
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
 
-    reference = bd.run_cpu(read_graph(graph_path), items, params).outcomes
-    runs = bd.run_gpu_processes(graph_path, items, params, 3, [("gpu", None), ("gpu_lattice", 8.0)],
-                                decoder="specbench.decoder.twin:TwinDecoder")
+    reference = TIMERS["cpu"](workload, options).outcomes
+    runs = run_gpu_processes(graph_path, items, options, 3, [("gpu", None), ("gpu_lattice", 8.0)],
+                             decoder="specbench.decoder.twin:TwinDecoder")
     assert set(runs) == {"gpu", "gpu_lattice"}
     assert runs["gpu"].outcomes == reference
     for timed in runs.values():
@@ -132,23 +142,42 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
 
 
 def test_gpu_process_failure_is_reported(tmp_path: Path) -> None:
-    params = bd.Params(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
     with pytest.raises(RuntimeError, match="failed"):
-        bd.run_gpu_processes(tmp_path / "missing.fst", scores(4), params, 2, [("gpu", None)],
-                             decoder="specbench.decoder.twin:TwinDecoder")
+        run_gpu_processes(tmp_path / "missing.fst", scores(4), options, 2, [("gpu", None)],
+                          decoder="specbench.decoder.twin:TwinDecoder")
+
+
+def test_a_registered_backend_is_benchmarked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adding a backend is registering one function: the benchmark runs it beside the others."""
+    from specbench.benchmarks.decoder import backends, bench
+
+    def time_fake(workload: wl.Workload, options: SearchOptions) -> ag.Timed:
+        return backends.one_at_a_time("cpu", "fake", workload, backends.one_best(options))
+
+    monkeypatch.setitem(backends.BACKENDS, "fake", time_fake)
+    monkeypatch.setattr(bench, "limit_threads", dict)  # the thread variables stay this session's
+    gpu_carry.write_scores_npz(scores(4), tmp_path / "s.npz")
+    options = SearchOptions(max_active=100, min_active=1, lattice_beam=8.0)
+    result = bench.bench_decoder(tiny_graph(tmp_path), tmp_path / "s.npz", options, include=("cpu", "fake"),
+                                 frame_shift_ms=40.0, command="test")
+    assert result["backends"] == {"cpu": {"status": "ok"}, "fake": {"status": "ok"}} and result["errors"] == []
+    assert result["fake_rtfx"] > 0 and result["utterances"] == 4 and result["lattice_beam"] == 8.0
+    with pytest.raises(ValueError, match="unknown backends"):
+        bench.bench_decoder(tiny_graph(tmp_path), tmp_path / "s.npz", include=("nope",))
 
 
 def test_summary_metrics() -> None:
-    ok = bd.Outcome(True, (1, 2), 10.0, 0, None, 50)
+    ok = ag.Outcome(True, (1, 2), 10.0, 0, None, 50)
     bound = ok._replace(max_active_binds=3)
     lat = ok._replace(lattice_arcs=500)
     ids = ["a", "b"]
-    runs = {"kaldi": bd.Timed(4.0, [ok, ok], {}), "cpu": bd.Timed(8.0, [ok, bound], {}),
-            "cpu_lattice": bd.Timed(16.0, [lat, lat], {}),
-            "twin": bd.Timed(20.0, [ok, bound._replace(word_ids=(1,))], {})}
-    gpu = {"gpu1": bd.Timed(1.0, [ok, ok], {}), "gpu2": bd.Timed(0.5, [ok, ok._replace(total_cost=10.01)], {}),
-           "gpu2_lattice": bd.Timed(0.8, [lat, lat], {})}
-    out = bd._summary({}, runs, gpu, ids, 4.0)
+    runs = {"kaldi": ag.Timed(4.0, [ok, ok], {}), "cpu": ag.Timed(8.0, [ok, bound], {}),
+            "cpu_lattice": ag.Timed(16.0, [lat, lat], {}),
+            "twin": ag.Timed(20.0, [ok, bound._replace(word_ids=(1,))], {})}
+    gpu = {"gpu1": ag.Timed(1.0, [ok, ok], {}), "gpu2": ag.Timed(0.5, [ok, ok._replace(total_cost=10.01)], {}),
+           "gpu2_lattice": ag.Timed(0.8, [lat, lat], {})}
+    out = ag.summary_metrics(runs, gpu, ids, 4.0)
     assert out["decoder.rtfx"] == 8.0 and out["decoder.rtfx_backend"] == "gpu2"
     assert out["decoder.speedup_vs_kaldi"] == 8.0 and out["decoder.cpu_vs_kaldi"] == 0.5
     assert out["decoder.twin_vs_kaldi"] == 0.2
@@ -158,11 +187,11 @@ def test_summary_metrics() -> None:
     assert out["twin_onebest_identical"] == 0.5 and out["mismatches"]["twin_vs_cpu"] == ["b"]
     assert out["decoder.max_active_bound_utterances"] == 1
     assert out["decoder.lattice_density"] == 10.0 and out["gpu2_lattice_overhead"] == 1.6
-    no_gpu = bd._summary({}, runs, {}, ids, 4.0)
+    no_gpu = ag.summary_metrics(runs, {}, ids, 4.0)
     assert no_gpu["decoder.rtfx"] == 0.5 and "decoder.speedup_vs_kaldi" not in no_gpu
     assert no_gpu["decoder.onebest_identical"] == 0.5 and no_gpu["decoder.onebest_compared"] == "twin (no GPU)"
-    failed = bd.Outcome(False, (), math.inf, 0, None, 5)
-    assert bd.agree(failed, failed) and not bd.agree(failed, ok)
+    failed = ag.Outcome(False, (), math.inf, 0, None, 5)
+    assert ag.agree(failed, failed) and not ag.agree(failed, ok)
 
 
 # ---- runs where the GPU machine has no ray, mlflow, polars or tqdm ---------------------------------------

@@ -9,16 +9,26 @@ must equal brute force (best cost, and every word sequence of the lattice).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_decoder_bruteforce import CHAIN, INFINITE_BEAM, brute_force, compile_graph, fst_text, random_graphs
+from test_decoder_bruteforce import (
+    CHAIN,
+    INFINITE_BEAM,
+    KALDI_DEFAULTS,
+    brute_force,
+    compile_graph,
+    fst_text,
+    random_graphs,
+)
 
 from specbench.decoder.cpu import CpuDecoder
-from specbench.decoder.lanes import STATUS_OVERFLOW, partial_frame_indices
-from specbench.decoder.result import STATUS_EMPTY
+from specbench.decoder.lanes import partial_frame_indices
+from specbench.decoder.options import SearchOptions
+from specbench.decoder.result import STATUS_EMPTY, STATUS_OVERFLOW
 from specbench.decoder.twin import TwinDecoder, from_ordered32, from_ordered64, ordered32, ordered64
 
 pytestmark = pytest.mark.unit
@@ -77,8 +87,9 @@ def test_infinite_beam_equals_cpu_and_brute_force(graph_spec, lengths: list[int]
     arcs, finals, width = graph_spec
     graph = compile_graph(fst_text(arcs, finals))
     items = _utterances(seed, width, lengths)
-    twin = TwinDecoder(graph, lattice_beam=math.inf, max_lanes=3, **INFINITE_BEAM).decode_batch(items, 2)
-    cpu = CpuDecoder(graph, lattice_beam=math.inf, **INFINITE_BEAM)
+    options = replace(INFINITE_BEAM, lattice_beam=math.inf)
+    twin = TwinDecoder(graph, options, max_lanes=3).decode_batch(items, 2)
+    cpu = CpuDecoder(graph, options)
     for (utt, loglikes), got in zip(items, twin, strict=True):
         want = cpu.decode(loglikes, utt, partial_every=2)
         _assert_same(want, got)
@@ -105,9 +116,9 @@ def test_pruned_search_equals_cpu_exactly(graph_spec, lengths, seed, beam, max_a
     arcs, finals, width = graph_spec
     graph = compile_graph(fst_text(arcs, finals))
     items = _utterances(seed, width, lengths)
-    options = {"beam": beam, "max_active": max_active, "min_active": min_active, "lattice_beam": lattice_beam}
-    twin = TwinDecoder(graph, max_lanes=4, **options).decode_batch(items, 1)
-    cpu = CpuDecoder(graph, **options)
+    options = SearchOptions(beam=beam, max_active=max_active, min_active=min_active, lattice_beam=lattice_beam)
+    twin = TwinDecoder(graph, options, max_lanes=4).decode_batch(items, 1)
+    cpu = CpuDecoder(graph, options)
     for (utt, loglikes), got in zip(items, twin, strict=True):
         want = cpu.decode(loglikes, utt, partial_every=1)
         _assert_same(want, got)
@@ -122,8 +133,9 @@ def test_pruned_search_equals_cpu_exactly(graph_spec, lengths, seed, beam, max_a
 def test_partials_keep_only_complete_words() -> None:
     graph = compile_graph(CHAIN)
     loglikes = np.log(np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.5], [0.2, 0.7, 0.5]], dtype=np.float32))
-    for result in (CpuDecoder(graph, **INFINITE_BEAM).decode(loglikes, "c", partial_every=1),
-                   TwinDecoder(graph, **INFINITE_BEAM).decode(loglikes, "c", partial_every=1)):
+    for result in (CpuDecoder(graph, INFINITE_BEAM).decode(loglikes, "c", partial_every=1),
+                   TwinDecoder(graph, INFINITE_BEAM).decode(loglikes, "c", partial_every=1),
+                   TwinDecoder(graph, replace(INFINITE_BEAM, partial_every=1)).decode(loglikes, "c")):
         assert result.word_ids == (5, 7, 6)
         assert [p.frame for p in result.partials] == [0, 1, 2]
         # after frame 0 the best token is in state 1 (path words 5); state 1 is not final, so word 5 may
@@ -136,7 +148,7 @@ def test_batch_reports_bad_and_empty_utterances_alone() -> None:
     good = np.log(np.full((3, 3), 0.5, dtype=np.float32))
     bad = good.copy()
     bad[1, 1] = np.nan
-    results = TwinDecoder(graph, **INFINITE_BEAM).decode_batch(
+    results = TwinDecoder(graph, INFINITE_BEAM).decode_batch(
         [("a", good), ("nan", bad), ("empty", np.zeros((0, 3), np.float32)), ("narrow", good[:, :1]), ("b", good)])
     assert [r.utt_id for r in results] == ["a", "nan", "empty", "narrow", "b"]
     assert results[0].ok and results[4].ok and results[0].word_ids == results[4].word_ids
@@ -147,17 +159,18 @@ def test_batch_reports_bad_and_empty_utterances_alone() -> None:
 def test_lane_splitting_does_not_change_results() -> None:
     graph = compile_graph(CHAIN)
     items = _utterances(5, 3, [3, 1, 5, 2, 4])
-    one = TwinDecoder(graph, beam=3.0, max_active=3, min_active=1, max_lanes=2).decode_batch(items, 2)
-    many = TwinDecoder(graph, beam=3.0, max_active=3, min_active=1, max_lanes=16).decode_batch(items, 2)
+    options = SearchOptions(beam=3.0, max_active=3, min_active=1)
+    one = TwinDecoder(graph, options, max_lanes=2).decode_batch(items, 2)
+    many = TwinDecoder(graph, options, max_lanes=16).decode_batch(items, 2)
     assert one == many
 
 
 def test_queue_overflow_is_counted_and_reported() -> None:
     graph = compile_graph(CHAIN)
     items = _utterances(1, 3, [4, 4])
-    results = TwinDecoder(graph, arc_capacity=2, **INFINITE_BEAM).decode_batch(items)
+    results = TwinDecoder(graph, INFINITE_BEAM, arc_capacity=2).decode_batch(items)
     assert all(r.status == STATUS_OVERFLOW and r.stats.queue_overflows > 0 for r in results)
-    results = TwinDecoder(graph, lattice_beam=1.0, lattice_capacity=3, **INFINITE_BEAM).decode_batch(items)
+    results = TwinDecoder(graph, replace(INFINITE_BEAM, lattice_beam=1.0), lattice_capacity=3).decode_batch(items)
     assert any(r.status == STATUS_OVERFLOW for r in results)
 
 
@@ -165,14 +178,16 @@ def test_partial_frames_and_bad_options() -> None:
     assert partial_frame_indices(10, 3) == (2, 5, 8) and partial_frame_indices(10, None) == ()
     graph = compile_graph(CHAIN)
     with pytest.raises(ValueError, match="lattice_beam"):
-        TwinDecoder(graph, lattice_beam=-1.0)
+        TwinDecoder(graph, replace(KALDI_DEFAULTS, lattice_beam=-1.0))
     with pytest.raises(ValueError, match="max_lanes"):
-        TwinDecoder(graph, max_lanes=0)
+        TwinDecoder(graph, KALDI_DEFAULTS, max_lanes=0)
     with pytest.raises(ValueError, match="arc_capacity"):
-        TwinDecoder(graph, arc_capacity=0)
+        TwinDecoder(graph, KALDI_DEFAULTS, arc_capacity=0)
+    with pytest.raises(TypeError, match="TwinDecoder.options"):
+        TwinDecoder(graph, {"beam": 15.0})  # type: ignore[arg-type]
     negative = compile_graph("0 1 1 1 1.0\n1 2 0 2 -0.5\n2 0.5\n")
     with pytest.raises(ValueError, match="epsilon closure"):
-        TwinDecoder(negative)
+        TwinDecoder(negative, KALDI_DEFAULTS)
 
 
 def test_float32_ties_are_broken_by_the_exact_float64_cost() -> None:
@@ -181,8 +196,8 @@ def test_float32_ties_are_broken_by_the_exact_float64_cost() -> None:
     graph = compile_graph("0 1 1 1 1.0\n0 1 2 2 1.0\n1 0\n")
     loglikes = -np.array([[2.0**-20 + 2.0**-40, 2.0**-20]], dtype=np.float32)
     assert np.float32(1 + 2.0**-20 + 2.0**-40) == np.float32(1 + 2.0**-20)
-    cpu = CpuDecoder(graph, **INFINITE_BEAM).decode(loglikes, "tie")
-    twin = TwinDecoder(graph, **INFINITE_BEAM).decode(loglikes, "tie")
+    cpu = CpuDecoder(graph, INFINITE_BEAM).decode(loglikes, "tie")
+    twin = TwinDecoder(graph, INFINITE_BEAM).decode(loglikes, "tie")
     assert cpu.word_ids == twin.word_ids == (2,)
     _assert_same(cpu, twin)
 
@@ -192,8 +207,8 @@ def test_lattice_links_only_reach_states_that_hold_a_token() -> None:
     move landing on the cutoff): no lattice link may lead there, and the lattice's best path is the 1-best."""
     graph = compile_graph("0 0 1 0 0.0\n0 2 0 0 0.5\n0 1.0\n2 0.0\n")
     loglikes = np.array([[-1.315, -2.0, -3.0]], dtype=np.float32)
-    options = {"beam": 0.5, "max_active": 3, "min_active": 0, "lattice_beam": 0.0}
-    for result in (CpuDecoder(graph, **options).decode(loglikes, "u"), TwinDecoder(graph, **options).decode(loglikes, "u")):
+    options = SearchOptions(beam=0.5, max_active=3, min_active=0, lattice_beam=0.0)
+    for result in (CpuDecoder(graph, options).decode(loglikes, "u"), TwinDecoder(graph, options).decode(loglikes, "u")):
         _, graph_cost, acoustic_cost = result.lattice.best_path()
         assert graph_cost + acoustic_cost == pytest.approx(result.total_cost, abs=1e-6)
         assert 2 not in result.lattice.node_state.tolist()

@@ -17,7 +17,7 @@ import kaldi_decoder
 import kaldifst
 import numpy as np
 
-from specbench.decoder.kaldi_reference import _linear_result
+from specbench.decoder.kaldi_reference import best_path
 from specbench.errors import DataError
 
 
@@ -71,8 +71,8 @@ class ForcedAligner:
         if not ok:
             raise DataError(f"no alignment of {' '.join(words)!r} to {len(loglikes)} frames (audio too short "
                             "for the text, or the wrong text)")
-        result = _linear_result(best)
-        return self._times(words, result.word_start_frames, result.ilabels)
+        path = best_path(best)
+        return self._times(words, path.word_start_frames, path.ilabels)
 
     def _times(self, words: Sequence[str], starts: Sequence[int], ilabels: Sequence[int]) -> list[WordTime]:
         blank = self.token_ids["<blk>"]

@@ -44,14 +44,17 @@ end frames and costs.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, build_moves, close_emitting_arcs
-from specbench.decoder.pruning import BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, INT32_MAX, PruningConfig, get_cutoff
+from specbench.decoder.inputs import checked_scores
 from specbench.decoder.lattice_paths import epsilon_links, lattice_from_records
+from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions, call_partial_every, require_options
+from specbench.decoder.pruning import BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, get_cutoff
 from specbench.decoder.result import (
-    STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult, DecodeStats, PartialHypothesis,
+    STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult, DecodeStats, PartialHypothesis, decode_each,
 )
 from specbench.decoder.search import Arena, SearchState, Tokens, gather_arcs, recombine
 from specbench.decoder.traceback import partial_words, read_path
@@ -63,31 +66,28 @@ FLT_MAX = float(np.finfo(np.float32).max)
 class CpuDecoder:
     """Decode (T, P) float32 log-likelihood matrices over one graph; the graph is prepared once.
 
-    beam, max_active, min_active, beam_delta: Kaldi's FasterDecoderOptions (see pruning.PruningConfig).
-    acoustic_scale: the log-likelihoods are multiplied by it (in float32) before decoding.
+    options: the search settings (`options.SearchOptions`: beams, active-token limits, acoustic scale,
+        lattice beam, partial interval); `self.config` is their `PruningConfig`.
     epsilon_mode: "auto" (the precomputed epsilon closure when all epsilon weights are >= 0, else iteration
         over the epsilon arcs), "closure" or "arcs".
     Column j of the scores holds graph input label j + 1, so P must be >= the graph's largest input label.
-    Frame by frame: `init(utt_id)`, `advance(loglikes)` (any number of times), `result()`; `decode` does all.
-    One utterance at a time per instance (not thread-safe). `config` is read at every frame, so it may be
-    replaced between `advance` calls. Memory: the closure mode keeps about 32 bytes per closed arc (1.1 M
-    closed arcs, 35 MB, for the 760k-arc SLURP TLG) plus every kept token's backpointer (16 bytes).
+    Frame by frame: `init(utt_id)`, `advance(loglikes)` (any number of times), `result()`; `decode` does all,
+    `decode_batch` one utterance after the other. One utterance at a time per instance (not thread-safe).
+    `config` is read at every frame, so it may be replaced between `advance` calls. Memory: the closure mode
+    keeps about 32 bytes per closed arc (1.1 M closed arcs, 35 MB, for the 760k-arc SLURP TLG) plus every
+    kept token's backpointer (16 bytes).
     """
 
-    def __init__(self, graph: CsrGraph, beam: float = 16.0, max_active: int = INT32_MAX, min_active: int = 20,
-                 beam_delta: float = 0.5, acoustic_scale: float = 1.0, epsilon_mode: str = "auto",
-                 lattice_beam: float | None = None) -> None:
+    def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS,
+                 epsilon_mode: str = "auto") -> None:
         if not isinstance(graph, CsrGraph):
             raise ValueError(f"CpuDecoder.graph must be a CsrGraph, got {type(graph).__name__}")
         if graph.start < 0:
             raise ValueError("CpuDecoder.graph has no start state (an empty FST)")
-        if not (isinstance(acoustic_scale, (int, float)) and 0 < acoustic_scale < math.inf):
-            raise ValueError(
-                f"CpuDecoder.acoustic_scale must be a positive finite number, got {acoustic_scale!r}")
+        self.options = require_options("CpuDecoder", options)
         self.graph = graph
-        self.config = PruningConfig(
-            beam=beam, max_active=max_active, min_active=min_active, beam_delta=beam_delta)
-        self.acoustic_scale = float(acoustic_scale)
+        self.config = options.pruning
+        self.acoustic_scale = float(options.acoustic_scale)
         emit = graph.emitting
         self._emit_offsets, self._emit_degree = emit.offsets, emit.out_degree
         self._emit_dest = emit.dest.astype(np.intp)
@@ -102,18 +102,18 @@ class CpuDecoder:
         self._dense_index = np.full(graph.num_states, np.iinfo(np.int64).max, dtype=np.int64)
         self._dense_pos = np.full(graph.num_states, -1, dtype=np.intp)
         self._state: SearchState | None = None
-        if lattice_beam is not None and not lattice_beam >= 0:
-            raise ValueError(f"CpuDecoder.lattice_beam must be >= 0 (None: no lattice), got {lattice_beam!r}")
-        if lattice_beam is not None and not self.moves.closed:
+        if options.lattice_beam is not None and not self.moves.closed:
             raise ValueError("lattices need the epsilon closure (epsilon mode 'closure' or 'auto' on a graph "
                              "whose epsilon weights are >= 0)")
-        self.lattice_beam = lattice_beam
+        self.lattice_beam = options.lattice_beam
 
     # ---- the frame-by-frame interface -------------------------------------------------------------
 
     def init(self, utt_id: str = "", partial_every: int | None = None) -> None:
         """Start an utterance: the start token, closed over epsilons with cutoff FLT_MAX. With
-        `partial_every` (frames), the best partial path is kept after every that many frames."""
+        `partial_every` (frames; default `options.partial_every`), the best partial path is kept after every
+        that many frames."""
+        partial_every = call_partial_every(self.options, partial_every)
         arena = Arena()
         root = arena.add(np.array([-1], dtype=np.int64), np.array([0], dtype=np.int64))
         tokens = Tokens(np.array([self.graph.start], dtype=np.intp), np.zeros(1), root)
@@ -157,10 +157,17 @@ class CpuDecoder:
 
     def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
         """Decode one utterance: loglikes (T, P) float32 log-likelihoods; T == 0 gives "empty utterance".
-        partial_every: take the best partial path after every that many frames (DecodeResult.partials)."""
+        partial_every: take the best partial path after every that many frames (DecodeResult.partials;
+        default `options.partial_every`). Bad scores raise ValueError naming the utterance."""
         self.init(utt_id, partial_every)
         self.advance(loglikes)
         return self.result()
+
+    def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],
+                     partial_every: int | None = None) -> list[DecodeResult]:
+        """(utt_id, loglikes (T, P) float32) items, one after the other: one DecodeResult each, in order; an
+        item with bad scores gets a failed result ("bad scores: ...") and never stops the others."""
+        return decode_each(self.decode, items, partial_every)
 
     def _keep_partial(self) -> None:
         """Remember the best token now (lowest cost, then lowest state) for a partial hypothesis."""
@@ -188,26 +195,13 @@ class CpuDecoder:
     def _checked_costs(self, loglikes: np.ndarray) -> np.ndarray:
         """(t, P) float32 acoustic costs -acoustic_scale * loglikes, after checking shape and values."""
         state = self._require_state()
-        scores = np.asarray(loglikes)
-        if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
-            raise ValueError(f"utterance {state.utt_id!r}: scores must be a 2-D float array (T, P), got "
-                             f"{scores.dtype} of shape {scores.shape}")
-        scores = scores.astype(np.float32, copy=False)
+        scores = checked_scores(state.utt_id, loglikes, self._max_ilabel, state.stats["frames"])
         if scores.shape[0] == 0:
-            return scores.reshape(0, scores.shape[1])
-        width, needed = scores.shape[1], self._max_ilabel
-        if width < needed:
-            raise ValueError(f"utterance {state.utt_id!r}: scores have {width} columns, but the graph's "
-                             f"input labels go up to {needed} (column j scores label j + 1): need at least "
-                             f"{needed}")
+            return scores
+        width = scores.shape[1]
         if state.width not in (None, width):
             raise ValueError(f"utterance {state.utt_id!r}: scores have {width} columns, earlier frames had "
                              f"{state.width}")
-        if not np.isfinite(scores).all():
-            frame, column = (int(i) for i in np.argwhere(~np.isfinite(scores))[0])
-            raise ValueError(f"utterance {state.utt_id!r}: score at frame {state.stats['frames'] + frame}, "
-                             f"column {column} is {scores[frame, column]}; scores must be finite "
-                             "log-likelihoods")
         state.width = width
         return scores * np.float32(-self.acoustic_scale)  # == -(scores * scale) bit for bit
 

@@ -45,19 +45,26 @@ algorithm expands what lies below the cutoff and leaves that case out.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, close_emitting_arcs, epsilon_closure
-from specbench.decoder.pruning import INT32_MAX, PruningConfig
-from specbench.decoder.result import STATUS_EMPTY, STATUS_NO_FINAL, DecodeResult, DecodeStats
+from specbench.decoder.inputs import checked_scores
+from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions, call_partial_every, require_options
+from specbench.decoder.pruning import PruningConfig
+from specbench.decoder.result import (
+    STATUS_EMPTY,
+    STATUS_NO_FINAL,
+    STATUS_OK,
+    STATUS_OVERFLOW,
+    DecodeResult,
+    DecodeStats,
+)
 from specbench.decoder.traceback import partial_words, read_path
 from specbench.wfst.graph import CsrGraph
 
-STATUS_OVERFLOW = "queue overflow"
 STAT_NAMES = ("frames", "tokens_created", "tokens_pruned", "max_active_binds", "min_active_binds",
               "beam_narrowings", "epsilon_iterations", "queue_overflows")
 STAT = {name: i for i, name in enumerate(STAT_NAMES)}
@@ -129,29 +136,36 @@ class LaneGraph:
 
 @dataclass(frozen=True)
 class LaneSettings:
-    """Search options (Kaldi's FasterDecoderOptions plus the lattice beam) and queue capacities.
+    """The search options (`options.SearchOptions`) and the queue capacities of one lane decoder.
 
     token_capacity: tokens per frame over all lanes; arc_capacity: candidate arcs per frame over all lanes;
-    arena_capacity: backpointers per batch; lattice_capacity: lattice records per batch.
+    arena_capacity: backpointers per batch; lattice_capacity: lattice records per batch (ints in [1, 2^31)).
     """
 
-    pruning: PruningConfig
-    acoustic_scale: float = 1.0
-    lattice_beam: float | None = None
+    options: SearchOptions
     token_capacity: int = 1 << 21
     arc_capacity: int = 1 << 24
     arena_capacity: int = 1 << 27
     lattice_capacity: int = 1 << 26
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.acoustic_scale, (int, float)) and 0 < self.acoustic_scale < math.inf):
-            raise ValueError(f"acoustic_scale must be a positive finite number, got {self.acoustic_scale!r}")
-        if self.lattice_beam is not None and not (self.lattice_beam >= 0):
-            raise ValueError(f"lattice_beam must be >= 0 (or None for no lattice), got {self.lattice_beam!r}")
+        require_options("LaneSettings", self.options)
         for name in ("token_capacity", "arc_capacity", "arena_capacity", "lattice_capacity"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1 or value >= 2**31:
                 raise ValueError(f"{name} must be an int in [1, 2^31), got {value!r}")
+
+    @property
+    def pruning(self) -> PruningConfig:
+        return self.options.pruning
+
+    @property
+    def acoustic_scale(self) -> float:
+        return float(self.options.acoustic_scale)
+
+    @property
+    def lattice_beam(self) -> float | None:
+        return self.options.lattice_beam
 
 
 @dataclass
@@ -207,19 +221,17 @@ def partial_frame_indices(num_frames: int, every: int | None) -> tuple[int, ...]
 class LaneDecoder:
     """Decode batches of utterances with the lane algorithm on one backend's kernels.
 
-    kernels_factory(lane_graph, settings) -> LaneKernels. `decode_batch(items)` takes (utt_id, loglikes
-    (T, P) float32) pairs and returns one DecodeResult per item, in order; a bad item gets a failed
-    result with the reason and never stops the others. At most `max_lanes` utterances are decoded together.
+    kernels_factory(lane_graph, settings) -> LaneKernels; options: the search settings (`SearchOptions`);
+    capacities: LaneSettings' queue capacities. `decode_batch(items)` takes (utt_id, loglikes (T, P)
+    float32) pairs and returns one DecodeResult per item, in order; a bad item gets a failed result with
+    the reason and never stops the others. At most `max_lanes` utterances are decoded together.
     """
 
-    def __init__(self, graph: CsrGraph, kernels_factory, beam: float = 16.0, max_active: int = INT32_MAX,
-                 min_active: int = 20, beam_delta: float = 0.5, acoustic_scale: float = 1.0,
-                 lattice_beam: float | None = None, max_lanes: int = 256, **capacities: int) -> None:
+    def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
+                 max_lanes: int = 256, **capacities: int) -> None:
+        self.options = require_options(type(self).__name__, options)
+        self.settings = LaneSettings(options, **capacities)
         self.lane_graph = LaneGraph.build(graph)
-        self.settings = LaneSettings(
-            pruning=PruningConfig(beam=beam, max_active=max_active, min_active=min_active,
-                                  beam_delta=beam_delta),
-            acoustic_scale=float(acoustic_scale), lattice_beam=lattice_beam, **capacities)
         if not isinstance(max_lanes, int) or max_lanes < 1:
             raise ValueError(f"max_lanes must be a positive int, got {max_lanes!r}")
         self.max_lanes = max_lanes
@@ -232,14 +244,16 @@ class LaneDecoder:
 
     def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],
                      partial_every: int | None = None) -> list[DecodeResult]:
-        """Decode `items` in batches of at most max_lanes; partial hypotheses every `partial_every` frames."""
+        """Decode `items` in batches of at most max_lanes; partial hypotheses every `partial_every` frames
+        (default `options.partial_every`)."""
+        partial_every = call_partial_every(self.options, partial_every)
         results: list[DecodeResult | None] = [None] * len(items)
         good: list[tuple[int, str, np.ndarray]] = []
         for position, (utt_id, loglikes) in enumerate(items):
             try:
                 costs = self._checked_costs(str(utt_id), loglikes)
             except ValueError as err:
-                results[position] = DecodeResult.failed(str(utt_id), f"bad scores: {err}", 0, DecodeStats())
+                results[position] = DecodeResult.bad_scores(str(utt_id), err)
                 continue
             if costs.shape[0] == 0:
                 results[position] = DecodeResult.failed(str(utt_id), STATUS_EMPTY, 0, DecodeStats())
@@ -252,18 +266,8 @@ class LaneDecoder:
         return [r for r in results if r is not None]
 
     def _checked_costs(self, utt_id: str, loglikes: np.ndarray) -> np.ndarray:
-        scores = np.asarray(loglikes)
-        if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
-            raise ValueError(f"utterance {utt_id!r}: scores must be a 2-D float array (T, P), got "
-                             f"{scores.dtype} of shape {scores.shape}")
-        scores = scores.astype(np.float32, copy=False)
-        if scores.shape[0] and scores.shape[1] < self._max_ilabel:
-            raise ValueError(f"utterance {utt_id!r}: scores have {scores.shape[1]} columns, but the graph's input "
-                             f"labels go up to {self._max_ilabel} (column j scores label j + 1)")
-        if not np.isfinite(scores).all():
-            frame, column = (int(i) for i in np.argwhere(~np.isfinite(scores))[0])
-            raise ValueError(f"utterance {utt_id!r}: score at frame {frame}, column {column} is "
-                             f"{scores[frame, column]}; scores must be finite log-likelihoods")
+        """(T, P) float32 acoustic costs -acoustic_scale * loglikes, after `inputs.checked_scores`."""
+        scores = checked_scores(utt_id, loglikes, self._max_ilabel)
         return scores * np.float32(-self.settings.acoustic_scale)
 
     def _decode_lanes(self, chunk: list[tuple[int, str, np.ndarray]],
@@ -324,7 +328,7 @@ def assemble_results(lg: LaneGraph, settings: LaneSettings, batch: LaneBatch,
                          int(out.final_state[lane]))
         partials = _partials(lg, batch, out, lane, base)
         results.append(DecodeResult(
-            utt_id=utt_id, status="ok", word_ids=path.word_ids, graph_cost=path.graph_cost,
+            utt_id=utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=frames, word_end_frames=path.word_end_frames,
             stats=stats, lattice=lattices[lane], partials=partials))
     return results

@@ -26,6 +26,29 @@ BIND_MAX_ACTIVE = 1
 BIND_MIN_ACTIVE = 2
 
 
+def check_pruning(owner: str, beam: float, max_active: int, min_active: int, beam_delta: float) -> None:
+    """Raise ValueError naming `owner.field` and the value when a pruning option is out of range (the ranges
+    of `PruningConfig`'s docstring)."""
+    if not (is_number(beam) and 0 < beam < np.inf):
+        raise ValueError(f"{owner}.beam must be a positive finite number (cost units), got {beam!r}")
+    if not is_int(max_active) or not 1 < max_active <= INT32_MAX:
+        raise ValueError(f"{owner}.max_active must be an int in (1, {INT32_MAX}], got {max_active!r}")
+    if not is_int(min_active) or not 0 <= min_active < max_active:
+        raise ValueError(f"{owner}.min_active must be an int in [0, max_active={max_active}), got {min_active!r}")
+    if not (is_number(beam_delta) and 0 <= beam_delta < np.inf):
+        raise ValueError(f"{owner}.beam_delta must be a finite number >= 0 (cost units), got {beam_delta!r}")
+
+
+def is_number(value: object) -> bool:
+    """A Python int or float (numpy float64 included), not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_int(value: object) -> bool:
+    """A Python int, not a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 @dataclass(frozen=True)
 class PruningConfig:
     """The pruning options of Kaldi's `FasterDecoderOptions`.
@@ -42,19 +65,7 @@ class PruningConfig:
     beam_delta: float = 0.5
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.beam, (int, float)) and 0 < self.beam < np.inf):
-            raise ValueError(f"PruningConfig.beam must be a positive finite number, got {self.beam!r}")
-        if not isinstance(self.max_active, int) or not 1 < self.max_active <= INT32_MAX:
-            raise ValueError(
-                f"PruningConfig.max_active must be an int in (1, {INT32_MAX}], got {self.max_active!r}")
-        if not isinstance(self.min_active, int) or not 0 <= self.min_active < self.max_active:
-            raise ValueError(
-                f"PruningConfig.min_active must be an int in [0, max_active={self.max_active}), "
-                f"got {self.min_active!r}"
-            )
-        if not (isinstance(self.beam_delta, (int, float)) and 0 <= self.beam_delta < np.inf):
-            raise ValueError(
-                f"PruningConfig.beam_delta must be a finite number >= 0, got {self.beam_delta!r}")
+        check_pruning("PruningConfig", self.beam, self.max_active, self.min_active, self.beam_delta)
 
     @cached_property
     def beam32(self) -> float:

@@ -9,11 +9,16 @@ frame (`-acoustic_scale * loglikes[t, ilabel - 1]`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
+
+import numpy as np
 
 STATUS_OK = "ok"
 STATUS_NO_FINAL = "no final state reached"
 STATUS_EMPTY = "empty utterance"
+STATUS_BAD_SCORES = "bad scores"  # followed by ": " and the reason
+STATUS_OVERFLOW = "queue overflow"  # a lane decoder's fixed-size queue was full
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,9 @@ class DecodeResult:
     """The 1-best of one utterance.
 
     utt_id: the utterance id.
-    status: "ok", or why there is no hypothesis ("no final state reached", "empty utterance"); then
-        word_ids and word_end_frames are empty and both costs are +inf.
+    status: "ok", or why there is no hypothesis (the STATUS_* texts above: "no final state reached", "empty
+        utterance", "bad scores: <reason>", "queue overflow"); then word_ids and word_end_frames are empty
+        and both costs are +inf.
     word_ids: output labels (word ids) along the best path, epsilons (0) left out.
     graph_cost, acoustic_cost: see the module docstring; total_cost is their sum.
     num_frames: frames decoded (T).
@@ -126,3 +132,33 @@ class DecodeResult:
             utt_id=utt_id, status=status, word_ids=(), graph_cost=math.inf, acoustic_cost=math.inf,
             num_frames=num_frames, word_end_frames=(), stats=stats,
         )
+
+    @classmethod
+    def bad_scores(cls, utt_id: str, err: Exception) -> DecodeResult:
+        """The failed result of an utterance whose scores were rejected (`STATUS_BAD_SCORES: reason`)."""
+        return cls.failed(str(utt_id), f"{STATUS_BAD_SCORES}: {err}", 0, DecodeStats())
+
+    def output_row(self, id_key: str = "id") -> dict:
+        """DESIGN.md's decoder-output fields: the utterance id (under `id_key`), status, word_ids, graph_cost
+        and acoustic_cost (None without a hypothesis), num_frames, word_end_frames."""
+        return {id_key: self.utt_id, "status": self.status, "num_frames": self.num_frames,
+                "word_ids": list(self.word_ids), "word_end_frames": list(self.word_end_frames),
+                "graph_cost": self.graph_cost if self.ok else None,
+                "acoustic_cost": self.acoustic_cost if self.ok else None}
+
+
+DecodeOne = Callable[[np.ndarray, str, "int | None"], DecodeResult]
+
+
+def decode_each(decode: DecodeOne, items: Sequence[tuple[str, np.ndarray]],
+                partial_every: int | None = None) -> list[DecodeResult]:
+    """`decode_batch` of a backend that decodes one utterance at a time: `decode(loglikes (T, P), utt_id,
+    partial_every)` per (utt_id, loglikes) item, in order; an item whose scores `decode` rejects
+    (ValueError) gets `DecodeResult.bad_scores` and never stops the others."""
+    results = []
+    for utt_id, loglikes in items:
+        try:
+            results.append(decode(loglikes, str(utt_id), partial_every))
+        except ValueError as err:
+            results.append(DecodeResult.bad_scores(str(utt_id), err))
+    return results

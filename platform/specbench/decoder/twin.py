@@ -14,6 +14,7 @@ import numpy as np
 from specbench.decoder.lanes import (
     STAT, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings,
 )
+from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.search import gather_arcs
 from specbench.wfst.graph import CsrGraph
 
@@ -320,7 +321,12 @@ class NumpyLaneKernels(LaneKernels):
 
 
 class TwinDecoder(LaneDecoder):
-    """The GPU decoding algorithm on the CPU (numpy): same arguments and results as `gpu.GpuDecoder`."""
+    """The GPU decoding algorithm on the CPU (numpy): same arguments and results as `gpu.GpuDecoder`.
 
-    def __init__(self, graph: CsrGraph, **options) -> None:
-        super().__init__(graph, NumpyLaneKernels, **options)
+    options: the search settings (`SearchOptions`); max_lanes and the queue capacities (`LaneSettings`):
+    see `lanes.LaneDecoder`.
+    """
+
+    def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, max_lanes: int = 256,
+                 **capacities: int) -> None:
+        super().__init__(graph, NumpyLaneKernels, options, max_lanes=max_lanes, **capacities)

@@ -1,7 +1,8 @@
 """`specbench decode`: decode a scores file with a graph and write one JSON line (or Parquet row) per
-utterance with DESIGN.md's decoder-output fields (and partial hypotheses and lattices when asked for). Bad
-utterances are reported in their rows and counted; they never stop the others. The lane backends (`twin`,
-`gpu`) decode `LANE_CHUNK` utterances together."""
+utterance with DESIGN.md's decoder-output fields (and partial hypotheses and lattices when asked for). The
+`DecoderStage` builds the backend by name (`decoder.backends.make_decoder`) with one `SearchOptions` from the
+command-line options. Bad utterances are reported in their rows and counted; they never stop the others. The
+lane backends (`twin`, `gpu`) decode `LANE_CHUNK` utterances together."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 from tqdm import tqdm
 
 from specbench.data.scores import read_scores
+from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError
 from specbench.wfst.symbols import SymbolTable
@@ -41,7 +43,7 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         raise DataError(f"decode options: {err}") from err
     stage.setup()
     symbols = SymbolTable.read(words).symbols if words else None
-    chunk = LANE_CHUNK if stage.backend in ("twin", "gpu") else 1
+    chunk = LANE_CHUNK if stage.backend in LANE_BACKENDS else 1
     rows, frames, start = [], 0, time.perf_counter()
     stream = iter(tqdm(read_scores(scores, frame_shift_ms), desc=f"decoding ({stage.backend})", unit="utt",
                        file=sys.stderr, mininterval=2.0))

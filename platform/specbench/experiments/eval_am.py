@@ -37,6 +37,7 @@ from specbench.data import scores as scores_io
 from specbench.data.real_speech import load_audio, real_recordings
 from specbench.data.synthesis import read_wav
 from specbench.decoder.kaldi_reference import KaldiFasterDecoder, decode_rows
+from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.job_refs import referenced_job
@@ -71,10 +72,14 @@ def decode_scores(tlg: Path, table: pa.Table, scale: float, config: EvalAmConfig
     count as all deletions in the WER; `_failures` counts them)."""
     rows = table.to_pylist()
     shards = [rows[i:i + config.shard_size] for i in range(0, len(rows), config.shard_size)]
-    fn = partial(decode_rows, str(tlg), acoustic_scale=scale, beam=config.decode.beam,
-                 max_active=config.decode.max_active)
+    fn = partial(decode_rows, str(tlg), options=_search_options(config, scale))
     results = [r for shard in run_tasks(fn, shards, progress=None) for r in shard]
     return {r["utt_id"]: [words.symbols[w] for w in r["word_ids"]] for r in results if r["status"] == "ok"}
+
+
+def _search_options(config: EvalAmConfig, scale: float) -> SearchOptions:
+    """The Kaldi decoder's search options: the job's beam and max_active at acoustic scale `scale`."""
+    return SearchOptions(beam=config.decode.beam, max_active=config.decode.max_active, acoustic_scale=float(scale))
 
 
 def _wer_of(rows: list[dict], hyps: dict[str, list[str]]) -> float:
@@ -152,8 +157,7 @@ def fit_voice_transforms(checkpoint: Path, audio_root: Path, adaptation: list[di
     and the CTC loss before and after. A voice without readable audio or without a phone in its first-pass
     paths gets no transform (`checkpoint` None, 0 utterances)."""
     settings = config.speaker_transform
-    decoder = KaldiFasterDecoder(tlg, beam=config.decode.beam, max_active=config.decode.max_active,
-                                 acoustic_scale=scale)
+    decoder = KaldiFasterDecoder(tlg, _search_options(config, scale))
     out: dict[str, dict[str, Any]] = {}
     for voice in voices:
         out[voice] = {"checkpoint": None, "utterances": 0}
@@ -163,7 +167,7 @@ def fit_voice_transforms(checkpoint: Path, audio_root: Path, adaptation: list[di
         ckpt = load_checkpoint(checkpoint, PHONES)
         warp = warps.get(voice, IDENTITY)
         mats = score_in_batches(ckpt, feats, warp, batch_size)
-        paths = [decoder.decode(m) for m in mats]
+        paths = [decoder.linear_path(m) for m in mats]
         targets = [ctc_targets(p.ilabels) if p is not None else [] for p in paths]
         if not any(targets):
             print(f"speaker transform for {voice}: no first-pass path holds a phone; the voice is scored "

@@ -25,6 +25,7 @@ from specbench.decoder.lanes import (
     LaneOutput,
     LaneSettings,
 )
+from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.errors import SpecbenchError
 from specbench.wfst.graph import CsrGraph
 
@@ -286,12 +287,14 @@ class CudaLaneKernels(LaneKernels):
 class GpuDecoder(LaneDecoder):
     """The lane decoder on the GPU: same arguments and results as `twin.TwinDecoder`.
 
-    device: the CUDA device ordinal to use (default: cupy's current device, which Ray sets through
-    CUDA_VISIBLE_DEVICES for an actor with a GPU fraction).
+    options: the search settings (`SearchOptions`); max_lanes and the queue capacities (`LaneSettings`):
+    see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current device, which
+    Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction).
     """
 
-    def __init__(self, graph: CsrGraph, device: int | None = None, **options) -> None:
+    def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, device: int | None = None,
+                 max_lanes: int = 256, **capacities: int) -> None:
         cp = _cupy()
         if device is not None:
             cp.cuda.Device(device).use()
-        super().__init__(graph, CudaLaneKernels, **options)
+        super().__init__(graph, CudaLaneKernels, options, max_lanes=max_lanes, **capacities)

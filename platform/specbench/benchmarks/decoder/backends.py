@@ -1,0 +1,91 @@
+"""The decoder benchmark's in-process backends: a registry name -> a function that times that backend.
+
+Each registered function takes the workload and the benchmark's `SearchOptions` (whose `lattice_beam` is
+the one the lattice backends use; the 1-best backends leave it out) and returns a `Timed`: the decode time
+in seconds with one `Outcome` per utterance, in order. Every decoder is built by `decoder.backends.
+make_decoder` and decodes one utterance before its clock starts (graph and scores are resident). Adding a
+backend is registering one function here:
+
+- `kaldi`: kaldi-decoder's C++ `FasterDecoder`, one utterance at a time, no lattice;
+- `cpu`: our numpy `CpuDecoder`, 1-best only; `cpu_lattice`: the same with the lattice beam;
+- `twin`: `TwinDecoder`, the numpy twin of the GPU algorithm, all utterances as lanes of one batch.
+
+The GPU backend runs in processes of its own (`gpu_processes.py`). A backend whose module cannot be
+imported raises ImportError, which the benchmark reports as unavailable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from specbench.benchmarks import harness
+from specbench.benchmarks.decoder.agreement import Timed, outcome_of
+from specbench.benchmarks.decoder.workloads import Workload
+from specbench.decoder.backends import make_decoder
+from specbench.decoder.options import SearchOptions
+
+TimeBackend = Callable[[Workload, SearchOptions], Timed]
+BACKENDS: dict[str, TimeBackend] = {}
+
+
+def register(name: str) -> Callable[[TimeBackend], TimeBackend]:
+    """Decorator: make `fn(workload, options) -> Timed` the benchmark backend `name`."""
+    def add(fn: TimeBackend) -> TimeBackend:
+        BACKENDS[name] = fn
+        return fn
+
+    return add
+
+
+def one_best(options: SearchOptions) -> SearchOptions:
+    """The options without a lattice."""
+    return replace(options, lattice_beam=None)
+
+
+def with_lattice(options: SearchOptions) -> SearchOptions:
+    """The options, which must name a lattice beam."""
+    if options.lattice_beam is None:
+        raise ValueError("the lattice backends need SearchOptions.lattice_beam (None given). Fix: set "
+                         "lattice_beam (--lattice-beam)")
+    return options
+
+
+def one_at_a_time(backend: str, label: str, workload: Workload, options: SearchOptions) -> Timed:
+    """Time `backend` decoding the workload's utterances one after the other (progress as `label`)."""
+    decoder = make_decoder(backend, workload.graph, options)
+    items = workload.items
+    decoder.decode(items[0][1], items[0][0])  # warm-up
+    seconds, results = harness.timed(lambda: [decoder.decode(mat, utt_id)
+                                              for utt_id, mat in harness.progress(items, label)])
+    return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)], {})
+
+
+def all_as_lanes(backend: str, workload: Workload, options: SearchOptions) -> Timed:
+    """Time a lane backend decoding all the workload's utterances as one call of `decode_batch`."""
+    decoder = make_decoder(backend, workload.graph, options)
+    items = list(workload.items)
+    decoder.decode_batch(items[:1])  # warm-up
+    harness.say("decoder", f"{backend}: decoding {len(items)} utterances as lanes")
+    seconds, results = harness.timed(lambda: decoder.decode_batch(items))
+    return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)], {})
+
+
+@register("kaldi")
+def time_kaldi(workload: Workload, options: SearchOptions) -> Timed:
+    return one_at_a_time("kaldi", "kaldi", workload, one_best(options))
+
+
+@register("cpu")
+def time_cpu(workload: Workload, options: SearchOptions) -> Timed:
+    return one_at_a_time("cpu", "cpu", workload, one_best(options))
+
+
+@register("cpu_lattice")
+def time_cpu_lattice(workload: Workload, options: SearchOptions) -> Timed:
+    return one_at_a_time("cpu", "cpu lattice", workload, with_lattice(options))
+
+
+@register("twin")
+def time_twin(workload: Workload, options: SearchOptions) -> Timed:
+    return all_as_lanes("twin", workload, one_best(options))

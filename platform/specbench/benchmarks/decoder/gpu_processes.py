@@ -1,0 +1,131 @@
+"""The decoder benchmark's GPU harness: 1, 2, 4, 8 ... lane decoders sharing the GPU as plain processes.
+
+Each process (spawned: its own CUDA context) builds its decoders from a "module:Class" string (the GPU
+backend; the tests substitute the twin) with the benchmark's `SearchOptions` (the lattice beam per mode),
+decodes a few utterances to warm up, then per mode waits at a barrier, decodes its equal (strided) shard
+and reports. A configuration is timed from the barrier all its workers pass once warm until the last one
+finishes (`time.perf_counter`, a system-wide monotonic clock on Linux).
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import queue as queue_mod
+import threading
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specbench.benchmarks.decoder.agreement import Outcome, Timed, outcome_of
+from specbench.decoder.options import SearchOptions
+
+GPU_DECODER = "specbench.decoder.gpu.backend:GpuDecoder"
+GPU_WARMUP_UTTERANCES = 4
+GPU_TIMEOUT_S = 3600.0
+Mode = tuple[str, "float | None"]  # (name, lattice beam or None)
+
+
+def gpu_state() -> tuple[bool, str | None]:
+    """(GPU decoding possible here, why not)."""
+    try:
+        from specbench.decoder.gpu import gpu_available
+    except ImportError as err:
+        return False, f"{type(err).__name__}: {err}"
+    try:
+        return (True, None) if gpu_available() else (False, "gpu_available() is false: no CUDA device or cupy")
+    except Exception as err:  # noqa: BLE001
+        return False, f"{type(err).__name__}: {err}"
+
+
+def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]], options: SearchOptions,
+                modes: list[Mode], barrier: Any, results: Any, decoder: str) -> None:
+    """One decoder process: build its decoders and warm them up, then per mode wait at the barrier, decode
+    the shard and report (rank, mode, start, end, outcomes, peak GPU bytes). `decoder` names the lane
+    decoder class as "module:Class" (the GPU backend; the tests use the twin); its module's
+    `peak_memory_bytes()` is reported when it has one (else 0)."""
+    try:
+        from specbench.wfst.graph import read_graph
+
+        module_name, class_name = decoder.split(":")
+        module = importlib.import_module(module_name)
+        peak = getattr(module, "peak_memory_bytes", lambda: 0)
+        graph = read_graph(graph_path)
+        decoders = {}
+        for mode, lattice_beam in modes:
+            decoders[mode] = getattr(module, class_name)(graph, replace(options, lattice_beam=lattice_beam))
+            decoders[mode].decode_batch(items[:GPU_WARMUP_UTTERANCES])
+        for mode, _ in modes:
+            barrier.wait(timeout=GPU_TIMEOUT_S)
+            t0 = time.perf_counter()
+            decoded = decoders[mode].decode_batch(items)
+            t1 = time.perf_counter()
+            outcomes = [outcome_of(r, len(m)) for r, (_, m) in zip(decoded, items)]
+            results.put(("done", rank, mode, t0, t1, outcomes, int(peak())))
+    except threading.BrokenBarrierError:
+        return  # another worker failed and reported it
+    except BaseException:  # noqa: BLE001 - reported to the parent, which fails the configuration
+        results.put(("error", rank, traceback.format_exc()))
+        barrier.abort()
+
+
+def run_gpu_processes(graph_path: Path, items: list[tuple[str, np.ndarray]], options: SearchOptions,
+                      processes: int, modes: list[Mode], decoder: str = GPU_DECODER) -> dict[str, Timed]:
+    """`processes` spawned decoder processes (own CUDA context each), each an equal (strided) shard of
+    `items` ((utt_id, (T, P) float32)); per mode (name, lattice beam) a Timed whose outcomes are in the
+    order of `items`. Raises RuntimeError with a worker's traceback when one fails."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    shards = [list(items[r::processes]) for r in range(processes)]
+    workers = [ctx.Process(target=_gpu_worker, args=(r, str(graph_path), shards[r], options, modes, barrier,
+                                                     results, decoder), daemon=True) for r in range(processes)]
+    for w in workers:
+        w.start()
+    try:
+        done = _collect(results, workers, processes * len(modes), GPU_TIMEOUT_S * (len(modes) + 1))
+    finally:
+        for w in workers:
+            w.join(timeout=30)
+            if w.is_alive():
+                w.terminate()
+                w.join(timeout=10)
+    return {mode: _assemble(done, mode, processes, len(items)) for mode, _ in modes}
+
+
+def _collect(results: Any, workers: list, expected: int, timeout_s: float) -> dict[tuple[str, int], tuple]:
+    """(mode, rank) -> (start, end, outcomes, peak bytes) of every worker's report; RuntimeError when a
+    worker reports an error, dies, or `timeout_s` passes."""
+    done: dict[tuple[str, int], tuple] = {}
+    deadline = time.monotonic() + timeout_s
+    while len(done) < expected:
+        try:
+            message = results.get(timeout=5.0)
+        except queue_mod.Empty:
+            dead = [w for w in workers if w.exitcode not in (None, 0)]
+            if dead:
+                raise RuntimeError(f"a GPU decoder process exited with code {dead[0].exitcode}") from None
+            if time.monotonic() > deadline:
+                raise RuntimeError("GPU decoder processes gave no result in time") from None
+            continue
+        if message[0] == "error":
+            raise RuntimeError(f"GPU decoder process {message[1]} failed:\n{message[2]}")
+        _, rank, mode, *rest = message
+        done[(mode, rank)] = tuple(rest)
+    return done
+
+
+def _assemble(done: dict[tuple[str, int], tuple], mode: str, processes: int, count: int) -> Timed:
+    """One mode's Timed: first start to last end, outcomes back in item order, peak memory per process
+    (the largest) and in total."""
+    starts = [done[(mode, r)][0] for r in range(processes)]
+    ends = [done[(mode, r)][1] for r in range(processes)]
+    outcomes: list[Outcome | None] = [None] * count
+    for r in range(processes):
+        outcomes[r::processes] = done[(mode, r)][2]
+    peaks = [done[(mode, r)][3] for r in range(processes)]
+    return Timed(max(ends) - min(starts), outcomes,  # type: ignore[arg-type]
+                 {"peak_memory_bytes_per_process": max(peaks), "peak_memory_bytes_total": sum(peaks)})

@@ -1,0 +1,26 @@
+"""The checks that every decoder backend runs on one utterance's scores before decoding it."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def checked_scores(utt_id: str, loglikes: np.ndarray, min_columns: int = 0, first_frame: int = 0) -> np.ndarray:
+    """loglikes (T, P) as float32, after checking: a 2-D float array, at least `min_columns` columns when
+    T > 0 (column j scores graph input label j + 1, so the graph's largest input label), every value
+    finite. Raises ValueError naming the utterance (and the frame, counted from `first_frame`, and column
+    of the first non-finite value)."""
+    scores = np.asarray(loglikes)
+    if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
+        raise ValueError(f"utterance {utt_id!r}: scores must be a 2-D float array (T, P), got "
+                         f"{scores.dtype} of shape {scores.shape}")
+    scores = scores.astype(np.float32, copy=False)
+    if scores.shape[0] and scores.shape[1] < min_columns:
+        raise ValueError(f"utterance {utt_id!r}: scores have {scores.shape[1]} columns, but the graph's input "
+                         f"labels go up to {min_columns} (column j scores label j + 1): need at least "
+                         f"{min_columns}")
+    if not np.isfinite(scores).all():
+        frame, column = (int(i) for i in np.argwhere(~np.isfinite(scores))[0])
+        raise ValueError(f"utterance {utt_id!r}: score at frame {first_frame + frame}, column {column} is "
+                         f"{scores[frame, column]}; scores must be finite log-likelihoods")
+    return scores
