@@ -44,7 +44,7 @@ from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import build_corpus
 from specbench.metrics.wer import error_rate, wer
-from specbench.paths import project_root, work_dir
+from specbench.paths import from_root, work_dir
 from specbench.reports import model_card
 from specbench.runtime import connect, run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
@@ -241,7 +241,7 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     graph = build_graph(graph_cfg)
     corpus = build_corpus(speech_cfg, None, ray_address)
     connect(ray_address)
-    checkpoint = config.checkpoint if config.checkpoint.is_absolute() else project_root() / config.checkpoint
+    checkpoint = from_root(config.checkpoint)
     words = SymbolTable.read(graph.words)
     prons = dict(read_lexicon(graph.directory / "lexicon.txt").prons)
     train_vocab = {w for line in (graph.directory / "train.txt").read_text().splitlines() for w in line.split()}

@@ -33,7 +33,7 @@ from specbench.errors import ConfigError, DataError
 from specbench.experiments.eval_am import score_rows
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import referenced_job
-from specbench.paths import project_root, work_dir
+from specbench.paths import from_root, work_dir
 from specbench.runtime import run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
 from specbench.wfst.symbols import SymbolTable
@@ -196,7 +196,7 @@ def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path) -> 
     """One transcript row per request, in request order, with `request_id` added (see TRANSCRIPT_SCHEMA).
     Only utterances missing from the cache are synthesized, aligned, scored and decoded."""
     check_partial_interval(asr, job_path)
-    checkpoint = asr.checkpoint if asr.checkpoint.is_absolute() else project_root() / asr.checkpoint
+    checkpoint = from_root(asr.checkpoint)
     if not checkpoint.is_file():
         raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "
                         "`specbench train am jobs/am.toml`, or point asr.checkpoint at an acoustic model")
