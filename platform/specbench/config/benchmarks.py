@@ -20,18 +20,24 @@ DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "twin", "gpu", "gpu_lattice")
 
 
 @dataclass(frozen=True)
-class BenchGraphConfig:
+class BenchConfig:
+    """What every benchmark config has: its runs go to the `bench` experiment."""
+
+    tracking: TrackingSection = TrackingSection(experiment="bench")
+
+
+@dataclass(frozen=True)
+class BenchGraphConfig(BenchConfig):
     """`kind = "bench_graph"`: the graph build time, and CSR loading against kaldifst arc iteration."""
 
     KIND: ClassVar[str] = "bench_graph"
     name: str = "graph"
     graph_job: Path = Path("graph_slurp.toml")
     rebuild: bool = False  # time a full rebuild of the graph too
-    tracking: TrackingSection = TrackingSection(experiment="bench")
 
 
 @dataclass(frozen=True)
-class BenchAcousticConfig:
+class BenchAcousticConfig(BenchConfig):
     """`kind = "bench_acoustic"`: synthesis throughput, and the features + model real-time factor."""
 
     KIND: ClassVar[str] = "bench_acoustic"
@@ -39,11 +45,10 @@ class BenchAcousticConfig:
     checkpoint: Path = Path("models/am_slurp.pt")  # project root
     utterances: int = field(default=40, metadata=_range(1, 100000))
     audio: Path | None = None  # time inference on the 16 kHz WAV files of this folder instead of synthesizing
-    tracking: TrackingSection = TrackingSection(experiment="bench")
 
 
 @dataclass(frozen=True)
-class BenchDecoderConfig:
+class BenchDecoderConfig(BenchConfig):
     """`kind = "bench_decoder"`: Kaldi, the CPU backend, the twin and (with a GPU) the GPU backend side by
     side on held-out-voice test scores (`benchmarks/decoder/`)."""
 
@@ -61,7 +66,6 @@ class BenchDecoderConfig:
     gpu_decoders: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata=_range(1, 64))
     backends: tuple[str, ...] = field(default=DECODER_BACKENDS, metadata=_choices(*DECODER_BACKENDS))
     frame_shift_ms: float | None = field(default=None, metadata=_range(0.1, 1000.0))  # .npz without manifest
-    tracking: TrackingSection = TrackingSection(experiment="bench")
 
     def __post_init__(self) -> None:
         if not self.gpu_decoders or not self.backends:
@@ -69,7 +73,7 @@ class BenchDecoderConfig:
 
 
 @dataclass(frozen=True)
-class BenchSimultransConfig:
+class BenchSimultransConfig(BenchConfig):
     """`kind = "bench_simultrans"`: speculative beam search speed on test_2016_flickr, batched against one
     sentence at a time."""
 
@@ -82,11 +86,10 @@ class BenchSimultransConfig:
     window: int = field(default=2, metadata=_range(0, 20))
     sentences: int = field(default=1000, metadata=_range(1, 100000))
     single: int = field(default=100, metadata=_range(0, 100000))  # of them also decoded one at a time
-    tracking: TrackingSection = TrackingSection(experiment="bench")
 
 
 @dataclass(frozen=True)
-class BenchCompletionConfig:
+class BenchCompletionConfig(BenchConfig):
     """`kind = "bench_completion"`: n-best completion of many prefixes batched against one at a time."""
 
     KIND: ClassVar[str] = "bench_completion"
@@ -95,4 +98,3 @@ class BenchCompletionConfig:
     prefixes: int = field(default=2000, metadata=_range(1, 1_000_000))  # completed in batches
     single: int = field(default=200, metadata=_range(0, 1_000_000))  # of them also one at a time
     device: str = field(default="auto", metadata=_choices("cpu", "cuda", "auto"))
-    tracking: TrackingSection = TrackingSection(experiment="bench")

@@ -1,0 +1,75 @@
+"""The GPU algorithm's numpy twin and the compiled CPU backend against the numpy CPU backend on the SLURP TLG
+with real acoustic scores (200 held-out-voice test utterances): identical 1-best, costs, word end frames,
+search counters and partial hypotheses, with and without max-active binding, and identical lattices. This
+is the check of the GPU algorithm and of the compiled loop that runs on every commit; tests/gpu compares
+the GPU itself with the CPU backend on the H200."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from specbench.decoder.cpu import CpuDecoder
+from specbench.decoder.cpu_compiled import CompiledCpuDecoder
+from specbench.decoder.options import SearchOptions
+from specbench.decoder.twin import TwinDecoder
+from specbench.experiments.graph_recipe import GraphArtifacts
+from specbench.wfst.graph import read_graph
+
+pytestmark = pytest.mark.integration
+LATTICE_FIELDS = ("node_frame", "node_state", "src", "dst", "ilabel", "olabel", "graph_cost", "acoustic_cost",
+                  "final_cost")
+
+
+def _twin(graph, options: SearchOptions, items: list, partial_every: int | None) -> list:  # noqa: ANN001
+    return TwinDecoder(graph, options, max_lanes=64).decode_batch(items, partial_every=partial_every)
+
+
+def _compiled(graph, options: SearchOptions, items: list, partial_every: int | None) -> list:  # noqa: ANN001
+    decoder = CompiledCpuDecoder(graph, options)
+    return [decoder.decode(loglikes, utt, partial_every=partial_every) for utt, loglikes in items]
+
+
+BACKENDS: dict[str, Callable] = {"twin": _twin, "compiled": _compiled}
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+@pytest.mark.parametrize("max_active", [10000, 200])
+def test_equals_numpy_cpu_on_real_scores(slurp_graph: GraphArtifacts, real_test_scores: list, max_active: int,
+                                         backend: str) -> None:
+    graph = read_graph(slurp_graph.tlg)
+    options = SearchOptions(beam=15.0, max_active=max_active, min_active=20)
+    results = BACKENDS[backend](graph, options, real_test_scores, 3)
+    cpu = CpuDecoder(graph, options)
+    bound = 0
+    for (utt, loglikes), got in zip(real_test_scores, results, strict=True):
+        want = cpu.decode(loglikes, utt, partial_every=3)
+        assert (got.status, got.word_ids, got.word_end_frames) == (want.status, want.word_ids,
+                                                                    want.word_end_frames), utt
+        assert (got.graph_cost, got.acoustic_cost) == (want.graph_cost, want.acoustic_cost), utt
+        assert got.stats == want.stats and got.partials == want.partials, utt
+        bound += want.stats.max_active_binds > 0
+    assert len(real_test_scores) >= 200
+    if max_active == 200:
+        assert bound > 0  # the exact max-active cutoff is exercised
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_lattices_equal_numpy_cpu_on_real_scores(slurp_graph: GraphArtifacts, real_test_scores: list,
+                                                 backend: str) -> None:
+    graph = read_graph(slurp_graph.tlg)
+    items = real_test_scores[:30]
+    options = SearchOptions(beam=15.0, max_active=10000, lattice_beam=8.0)
+    results = BACKENDS[backend](graph, options, items, None)
+    cpu = CpuDecoder(graph, options)
+    for (utt, loglikes), got in zip(items, results, strict=True):
+        want = cpu.decode(loglikes, utt)
+        if not want.ok:
+            continue
+        for name in LATTICE_FIELDS:
+            assert np.array_equal(getattr(got.lattice, name), getattr(want.lattice, name)), (utt, name)
+        _, graph_cost, acoustic_cost = want.lattice.best_path()
+        assert graph_cost + acoustic_cost == pytest.approx(want.total_cost, abs=1e-3)
+        assert want.lattice.oracle_errors(want.word_ids) == 0
