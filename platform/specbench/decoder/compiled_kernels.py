@@ -1,0 +1,248 @@
+"""The compiled frame loop of the CPU backend: Kaldi's `FasterDecoder` over the closed arcs, in numba.
+
+`decode_frames` runs every frame of one utterance (or of one `advance` call) in one compiled call, with the
+numpy backend's (`cpu.py`) rules step for step, so that both give the same tokens, in the same order:
+
+1. `get_cutoff`: pruning.py's GetCutoff (float64 costs, float32 order statistics and adaptive beam).
+2. Every token below the weight cutoff, in token order, expands its closed arcs in arc order:
+   `new = (cost + weight) + ac` in float64; the next cutoff is `min(new) + adaptive beam`, tightened by the
+   best token's bare emitting arcs when the best token itself is not expanded (Kaldi's pre-pass).
+3. Candidates with `new < next cutoff` recombine: per destination state the lowest cost, then the lowest
+   code; the winners become the next tokens in the order of their candidate positions.
+4. Statistics as `DecodeStats` counts them; a partial hypothesis every `partial_every` frames (the token of
+   lowest cost, then lowest state); with a lattice beam, the lattice records (frame, source state, code)
+   of lattice_paths.py: bare emitting candidates within the lattice beam of their destination's token, and
+   the epsilon links among the new tokens.
+
+Arrays grow by doubling; nothing is allocated per candidate. Compiled on first use and cached on disk
+(`cache=True`: numba writes beside this file, or under NUMBA_CACHE_DIR).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+BIND_BEAM, BIND_MAX_ACTIVE, BIND_MIN_ACTIVE = 0, 1, 2
+# indices into the stats vector (DecodeStats's field order)
+FRAMES, CREATED, PRUNED, MAX_BINDS, MIN_BINDS, NARROWINGS, EPS_ITERATIONS, OVERFLOWS = range(8)
+NO_CODE = np.iinfo(np.int64).max
+
+
+@njit(cache=True)
+def _kth_smallest32(costs: np.ndarray, n: int, k: int) -> float:
+    """The k-th smallest (0-based) of costs[:n] rounded to float32, as a float64."""
+    tmp = np.empty(n, dtype=np.float32)
+    for i in range(n):
+        tmp[i] = np.float32(costs[i])
+    return float(np.partition(tmp, k)[k])
+
+
+@njit(cache=True)
+def get_cutoff(costs: np.ndarray, n: int, beam32: float, max_active: int, min_active: int, beam_delta: float,
+               unconstrained: bool) -> tuple[float, float, int, int, bool]:
+    """pruning.get_cutoff over costs[:n]: (weight cutoff, adaptive beam, best position, binding,
+    every cost below the cutoff)."""
+    if n == 0:
+        return np.inf, beam32, -1, BIND_BEAM, True
+    best, best_cost, worst = 0, costs[0], costs[0]
+    for i in range(1, n):
+        if costs[i] < best_cost:
+            best, best_cost = i, costs[i]
+        if costs[i] > worst:
+            worst = costs[i]
+    beam_cutoff = best_cost + beam32
+    if unconstrained:
+        return beam_cutoff, beam32, best, BIND_BEAM, worst < beam_cutoff
+    if n > max_active:
+        max_active_cutoff = _kth_smallest32(costs, n, max_active)
+        if max_active_cutoff < beam_cutoff:
+            adaptive = float(np.float32(max_active_cutoff - best_cost + beam_delta))
+            return max_active_cutoff, adaptive, best, BIND_MAX_ACTIVE, worst < max_active_cutoff
+    min_active_cutoff = np.inf
+    if n > min_active:
+        if min_active == 0:
+            min_active_cutoff = best_cost
+        elif float(np.float32(worst)) <= beam_cutoff:
+            min_active_cutoff = beam_cutoff
+        else:
+            min_active_cutoff = _kth_smallest32(costs, n, min_active)
+    if min_active_cutoff > beam_cutoff:
+        adaptive = float(np.float32(min_active_cutoff - best_cost + beam_delta))
+        return min_active_cutoff, adaptive, best, BIND_MIN_ACTIVE, worst < min_active_cutoff
+    return beam_cutoff, beam32, best, BIND_BEAM, worst < beam_cutoff
+
+
+@njit(cache=True)
+def _grow(a: np.ndarray, need: int) -> np.ndarray:
+    """`a` when it holds `need` items, else a copy at least twice as long (1-D; any dtype)."""
+    if need <= a.shape[0]:
+        return a
+    out = np.empty(max(need, 2 * a.shape[0]), dtype=a.dtype)
+    out[:a.shape[0]] = a
+    return out
+
+
+@njit(cache=True)
+def _best_token_bound(state: int, cost: float, row: np.ndarray, emit_offsets: np.ndarray,
+                      emit_weight: np.ndarray, emit_column: np.ndarray, beam: float) -> float:
+    """min over the best token's emitting arcs of (cost + weight) + ac, plus beam (+inf without arcs)."""
+    low = np.inf
+    for a in range(emit_offsets[state], emit_offsets[state + 1]):
+        new = cost + emit_weight[a] + row[emit_column[a]]
+        if new < low:
+            low = new
+    return low + beam
+
+
+@njit(cache=True)
+def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np.ndarray,
+                   eps_offsets: np.ndarray, eps_dest: np.ndarray, eps_weight: np.ndarray, lattice_beam: float,
+                   frame: int, records: np.ndarray, count: int) -> tuple[np.ndarray, int]:
+    """lattice_paths.epsilon_links for tokens (states, costs)[:n], appended to records[count:] as
+    (frame, src state, -1 - epsilon arc); dense_cost must hold the tokens' costs (+inf elsewhere)."""
+    for i in range(n):
+        s = states[i]
+        for e in range(eps_offsets[s], eps_offsets[s + 1]):
+            target = dense_cost[eps_dest[e]]
+            if np.isfinite(target) and costs[i] + eps_weight[e] <= target + lattice_beam:
+                records = _grow(records.ravel(), 3 * (count + 1)).reshape(-1, 3)
+                records[count, 0], records[count, 1], records[count, 2] = frame, s, -1 - e
+                count += 1
+    return records, count
+
+
+@njit(cache=True)
+def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, arc_weight, arc_packed, code,
+                  code_base, emit_offsets, emit_weight, emit_column, beam32, max_active, min_active,
+                  beam_delta, unconstrained, partial_every, lattice_beam, eps_offsets, eps_dest, eps_weight,
+                  dense_cost, dense_code, stats):  # noqa: ANN001, ANN201 - numba signature
+    """Decode the frames `rows` ((t, P) float64 acoustic costs) from the tokens (states (N,) int64, costs
+    (N,) float64, arena ids (N,) int64); new arena entries are numbered from `arena_start`, frames from
+    `first_frame`. The closed arcs of state s are entries offsets[s]..offsets[s + 1] (offsets (S + 1,) int64);
+    entry e has its weight at arc_weight[2 e] (float64) and `dest << 16 | column` at arc_packed[2 e + 1]
+    (int64; the two are views of one buffer, so an arc is one 16-byte record), its code at code[e].
+    dense_cost (S,) float64 all +inf and dense_code (S,) int64 all NO_CODE are scratch,
+    restored on return; stats (8,) int64 is updated in place. lattice_beam < 0: no lattice records.
+
+    Returns (states, costs, ids, arena prev (E,), arena code (E,), partials (K, 3) (frame, arena id,
+    state), lattice records (R, 3) (frame, src state, code)).
+    """
+    n = states.shape[0]
+    cand_new = np.empty(4096, dtype=np.float64)
+    cand_src = np.empty(4096, dtype=np.int64)
+    cand_dest = np.empty(4096, dtype=np.int64)
+    cand_code = np.empty(4096, dtype=np.int64)
+    arena_prev = np.empty(1024, dtype=np.int64)
+    arena_code = np.empty(1024, dtype=np.int64)
+    partials = np.empty((16, 3), dtype=np.int64)
+    records = np.empty((1024 if lattice_beam >= 0 else 0, 3), dtype=np.int64)
+    arena_count = partial_count = record_count = 0
+    next_states = np.empty(max(n, 16), dtype=np.int64)
+    next_costs = np.empty(max(n, 16), dtype=np.float64)
+    next_ids = np.empty(max(n, 16), dtype=np.int64)
+    for t in range(rows.shape[0]):
+        row = rows[t]
+        frame = first_frame + t
+        wc, adaptive, best, binding, all_below = get_cutoff(costs, n, beam32, max_active, min_active,
+                                                            beam_delta, unconstrained)
+        stats[MAX_BINDS] += binding == BIND_MAX_ACTIVE
+        stats[MIN_BINDS] += binding == BIND_MIN_ACTIVE
+        stats[NARROWINGS] += adaptive < beam32
+        # candidates are recombined as they come; one that cannot beat the running cutoff (the lowest new
+        # cost so far plus the adaptive beam, never below the final cutoff) is counted and dropped
+        run_cut = np.inf
+        if best >= 0 and not costs[best] < wc:  # Kaldi's pre-pass over the unexpanded best token
+            run_cut = _best_token_bound(states[best], costs[best], row, emit_offsets, emit_weight, emit_column,
+                                        adaptive)
+        bound = run_cut
+        if best >= 0 and (all_below or costs[best] < wc):  # a tight running cutoff from the start
+            s = states[best]
+            for e in range(offsets[s], offsets[s + 1]):
+                run_cut = min(run_cut, costs[best] + arc_weight[2 * e] + row[arc_packed[2 * e + 1] & 0xFFFF] + adaptive)
+        total, stored, expanded, low = 0, 0, 0, np.inf
+        for i in range(n):
+            c = costs[i]
+            if not (all_below or c < wc):
+                continue
+            expanded += 1
+            s = states[i]
+            first, last = offsets[s], offsets[s + 1]
+            total += last - first
+            if stored + (last - first) > cand_new.shape[0]:
+                need = stored + (last - first)
+                cand_new = _grow(cand_new, need)
+                cand_src = _grow(cand_src, need)
+                cand_dest = _grow(cand_dest, need)
+                cand_code = _grow(cand_code, need)
+            for e in range(first, last):
+                packed = arc_packed[2 * e + 1]
+                new = c + arc_weight[2 * e] + row[packed & 0xFFFF]
+                if new < low:
+                    low = new
+                    run_cut = min(run_cut, low + adaptive)
+                if not new < run_cut:
+                    continue
+                d, k = packed >> 16, code[e]
+                cand_new[stored], cand_src[stored] = new, i
+                cand_dest[stored], cand_code[stored] = d, k
+                stored += 1
+                if new < dense_cost[d] or (new == dense_cost[d] and k < dense_code[d]):
+                    dense_cost[d], dense_code[d] = new, k
+        cutoff = min(low + adaptive, bound) if total else bound
+        if stored > next_states.shape[0]:
+            next_states = _grow(next_states, stored)
+            next_costs = _grow(next_costs, stored)
+            next_ids = _grow(next_ids, stored)
+        if arena_count + stored > arena_prev.shape[0]:
+            arena_prev = _grow(arena_prev, arena_count + stored)
+            arena_code = _grow(arena_code, arena_count + stored)
+        kept = m = 0
+        for j in range(stored):  # the winners, in candidate order; destinations whose best candidate was
+            new, d, k = cand_new[j], cand_dest[j], cand_code[j]  # pruned hold no token
+            if new < cutoff:
+                kept += 1
+                if new == dense_cost[d] and k == dense_code[d]:
+                    next_states[m], next_costs[m] = d, new
+                    next_ids[m] = arena_start + arena_count
+                    arena_prev[arena_count], arena_code[arena_count] = ids[cand_src[j]], k
+                    arena_count += 1
+                    m += 1
+            elif not dense_cost[d] < cutoff:
+                dense_cost[d], dense_code[d] = np.inf, NO_CODE
+        stats[CREATED] += kept
+        stats[PRUNED] += (n - expanded) + (total - kept)
+        stats[EPS_ITERATIONS] += 1
+        if lattice_beam >= 0:
+            for j in range(stored):  # bare emitting candidates within the beam of their destination's winner
+                new, k = cand_new[j], cand_code[j]
+                if new < cutoff and k % code_base == 0 and new <= dense_cost[cand_dest[j]] + lattice_beam:
+                    records = _grow(records.ravel(), 3 * (record_count + 1)).reshape(-1, 3)
+                    records[record_count, 0] = frame
+                    records[record_count, 1] = states[cand_src[j]]
+                    records[record_count, 2] = k // code_base
+                    record_count += 1
+        for j in range(m):
+            dense_code[next_states[j]] = NO_CODE
+        states, next_states = next_states, states
+        costs, next_costs = next_costs, costs
+        ids, next_ids = next_ids, ids
+        n = m
+        if lattice_beam >= 0:  # dense_cost holds exactly the new tokens' costs here
+            records, record_count = _epsilon_links(states, costs, n, dense_cost, eps_offsets, eps_dest,
+                                                   eps_weight, lattice_beam, frame + 1, records, record_count)
+        for j in range(n):
+            dense_cost[states[j]] = np.inf
+        stats[FRAMES] += 1
+        if partial_every > 0 and stats[FRAMES] % partial_every == 0 and n > 0:
+            pick = 0
+            for j in range(1, n):
+                if costs[j] < costs[pick] or (costs[j] == costs[pick] and states[j] < states[pick]):
+                    pick = j
+            if partial_count == partials.shape[0]:
+                partials = _grow(partials.ravel(), 6 * partial_count).reshape(-1, 3)
+            partials[partial_count, 0], partials[partial_count, 1] = stats[FRAMES] - 1, ids[pick]
+            partials[partial_count, 2] = states[pick]
+            partial_count += 1
+    return (states[:n].copy(), costs[:n].copy(), ids[:n].copy(), arena_prev[:arena_count].copy(),
+            arena_code[:arena_count].copy(), partials[:partial_count].copy(), records[:record_count].copy())

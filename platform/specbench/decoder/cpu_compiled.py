@@ -1,0 +1,93 @@
+"""The compiled CPU backend: `CpuDecoder`'s search with its frame loop compiled by numba.
+
+Everything but the frame loop is the numpy backend's (`cpu.py`): the graph preparation (the epsilon closure
+and the closed arcs), the start of an utterance (the start token closed over epsilons), the traceback, the
+partial hypotheses and the lattice pruning. The loop (`compiled_kernels.decode_frames`) follows the numpy
+loop's rules step for step, so both give the same tokens, 1-best, costs, counters and lattice records; the
+parity tests check it. Graphs whose epsilon weights are negative need the epsilon iteration of the numpy
+backend (epsilon mode "arcs"): there this backend runs the numpy loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import Any
+
+import numpy as np
+
+from specbench.decoder.compiled_kernels import NO_CODE, decode_frames
+from specbench.decoder.cpu import FLT_MAX, CpuDecoder
+from specbench.decoder.result import DecodeStats
+from specbench.decoder.search import Arena, Tokens
+
+COUNTERS = tuple(f.name for f in fields(DecodeStats))  # the stats vector's order
+
+
+class CompiledCpuDecoder(CpuDecoder):
+    """`CpuDecoder` (same constructor, same results) with the per-frame work in one compiled call per
+    `advance`. The first decoder of a process compiles the loop, or loads it from numba's on-disk cache."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tables = None
+        self._start: tuple | None = None  # the tokens after the start's epsilon step (see _close)
+        if self.moves.closed:
+            arcs, emit, eps = self._closed_arcs, self.graph.emitting, self.graph.epsilon
+            if arcs.column.size and int(arcs.column.max()) >= 1 << 16:
+                raise ValueError(f"the compiled CPU backend takes at most 65,536 score columns; the graph's input "
+                                 f"labels go up to {int(arcs.column.max()) + 1}. Fix: use the numpy backend")
+            record = np.empty((arcs.dest.shape[0], 2), dtype=np.int64)  # (weight bits, dest << 16 | column)
+            record[:, 0] = arcs.weight.astype(np.float64).view(np.int64)
+            record[:, 1] = (arcs.dest.astype(np.int64) << 16) | arcs.column.astype(np.int64)
+            flat = record.reshape(-1)
+            self._tables = (
+                arcs.offsets.astype(np.int64), flat.view(np.float64), flat, arcs.code.astype(np.int64),
+                np.int64(self._code_base), emit.offsets.astype(np.int64), self._emit_weight,
+                self._emit_column.astype(np.int64))
+            self._eps = (eps.offsets.astype(np.int64), eps.dest.astype(np.int64), eps.weight.astype(np.float64))
+            self._dense_code = np.full(self.graph.num_states, NO_CODE, dtype=np.int64)
+
+    def _close(self, cutoff: float) -> None:
+        """The epsilon step; at the start of an utterance (cutoff FLT_MAX) its outcome is the same for every
+        utterance, so it is computed once and replayed: the tokens, their arena entries and the counters."""
+        if self._tables is None or cutoff != FLT_MAX:
+            super()._close(cutoff)
+            return
+        state = self._require_state()
+        if self._start is None:
+            before = dict(state.stats)
+            super()._close(cutoff)
+            prev, code = state.arena._compact()
+            self._start = (state.tokens, prev, code, {k: state.stats[k] - before[k] for k in COUNTERS})
+            return
+        tokens, prev, code, counts = self._start
+        state.tokens = Tokens(tokens.states, tokens.costs, tokens.ids)
+        state.arena = Arena()
+        state.arena.add(prev, code)
+        for key, value in counts.items():
+            state.stats[key] += value
+
+    def advance(self, loglikes: np.ndarray) -> None:
+        """Decode the next frames: loglikes (t, P) float32 (other float dtypes are converted)."""
+        if self._tables is None:
+            super().advance(loglikes)
+            return
+        state = self._require_state()
+        neg = self._checked_costs(loglikes)
+        state.scores.append(neg)
+        stats = np.array([state.stats[k] for k in COUNTERS], dtype=np.int64)
+        config, tokens = self.config, state.tokens
+        lattice_beam = -1.0 if self.lattice_beam is None else float(self.lattice_beam)
+        out = decode_frames(
+            neg.astype(np.float64), tokens.states.astype(np.int64), tokens.costs.astype(np.float64, copy=True),
+            tokens.ids.astype(np.int64, copy=True), np.int64(state.arena.size), np.int64(state.stats["frames"]),
+            *self._tables, config.beam32, np.int64(config.max_active), np.int64(config.min_active),
+            float(config.beam_delta), config.unconstrained, np.int64(self._partial_every), lattice_beam,
+            *self._eps, self._dense_cost, self._dense_code, stats)
+        states, costs, ids, prev, code, partials, records = out
+        state.arena.add(prev, code)
+        state.tokens = Tokens(states.astype(np.intp), costs, ids)
+        state.stats.update(zip(COUNTERS, (int(x) for x in stats)))
+        self._partials.extend((int(f), int(e), int(s)) for f, e, s in partials)
+        if self.lattice_beam is not None:
+            self._records.append(records)
