@@ -117,7 +117,7 @@ def _add_decode(sub) -> None:  # noqa: ANN001
     dec.add_argument("--scores", type=Path, required=True, help=".parquet, Kaldi .scp/.ark, .npy or .npz")
     dec.add_argument("--out", type=Path, required=True, help="output: .jsonl (one JSON line each) or .parquet")
     dec.add_argument("--words", type=Path, help="words.txt: write words as strings, not output labels")
-    dec.add_argument("--backend", choices=("cpu", "gpu", "twin", "kaldi", "auto"), default="cpu",
+    dec.add_argument("--backend", choices=("cpu", "cpu_numpy", "gpu", "twin", "kaldi", "auto"), default="cpu",
                      help="auto: gpu when a CUDA device is usable, else cpu")
     dec.add_argument("--frame-shift-ms", type=float, help="frame shift of Kaldi/numpy scores")
     dec.add_argument("--beam", type=float, default=15.0)

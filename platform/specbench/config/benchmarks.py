@@ -16,7 +16,7 @@ from specbench.config.jobs import TrackingSection
 from specbench.config.loader import config_choices as _choices
 from specbench.config.loader import config_range as _range
 
-DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "twin", "gpu", "gpu_lattice")
+DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "cpu_numpy", "twin", "gpu", "gpu_lattice")
 
 
 @dataclass(frozen=True)

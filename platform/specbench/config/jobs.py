@@ -262,7 +262,7 @@ class AsrSection:
     voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")  # held out of acoustic training
     rates: tuple[float, ...] = field(default=(0.9, 1.0, 1.1), metadata=_range(0.5, 2.0))
     partial_every_ms: float = field(default=120.0, metadata=_range(10.0, 5000.0))
-    backend: str = field(default="cpu", metadata=_choices("cpu", "twin", "gpu", "auto"))
+    backend: str = field(default="cpu", metadata=_choices("cpu", "cpu_numpy", "twin", "gpu", "auto"))
     beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
     acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))

@@ -1,6 +1,8 @@
 """Every decoder backend built from its name: `make_decoder(name, graph, options, **backend_args)`.
 
-Backends: `cpu` (`cpu.CpuDecoder`, ours), `kaldi` (`kaldi_reference.KaldiFasterDecoder`, kaldi-decoder's C++
+Backends: `cpu` (`cpu_compiled.CompiledCpuDecoder`, ours, its frame loop compiled by numba), `cpu_numpy`
+(`cpu.CpuDecoder`, the same search in numpy: the readable reference the compiled loop and the twin are
+checked against), `kaldi` (`kaldi_reference.KaldiFasterDecoder`, kaldi-decoder's C++
 FasterDecoder), `twin` (`twin.TwinDecoder`, the GPU algorithm in numpy) and `gpu` (`gpu.GpuDecoder`); `auto`
 is `gpu` where this process sees a usable CUDA device, else `cpu`. Each takes the whole `SearchOptions` and
 answers the same calls: `decode(loglikes (T, P) float32, utt_id, partial_every=None) -> DecodeResult` and
@@ -26,11 +28,12 @@ from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.result import DecodeResult
 from specbench.wfst.graph import CsrGraph, read_graph
 
-BACKENDS = ("cpu", "kaldi", "twin", "gpu", "auto")
+BACKENDS = ("cpu", "cpu_numpy", "kaldi", "twin", "gpu", "auto")
 LANE_BACKENDS = ("twin", "gpu")
 LANE_ARGS = ("max_lanes", "token_capacity", "arc_capacity", "arena_capacity", "lattice_capacity")
 BACKEND_ARGS: dict[str, tuple[str, ...]] = {
-    "cpu": ("epsilon_mode",), "kaldi": (), "twin": LANE_ARGS, "gpu": ("device", *LANE_ARGS),
+    "cpu": ("epsilon_mode",), "cpu_numpy": ("epsilon_mode",), "kaldi": (), "twin": LANE_ARGS,
+    "gpu": ("device", *LANE_ARGS),
 }
 
 
@@ -39,7 +42,8 @@ class Decoder(Protocol):
 
     options: SearchOptions
 
-    def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
+    def decode(self, loglikes: np.ndarray, utt_id: str = "",
+               partial_every: int | None = None) -> DecodeResult:
         ...
 
     def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],
@@ -69,8 +73,8 @@ def resolve_backend(backend: str) -> str:
     return "gpu" if gpu_available() else "cpu"
 
 
-def make_decoder(name: str, graph: str | Path | GraphFile | CsrGraph, options: SearchOptions = DEFAULT_OPTIONS,
-                 **backend_args) -> Decoder:
+def make_decoder(name: str, graph: str | Path | GraphFile | CsrGraph,
+                 options: SearchOptions = DEFAULT_OPTIONS, **backend_args) -> Decoder:
     """The backend `name` (see BACKENDS; `auto` resolved) over `graph` with `options`; `backend_args` are
     the backend's own keywords (BACKEND_ARGS: the CPU epsilon mode, the lane count and queue capacities,
     the CUDA device). Raises ValueError naming what is wrong (an unknown backend or keyword, a CsrGraph for
@@ -90,6 +94,13 @@ def make_decoder(name: str, graph: str | Path | GraphFile | CsrGraph, options: S
         return KaldiFasterDecoder(source.path, options)
     csr = source.csr if isinstance(source, GraphFile) else source
     if name == "cpu":
+        try:
+            from specbench.decoder.cpu_compiled import CompiledCpuDecoder
+        except ImportError as err:  # numba missing (a machine with the project's source tree only)
+            raise ImportError(f"the cpu backend needs numba ({err}). Fix: pip install numba, or use the "
+                              "cpu_numpy backend (same results, slower)") from err
+        return CompiledCpuDecoder(csr, options, **backend_args)
+    if name == "cpu_numpy":
         from specbench.decoder.cpu import CpuDecoder
 
         return CpuDecoder(csr, options, **backend_args)

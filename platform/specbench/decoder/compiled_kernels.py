@@ -153,13 +153,14 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
         # cost so far plus the adaptive beam, never below the final cutoff) is counted and dropped
         run_cut = np.inf
         if best >= 0 and not costs[best] < wc:  # Kaldi's pre-pass over the unexpanded best token
-            run_cut = _best_token_bound(states[best], costs[best], row, emit_offsets, emit_weight, emit_column,
-                                        adaptive)
+            run_cut = _best_token_bound(states[best], costs[best], row, emit_offsets, emit_weight,
+                                        emit_column, adaptive)
         bound = run_cut
         if best >= 0 and (all_below or costs[best] < wc):  # a tight running cutoff from the start
             s = states[best]
             for e in range(offsets[s], offsets[s + 1]):
-                run_cut = min(run_cut, costs[best] + arc_weight[2 * e] + row[arc_packed[2 * e + 1] & 0xFFFF] + adaptive)
+                column = arc_packed[2 * e + 1] & 0xFFFF
+                run_cut = min(run_cut, costs[best] + arc_weight[2 * e] + row[column] + adaptive)
         total, stored, expanded, low = 0, 0, 0, np.inf
         for i in range(n):
             c = costs[i]

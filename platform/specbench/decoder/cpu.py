@@ -155,7 +155,8 @@ class CpuDecoder:
         best = finite[np.lexsort((tokens.states[finite], total[finite]))[0]]
         return self._traceback(int(tokens.ids[best]), int(tokens.states[best]), stats)
 
-    def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
+    def decode(self, loglikes: np.ndarray, utt_id: str = "",
+               partial_every: int | None = None) -> DecodeResult:
         """Decode one utterance: loglikes (T, P) float32 log-likelihoods; T == 0 gives "empty utterance".
         partial_every: take the best partial path after every that many frames (DecodeResult.partials;
         default `options.partial_every`). Bad scores raise ValueError naming the utterance."""
@@ -271,7 +272,8 @@ class CpuDecoder:
             self._record_lattice_arcs(codes, new, dest, win)
             self._record_epsilon_links(state.stats["frames"] + 1)
 
-    def _record_lattice_arcs(self, codes: np.ndarray, new: np.ndarray, dest: np.ndarray, win: np.ndarray) -> None:
+    def _record_lattice_arcs(self, codes: np.ndarray, new: np.ndarray, dest: np.ndarray,
+                             win: np.ndarray) -> None:
         """Lattice links of the emitting step: the bare emitting-arc candidates (no closure move) within the
         lattice beam of their destination's token, as (frame, src state, emitting arc)."""
         best = self._dense_cost

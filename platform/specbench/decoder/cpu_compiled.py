@@ -34,8 +34,9 @@ class CompiledCpuDecoder(CpuDecoder):
         if self.moves.closed:
             arcs, emit, eps = self._closed_arcs, self.graph.emitting, self.graph.epsilon
             if arcs.column.size and int(arcs.column.max()) >= 1 << 16:
-                raise ValueError(f"the compiled CPU backend takes at most 65,536 score columns; the graph's input "
-                                 f"labels go up to {int(arcs.column.max()) + 1}. Fix: use the numpy backend")
+                raise ValueError(f"the compiled CPU backend takes at most 65,536 score columns; the graph's "
+                                 f"input labels go up to {int(arcs.column.max()) + 1}. Fix: use the "
+                                 "cpu_numpy backend")
             record = np.empty((arcs.dest.shape[0], 2), dtype=np.int64)  # (weight bits, dest << 16 | column)
             record[:, 0] = arcs.weight.astype(np.float64).view(np.int64)
             record[:, 1] = (arcs.dest.astype(np.int64) << 16) | arcs.column.astype(np.int64)
@@ -44,7 +45,8 @@ class CompiledCpuDecoder(CpuDecoder):
                 arcs.offsets.astype(np.int64), flat.view(np.float64), flat, arcs.code.astype(np.int64),
                 np.int64(self._code_base), emit.offsets.astype(np.int64), self._emit_weight,
                 self._emit_column.astype(np.int64))
-            self._eps = (eps.offsets.astype(np.int64), eps.dest.astype(np.int64), eps.weight.astype(np.float64))
+            self._eps = (eps.offsets.astype(np.int64), eps.dest.astype(np.int64),
+                         eps.weight.astype(np.float64))
             self._dense_code = np.full(self.graph.num_states, NO_CODE, dtype=np.int64)
 
     def _close(self, cutoff: float) -> None:
@@ -79,8 +81,9 @@ class CompiledCpuDecoder(CpuDecoder):
         config, tokens = self.config, state.tokens
         lattice_beam = -1.0 if self.lattice_beam is None else float(self.lattice_beam)
         out = decode_frames(
-            neg.astype(np.float64), tokens.states.astype(np.int64), tokens.costs.astype(np.float64, copy=True),
-            tokens.ids.astype(np.int64, copy=True), np.int64(state.arena.size), np.int64(state.stats["frames"]),
+            neg.astype(np.float64), tokens.states.astype(np.int64),
+            tokens.costs.astype(np.float64, copy=True), tokens.ids.astype(np.int64, copy=True),
+            np.int64(state.arena.size), np.int64(state.stats["frames"]),
             *self._tables, config.beam32, np.int64(config.max_active), np.int64(config.min_active),
             float(config.beam_delta), config.unconstrained, np.int64(self._partial_every), lattice_beam,
             *self._eps, self._dense_cost, self._dense_code, stats)

@@ -77,7 +77,7 @@ def summary_metrics(runs: dict[str, Timed], gpu_runs: dict[str, Timed], ids: lis
     lattice_gpu = {k: t for k, t in gpu_runs.items() if k.endswith("_lattice")}
     out = _speed(runs, onebest_gpu, lattice_gpu, audio_s)
     out.update(_density(runs, lattice_gpu))
-    if "cpu" in runs:
+    if "cpu" in runs or "cpu_numpy" in runs:
         out.update(_agreement_with_cpu(runs, gpu_runs, ids))
     if "kaldi" in runs:
         out["kaldi_failed_utterances"] = sum(not o.ok for o in runs["kaldi"].outcomes)
@@ -114,6 +114,10 @@ def _speed(runs: dict[str, Timed], onebest_gpu: dict[str, Timed], lattice_gpu: d
         out["decoder.cpu_vs_kaldi"] = kaldi.seconds / cpu.seconds
     if kaldi and "twin" in runs:
         out["decoder.twin_vs_kaldi"] = kaldi.seconds / runs["twin"].seconds
+    if kaldi and "cpu_numpy" in runs:
+        out["decoder.cpu_numpy_vs_kaldi"] = kaldi.seconds / runs["cpu_numpy"].seconds
+    if cpu and "cpu_numpy" in runs:
+        out["cpu_vs_cpu_numpy"] = runs["cpu_numpy"].seconds / cpu.seconds
     if cpu and "cpu_lattice" in runs:
         out["cpu_lattice_overhead"] = runs["cpu_lattice"].seconds / cpu.seconds
     for key, t in lattice_gpu.items():
@@ -144,10 +148,12 @@ def _density(runs: dict[str, Timed], lattice_gpu: dict[str, Timed]) -> dict[str,
 
 
 def _agreement_with_cpu(runs: dict[str, Timed], gpu_runs: dict[str, Timed], ids: list[str]) -> dict[str, Any]:
-    """1-best agreement with the CPU backend (`runs["cpu"]`): Kaldi's (words only), the twin's and every GPU
-    configuration's (words and costs); decoder.onebest_identical is the lowest GPU configuration's (the
-    twin's without a GPU), split by whether max_active bound; `mismatches` lists disagreeing ids."""
-    cpu = runs["cpu"]
+    """1-best agreement with the CPU backend (`runs["cpu"]`; the numpy reference `cpu_numpy` where the
+    compiled one did not run): Kaldi's (words only), the compiled and numpy backends' with each other, the
+    twin's and every GPU configuration's (words and costs); decoder.onebest_identical is the lowest GPU
+    configuration's (the twin's without a GPU), split by whether max_active bound; `mismatches` lists
+    disagreeing ids."""
+    cpu = runs.get("cpu") or runs["cpu_numpy"]
     bound = [o.max_active_binds > 0 for o in cpu.outcomes]
     out: dict[str, Any] = {"decoder.max_active_bound_utterances": sum(bound),
                            "decoder.max_active_free_utterances": len(bound) - sum(bound)}
@@ -158,12 +164,13 @@ def _agreement_with_cpu(runs: dict[str, Timed], gpu_runs: dict[str, Timed], ids:
         out["decoder.cpu_kaldi_identical_max_active_bound"] = a["bound"]
         out["decoder.cpu_kaldi_identical_max_active_free"] = a["free"]
         mismatches["cpu_vs_kaldi"] = a["mismatches"]
-    compared = dict(gpu_runs, **({"twin": runs["twin"]} if "twin" in runs else {}))
+    compared = dict(gpu_runs, **{k: runs[k] for k in ("twin", "cpu_numpy")
+                                 if k in runs and runs[k] is not cpu})
     per_run = {k: agreement(t.outcomes, cpu.outcomes, ids, bound) for k, t in compared.items()}
     for k, a in per_run.items():
         out[f"{k}_onebest_identical"] = a["all"]
         mismatches[f"{k}_vs_cpu"] = a["mismatches"]
-    headline = {k: a for k, a in per_run.items() if (k != "twin") == bool(gpu_runs)}
+    headline = {k: a for k, a in per_run.items() if k != "cpu_numpy" and (k != "twin") == bool(gpu_runs)}
     if headline:
         worst = min(headline, key=lambda k: headline[k]["all"])
         out["decoder.onebest_identical"] = headline[worst]["all"]
@@ -176,7 +183,7 @@ def _agreement_with_cpu(runs: dict[str, Timed], gpu_runs: dict[str, Timed], ids:
                                                          bound)["all"]
     if mismatches:
         out["mismatches"] = mismatches
-    for name, t in (("cpu", cpu), *((k, v) for k, v in runs.items() if k in ("twin", "cpu_lattice")),
-                    *gpu_runs.items()):
+    others = ((k, v) for k, v in runs.items() if k in ("twin", "cpu_lattice", "cpu_numpy"))
+    for name, t in (("cpu", cpu), *others, *gpu_runs.items()):
         out[f"{name}_failed_utterances"] = sum(not o.ok for o in t.outcomes)
     return out

@@ -7,7 +7,8 @@ make_decoder` and decodes one utterance before its clock starts (graph and score
 backend is registering one function here:
 
 - `kaldi`: kaldi-decoder's C++ `FasterDecoder`, one utterance at a time, no lattice;
-- `cpu`: our numpy `CpuDecoder`, 1-best only; `cpu_lattice`: the same with the lattice beam;
+- `cpu`: our compiled CPU backend (`CompiledCpuDecoder`), 1-best only; `cpu_lattice`: the same with the
+  lattice beam; `cpu_numpy`: the numpy reference (`CpuDecoder`), 1-best only;
 - `twin`: `TwinDecoder`, the numpy twin of the GPU algorithm, all utterances as lanes of one batch.
 
 The GPU backend runs in processes of its own (`gpu_processes.py`). A backend whose module cannot be
@@ -84,6 +85,11 @@ def time_cpu(workload: Workload, options: SearchOptions) -> Timed:
 @register("cpu_lattice")
 def time_cpu_lattice(workload: Workload, options: SearchOptions) -> Timed:
     return one_at_a_time("cpu", "cpu lattice", workload, with_lattice(options))
+
+
+@register("cpu_numpy")
+def time_cpu_numpy(workload: Workload, options: SearchOptions) -> Timed:
+    return one_at_a_time("cpu_numpy", "cpu numpy", workload, one_best(options))
 
 
 @register("twin")

@@ -182,8 +182,9 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
     options = SearchOptions(beam=float(config.beam), max_active=int(config.max_active),
                             min_active=int(config.min_active), acoustic_scale=float(config.acoustic_scale),
                             lattice_beam=float(config.lattice_beam))
-    return bench_decoder(graph, scores, options, utterances=config.utterances, gpu_decoders=config.gpu_decoders,
-                         include=config.backends, frame_shift_ms=config.frame_shift_ms)
+    return bench_decoder(graph, scores, options, utterances=config.utterances,
+                         gpu_decoders=config.gpu_decoders, include=config.backends,
+                         frame_shift_ms=config.frame_shift_ms)
 
 
 def summary(result: dict[str, Any]) -> list[str]:

@@ -37,7 +37,9 @@ def gpu_state() -> tuple[bool, str | None]:
     except ImportError as err:
         return False, f"{type(err).__name__}: {err}"
     try:
-        return (True, None) if gpu_available() else (False, "gpu_available() is false: no CUDA device or cupy")
+        if gpu_available():
+            return True, None
+        return False, "gpu_available() is false: no CUDA device or cupy"
     except Exception as err:  # noqa: BLE001
         return False, f"{type(err).__name__}: {err}"
 
@@ -81,8 +83,8 @@ def run_gpu_processes(graph_path: Path, items: list[tuple[str, np.ndarray]], opt
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(processes), ctx.Queue()
     shards = [list(items[r::processes]) for r in range(processes)]
-    workers = [ctx.Process(target=_gpu_worker, args=(r, str(graph_path), shards[r], options, modes, barrier,
-                                                     results, decoder), daemon=True) for r in range(processes)]
+    workers = [ctx.Process(target=_gpu_worker, daemon=True, args=(
+        r, str(graph_path), shards[r], options, modes, barrier, results, decoder)) for r in range(processes)]
     for w in workers:
         w.start()
     try:

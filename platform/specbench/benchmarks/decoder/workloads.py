@@ -144,7 +144,8 @@ def _parquet_scores(path: Path, utterances: int) -> tuple[Items, float]:
         shape = (int(frames[row]), int(classes[row]))
         flat = values[offsets[row]:offsets[row + 1]]
         if flat.size != shape[0] * shape[1]:
-            raise DataError(f"{path}: utterance {utt_id!r} has {flat.size} scores, not {shape[0]} x {shape[1]}")
+            raise DataError(f"{path}: utterance {utt_id!r} has {flat.size} scores, not "
+                            f"{shape[0]} x {shape[1]}")
         items.append((utt_id, np.ascontiguousarray(flat, dtype=np.float32).reshape(shape)))
     shift = 0.0
     if "frame_shift_ms" in table.column_names and rows:
