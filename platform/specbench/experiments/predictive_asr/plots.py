@@ -11,6 +11,8 @@ from typing import Any
 
 import polars as pl
 
+from specbench.reports.plots import pyplot
+
 LABELS = {"lm": "LM only", "personal": "personal only", "lm_personal": "LM + personal",
           "lm_score": "LM score", "conf": "confidence", "conf_personal": "confidence + personal"}
 SHOWN = ("lm_personal.conf_personal", "lm_personal.conf", "lm_personal.lm_score", "lm.conf", "lm.lm_score",
