@@ -312,3 +312,33 @@ def random_lattices(draw: st.DrawFn) -> tuple[list[Arc], list[float], int]:
 def test_random_lattices_match_brute_force(spec: tuple, beam: float, ref: list[int]) -> None:
     arcs, final, frames = spec
     check_against_brute_force(arcs, final, frames, beam, [ref, []])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_lattices(), st.sampled_from([0.0, 0.4, 1.5, INF]))
+def test_compiled_pruning_equals_numpy(spec: tuple, beam: float) -> None:
+    """The compiled pruning (lattice_kernels) gives the numpy pruning's lattice, array for array, with the
+    duplicates, epsilon cycles and unreachable finals the generator draws."""
+    from specbench.decoder.lattice_kernels import prune_compiled
+
+    arcs, final, frames = spec
+    raw, weights = make_raw(arcs, frames), np.array(final, dtype=np.float32)
+    want, got = prune_lattice(raw, weights, beam), prune_compiled(raw, weights, beam)
+    assert (want is None) == (got is None)
+    if want is not None:
+        for name in ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel", "graph_cost",
+                     "acoustic_cost"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+            assert getattr(got, name).dtype == getattr(want, name).dtype, name
+
+
+def test_compiled_pruning_edge_cases() -> None:
+    from specbench.decoder.lattice_kernels import prune_compiled
+
+    final = np.array(HAND_FINAL, dtype=np.float32)
+    assert prune_compiled(make_raw([], 2), final, 1.0) is None
+    with pytest.raises(ValueError, match="lattice_beam"):
+        prune_compiled(make_raw(HAND_ARCS, 3), final, -1.0)
+    arcs = [(0, 0, 0, 1, 0, 0, -1.0, 0.0), (0, 1, 0, 0, 0, 0, -1.0, 0.0)]
+    with pytest.raises(RuntimeError, match="converge"):
+        prune_compiled(make_raw(arcs, 1), np.zeros(2, dtype=np.float32), 1.0)

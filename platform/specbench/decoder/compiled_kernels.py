@@ -15,13 +15,14 @@ numpy backend's (`cpu.py`) rules step for step, so that both give the same token
    the epsilon links among the new tokens.
 
 Arrays grow by doubling; nothing is allocated per candidate. Compiled on first use and cached on disk
-(`cache=True`: numba writes beside this file, or under NUMBA_CACHE_DIR).
+(`compiled_cache.py`).
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from specbench.decoder.compiled_cache import kernel
 
 BIND_BEAM, BIND_MAX_ACTIVE, BIND_MIN_ACTIVE = 0, 1, 2
 # indices into the stats vector (DecodeStats's field order)
@@ -29,7 +30,7 @@ FRAMES, CREATED, PRUNED, MAX_BINDS, MIN_BINDS, NARROWINGS, EPS_ITERATIONS, OVERF
 NO_CODE = np.iinfo(np.int64).max
 
 
-@njit(cache=True)
+@kernel
 def _kth_smallest32(costs: np.ndarray, n: int, k: int) -> float:
     """The k-th smallest (0-based) of costs[:n] rounded to float32, as a float64."""
     tmp = np.empty(n, dtype=np.float32)
@@ -38,7 +39,7 @@ def _kth_smallest32(costs: np.ndarray, n: int, k: int) -> float:
     return float(np.partition(tmp, k)[k])
 
 
-@njit(cache=True)
+@kernel
 def get_cutoff(costs: np.ndarray, n: int, beam32: float, max_active: int, min_active: int, beam_delta: float,
                unconstrained: bool) -> tuple[float, float, int, int, bool]:
     """pruning.get_cutoff over costs[:n]: (weight cutoff, adaptive beam, best position, binding,
@@ -73,7 +74,7 @@ def get_cutoff(costs: np.ndarray, n: int, beam32: float, max_active: int, min_ac
     return beam_cutoff, beam32, best, BIND_BEAM, worst < beam_cutoff
 
 
-@njit(cache=True)
+@kernel
 def _grow(a: np.ndarray, need: int) -> np.ndarray:
     """`a` when it holds `need` items, else a copy at least twice as long (1-D; any dtype)."""
     if need <= a.shape[0]:
@@ -83,7 +84,7 @@ def _grow(a: np.ndarray, need: int) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@kernel
 def _best_token_bound(state: int, cost: float, row: np.ndarray, emit_offsets: np.ndarray,
                       emit_weight: np.ndarray, emit_column: np.ndarray, beam: float) -> float:
     """min over the best token's emitting arcs of (cost + weight) + ac, plus beam (+inf without arcs)."""
@@ -95,7 +96,7 @@ def _best_token_bound(state: int, cost: float, row: np.ndarray, emit_offsets: np
     return low + beam
 
 
-@njit(cache=True)
+@kernel
 def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np.ndarray,
                    eps_offsets: np.ndarray, eps_dest: np.ndarray, eps_weight: np.ndarray, lattice_beam: float,
                    frame: int, records: np.ndarray, count: int) -> tuple[np.ndarray, int]:
@@ -112,7 +113,7 @@ def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np
     return records, count
 
 
-@njit(cache=True)
+@kernel
 def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, arc_weight, arc_packed, code,
                   code_base, emit_offsets, emit_weight, emit_column, beam32, max_active, min_active,
                   beam_delta, unconstrained, partial_every, lattice_beam, eps_offsets, eps_dest, eps_weight,

@@ -17,6 +17,7 @@ import numpy as np
 
 from specbench.decoder.compiled_kernels import NO_CODE, decode_frames
 from specbench.decoder.cpu import FLT_MAX, CpuDecoder
+from specbench.decoder.lattice_kernels import prune_compiled
 from specbench.decoder.result import DecodeStats
 from specbench.decoder.search import Arena, Tokens
 
@@ -25,7 +26,10 @@ COUNTERS = tuple(f.name for f in fields(DecodeStats))  # the stats vector's orde
 
 class CompiledCpuDecoder(CpuDecoder):
     """`CpuDecoder` (same constructor, same results) with the per-frame work in one compiled call per
-    `advance`. The first decoder of a process compiles the loop, or loads it from numba's on-disk cache."""
+    `advance` and the lattice pruning compiled too. The first decoder of a process compiles the loop, or
+    loads it from numba's on-disk cache."""
+
+    prune = staticmethod(prune_compiled)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -10,6 +10,8 @@ applies Kaldi's forward-backward lattice pruning over the (frame, state) nodes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from specbench.decoder.lattice import RawLattice, WordLattice, prune_lattice
@@ -36,11 +38,12 @@ def records_to_raw(graph: CsrGraph, costs: np.ndarray, frame: np.ndarray, src_st
     return RawLattice(costs.shape[0], graph.start, *(c.astype(np.int32) for c in columns), graph_cost, acoustic)
 
 
-def lattice_from_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray,
-                         lattice_beam: float) -> WordLattice | None:
-    """records: (K, 3) int64 (frame, src state, code) of one utterance."""
+def lattice_from_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, lattice_beam: float,
+                         prune: Callable[..., WordLattice | None] = prune_lattice) -> WordLattice | None:
+    """records: (K, 3) int64 (frame, src state, code) of one utterance; `prune` is `prune_lattice` or its
+    compiled twin (`lattice_kernels.prune_compiled`)."""
     raw = records_to_raw(graph, costs, records[:, 0], records[:, 1], records[:, 2])
-    return prune_lattice(raw, graph.final, lattice_beam)
+    return prune(raw, graph.final, lattice_beam)
 
 
 def epsilon_links(graph: CsrGraph, states: np.ndarray, costs: np.ndarray, token_cost: np.ndarray,
