@@ -16,7 +16,9 @@ from specbench.config.jobs import TrackingSection
 from specbench.config.loader import config_choices as _choices
 from specbench.config.loader import config_range as _range
 
-DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "cpu_numpy", "twin", "gpu", "gpu_lattice")
+# cpu_scaling: the compiled backend on 1, 2, ..., all cores; cpu_startup: its start-up, cold and cached
+DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "cpu_numpy", "twin", "gpu", "gpu_lattice", "cpu_scaling",
+                    "cpu_startup")
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class BenchDecoderConfig(BenchConfig):
     lattice_beam: float = field(default=8.0, metadata=_range(0.0, 100.0))
     acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
     gpu_decoders: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata=_range(1, 64))
+    cpu_cores: tuple[int, ...] = field(default=(1, 2), metadata=_range(1, 4096))  # and all cores
     backends: tuple[str, ...] = field(default=DECODER_BACKENDS, metadata=_choices(*DECODER_BACKENDS))
     frame_shift_ms: float | None = field(default=None, metadata=_range(0.1, 1000.0))  # .npz without manifest
 

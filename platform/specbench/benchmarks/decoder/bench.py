@@ -24,6 +24,13 @@ from typing import Any
 from specbench.benchmarks import harness
 from specbench.benchmarks.decoder.agreement import Timed, summary_metrics
 from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
+from specbench.benchmarks.decoder.backends import one_best
+from specbench.benchmarks.decoder.cpu_scaling import (
+    CPU_MEASUREMENTS,
+    scaling_metrics,
+    startup_seconds,
+    time_cpu_cores,
+)
 from specbench.benchmarks.decoder.gpu_processes import gpu_state, run_gpu_processes
 from specbench.benchmarks.decoder.workloads import Workload, load_scores, load_workload
 from specbench.config import BenchDecoderConfig, GraphConfig
@@ -40,8 +47,9 @@ DEFAULT_OPTIONS = SearchOptions(lattice_beam=8.0)
 
 
 def backend_names() -> tuple[str, ...]:
-    """Every backend the benchmark can run: the registered in-process ones, then the GPU modes."""
-    return (*IN_PROCESS, *GPU_MODES)
+    """Every backend the benchmark can run: the registered in-process ones, the GPU modes, then the compiled
+    CPU backend's multi-core and start-up measurements."""
+    return (*IN_PROCESS, *GPU_MODES, *CPU_MEASUREMENTS)
 
 
 def say(message: str) -> None:
@@ -122,6 +130,22 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
     return gpu_runs
 
 
+def _time_cpu_cores(workload: Workload, options: SearchOptions, include: Sequence[str], cores: Sequence[int],
+                    status: dict[str, Any], result: dict[str, Any]) -> dict[str, Timed]:
+    """`cpu_scaling` (the compiled backend on 1, 2, ..., all cores) and `cpu_startup` when included."""
+    runs: dict[str, Timed] = {}
+    if "cpu_scaling" in include:
+        scaling = lambda: time_cpu_cores(workload, one_best(options), cores)  # noqa: E731
+        runs = _attempt(status, "cpu_scaling", scaling) or {}
+        for key, timed in runs.items():
+            _record(result, key, timed, workload.audio_seconds)
+        result.update(scaling_metrics(runs))
+    if "cpu_startup" in include:
+        probe = lambda: startup_seconds(workload.graph_path, workload.items[0][1])  # noqa: E731
+        result.update(_attempt(status, "cpu_startup", probe) or {})
+    return runs
+
+
 def _header(workload: Workload, options: SearchOptions, scores_path: Path, command: str | None,
             threads: dict[str, Any]) -> dict[str, Any]:
     """The result's description of the run: hardware, command, graph, scores, utterances, search options."""
@@ -141,7 +165,8 @@ def _header(workload: Workload, options: SearchOptions, scores_path: Path, comma
 def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = DEFAULT_OPTIONS,
                   utterances: int = 1000, gpu_decoders: Sequence[int] = (1, 2, 4, 8),
                   include: Sequence[str] | None = None, frame_shift_ms: float | None = None,
-                  command: str | None = None, workload: str = DEFAULT_WORKLOAD) -> dict[str, Any]:
+                  command: str | None = None, workload: str = DEFAULT_WORKLOAD,
+                  cpu_cores: Sequence[int] = (1, 2)) -> dict[str, Any]:
     """Measure the backends in `include` (default: all, see `backend_names`) on the workload `workload`
     with `options` (its lattice beam for the lattice backends); returns the JSON-able result. Backends
     that cannot be imported are reported unavailable; those that fail, as errors (`errors` lists them)."""
@@ -158,6 +183,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     status: dict[str, dict[str, Any]] = {}
     runs = _time_in_process(work, options, include, status, result)
     gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result)
+    _time_cpu_cores(work, options, include, cpu_cores, status, result)
     result.update(summary_metrics(runs, gpu_runs, work.ids, work.audio_seconds))
     result["backends"] = status
     result["errors"] = sorted(k for k, v in status.items() if v["status"] == "error")
@@ -184,7 +210,7 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
                             lattice_beam=float(config.lattice_beam))
     return bench_decoder(graph, scores, options, utterances=config.utterances,
                          gpu_decoders=config.gpu_decoders, include=config.backends,
-                         frame_shift_ms=config.frame_shift_ms)
+                         frame_shift_ms=config.frame_shift_ms, cpu_cores=config.cpu_cores)
 
 
 def summary(result: dict[str, Any]) -> list[str]:

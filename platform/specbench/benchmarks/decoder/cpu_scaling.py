@@ -1,0 +1,89 @@
+"""The compiled CPU backend beyond one core, and its start-up.
+
+- `time_cpu_cores`: the workload split over 1, 2, ... and all cores: one `CompiledCpuDecoder` per process
+  (spawned, each an equal strided shard, timed from a barrier all pass once warm until the last one ends:
+  the process harness of `gpu_processes.py`), as runs cpu_x1, cpu_x2, ...; the scaling efficiency is the
+  throughput on n cores over n times the throughput on one.
+- `startup_seconds`: a fresh Python process importing the backend and decoding one utterance, with an
+  empty numba cache (compiling) and again with the cache it left (loading): what a new worker pays before
+  its first result, graph reading excluded (the same for every backend).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from specbench.benchmarks.decoder.agreement import Timed
+from specbench.benchmarks.decoder.gpu_processes import run_gpu_processes
+from specbench.benchmarks.decoder.workloads import Workload
+from specbench.decoder.options import SearchOptions
+
+COMPILED = "specbench.decoder.cpu_compiled:CompiledCpuDecoder"
+CPU_MEASUREMENTS = ("cpu_scaling", "cpu_startup")
+_STARTUP = """
+import sys, time
+import numpy as np
+from specbench.wfst.graph import read_graph
+graph = read_graph(sys.argv[1])
+scores = np.load(sys.argv[2])
+start = time.perf_counter()
+from specbench.decoder.cpu_compiled import CompiledCpuDecoder
+CompiledCpuDecoder(graph).decode(scores, "startup")
+print(time.perf_counter() - start)
+"""
+
+
+def core_counts(requested: Sequence[int]) -> list[int]:
+    """The requested process counts that fit this machine's cores, and all its cores, ascending."""
+    available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return sorted({n for n in requested if n <= available} | {available})
+
+
+def time_cpu_cores(workload: Workload, options: SearchOptions, cores: Sequence[int]) -> dict[str, Timed]:
+    """Runs `cpu_x<n>` for every n of `core_counts(cores)` (1-best)."""
+    out = {}
+    for n in core_counts(cores):
+        timed = run_gpu_processes(workload.graph_path, list(workload.items), options, n, [("cpu", None)],
+                                  decoder=COMPILED)
+        out[f"cpu_x{n}"] = timed["cpu"]
+    return out
+
+
+def scaling_metrics(runs: dict[str, Timed]) -> dict[str, float]:
+    """cpu_x<n>_efficiency for every n, and decoder.cpu_scaling_efficiency on all cores (the largest n)."""
+    one = runs.get("cpu_x1")
+    if one is None:
+        return {}
+    out = {}
+    for key, timed in runs.items():
+        n = int(key.removeprefix("cpu_x"))
+        out[f"{key}_efficiency"] = one.seconds / (n * timed.seconds)
+    largest = max(runs, key=lambda k: int(k.removeprefix("cpu_x")))
+    out["decoder.cpu_cores"] = float(int(largest.removeprefix("cpu_x")))
+    out["decoder.cpu_scaling_efficiency"] = out[f"{largest}_efficiency"]
+    return out
+
+
+def startup_seconds(graph_path: Path, loglikes: np.ndarray) -> dict[str, float]:
+    """cpu_startup_cold_seconds and cpu_startup_cached_seconds (see the module docstring)."""
+    with tempfile.TemporaryDirectory(prefix="specbench-numba-") as cache:
+        scores = Path(cache) / "scores.npy"
+        np.save(scores, loglikes)
+        env = dict(os.environ, NUMBA_CACHE_DIR=str(Path(cache) / "numba"),
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(Path(__file__).parents[3]),
+                                                            os.environ.get("PYTHONPATH")])))
+        times = []
+        for _ in range(2):
+            proc = subprocess.run([sys.executable, "-c", _STARTUP, str(graph_path), str(scores)], env=env,
+                                  capture_output=True, text=True, timeout=600, check=False)
+            if proc.returncode:
+                raise RuntimeError(f"the start-up probe failed:\n{proc.stderr[-2000:]}")
+            times.append(float(proc.stdout.strip().splitlines()[-1]))
+    return {"cpu_startup_cold_seconds": times[0], "cpu_startup_cached_seconds": times[1]}
