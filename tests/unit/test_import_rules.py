@@ -23,16 +23,16 @@ ALGORITHMS = ("wfst", "decoder", "acoustic", "prediction", "simultrans", "metric
 BASE = ("stage", "errors", "paths", "hardware", "checkpoint_io", "checks")  # shared by every layer
 # what each upper layer may not import (besides the third-party rules)
 FORBIDDEN = {
-    **{algo: ("config", "experiments", "benchmarks", "reports", "cli", "cli_options", "runtime", "tracking")
+    **{algo: ("config", "experiments", "benchmarks", "reports", "cli", "runtime", "tracking")
        for algo in ALGORITHMS},
-    **{base: ("config", "experiments", "benchmarks", "reports", "cli", "cli_options", "runtime", "tracking",
+    **{base: ("config", "experiments", "benchmarks", "reports", "cli", "runtime", "tracking",
               *ALGORITHMS) for base in BASE},
-    "config": ("experiments", "benchmarks", "reports", "cli", "cli_options", "runtime", "tracking"),
-    "reports": ("experiments", "benchmarks", "cli", "cli_options", "runtime"),
+    "config": ("experiments", "benchmarks", "reports", "cli", "runtime", "tracking"),
+    "reports": ("experiments", "benchmarks", "cli", "runtime"),
     "runtime": ("config", "experiments", "benchmarks", "reports", "cli", "tracking"),
     "tracking": ("config", "experiments", "benchmarks", "reports", "cli", "runtime"),
-    "experiments": ("benchmarks", "cli", "cli_options"),
-    "benchmarks": ("cli", "cli_options"),
+    "experiments": ("benchmarks", "cli"),
+    "benchmarks": ("cli"),
 }
 
 

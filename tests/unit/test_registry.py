@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from specbench import config as cfg
-from specbench.cli import BENCHES, _parser
-from specbench.cli_options import add_config_options, config_from_args
+from specbench.cli.options import BENCHES, add_config_options, config_from_args
+from specbench.cli.parser import build_parser
 from specbench.errors import ConfigError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, load_config
 from specbench.reports.headline import HEADLINE_METRICS
@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_config_class_has_one_entry() -> None:
-    classes = {c for c in vars(cfg).values() if isinstance(c, type) and hasattr(c, "KIND") and c is not cfg.SuiteConfig}
+    classes = {c for c in vars(cfg).values()
+               if isinstance(c, type) and hasattr(c, "KIND") and c is not cfg.SuiteConfig}
     assert {job.config for job in JOBS.values()} == classes
     assert all(kind == job.config.KIND for kind, job in JOBS.items())
 
@@ -73,7 +74,8 @@ def test_bench_verb_options_replace_defaults_and_resolve_paths(tmp_path: Path, m
 ])
 def test_bench_verb_bad_option_names_the_field(argv: list[str], words: list[str]) -> None:
     with pytest.raises(ConfigError) as err:
-        config_from_args(cfg.BenchDecoderConfig, _namespace(cfg.BenchDecoderConfig, argv), "specbench bench decoder")
+        args = _namespace(cfg.BenchDecoderConfig, argv)
+        config_from_args(cfg.BenchDecoderConfig, args, "specbench bench decoder")
     assert all(w in str(err.value) for w in words), str(err.value)
 
 
@@ -84,9 +86,10 @@ def test_bench_job_file_shares_the_verb_defaults(tmp_path: Path) -> None:
 
 
 def test_every_verb_has_a_handler() -> None:
-    parser = _parser()
+    parser = build_parser()
     for argv in (["run", "x.toml"], ["validate", "x.toml"], ["nightly", "x.toml"], ["runs"], ["sync"],
-                 ["data", "check"], ["data", "speech", "x.toml"], ["train", "mt", "x.toml"], ["graph", "build", "x"],
+                 ["data", "check"], ["data", "speech", "x.toml"], ["train", "mt", "x.toml"],
+                 ["graph", "build", "x"],
                  ["compare", "a"], ["baseline", "set", "a"], ["ui"], ["server"], ["jobs", "--address", "a"],
                  ["logs", "j", "--address", "a"], *(["bench", name] for name in BENCHES),
                  ["decode", "--graph", "g", "--scores", "s", "--out", "o"]):

@@ -15,8 +15,10 @@ def _client(tracking_uri: str | None) -> MlflowClient:
     return MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
 
 
-def set_baseline(run_id: str, tracking_uri: str | None = None) -> str:
-    """Tag `run_id` baseline=true (and clear the tag on other runs of the same job); returns its run name."""
+def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | None = None) -> str:
+    """Tag `run_id` baseline=true (and clear the tag on other runs of the same job), with `reason` as its
+    `baseline.reason` tag (why the baseline was reset, e.g. a metric that changed meaning); returns its run
+    name."""
     client = _client(tracking_uri)
     try:
         run = client.get_run(run_id)
@@ -29,6 +31,8 @@ def set_baseline(run_id: str, tracking_uri: str | None = None) -> str:
         if other.info.run_name == name and other.info.run_id != run_id:
             client.set_tag(other.info.run_id, "baseline", "false")
     client.set_tag(run_id, "baseline", "true")
+    if reason:
+        client.set_tag(run_id, "baseline.reason", reason)
     return name
 
 

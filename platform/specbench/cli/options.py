@@ -14,6 +14,23 @@ from typing import Any
 
 SKIPPED = ("name", "tracking")
 
+# `specbench bench NAME`: the options are the fields of the benchmark's config (config/benchmarks.py), so
+# the verb and a job file of the same kind share one set of defaults.
+BENCHES = {
+    "graph": ("bench_graph", "graph build time; CSR load vs kaldifst arc iteration"),
+    "acoustic": ("bench_acoustic", "synthesis throughput; features + model real-time factor"),
+    "decoder": (
+        "bench_decoder",
+        "Kaldi, CPU, twin and GPU decoders side by side on the same utterances: "
+        "real-time factors, speedups, 1-best agreement",
+    ),
+    "simultrans": (
+        "bench_simultrans",
+        "speculative beam search speed on test_2016_flickr; batched vs one sentence at a time",
+    ),
+    "completion": ("bench_completion", "n-best completion of many prefixes batched vs one prefix at a time"),
+}
+
 
 def int_list(text: str) -> list[int]:
     """`1,2,4` -> [1, 2, 4] (positive integers)."""
@@ -60,8 +77,12 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, positional: t
             parser.add_argument(flag, dest=field.name, action="store_true", default=None, help=default)
         elif typing.get_origin(typ) is tuple:
             item = typing.get_args(typ)[0]
-            parser.add_argument(flag, dest=field.name, type=int_list if item is int else name_list,
-                                help=f"comma-separated ({default})")
+            parser.add_argument(
+                flag,
+                dest=field.name,
+                type=int_list if item is int else name_list,
+                help=f"comma-separated ({default})",
+            )
         else:
             convert = {int: int, float: float}.get(typ, str)
             parser.add_argument(flag, dest=field.name, type=convert, help=default)

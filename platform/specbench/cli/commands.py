@@ -1,0 +1,361 @@
+"""The handlers of the command line's verbs: `cmd_<verb>(args) -> exit code`. Heavy modules are imported
+inside the handlers, so that `specbench --help` and the light verbs start fast (and the GPU machine, which
+lacks ray, mlflow and polars, can run `bench decoder`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from specbench.cli.options import BENCHES, config_from_args
+
+
+def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-untyped-def]
+    from specbench.experiments.runner import RunOptions
+
+    return RunOptions(
+        tracking_uri=args.tracking_uri,
+        ray_address=args.ray_address,
+        force=force,
+        device=getattr(args, "device", "auto"),
+    )
+
+
+def _job_of_kind(path: Path, kind: str):  # type: ignore[no-untyped-def]
+    """The loaded job file, which must be of `kind` (the convenience verbs)."""
+    from specbench.config import config_kind
+    from specbench.errors import ConfigError
+    from specbench.experiments.registry import load_config
+
+    config = load_config(path)
+    if config_kind(config) != kind:
+        raise ConfigError(f'{path}: this command needs a job with kind = "{kind}"')
+    return config
+
+
+def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
+    """Run a job file after checking it is of `kind` (the convenience verbs)."""
+    from specbench.experiments.runner import run_file
+
+    _job_of_kind(args.file, kind)
+    for line in run_file(args.file, _options(args, force)):
+        print(line)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from specbench.experiments.runner import run_file
+
+    for line in run_file(args.file, _options(args)):
+        print(line)
+    print(
+        "Open the runs with `specbench ui` (MLflow UI on http://127.0.0.1:5000), or list them with "
+        "`specbench runs`."
+    )
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from specbench.config import SuiteConfig, config_kind
+    from specbench.experiments.registry import load_config
+
+    config = load_config(args.file)
+    if config_kind(config) == "nightly":
+        from specbench.experiments.nightly import validate
+
+        for job, job_config in validate(args.file, config):
+            print(f"{job}: ok ({config_kind(job_config)})")
+        print(
+            f"{args.file}: ok (nightly '{config.name}', {len(config.jobs)} jobs, {len(config.tolerance)} "
+            "tolerances)"
+        )
+        return 0
+    if isinstance(config, SuiteConfig):
+        for job in config.jobs:
+            print(f"{job}: ok ({config_kind(load_config(job))})")
+        print(f"{args.file}: ok (suite '{config.name}', {len(config.jobs)} jobs)")
+    else:
+        print(f"{args.file}: ok ({config_kind(config)})")
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from specbench.data.resolver import data_dir
+    from specbench.errors import ConfigError
+    from specbench.experiments.registry import load_config
+    from specbench.paths import project_root
+    from specbench.runtime.jobs import follow_logs, status, submit
+    from specbench.tracking.store import resolve_tracking_uri
+
+    root = project_root()
+    load_config(args.file)  # a job file that does not validate is refused before anything is started
+    try:
+        args.file.resolve().relative_to(root.resolve())
+    except ValueError as err:
+        raise ConfigError(f"{args.file}: a submitted job file must be inside the project ({root})") from err
+    uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
+    job_id = submit(args.address, root, args.file, uri, data_dir())
+    print(
+        f"submitted {args.file} as {job_id} to {args.address}; follow it with `specbench logs {job_id} "
+        f"--address {args.address} --follow`",
+        flush=True,
+    )
+    if not args.follow:
+        return 0
+    for text in follow_logs(args.address, job_id, follow=True):
+        print(text, end="", flush=True)
+    final = status(args.address, job_id)
+    print(f"\njob {job_id}: {final}")
+    return 0 if final == "SUCCEEDED" else 1
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    import datetime
+
+    from specbench.runtime.jobs import list_jobs
+
+    for job in list_jobs(args.address):
+        when = (
+            datetime.datetime.fromtimestamp(job.start_time, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+            if job.start_time
+            else "-"
+        )
+        print(f"{job.job_id:32} {job.status:10} {when}  {job.entrypoint}")
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from specbench.runtime.jobs import follow_logs
+
+    for text in follow_logs(args.address, args.job_id, args.follow):
+        print(text, end="", flush=True)
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from specbench.errors import SpecbenchError
+    from specbench.tracking.journal import is_unreachable
+    from specbench.tracking.runs import sync_journals
+
+    try:
+        done = sync_journals()
+    except Exception as err:  # noqa: BLE001
+        if is_unreachable(err):
+            raise SpecbenchError(
+                f"the MLflow server is still unreachable ({err}); the journals are kept, run "
+                "`specbench sync` again later"
+            ) from err
+        raise
+    for name, run_id, count in done:
+        print(f"{name}: {count} operations sent to run {run_id}")
+    if not done:
+        print("nothing to send: every run reached its server")
+    return 0
+
+
+def cmd_nightly(args: argparse.Namespace) -> int:
+    return _run_kind(args, "nightly")
+
+
+def cmd_baseline(args: argparse.Namespace) -> int:
+    from specbench.tracking.baseline import set_baseline
+
+    name = set_baseline(args.run_id, args.tracking_uri, args.reason)
+    print(f"run {args.run_id} ({name}) is now the baseline of its job")
+    return 0
+
+
+def cmd_data_speech(args: argparse.Namespace) -> int:
+    return _run_kind(args, "speech")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    kind = {"am": "train_am", "mt": "train_mt", "lm": "train_lm", "confidence": "train_confidence"}[
+        args.train_command
+    ]
+    if kind == "train_mt" and args.no_mlflow:  # no tracking: the runner (and mlflow) is never imported
+        from specbench.experiments import train_mt
+
+        config = _job_of_kind(args.file, kind)
+        for line in train_mt.summary(config, train_mt.run_train_mt(config, args.file, None, args.device)):
+            print(line)
+        return 0
+    return _run_kind(args, kind)
+
+
+def cmd_data_check(args: argparse.Namespace) -> int:
+    from specbench.data.resolver import check_all
+
+    root, how, checks = check_all()
+    print(f"data directory: {root} (from {how})")
+    if not root.is_dir():
+        print(
+            f"  MISSING: the folder does not exist. Fix: set SPECBENCH_DATA to the folder holding slurp/, "
+            f"cmudict/ and multi30k/, or place it at {root}."
+        )
+        return 1
+    bad = [c for c in checks if not c.ok]
+    for c in checks:
+        print(f"  {'ok     ' if c.ok else 'PROBLEM'} {c.file.relpath}" + ("" if c.ok else f": {c.problem}"))
+    for c in bad:
+        print(
+            f"  fix {c.file.relpath}: it is the {c.file.what}; get it from {c.file.source} and place it at "
+            f"{c.path}"
+        )
+    print(f"{len(checks) - len(bad)} of {len(checks)} files ok")
+    return 1 if bad else 0
+
+
+def cmd_graph_build(args: argparse.Namespace) -> int:
+    return _run_kind(args, "graph", force=args.force)
+
+
+def cmd_decode(args: argparse.Namespace) -> int:
+    from specbench.experiments.decode import decode_file
+
+    summary = decode_file(
+        args.graph,
+        args.scores,
+        args.out,
+        args.backend,
+        args.beam,
+        args.max_active,
+        args.acoustic_scale,
+        args.frame_shift_ms,
+        args.words,
+        lattice_beam=args.lattice_beam,
+        lattice_dir=args.lattice_dir,
+        partial_every_ms=args.partial_every_ms,
+        min_active=args.min_active,
+    )
+    print(json.dumps(summary, indent=2))
+    return 1 if summary["failed"] == summary["utterances"] else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from specbench.reports.compare import render_html, render_text
+    from specbench.tracking.compare import compare_runs
+    from specbench.tracking.runs import TrackedRun
+
+    comparison = compare_runs(args.run_ids, args.tracking_uri)
+    print(render_text(comparison, args.all))
+    if not args.no_artifact:
+        name = "compare-" + "-".join(i[:8] for i in args.run_ids)
+        with TrackedRun(
+            "compare", name, args.tracking_uri, {"kind": "compare", "compare.runs": ",".join(args.run_ids)}
+        ) as run:
+            run.log_text(render_html(comparison, args.all), "compare.html")
+            print(f"\nHTML table: artifact compare.html of run {run.run_id} (experiment 'compare')")
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from specbench.reports.headline import HEADLINE_METRICS
+    from specbench.tracking.queries import recent_runs
+
+    rows = recent_runs(args.tracking_uri, args.limit, args.experiment, list(HEADLINE_METRICS))
+    if not rows:
+        print("no runs yet: try `specbench run jobs/quick.toml`")
+        return 0
+    header = ["run", "experiment", "name", "status", "started (UTC)", "headline metrics"]
+    table = [
+        [
+            r.run_id[:12],
+            r.experiment,
+            r.name,
+            r.status,
+            r.started,
+            ", ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items())),
+        ]
+        for r in rows
+    ]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
+    for line in [header, *table]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
+    return 0
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    import signal
+
+    from specbench.tracking.ui import start_ui
+
+    uri = f"sqlite:///{args.store.resolve()}" if args.store else args.tracking_uri
+    if args.store:
+        args.store.parent.mkdir(parents=True, exist_ok=True)
+    proc, address = start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    print(
+        f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs log to it with "
+        f"`specbench --tracking-uri {address} ...`; Ctrl-C or SIGTERM stops it",
+        flush=True,
+    )
+    return _serve_until_stopped(proc)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from specbench.tracking.store import resolve_tracking_uri
+    from specbench.tracking.ui import start_ui
+
+    proc, address = start_ui(args.tracking_uri, host=args.host, port=args.port)
+    print(
+        f"MLflow UI for {resolve_tracking_uri(args.tracking_uri)} at {address} (Ctrl-C stops it)", flush=True
+    )
+    return _serve_until_stopped(proc)
+
+
+def _serve_until_stopped(proc) -> int:  # noqa: ANN001 - a subprocess.Popen
+    """Wait for the MLflow server until it exits or Ctrl-C; always stop it and its workers."""
+    from specbench.tracking.ui import stop
+
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:
+        code = 0
+    finally:
+        stop(proc)
+    if code:
+        print(f"specbench: error: the MLflow server exited with code {code}", file=sys.stderr)
+    return 1 if code else 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Build the benchmark's config from the options given, measure, log (unless --no-mlflow), print."""
+    if args.bench_command == "decoder":
+        from specbench.hardware import limit_threads
+
+        limit_threads()  # before numpy is imported, so that its BLAS starts with one thread
+    import importlib
+
+    from specbench.benchmarks.harness import emit
+    from specbench.experiments.registry import JOBS
+    from specbench.paths import project_root
+
+    kind = BENCHES[args.bench_command][0]
+    job = JOBS[kind]
+    config = config_from_args(job.config, args, f"specbench bench {args.bench_command}")
+    module = importlib.import_module(job.runner.split(":")[0])
+    result = module.measure(config, project_root() / "jobs" / f"{kind}.toml")
+    result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
+    emit(result, args.output)
+    if result.get("errors"):
+        print(
+            f"specbench: bench {args.bench_command}: these backends failed: {', '.join(result['errors'])} "
+            "(see `backends` in the JSON)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _log_bench(result: dict, tracking_uri: str | None) -> str | None:
+    """Log to MLflow; on a machine without mlflow (the GPU machine) say so and go on."""
+    try:
+        from specbench.benchmarks.harness import log_bench
+
+        return log_bench(result, tracking_uri)
+    except ImportError as err:
+        print(f"specbench: not logged to MLflow ({err}); the JSON holds the result", file=sys.stderr)
+        return None

@@ -1,0 +1,273 @@
+"""The command line's parser: one small function per verb (`_add_<verb>`), each binding its handler from
+`commands.py`. The `bench` verbs take their options from their benchmark configs (`options.py`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from specbench.cli.commands import (
+    cmd_baseline,
+    cmd_bench,
+    cmd_compare,
+    cmd_data_check,
+    cmd_data_speech,
+    cmd_decode,
+    cmd_graph_build,
+    cmd_jobs,
+    cmd_logs,
+    cmd_nightly,
+    cmd_run,
+    cmd_runs,
+    cmd_server,
+    cmd_submit,
+    cmd_sync,
+    cmd_train,
+    cmd_ui,
+    cmd_validate,
+)
+from specbench.cli.options import BENCHES, add_config_options
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="specbench",
+        description="Evaluate latency-hiding ASR and simultaneous "
+        "translation: jobs on Ray, results in MLflow.",
+    )
+    p.add_argument(
+        "--tracking-uri",
+        help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the local store .specbench/mlflow.db)",
+    )
+    p.add_argument(
+        "--ray-address",
+        help="Ray cluster to join (HOST:PORT or auto); default: a local Ray "
+        "bound to 127.0.0.1, or $RAY_ADDRESS",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _add_run,
+        _add_validate,
+        _add_nightly,
+        _add_submit,
+        _add_jobs,
+        _add_logs,
+        _add_sync,
+        _add_baseline,
+        _add_data,
+        _add_train,
+        _add_graph,
+        _add_decode,
+        _add_compare,
+        _add_runs,
+        _add_server,
+        _add_ui,
+        _add_bench,
+    ):
+        add(sub)
+    return p
+
+
+def _verb(sub, name: str, handler, help: str, file: str | None = None) -> argparse.ArgumentParser:  # noqa: A002, ANN001
+    """A verb's parser bound to its handler; with `file`, a positional job file argument so described."""
+    parser = sub.add_parser(name, help=help)
+    parser.set_defaults(handler=handler)
+    if file:
+        parser.add_argument("file", type=Path, help=file)
+    return parser
+
+
+def _add_run(sub) -> None:  # noqa: ANN001 - argparse's private subparsers action
+    _verb(sub, "run", cmd_run, "run a job or a suite", "a job or suite file (jobs/*.toml)")
+
+
+def _add_validate(sub) -> None:  # noqa: ANN001
+    _verb(
+        sub, "validate", cmd_validate, "check a job or suite file without running it", "a job or suite file"
+    )
+
+
+def _add_nightly(sub) -> None:  # noqa: ANN001
+    _verb(
+        sub,
+        "nightly",
+        cmd_nightly,
+        "run the nightly suite, compare headline metrics with their baselines, exit non-zero on a regression",
+        "the nightly file (jobs/nightly.toml)",
+    )
+
+
+def _add_submit(sub) -> None:  # noqa: ANN001
+    sm = _verb(
+        sub,
+        "submit",
+        cmd_submit,
+        "submit a job to a Ray cluster through the Jobs API (the project is its working_dir)",
+        "a job or suite file inside the project",
+    )
+    sm.add_argument("--address", required=True, help="the cluster's dashboard, e.g. http://HEAD:8265")
+    sm.add_argument(
+        "--tracking-uri",
+        dest="submit_tracking_uri",
+        help="MLflow tracking URI the job logs to (an http:// server for multi-node clusters)",
+    )
+    sm.add_argument("--follow", action="store_true", help="print the job's logs until it ends")
+
+
+def _add_jobs(sub) -> None:  # noqa: ANN001
+    _verb(sub, "jobs", cmd_jobs, "the jobs of a Ray cluster").add_argument("--address", required=True)
+
+
+def _add_logs(sub) -> None:  # noqa: ANN001
+    lg = _verb(sub, "logs", cmd_logs, "the logs of a submitted job")
+    lg.add_argument("job_id")
+    lg.add_argument("--address", required=True)
+    lg.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+
+
+def _add_sync(sub) -> None:  # noqa: ANN001
+    _verb(sub, "sync", cmd_sync, "send runs that were logged while their MLflow server was unreachable")
+
+
+def _add_baseline(sub) -> None:  # noqa: ANN001
+    base = sub.add_parser("baseline", help="the nightly's baselines").add_subparsers(
+        dest="baseline_command", required=True
+    )
+    bset = _verb(base, "set", cmd_baseline, "make a run the baseline of its job")
+    bset.add_argument("run_id")
+    bset.add_argument(
+        "--reason",
+        help="why the baseline is reset (kept as the run's baseline.reason tag), e.g. "
+        "a headline metric that changed meaning",
+    )
+
+
+def _add_data(sub) -> None:  # noqa: ANN001
+    data = sub.add_parser("data", help="the shared data").add_subparsers(dest="data_command", required=True)
+    _verb(data, "check", cmd_data_check, "verify every file the jobs read")
+    _verb(data, "speech", cmd_data_speech, "synthesize the speech corpus of a speech job", "a speech job")
+
+
+def _add_train(sub) -> None:  # noqa: ANN001
+    train = sub.add_parser("train", help="train a model").add_subparsers(dest="train_command", required=True)
+    _verb(train, "am", cmd_train, "train the causal CTC acoustic model", "a train_am job (jobs/am.toml)")
+    tmt = _verb(
+        train,
+        "mt",
+        cmd_train,
+        "train a translation model (wait-k or full-sentence; resumes from its last checkpoint)",
+        "a train_mt job (jobs/mt_waitk.toml)",
+    )
+    tmt.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="auto: a CUDA device when torch can use one, else the CPU",
+    )
+    tmt.add_argument(
+        "--no-mlflow",
+        action="store_true",
+        help="do not log an MLflow run (the card and the checkpoint are written all the same)",
+    )
+    _verb(train, "lm", cmd_train, "train the word LSTM LM of prediction", "a train_lm job (jobs/lm.toml)")
+    _verb(
+        train,
+        "confidence",
+        cmd_train,
+        "train the prefetch confidence models (with and without the personal feature)",
+        "a train_confidence job (jobs/confidence.toml)",
+    )
+
+
+def _add_graph(sub) -> None:  # noqa: ANN001
+    graph = sub.add_parser("graph", help="the decoding graph").add_subparsers(
+        dest="graph_command", required=True
+    )
+    build = _verb(graph, "build", cmd_graph_build, "build the TLG of a graph job", "a graph job")
+    build.add_argument("--force", action="store_true", help="rebuild even if a matching graph exists")
+
+
+def _add_decode(sub) -> None:  # noqa: ANN001
+    dec = _verb(
+        sub,
+        "decode",
+        cmd_decode,
+        "decode acoustic scores with a WFST (CPU, GPU, the GPU algorithm's "
+        "numpy twin, or Kaldi's FasterDecoder)",
+    )
+    dec.add_argument(
+        "--graph", type=Path, required=True, help="OpenFst graph (vector or const), e.g. TLG.fst"
+    )
+    dec.add_argument("--scores", type=Path, required=True, help=".parquet, Kaldi .scp/.ark, .npy or .npz")
+    dec.add_argument(
+        "--out", type=Path, required=True, help="output: .jsonl (one JSON line each) or .parquet"
+    )
+    dec.add_argument("--words", type=Path, help="words.txt: write words as strings, not output labels")
+    dec.add_argument(
+        "--backend",
+        choices=("cpu", "cpu_numpy", "gpu", "twin", "kaldi", "auto"),
+        default="cpu",
+        help="auto: gpu when a CUDA device is usable, else cpu",
+    )
+    dec.add_argument("--frame-shift-ms", type=float, help="frame shift of Kaldi/numpy scores")
+    dec.add_argument("--beam", type=float, default=15.0)
+    dec.add_argument("--max-active", type=int, default=10000)
+    dec.add_argument("--min-active", type=int, default=20)
+    dec.add_argument("--acoustic-scale", type=float, default=1.0)
+    dec.add_argument(
+        "--lattice-beam", type=float, help="keep lattices within this beam (default 8 with --lattice-dir)"
+    )
+    dec.add_argument("--lattice-dir", type=Path, help="write one OpenFst word lattice per utterance here")
+    dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio")
+
+
+def _add_compare(sub) -> None:  # noqa: ANN001
+    cmp = _verb(
+        sub,
+        "compare",
+        cmd_compare,
+        "params and metrics of runs side by side, with deltas (only what "
+        "differs unless --all); the HTML table is kept as an MLflow artifact",
+    )
+    cmp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    cmp.add_argument("--all", action="store_true", help="show every param and metric, not only differences")
+    cmp.add_argument("--no-artifact", action="store_true", help="print only; log no `compare` run")
+
+
+def _add_runs(sub) -> None:  # noqa: ANN001
+    runs = _verb(sub, "runs", cmd_runs, "recent MLflow runs with their headline metrics")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--experiment")
+
+
+def _add_server(sub) -> None:  # noqa: ANN001
+    srv = _verb(
+        sub,
+        "server",
+        cmd_server,
+        "run an MLflow tracking server (SQLite store, artifacts served over HTTP) until Ctrl-C or SIGTERM",
+    )
+    srv.add_argument("--store", type=Path, help="SQLite file (default .specbench/mlflow.db)")
+    srv.add_argument("--artifacts", type=Path, help="artifact folder (default .specbench/mlartifacts)")
+    srv.add_argument(
+        "--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)"
+    )
+    srv.add_argument("--port", type=int, default=5000)
+
+
+def _add_ui(sub) -> None:  # noqa: ANN001
+    ui = _verb(sub, "ui", cmd_ui, "start the MLflow UI on 127.0.0.1 and print its address")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--host", default="127.0.0.1")
+
+
+def _add_bench(sub) -> None:  # noqa: ANN001
+    from specbench.experiments.registry import JOBS
+
+    bench = sub.add_parser("bench", help="benchmarks (JSON to stdout, logged to MLflow)")
+    bsub = bench.add_subparsers(dest="bench_command", required=True)
+    for name, (kind, text) in BENCHES.items():
+        parser = _verb(bsub, name, cmd_bench, text)
+        add_config_options(parser, JOBS[kind].config, positional=("graph_job",) if name == "graph" else ())
+        parser.add_argument("--output", type=Path, help="also write the JSON here")
+        parser.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
