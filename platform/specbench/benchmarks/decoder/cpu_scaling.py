@@ -40,6 +40,11 @@ print(time.perf_counter() - start)
 """
 
 
+def _require_compiled() -> None:
+    """ImportError when the compiled backend cannot be imported here (no numba)."""
+    import specbench.decoder.cpu_compiled  # noqa: F401
+
+
 def core_counts(requested: Sequence[int]) -> list[int]:
     """The requested process counts that fit this machine's cores, and all its cores, ascending."""
     available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -47,7 +52,9 @@ def core_counts(requested: Sequence[int]) -> list[int]:
 
 
 def time_cpu_cores(workload: Workload, options: SearchOptions, cores: Sequence[int]) -> dict[str, Timed]:
-    """Runs `cpu_x<n>` for every n of `core_counts(cores)` (1-best)."""
+    """Runs `cpu_x<n>` for every n of `core_counts(cores)` (1-best). ImportError (the benchmark reports the
+    measurement unavailable) where numba is missing, before any process starts."""
+    _require_compiled()
     out = {}
     for n in core_counts(cores):
         timed = run_gpu_processes(workload.graph_path, list(workload.items), options, n, [("cpu", None)],
@@ -73,6 +80,7 @@ def scaling_metrics(runs: dict[str, Timed]) -> dict[str, float]:
 
 def startup_seconds(graph_path: Path, loglikes: np.ndarray) -> dict[str, float]:
     """cpu_startup_cold_seconds and cpu_startup_cached_seconds (see the module docstring)."""
+    _require_compiled()
     with tempfile.TemporaryDirectory(prefix="specbench-numba-") as cache:
         scores = Path(cache) / "scores.npy"
         np.save(scores, loglikes)
