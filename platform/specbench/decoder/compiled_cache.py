@@ -1,10 +1,16 @@
-"""Where the compiled CPU decoder's numba code is cached on disk, and the decorator its kernels use.
+"""Where the compiled CPU decoder's numba code is cached on disk, and the decorators its kernels use.
 
-numba's own cache (`cache=True`) keys a function by its source file, but not by the jitted functions it
-calls: after an edit (or an upgrade) a caller could load machine code compiled against an older callee. So
-the kernels' cache lives in a folder named after a hash of every kernel module's source, under the work
-directory (`.specbench/numba/<hash>`), unless NUMBA_CACHE_DIR names one. A second process then starts
-decoding without compiling (about a second instead of half a minute).
+Two hazards of numba's on-disk cache (`cache=True`) are designed out:
+- it keys a function by its own source file only, so after an edit (or an upgrade) a caller could load
+  code built against an older callee: the cache lives in a folder named after a hash of every kernel
+  module's source and numba's version, under the work directory (`.specbench/numba/<hash>`), unless
+  NUMBA_CACHE_DIR names one;
+- processes compiling at once (Ray workers, benchmark processes) each number the overloads they add to a
+  function's index, so with several signatures one process's index can name another's machine code (a
+  crash, not an error): only the entry points are cached (`entry`), each compiled eagerly for exactly one
+  signature (a call with other types is a TypeError, never a second overload); the helpers they call
+  (`kernel`) are compiled into them.
+A second process then starts decoding without compiling (about a second instead of half a minute).
 """
 
 from __future__ import annotations
@@ -34,5 +40,11 @@ if not os.environ.get("NUMBA_CACHE_DIR"):
 
 
 def kernel(fn):  # noqa: ANN001, ANN201 - a numba dispatcher
-    """`numba.njit(cache=True)` with the cache folder above."""
-    return njit(cache=True)(fn)
+    """A helper of the entry points: compiled into each caller, not cached on its own."""
+    return njit(cache=False)(fn)
+
+
+def entry(signature: str):  # noqa: ANN201 - a decorator
+    """An entry point: compiled once for `signature` (numba's signature string, arguments only) and cached
+    in the folder above."""
+    return njit(signature, cache=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specbench.decoder.compiled_cache import kernel
+from specbench.decoder.compiled_cache import entry, kernel
 
 BIND_BEAM, BIND_MAX_ACTIVE, BIND_MIN_ACTIVE = 0, 1, 2
 # indices into the stats vector (DecodeStats's field order)
@@ -113,7 +113,9 @@ def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np
     return records, count
 
 
-@kernel
+@entry("(float64[:, ::1], int64[::1], float64[::1], int64[::1], int64, int64, int64[::1], float64[::1], "
+       "int64[::1], int64[::1], int64, int64[::1], float64[::1], int64[::1], float64, int64, int64, float64, "
+       "boolean, int64, float64, int64[::1], int64[::1], float64[::1], float64[::1], int64[::1], int64[::1])")
 def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, arc_weight, arc_packed, code,
                   code_base, emit_offsets, emit_weight, emit_column, beam32, max_active, min_active,
                   beam_delta, unconstrained, partial_every, lattice_beam, eps_offsets, eps_dest, eps_weight,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specbench.decoder.compiled_cache import kernel
+from specbench.decoder.compiled_cache import entry, kernel
 from specbench.decoder.lattice import RawLattice, WordLattice
 
 
@@ -152,7 +152,8 @@ def _nodes(start_state, sf, ss, df, ds, width):  # noqa: ANN001, ANN201
     return keys[:n + 1], inverse[0], inverse[1:1 + m], inverse[1 + m:]
 
 
-@kernel
+@entry("(int64, int64, int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], "
+       "float64[::1], float64[::1], float64)")
 def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam):  # noqa: ANN001, ANN201
     unique = _dedup(sf, ss, df, ds, ilabel, olabel, graph, acoustic)
     sf, ss, df, ds = sf[unique].astype(np.int64), ss[unique].astype(np.int64), df[unique].astype(np.int64), \
@@ -225,8 +226,12 @@ def prune_compiled(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> W
     top = int(max(raw.dst_state[at_end].max(initial=-1), raw.start_state if raw.num_frames == 0 else -1))
     if top >= len(final):
         raise ValueError(f"prune_lattice: final has {len(final)} entries, a frame-T node has state {top}")
-    out = _prune(raw.num_frames, raw.start_state, raw.src_frame, raw.src_state, raw.dst_frame, raw.dst_state,
-                 raw.ilabel, raw.olabel, raw.graph_cost, raw.acoustic_cost, final, float(lattice_beam))
+    ints = (np.require(getattr(raw, name), np.int32, ["C", "W"]) for name in (
+        "src_frame", "src_state", "dst_frame", "dst_state", "ilabel", "olabel"))
+    costs = (np.require(getattr(raw, name), np.float64, ["C", "W"])
+             for name in ("graph_cost", "acoustic_cost"))
+    out = _prune(raw.num_frames, raw.start_state, *ints, *costs, np.require(final, np.float64, ["C", "W"]),
+                 float(lattice_beam))
     if out is None:
         return None
     names = ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel", "graph_cost",
