@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from specbench.cli import _parser
+from specbench.cli.parser import build_parser
 from specbench.experiments.registry import load_config
 
 pytestmark = pytest.mark.unit
@@ -59,7 +59,7 @@ def test_kuberay_manifests_agree_with_the_image_and_the_cli() -> None:
     assert job["spec"]["clusterSelector"]["ray.io/cluster"] == cluster["metadata"]["name"]
     argv = shlex.split(job["spec"]["entrypoint"])
     assert argv[:3] == ["python", "-m", "specbench"]
-    args = _parser().parse_args(argv[3:])
+    args = build_parser().parse_args(argv[3:])
     assert args.command == "nightly" and args.tracking_uri.startswith("http://")
     assert load_config(ROOT / args.file).KIND == "nightly"
     runtime = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
