@@ -3,7 +3,8 @@
 Two hazards of numba's on-disk cache (`cache=True`) are designed out:
 - it keys a function by its own source file only, so after an edit (or an upgrade) a caller could load
   code built against an older callee: the cache lives in a folder named after a hash of every kernel
-  module's source and numba's version, under the work directory (`.specbench/numba/<hash>`), unless
+  module's source and numba's version, in the user's cache (`$XDG_CACHE_HOME`, else `~/.cache`:
+  `specbench-numba/<hash>`, shared by every checkout and work directory of the same sources), unless
   NUMBA_CACHE_DIR names one;
 - processes compiling at once (Ray workers, benchmark processes) each number the overloads they add to a
   function's index, so with several signatures one process's index can name another's machine code (a
@@ -35,8 +36,19 @@ def kernel_hash() -> str:
     return digest.hexdigest()[:16]
 
 
+def cache_root() -> Path:
+    """`$XDG_CACHE_HOME/specbench-numba`, else `~/.cache/specbench-numba`; the work directory's `numba/`
+    where the home folder cannot be written."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "specbench-numba"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return work_dir() / "numba"
+    return base
+
+
 if not os.environ.get("NUMBA_CACHE_DIR"):
-    numba.config.CACHE_DIR = str(work_dir() / "numba" / kernel_hash())
+    numba.config.CACHE_DIR = str(cache_root() / kernel_hash())
 
 
 def kernel(fn):  # noqa: ANN001, ANN201 - a numba dispatcher
