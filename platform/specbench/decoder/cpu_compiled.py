@@ -10,6 +10,7 @@ backend (epsilon mode "arcs"): there this backend runs the numpy loop.
 
 from __future__ import annotations
 
+import time
 from dataclasses import fields
 from typing import Any
 
@@ -17,8 +18,9 @@ import numpy as np
 
 from specbench.decoder.compiled_kernels import NO_CODE, decode_frames
 from specbench.decoder.cpu import FLT_MAX, CpuDecoder
+from specbench.decoder.lattice import RawLattice, WordLattice
 from specbench.decoder.lattice_kernels import prune_compiled
-from specbench.decoder.result import DecodeStats
+from specbench.decoder.result import DecodeResult, DecodeStats
 from specbench.decoder.search import Arena, Tokens
 
 COUNTERS = tuple(f.name for f in fields(DecodeStats))  # the stats vector's order
@@ -29,11 +31,30 @@ class CompiledCpuDecoder(CpuDecoder):
     `advance` and the lattice pruning compiled too. The first decoder of a process compiles the loop, or
     loads it from numba's on-disk cache."""
 
-    prune = staticmethod(prune_compiled)
+    def prune(self, raw: RawLattice, final: np.ndarray, lattice_beam: float) -> WordLattice | None:
+        """The compiled lattice pruning (timed in `profile`)."""
+        start = time.perf_counter()
+        try:
+            return prune_compiled(raw, final, lattice_beam)
+        finally:
+            self.profile["lattice_prune"] += time.perf_counter() - start
+
+    def result(self) -> DecodeResult:
+        """As `CpuDecoder.result`; its time (traceback, lattice from the records) goes to `profile`."""
+        start = time.perf_counter()
+        try:
+            return super().result()
+        finally:
+            self.profile["result_and_lattice"] += time.perf_counter() - start
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._tables = None
+        # seconds per stage over every utterance decoded: start (the start token's epsilon step), frame_loop
+        # (the compiled frames, lattice records included), result_and_lattice (traceback and lattice; of
+        # it, lattice_prune: the compiled pruning); the decoder benchmark reports them
+        self.profile: dict[str, float] = dict.fromkeys(("start", "frame_loop", "result_and_lattice",
+                                                        "lattice_prune"), 0.0)
         self._start: tuple | None = None  # the tokens after the start's epsilon step (see _close)
         if self.moves.closed:
             arcs, emit, eps = self._closed_arcs, self.graph.emitting, self.graph.epsilon
@@ -59,10 +80,16 @@ class CompiledCpuDecoder(CpuDecoder):
         if self._tables is None or cutoff != FLT_MAX:
             super()._close(cutoff)
             return
+        begin = time.perf_counter()
+        self._replay_start()
+        self.profile["start"] += time.perf_counter() - begin
+
+    def _replay_start(self) -> None:
+        """The start tokens: computed by the numpy epsilon step the first time, replayed after."""
         state = self._require_state()
         if self._start is None:
             before = dict(state.stats)
-            super()._close(cutoff)
+            super()._close(FLT_MAX)
             prev, code = state.arena._compact()
             self._start = (state.tokens, prev, code, {k: state.stats[k] - before[k] for k in COUNTERS})
             return
@@ -84,6 +111,7 @@ class CompiledCpuDecoder(CpuDecoder):
         stats = np.array([state.stats[k] for k in COUNTERS], dtype=np.int64)
         config, tokens = self.config, state.tokens
         lattice_beam = -1.0 if self.lattice_beam is None else float(self.lattice_beam)
+        start = time.perf_counter()
         out = decode_frames(
             neg.astype(np.float64), tokens.states.astype(np.int64),
             tokens.costs.astype(np.float64, copy=True), tokens.ids.astype(np.int64, copy=True),
@@ -91,6 +119,7 @@ class CompiledCpuDecoder(CpuDecoder):
             *self._tables, config.beam32, np.int64(config.max_active), np.int64(config.min_active),
             float(config.beam_delta), config.unconstrained, np.int64(self._partial_every), lattice_beam,
             *self._eps, self._dense_cost, self._dense_code, stats)
+        self.profile["frame_loop"] += time.perf_counter() - start
         states, costs, ids, prev, code, partials, records = out
         state.arena.add(prev, code)
         state.tokens = Tokens(states.astype(np.intp), costs, ids)

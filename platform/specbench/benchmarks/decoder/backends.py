@@ -57,9 +57,13 @@ def one_at_a_time(backend: str, label: str, workload: Workload, options: SearchO
     decoder = make_decoder(backend, workload.graph, options)
     items = workload.items
     decoder.decode(items[0][1], items[0][0])  # warm-up
+    profile = getattr(decoder, "profile", None)  # seconds per stage, where a backend keeps them
+    if profile is not None:
+        profile.update(dict.fromkeys(profile, 0.0))
     seconds, results = harness.timed(lambda: [decoder.decode(mat, utt_id)
                                               for utt_id, mat in harness.progress(items, label)])
-    return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)], {})
+    extra = {"profile_seconds": dict(profile)} if profile is not None else {}
+    return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)], extra)
 
 
 def all_as_lanes(backend: str, workload: Workload, options: SearchOptions) -> Timed:

@@ -77,6 +77,8 @@ def _attempt(status: dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
 
 def _record(result: dict[str, Any], key: str, timed: Timed, audio_s: float) -> None:
     result[f"{key}_seconds"] = timed.seconds
+    if "profile_seconds" in timed.extra:  # where the time went, per stage (the compiled CPU backend)
+        result[f"{key}_profile_seconds"] = timed.extra["profile_seconds"]
     result[f"{key}_rtfx"] = audio_s / timed.seconds
     say(f"{key}: {timed.seconds:.3f} s, {audio_s / timed.seconds:.0f}x real time")
 
