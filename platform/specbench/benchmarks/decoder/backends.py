@@ -76,24 +76,19 @@ def all_as_lanes(backend: str, workload: Workload, options: SearchOptions) -> Ti
     return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)], {})
 
 
-@register("kaldi")
-def time_kaldi(workload: Workload, options: SearchOptions) -> Timed:
-    return one_at_a_time("kaldi", "kaldi", workload, one_best(options))
+def _register_one_at_a_time(name: str, backend: str,
+                            options_of: Callable[[SearchOptions], SearchOptions]) -> None:
+    """Register `name`: `backend` decoding one utterance after the other with `options_of(options)`."""
+    def time_backend(workload: Workload, options: SearchOptions) -> Timed:
+        return one_at_a_time(backend, name.replace("_", " "), workload, options_of(options))
+
+    register(name)(time_backend)
 
 
-@register("cpu")
-def time_cpu(workload: Workload, options: SearchOptions) -> Timed:
-    return one_at_a_time("cpu", "cpu", workload, one_best(options))
-
-
-@register("cpu_lattice")
-def time_cpu_lattice(workload: Workload, options: SearchOptions) -> Timed:
-    return one_at_a_time("cpu", "cpu lattice", workload, with_lattice(options))
-
-
-@register("cpu_numpy")
-def time_cpu_numpy(workload: Workload, options: SearchOptions) -> Timed:
-    return one_at_a_time("cpu_numpy", "cpu numpy", workload, one_best(options))
+for _name, _backend, _options_of in (("kaldi", "kaldi", one_best), ("cpu", "cpu", one_best),
+                                     ("cpu_lattice", "cpu", with_lattice),
+                                     ("cpu_numpy", "cpu_numpy", one_best)):
+    _register_one_at_a_time(_name, _backend, _options_of)
 
 
 @register("twin")
