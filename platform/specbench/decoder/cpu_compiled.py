@@ -1,11 +1,13 @@
-"""The compiled CPU backend: `CpuDecoder`'s search with its frame loop compiled by numba.
+"""The compiled CPU backend: `CpuDecoder`'s search with its frame loop and its lattice pruning compiled by
+numba.
 
-Everything but the frame loop is the numpy backend's (`cpu.py`): the graph preparation (the epsilon closure
-and the closed arcs), the start of an utterance (the start token closed over epsilons), the traceback, the
-partial hypotheses and the lattice pruning. The loop (`compiled_kernels.decode_frames`) follows the numpy
-loop's rules step for step, so both give the same tokens, 1-best, costs, counters and lattice records; the
-parity tests check it. Graphs whose epsilon weights are negative need the epsilon iteration of the numpy
-backend (epsilon mode "arcs"): there this backend runs the numpy loop.
+The frame loop (`compiled_kernels.decode_frames`) and the pruning (`lattice_kernels.prune_compiled`) follow
+the numpy backend's (`cpu.py`) rules step for step, so both give the same tokens, 1-best, costs, counters
+and lattices; the parity tests check it. The rest is the numpy backend's code: the graph preparation (the
+epsilon closure and the closed arcs), the start of an utterance (the start token closed over epsilons,
+computed once per decoder and replayed), the traceback and the partial hypotheses. Graphs whose epsilon
+weights are negative need the epsilon iteration of the numpy backend (epsilon mode "arcs"): there this
+backend runs the numpy loop.
 """
 
 from __future__ import annotations
@@ -30,22 +32,6 @@ class CompiledCpuDecoder(CpuDecoder):
     """`CpuDecoder` (same constructor, same results) with the per-frame work in one compiled call per
     `advance` and the lattice pruning compiled too. The first decoder of a process compiles the loop, or
     loads it from numba's on-disk cache."""
-
-    def prune(self, raw: RawLattice, final: np.ndarray, lattice_beam: float) -> WordLattice | None:
-        """The compiled lattice pruning (timed in `profile`)."""
-        start = time.perf_counter()
-        try:
-            return prune_compiled(raw, final, lattice_beam)
-        finally:
-            self.profile["lattice_prune"] += time.perf_counter() - start
-
-    def result(self) -> DecodeResult:
-        """As `CpuDecoder.result`; its time (traceback, lattice from the records) goes to `profile`."""
-        start = time.perf_counter()
-        try:
-            return super().result()
-        finally:
-            self.profile["result_and_lattice"] += time.perf_counter() - start
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -73,6 +59,22 @@ class CompiledCpuDecoder(CpuDecoder):
             self._eps = (eps.offsets.astype(np.int64), eps.dest.astype(np.int64),
                          eps.weight.astype(np.float64))
             self._dense_code = np.full(self.graph.num_states, NO_CODE, dtype=np.int64)
+
+    def prune(self, raw: RawLattice, final: np.ndarray, lattice_beam: float) -> WordLattice | None:
+        """The compiled lattice pruning (timed in `profile`)."""
+        start = time.perf_counter()
+        try:
+            return prune_compiled(raw, final, lattice_beam)
+        finally:
+            self.profile["lattice_prune"] += time.perf_counter() - start
+
+    def result(self) -> DecodeResult:
+        """As `CpuDecoder.result`; its time (traceback, lattice from the records) goes to `profile`."""
+        start = time.perf_counter()
+        try:
+            return super().result()
+        finally:
+            self.profile["result_and_lattice"] += time.perf_counter() - start
 
     def _close(self, cutoff: float) -> None:
         """The epsilon step; at the start of an utterance (cutoff FLT_MAX) its outcome is the same for every
