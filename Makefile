@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/specbench run jobs/quick.toml
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not gpu"
+	$(BIN)/python -m pytest tests -m "not gpu" --durations=15
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests -m "unit"
