@@ -67,6 +67,8 @@ class BenchDecoderConfig(BenchConfig):
     acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
     gpu_decoders: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata=_range(1, 64))
     cpu_cores: tuple[int, ...] = field(default=(1, 2), metadata=_range(1, 4096))  # and all cores
+    # rounds of Kaldi and the compiled CPU backend alternating (decoder.cpu_vs_kaldi_median); 0: none
+    ratio_rounds: int = field(default=3, metadata=_range(0, 20))
     backends: tuple[str, ...] = field(default=DECODER_BACKENDS, metadata=_choices(*DECODER_BACKENDS))
     frame_shift_ms: float | None = field(default=None, metadata=_range(0.1, 1000.0))  # .npz without manifest
 

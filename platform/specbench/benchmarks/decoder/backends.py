@@ -17,6 +17,7 @@ imported raises ImportError, which the benchmark reports as unavailable.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -94,3 +95,20 @@ for _name, _backend, _options_of in (("kaldi", "kaldi", one_best), ("cpu", "cpu"
 @register("twin")
 def time_twin(workload: Workload, options: SearchOptions) -> Timed:
     return all_as_lanes("twin", workload, one_best(options))
+
+
+def alternating_ratio(workload: Workload, options: SearchOptions, rounds: int) -> dict[str, object]:
+    """Kaldi and the compiled CPU backend timed one after the other `rounds` times over the workload (each
+    decoder built and warmed once), so that a busy machine slows both alike: the per-round ratios of Kaldi's
+    seconds to ours (`cpu_vs_kaldi_rounds`) and their median (`decoder.cpu_vs_kaldi_median`)."""
+    options = one_best(options)
+    kaldi, ours = make_decoder("kaldi", workload.graph, options), make_decoder("cpu", workload.graph, options)
+    items = workload.items
+    for decoder in (kaldi, ours):
+        decoder.decode(items[0][1], items[0][0])  # warm-up
+    ratios = []
+    for _ in range(rounds):
+        kaldi_s, _ = harness.timed(lambda: [kaldi.decode(mat, utt_id) for utt_id, mat in items])
+        ours_s, _ = harness.timed(lambda: [ours.decode(mat, utt_id) for utt_id, mat in items])
+        ratios.append(kaldi_s / ours_s)
+    return {"cpu_vs_kaldi_rounds": ratios, "decoder.cpu_vs_kaldi_median": statistics.median(ratios)}

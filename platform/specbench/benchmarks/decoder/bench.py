@@ -24,7 +24,7 @@ from typing import Any
 from specbench.benchmarks import harness
 from specbench.benchmarks.decoder.agreement import Timed, summary_metrics
 from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
-from specbench.benchmarks.decoder.backends import one_best
+from specbench.benchmarks.decoder.backends import alternating_ratio, one_best
 from specbench.benchmarks.decoder.cpu_scaling import (
     CPU_MEASUREMENTS,
     scaling_metrics,
@@ -84,8 +84,10 @@ def _record(result: dict[str, Any], key: str, timed: Timed, audio_s: float) -> N
 
 
 def _time_in_process(workload: Workload, options: SearchOptions, include: Sequence[str],
-                     status: dict[str, Any], result: dict[str, Any]) -> dict[str, Timed]:
-    """The in-process backends of `include`, in registry order, pinned to one core."""
+                     status: dict[str, Any], result: dict[str, Any],
+                     ratio_rounds: int = 0) -> dict[str, Timed]:
+    """The in-process backends of `include`, in registry order, pinned to one core; then, with kaldi and cpu
+    included, `ratio_rounds` rounds of the two alternating (`backends.alternating_ratio`)."""
     runs: dict[str, Timed] = {}
     with harness.one_core() as core:
         result["threads"]["cpu_core"] = core
@@ -96,6 +98,10 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
             if timed is not None:
                 runs[name] = timed
                 _record(result, name, timed, workload.audio_seconds)
+        if ratio_rounds and "kaldi" in runs and "cpu" in runs:
+            say(f"kaldi and cpu alternating, {ratio_rounds} rounds")
+            rounds = lambda: alternating_ratio(workload, options, ratio_rounds)  # noqa: E731
+            result.update(_attempt(status, "cpu_vs_kaldi_rounds", rounds) or {})
     return runs
 
 
@@ -168,7 +174,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
                   utterances: int = 1000, gpu_decoders: Sequence[int] = (1, 2, 4, 8),
                   include: Sequence[str] | None = None, frame_shift_ms: float | None = None,
                   command: str | None = None, workload: str = DEFAULT_WORKLOAD,
-                  cpu_cores: Sequence[int] = (1, 2)) -> dict[str, Any]:
+                  cpu_cores: Sequence[int] = (1, 2), ratio_rounds: int = 3) -> dict[str, Any]:
     """Measure the backends in `include` (default: all, see `backend_names`) on the workload `workload`
     with `options` (its lattice beam for the lattice backends); returns the JSON-able result. Backends
     that cannot be imported are reported unavailable; those that fail, as errors (`errors` lists them)."""
@@ -183,7 +189,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     work = load_workload(workload, Path(graph_path), Path(scores_path), utterances, frame_shift_ms)
     result = _header(work, options, Path(scores_path), command, threads)
     status: dict[str, dict[str, Any]] = {}
-    runs = _time_in_process(work, options, include, status, result)
+    runs = _time_in_process(work, options, include, status, result, ratio_rounds)
     gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result)
     _time_cpu_cores(work, options, include, cpu_cores, status, result)
     result.update(summary_metrics(runs, gpu_runs, work.ids, work.audio_seconds))
@@ -212,7 +218,8 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
                             lattice_beam=float(config.lattice_beam))
     return bench_decoder(graph, scores, options, utterances=config.utterances,
                          gpu_decoders=config.gpu_decoders, include=config.backends,
-                         frame_shift_ms=config.frame_shift_ms, cpu_cores=config.cpu_cores)
+                         frame_shift_ms=config.frame_shift_ms, cpu_cores=config.cpu_cores,
+                         ratio_rounds=config.ratio_rounds)
 
 
 def summary(result: dict[str, Any]) -> list[str]:
