@@ -360,7 +360,8 @@ class CpuDecoder:
         lattice = None
         if self.lattice_beam is not None:
             records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
-            lattice = lattice_from_records(self.graph, costs, records, self.lattice_beam, self.prune)
+            lattice = lattice_from_records(self.graph, costs, records, self.lattice_beam, self.prune,
+                                           self._final)
         return DecodeResult(
             utt_id=state.utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=state.stats["frames"],
