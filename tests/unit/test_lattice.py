@@ -342,3 +342,29 @@ def test_compiled_pruning_edge_cases() -> None:
     arcs = [(0, 0, 0, 1, 0, 0, -1.0, 0.0), (0, 1, 0, 0, 0, 0, -1.0, 0.0)]
     with pytest.raises(RuntimeError, match="converge"):
         prune_compiled(make_raw(arcs, 1), np.zeros(2, dtype=np.float32), 1.0)
+
+
+def test_compiled_pruning_equals_numpy_on_wide_nodes() -> None:
+    """Nodes with more arcs than the compiled pruning sorts by insertion (a stable argsort then), with
+    duplicates among them, arcs recorded out of frame order, and a start node that is not the lowest state
+    of frame 0."""
+    from specbench.decoder.lattice_kernels import SMALL_GROUP, prune_compiled
+
+    rng = np.random.default_rng(7)
+    arcs: list[Arc] = []
+    for frame in range(3):
+        for _ in range(4 * SMALL_GROUP):  # one wide source node per frame, 8 destination states
+            arcs.append((frame, 5, frame + 1, 5 if rng.random() < 0.3 else int(rng.integers(0, 8)),
+                         int(rng.integers(1, 4)), int(rng.integers(0, 3)), float(rng.integers(0, 4)) / 2,
+                         float(rng.integers(0, 4)) / 2))
+        arcs.append((frame, 5, frame, 2, 0, 1, 0.5, 0.0))
+    order = rng.permutation(len(arcs))
+    raw = make_raw([arcs[i] for i in order], 3, start=5)
+    final = np.array([0.0, np.inf, 1.0, np.inf, 0.5, 0.0, np.inf, 2.0], dtype=np.float32)
+    for beam in (0.0, 1.0, 3.0, np.inf):
+        want, got = prune_lattice(raw, final, beam), prune_compiled(raw, final, beam)
+        assert want is not None and got is not None
+        assert want.num_arcs > SMALL_GROUP or beam < 3.0
+        for name in ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel", "graph_cost",
+                     "acoustic_cost"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), (beam, name)

@@ -107,7 +107,8 @@ def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np
         for e in range(eps_offsets[s], eps_offsets[s + 1]):
             target = dense_cost[eps_dest[e]]
             if np.isfinite(target) and costs[i] + eps_weight[e] <= target + lattice_beam:
-                records = _grow(records.ravel(), 3 * (count + 1)).reshape(-1, 3)
+                if count == records.shape[0]:
+                    records = _grow(records.ravel(), 3 * (count + 1)).reshape(-1, 3)
                 records[count, 0], records[count, 1], records[count, 2] = frame, s, -1 - e
                 count += 1
     return records, count
@@ -218,14 +219,17 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
         stats[PRUNED] += (n - expanded) + (total - kept)
         stats[EPS_ITERATIONS] += 1
         if lattice_beam >= 0:
+            if record_count + stored > records.shape[0]:
+                records = _grow(records.ravel(), 3 * (record_count + stored)).reshape(-1, 3)
             for j in range(stored):  # bare emitting candidates within the beam of their destination's winner
-                new, k = cand_new[j], cand_code[j]
-                if new < cutoff and k % code_base == 0 and new <= dense_cost[cand_dest[j]] + lattice_beam:
-                    records = _grow(records.ravel(), 3 * (record_count + 1)).reshape(-1, 3)
-                    records[record_count, 0] = frame
-                    records[record_count, 1] = states[cand_src[j]]
-                    records[record_count, 2] = k // code_base
-                    record_count += 1
+                new = cand_new[j]
+                if new < cutoff and new <= dense_cost[cand_dest[j]] + lattice_beam:
+                    arc, rest = divmod(cand_code[j], code_base)
+                    if rest == 0:
+                        records[record_count, 0] = frame
+                        records[record_count, 1] = states[cand_src[j]]
+                        records[record_count, 2] = arc
+                        record_count += 1
         for j in range(m):
             dense_code[next_states[j]] = NO_CODE
         states, next_states = next_states, states

@@ -50,7 +50,7 @@ import numpy as np
 
 from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, build_moves, close_emitting_arcs
 from specbench.decoder.inputs import checked_scores
-from specbench.decoder.lattice import prune_lattice
+from specbench.decoder.lattice import WordLattice, prune_lattice
 from specbench.decoder.lattice_paths import epsilon_links, lattice_from_records
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions, call_partial_every, require_options
 from specbench.decoder.pruning import BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, get_cutoff
@@ -78,8 +78,6 @@ class CpuDecoder:
     keeps about 32 bytes per closed arc (1.1 M closed arcs, 35 MB, for the 760k-arc SLURP TLG) plus every
     kept token's backpointer (16 bytes).
     """
-
-    prune = staticmethod(prune_lattice)  # the lattice pruning (the compiled backend uses its compiled twin)
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS,
                  epsilon_mode: str = "auto") -> None:
@@ -351,6 +349,10 @@ class CpuDecoder:
         state.tokens = tokens.extend(dest[fresh], cand[fresh], ids[fresh])
         return np.concatenate([at[old], start + np.arange(fresh.size)])
 
+    def _lattice(self, costs: np.ndarray, records: np.ndarray) -> WordLattice | None:
+        """The pruned lattice of the utterance from its records (costs: (T, P) float32)."""
+        return lattice_from_records(self.graph, costs, records, self.lattice_beam, prune_lattice, self._final)
+
     def _traceback(self, token_id: int, final_state: int, stats: DecodeStats) -> DecodeResult:
         """The DecodeResult of the path ending at arena entry `token_id` in `final_state`."""
         state = self._state
@@ -360,8 +362,7 @@ class CpuDecoder:
         lattice = None
         if self.lattice_beam is not None:
             records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
-            lattice = lattice_from_records(self.graph, costs, records, self.lattice_beam, self.prune,
-                                           self._final)
+            lattice = self._lattice(costs, records)
         return DecodeResult(
             utt_id=state.utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=state.stats["frames"],

@@ -20,8 +20,8 @@ import numpy as np
 
 from specbench.decoder.compiled_kernels import NO_CODE, decode_frames
 from specbench.decoder.cpu import FLT_MAX, CpuDecoder
-from specbench.decoder.lattice import RawLattice, WordLattice
-from specbench.decoder.lattice_kernels import prune_compiled
+from specbench.decoder.lattice import WordLattice
+from specbench.decoder.lattice_kernels import node_table, prune_records
 from specbench.decoder.result import DecodeResult, DecodeStats
 from specbench.decoder.search import Arena, Tokens
 
@@ -42,6 +42,7 @@ class CompiledCpuDecoder(CpuDecoder):
         self.profile: dict[str, float] = dict.fromkeys(("start", "frame_loop", "result_and_lattice",
                                                         "lattice_prune"), 0.0)
         self._start: tuple | None = None  # the tokens after the start's epsilon step (see _close)
+        self._node_table: np.ndarray | None = None  # the lattice pruning's scratch (made on first use)
         if self.moves.closed:
             arcs, emit, eps = self._closed_arcs, self.graph.emitting, self.graph.epsilon
             if arcs.column.size and int(arcs.column.max()) >= 1 << 16:
@@ -60,11 +61,13 @@ class CompiledCpuDecoder(CpuDecoder):
                          eps.weight.astype(np.float64))
             self._dense_code = np.full(self.graph.num_states, NO_CODE, dtype=np.int64)
 
-    def prune(self, raw: RawLattice, final: np.ndarray, lattice_beam: float) -> WordLattice | None:
-        """The compiled lattice pruning (timed in `profile`)."""
+    def _lattice(self, costs: np.ndarray, records: np.ndarray) -> WordLattice | None:
+        """The compiled lattice from the records (timed in `profile`)."""
         start = time.perf_counter()
+        if self._node_table is None:
+            self._node_table = node_table(self.graph)
         try:
-            return prune_compiled(raw, final, lattice_beam)
+            return prune_records(self.graph, costs, records, self.lattice_beam, self._final, self._node_table)
         finally:
             self.profile["lattice_prune"] += time.perf_counter() - start
 

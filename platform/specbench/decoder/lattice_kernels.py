@@ -7,7 +7,8 @@ order; alpha (from the start node) and beta (to the final frame-T nodes) are rel
 epsilon arcs of a frame to their fixed point in rounds where every arc reads the costs of the round before
 (as `np.minimum.at` over a fancy-indexed copy does); arcs with alpha + cost + beta within the beam of the
 best path are kept, with their nodes renumbered (the start node first) and sorted by (src, dst, ilabel,
-olabel). Sorting uses stable merge sorts key by key, as `np.lexsort` does.
+olabel). No step sorts the whole lattice: nodes are grouped by frame and arcs by source node with
+counting sorts, and only a frame's states or a node's arcs (a handful to a few hundred) are sorted.
 """
 
 from __future__ import annotations
@@ -16,12 +17,44 @@ import numpy as np
 
 from specbench.decoder.compiled_cache import entry, kernel
 from specbench.decoder.lattice import RawLattice, WordLattice
+from specbench.wfst.graph import CsrGraph
+
+
+SMALL_GROUP = 24  # groups up to this size are handled by insertion sort, larger ones by np.argsort
 
 
 @kernel
-def _then_by(order: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """`order` stably re-sorted by `key` (one pass of np.lexsort, from the least significant key)."""
-    return order[np.argsort(key[order], kind="mergesort")]
+def _group(key, groups):  # noqa: ANN001, ANN201
+    """Counting sort of indices 0..len(key)-1 by key (0 <= key < groups), index order within a key: (starts
+    (groups + 1,), indices): the indices with key g are indices[starts[g]:starts[g + 1]]."""
+    starts = np.zeros(groups + 1, dtype=np.int64)
+    for i in range(key.shape[0]):
+        starts[key[i] + 1] += 1
+    for g in range(groups):
+        starts[g + 1] += starts[g]
+    fill = starts[:-1].copy()
+    indices = np.empty(key.shape[0], dtype=np.int64)
+    for i in range(key.shape[0]):
+        indices[fill[key[i]]] = i
+        fill[key[i]] += 1
+    return starts, indices
+
+
+@kernel
+def _sort_run(items, first, last, key):  # noqa: ANN001, ANN201
+    """Sort items[first:last] in place by key[item], stably (a handful of items: insertion sort; more:
+    a stable argsort)."""
+    if last - first <= SMALL_GROUP:
+        for i in range(first + 1, last):
+            item = items[i]
+            j = i - 1
+            while j >= first and key[items[j]] > key[item]:
+                items[j + 1] = items[j]
+                j -= 1
+            items[j + 1] = item
+    else:
+        run = items[first:last].copy()
+        items[first:last] = run[np.argsort(key[run], kind="mergesort")]
 
 
 @kernel
@@ -35,35 +68,42 @@ def _better(a: int, b: int, total: np.ndarray, acoustic: np.ndarray) -> bool:
 
 
 @kernel
-def _dedup(sf, ss, df, ds, ilabel, olabel, graph, acoustic):  # noqa: ANN001, ANN201
-    """Indices of the arcs without duplicates (see the module docstring), in no particular order (the
-    pruned lattice is sorted by its own keys, which no two remaining arcs share). Arcs are grouped by
-    their source node; duplicates are looked for within a group (a node's arcs: a handful)."""
-    m = sf.shape[0]
-    width = max(ss.max(), ds.max()) + 1 if m else 1
-    labels = max(ilabel.max(), olabel.max()) + 1 if m else 1
-    k1 = sf.astype(np.int64) * width + ss
-    k2 = (df.astype(np.int64) * width + ds) * labels + ilabel
+def _dedup(arcs, src, dst, ilabel, olabel, graph, acoustic, nodes):  # noqa: ANN001, ANN201
+    """The arcs of `arcs` (indices) without duplicates (see the module docstring), in no particular order
+    (the pruned lattice is sorted by its own keys, which no two remaining arcs share). They are grouped by
+    source node (a counting sort), each group sorted by (dst, ilabel, olabel); a run of equal keys keeps
+    its best arc."""
+    m = arcs.shape[0]
+    labels = 1
+    for i in range(m):
+        labels = max(labels, ilabel[arcs[i]] + 1, olabel[arcs[i]] + 1)
+    key = np.empty(m, dtype=np.int64)
+    src_of = np.empty(m, dtype=np.int64)
+    for i in range(m):
+        a = arcs[i]
+        key[i] = (dst[a] * labels + ilabel[a]) * labels + olabel[a]
+        src_of[i] = src[a]
     total = graph + acoustic
-    order = np.argsort(k1)
-    keep = np.ones(m, dtype=np.bool_)
-    first = 0
-    while first < m:
-        last = first + 1
-        while last < m and k1[order[last]] == k1[order[first]]:
-            last += 1
-        for i in range(first, last):
-            a = order[i]
-            for j in range(first, i):
-                b = order[j]
-                if keep[b] and k2[a] == k2[b] and olabel[a] == olabel[b]:
-                    if _better(a, b, total, acoustic):
-                        keep[b] = False
-                    else:
-                        keep[a] = False
-                    break
-        first = last
-    return np.flatnonzero(keep)
+    starts, order = _group(src_of, nodes)
+    keep = np.empty(m, dtype=np.int64)
+    kept = 0
+    for g in range(nodes):
+        first, last = starts[g], starts[g + 1]
+        if first == last:
+            continue
+        _sort_run(order, first, last, key)
+        i = first
+        while i < last:
+            best = order[i]
+            j = i + 1
+            while j < last and key[order[j]] == key[best]:
+                if _better(arcs[order[j]], arcs[best], total, acoustic):
+                    best = order[j]
+                j += 1
+            keep[kept] = arcs[best]
+            kept += 1
+            i = j
+    return keep[:kept]
 
 
 @kernel
@@ -130,53 +170,68 @@ def _bucket(frame, mask, frames):  # noqa: ANN001, ANN201
 
 
 @kernel
-def _nodes(start_state, sf, ss, df, ds, width):  # noqa: ANN001, ANN201
-    """np.unique(return_inverse) over the start node and the arcs' (frame, state) keys: (keys, start, src,
-    dst)."""
+def _nodes(start_state, sf, ss, df, ds, order, table):  # noqa: ANN001, ANN201
+    """The distinct (frame, state) nodes of the start node and the arcs' ends, numbered as first seen (the
+    start node 0), the arcs taken in `order` (by source frame): (node frame, node state, src, dst). An arc
+    of source frame f ends at frame f or f + 1, so a table holding two frames, by parity, finds every node
+    seen before: table[2 s + f % 2] = (frame, node) of state s; `table` ((2 S, 2) int64, all -1) is
+    restored on return."""
     m = sf.shape[0]
-    all_keys = np.empty(1 + 2 * m, dtype=np.int64)
-    all_keys[0] = start_state
+    node_frame = np.empty(1 + 2 * m, dtype=np.int64)
+    node_state = np.empty(1 + 2 * m, dtype=np.int64)
+    src = np.empty(m, dtype=np.int64)
+    dst = np.empty(m, dtype=np.int64)
+    node_frame[0], node_state[0] = 0, start_state
+    table[2 * start_state, 0], table[2 * start_state, 1] = 0, 0
+    n = 1
     for i in range(m):
-        all_keys[1 + i] = sf[i] * width + ss[i]
-        all_keys[1 + m + i] = df[i] * width + ds[i]
-    order = np.argsort(all_keys)
-    inverse = np.empty(all_keys.shape[0], dtype=np.int64)
-    keys = np.empty(all_keys.shape[0], dtype=np.int64)
-    n = -1
-    for j in range(order.shape[0]):
-        k = all_keys[order[j]]
-        if n < 0 or keys[n] != k:
-            n += 1
-            keys[n] = k
-        inverse[order[j]] = n
-    return keys[:n + 1], inverse[0], inverse[1:1 + m], inverse[1 + m:]
+        a = order[i]
+        for end in range(2):
+            f, s = (sf[a], ss[a]) if end == 0 else (df[a], ds[a])
+            row = 2 * s + (f & 1)
+            if table[row, 0] != f:
+                table[row, 0], table[row, 1] = f, n
+                node_frame[n], node_state[n] = f, s
+                n += 1
+            if end == 0:
+                src[a] = table[row, 1]
+            else:
+                dst[a] = table[row, 1]
+    for j in range(n):
+        row = 2 * node_state[j] + (node_frame[j] & 1)
+        table[row, 0], table[row, 1] = -1, -1
+    return node_frame[:n], node_state[:n], src, dst
 
 
-@entry("(int64, int64, int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], "
-       "float64[::1], float64[::1], float64)")
-def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam):  # noqa: ANN001, ANN201
-    unique = _dedup(sf, ss, df, ds, ilabel, olabel, graph, acoustic)
-    sf, ss, df, ds = sf[unique].astype(np.int64), ss[unique].astype(np.int64), df[unique].astype(np.int64), \
-        ds[unique].astype(np.int64)
-    ilabel, olabel, graph, acoustic = ilabel[unique], olabel[unique], graph[unique], acoustic[unique]
+@kernel
+def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam,  # noqa: ANN001, ANN201
+            table):
+    """The pruned lattice's arrays (WordLattice's fields after num_frames), or None; `table`: _nodes's.
+
+    The forward-backward pass runs over every recorded arc, duplicates included (they change no node's
+    cost), on nodes numbered as first seen; only the arcs it keeps (a few percent of a decoder's records)
+    are de-duplicated, and only the nodes they touch are sorted into (frame, state) order."""
     m = sf.shape[0]
-    width = max(ss.max() if m else 0, ds.max() if m else 0, start_state) + 1
-    keys, start, src, dst = _nodes(start_state, sf, ss, df, ds, width)
-    n = keys.shape[0]
-    node_frame, node_state = keys // width, keys % width
-    end_cost = np.full(n, np.inf)
-    for i in range(n):
-        if node_frame[i] == num_frames:
-            end_cost[i] = final[node_state[i]]
+    in_order = True
+    for i in range(1, m):
+        if sf[i] < sf[i - 1]:
+            in_order = False
+            break
+    order = np.arange(m) if in_order else _group(sf, num_frames + 1)[1]
+    node_frame, node_state, src, dst = _nodes(start_state, sf, ss, df, ds, order, table)
+    n = node_frame.shape[0]
     epsilon = df == sf
     eps_start, eps_arcs = _bucket(sf, epsilon, num_frames)
     emit_start, emit_arcs = _bucket(sf, ~epsilon, num_frames)
     sizes = np.zeros(num_frames + 1, dtype=np.int64)
+    end_cost = np.full(n, np.inf)
     for i in range(n):
         sizes[node_frame[i]] += 1
+        if node_frame[i] == num_frames:
+            end_cost[i] = final[node_state[i]]
     cost = graph + acoustic
     init = np.full(n, np.inf)
-    init[start] = 0.0
+    init[0] = 0.0
     alpha, ok_a = _shortest(init, src, dst, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, False)
     beta, ok_b = _shortest(end_cost, dst, src, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, True)
     if not (ok_a and ok_b):
@@ -187,33 +242,96 @@ def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acous
     if not np.isfinite(best):
         return None
     limit = best + beam + 1e-6 * max(1.0, abs(best))
-    keep = np.zeros(m, dtype=np.bool_)
-    node_keep = np.zeros(n, dtype=np.bool_)
+    within = np.empty(m, dtype=np.int64)
+    count = 0
     for i in range(m):
         through = alpha[src[i]] + cost[i] + beta[dst[i]]
         if np.isfinite(through) and through <= limit:
-            keep[i] = True
-            node_keep[src[i]] = node_keep[dst[i]] = True
-    new = np.full(n, -1, dtype=np.int64)
-    old = np.empty(n, dtype=np.int64)
-    old[0], new[start], count = start, 0, 1
-    for i in range(n):
-        if node_keep[i] and i != start:
-            old[count], new[i] = i, count
+            within[count] = i
             count += 1
-    old = old[:count]
-    kept = np.flatnonzero(keep)
+    kept = _dedup(within[:count], src, dst, ilabel, olabel, graph, acoustic, n)
+    width = max(ss.max() if m else 0, ds.max() if m else 0, start_state) + 1
+    new = np.full(n, -1, dtype=np.int64)
+    new[0] = 0
+    for i in kept:
+        new[src[i]] = new[dst[i]] = 0
+    touched = np.flatnonzero(new[1:] == 0) + 1
+    old = np.empty(touched.shape[0] + 1, dtype=np.int64)
+    old[0] = 0
+    old[1:] = touched[np.argsort(node_frame[touched] * width + node_state[touched])]
+    nodes = old.shape[0]
+    for j in range(nodes):
+        new[old[j]] = j
     a_src, a_dst = new[src[kept]], new[dst[kept]]
-    order = _then_by(_then_by(np.arange(kept.shape[0]), olabel[kept]), ilabel[kept])
-    order = _then_by(_then_by(order, a_dst), a_src)
-    final_cost = np.full(count, np.inf)
-    for j in range(count):
+    labels = max(ilabel.max(), olabel.max()) + 1 if m else 1
+    key = (a_dst * labels + ilabel[kept]) * labels + olabel[kept]  # unique within a source node
+    starts, arc_order = _group(a_src, nodes)
+    for g in range(nodes):
+        _sort_run(arc_order, starts[g], starts[g + 1], key)
+    final_cost = np.full(nodes, np.inf)
+    for j in range(nodes):
         end = alpha[old[j]] + end_cost[old[j]]
         if np.isfinite(end) and end <= limit:
             final_cost[j] = end_cost[old[j]]
+    arcs = kept[arc_order]
     return (node_frame[old].astype(np.int32), node_state[old].astype(np.int32), final_cost,
-            a_src[order].astype(np.int32), a_dst[order].astype(np.int32), ilabel[kept][order],
-            olabel[kept][order], graph[kept][order], acoustic[kept][order])
+            a_src[arc_order].astype(np.int32), a_dst[arc_order].astype(np.int32), ilabel[arcs], olabel[arcs],
+            graph[arcs], acoustic[arcs])
+
+
+@entry("(int64, int64, int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], "
+       "float64[::1], float64[::1], float64)")
+def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam):  # noqa: ANN001, ANN201
+    width = max(ss.max() if sf.shape[0] else 0, ds.max() if sf.shape[0] else 0, start_state) + 1
+    table = np.full((2 * width, 2), -1, dtype=np.int64)
+    return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table)
+
+
+@entry("(int64, int64, int64[:, ::1], float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], "
+       "int32[::1], int32[::1], float32[::1], float64[::1], float64, int64[:, ::1])")
+def _prune_records(num_frames, start_state, records, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight,
+                   eps_dest, eps_olabel, eps_weight, final, beam, table):  # noqa: ANN001, ANN201
+    """lattice_paths.records_to_raw, then _pruned (the raw lattice's arcs in record order); table: (2 S, 2)
+    int64 all -1, restored on return."""
+    m = records.shape[0]
+    sf, ss = np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
+    df, ds = np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
+    ilabel, olabel = np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
+    graph, acoustic = np.empty(m), np.empty(m)
+    for i in range(m):
+        f, code = records[i, 0], records[i, 2]
+        sf[i], ss[i] = f, records[i, 1]
+        if code >= 0:
+            df[i], ds[i], ilabel[i], olabel[i] = f + 1, emit_dest[code], emit_ilabel[code], emit_olabel[code]
+            graph[i], acoustic[i] = emit_weight[code], costs[f, emit_ilabel[code] - 1]
+        else:
+            e = -1 - code
+            df[i], ds[i], ilabel[i], olabel[i] = f, eps_dest[e], 0, eps_olabel[e]
+            graph[i], acoustic[i] = eps_weight[e], 0.0
+    return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table)
+
+
+_NAMES = ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel", "graph_cost",
+          "acoustic_cost")
+
+
+def node_table(graph: CsrGraph) -> np.ndarray:
+    """The scratch table `prune_records` needs for `graph` (16 bytes per state, twice); keep one per
+    decoder."""
+    return np.full((2 * graph.num_states, 2), -1, dtype=np.int64)
+
+
+def prune_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, lattice_beam: float,
+                  final: np.ndarray, table: np.ndarray) -> WordLattice | None:
+    """lattice_paths.lattice_from_records(graph, costs, records, lattice_beam, prune_compiled, final) in one
+    compiled call, without the RawLattice in between (the records come from the compiled frame loop, whose
+    links are valid by construction). costs: (T, P) float32; records: (K, 3) int64; final: (S,) float64;
+    table: `node_table(graph)`, left as it was found."""
+    emit, eps = graph.emitting, graph.epsilon
+    out = _prune_records(costs.shape[0], graph.start, np.ascontiguousarray(records, dtype=np.int64),
+                         np.ascontiguousarray(costs, dtype=np.float32), emit.dest, emit.ilabel, emit.olabel,
+                         emit.weight, eps.dest, eps.olabel, eps.weight, final, float(lattice_beam), table)
+    return None if out is None else WordLattice(num_frames=costs.shape[0], **dict(zip(_NAMES, out)))
 
 
 def prune_compiled(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> WordLattice | None:
@@ -232,9 +350,5 @@ def prune_compiled(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> W
              for name in ("graph_cost", "acoustic_cost"))
     out = _prune(raw.num_frames, raw.start_state, *ints, *costs, np.require(final, np.float64, ["C", "W"]),
                  float(lattice_beam))
-    if out is None:
-        return None
-    names = ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel", "graph_cost",
-             "acoustic_cost")
-    return WordLattice(num_frames=raw.num_frames, **dict(zip(names, out)))
+    return None if out is None else WordLattice(num_frames=raw.num_frames, **dict(zip(_NAMES, out)))
 
