@@ -8,14 +8,15 @@ Two hazards of numba's on-disk cache (`cache=True`) are designed out:
   NUMBA_CACHE_DIR names one;
 - processes compiling at once (Ray workers, benchmark processes) each number the overloads they add to a
   function's index, so with several signatures one process's index can name another's machine code (a
-  crash, not an error): only the entry points are cached (`entry`), each compiled eagerly for exactly one
-  signature (a call with other types is a TypeError, never a second overload); the helpers they call
-  (`kernel`) are compiled into them.
+  crash, not an error): only the entry points are cached (`entry`), each compiled for exactly one
+  signature (a call with other types is a TypeError, never a second overload), on first call; the
+  helpers they call (`kernel`) are compiled into them.
 A second process then starts decoding without compiling (about a second instead of half a minute).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
@@ -58,5 +59,19 @@ def kernel(fn):  # noqa: ANN001, ANN201 - a numba dispatcher
 
 def entry(signature: str):  # noqa: ANN201 - a decorator
     """An entry point: compiled once for `signature` (numba's signature string, arguments only) and cached
-    in the folder above."""
-    return njit(signature, cache=True)
+    in the folder above. Compiled, or loaded from the cache (about 0.2 s each), on its first call, not on
+    import: a process that decodes without lattices never loads the lattice pruning."""
+
+    def wrap(fn):  # noqa: ANN001, ANN202
+        dispatcher = None
+
+        @functools.wraps(fn)
+        def call(*args):  # noqa: ANN002, ANN202
+            nonlocal dispatcher
+            if dispatcher is None:
+                dispatcher = njit(signature, cache=True)(fn)
+            return dispatcher(*args)
+
+        return call
+
+    return wrap

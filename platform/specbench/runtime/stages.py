@@ -259,17 +259,17 @@ def _map_stage(
         "num_cpus": stage.resources.num_cpus,
         "num_gpus": stage.resources.num_gpus,
     }
+    # Retries are Ray Data's defaults, set through no deprecated `**ray_remote_args`: a dead actor (a
+    # killed process, a lost node) is restarted and its batches retried (max_restarts = max_task_retries =
+    # -1 for actor pools); a task whose worker died is retried up to 3 times (Ray's task default)
     if mode == "actors":
-        # a dead actor (a killed process, a lost node) is restarted and its batches are retried
         return dataset.map_batches(
             _StageActor,
             fn_constructor_kwargs={"stage": stage},
             compute=ray.data.ActorPoolStrategy(size=pool_size),
-            max_restarts=-1,
-            max_task_retries=-1,
             **common,
         )
-    return dataset.map_batches(_call_stage_in_task, fn_kwargs={"stage": stage}, max_retries=3, **common)
+    return dataset.map_batches(_call_stage_in_task, fn_kwargs={"stage": stage}, **common)
 
 
 class _StageActor:
