@@ -10,9 +10,10 @@ numpy backend's (`cpu.py`) rules step for step, so that both give the same token
 3. Candidates with `new < next cutoff` recombine: per destination state the lowest cost, then the lowest
    code; the winners become the next tokens in the order of their candidate positions.
 4. Statistics as `DecodeStats` counts them; a partial hypothesis every `partial_every` frames (the token of
-   lowest cost, then lowest state); with a lattice beam, the lattice records (frame, source state, code)
-   of lattice_paths.py: bare emitting candidates within the lattice beam of their destination's token, and
-   the epsilon links among the new tokens.
+   lowest cost, then lowest state); with a lattice beam, the links of lattice_paths.py (bare emitting
+   candidates within the lattice beam of their destination's token, and the epsilon links among the new
+   tokens), each between two tokens named by frame and position, with its cost (graph + acoustic), and
+   the states of every frame's tokens: what the compiled pruning needs, with no graph lookups.
 
 Arrays grow by doubling; nothing is allocated per candidate. Compiled on first use and cached on disk
 (`compiled_cache.py`).
@@ -97,21 +98,25 @@ def _best_token_bound(state: int, cost: float, row: np.ndarray, emit_offsets: np
 
 
 @kernel
-def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np.ndarray,
+def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np.ndarray, dense_pos: np.ndarray,
                    eps_offsets: np.ndarray, eps_dest: np.ndarray, eps_weight: np.ndarray, lattice_beam: float,
-                   frame: int, records: np.ndarray, count: int) -> tuple[np.ndarray, int]:
-    """lattice_paths.epsilon_links for tokens (states, costs)[:n], appended to records[count:] as
-    (frame, src state, -1 - epsilon arc); dense_cost must hold the tokens' costs (+inf elsewhere)."""
+                   frame: int, links: np.ndarray, link_cost: np.ndarray, count: int) -> tuple:
+    """lattice_paths.epsilon_links for tokens (states, costs)[:n], appended to links[count:] as (frame,
+    source token, destination token, epsilon arc) with the arc's cost in link_cost; dense_cost and dense_pos
+    must hold the tokens' costs and positions (+inf elsewhere)."""
     for i in range(n):
         s = states[i]
         for e in range(eps_offsets[s], eps_offsets[s + 1]):
             target = dense_cost[eps_dest[e]]
             if np.isfinite(target) and costs[i] + eps_weight[e] <= target + lattice_beam:
-                if count == records.shape[0]:
-                    records = _grow(records.ravel(), 3 * (count + 1)).reshape(-1, 3)
-                records[count, 0], records[count, 1], records[count, 2] = frame, s, -1 - e
+                if count == links.shape[0]:
+                    links = _grow(links.ravel(), 4 * (count + 1)).reshape(-1, 4)
+                    link_cost = _grow(link_cost, count + 1)
+                links[count, 0], links[count, 1], links[count, 2], links[count, 3] = frame, i, dense_pos[
+                    eps_dest[e]], e
+                link_cost[count] = eps_weight[e] + 0.0
                 count += 1
-    return records, count
+    return links, link_cost, count
 
 
 @entry("(float64[:, ::1], int64[::1], float64[::1], int64[::1], int64, int64, int64[::1], float64[::1], "
@@ -130,7 +135,11 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
     restored on return; stats (8,) int64 is updated in place. lattice_beam < 0: no lattice records.
 
     Returns (states, costs, ids, arena prev (E,), arena code (E,), partials (K, 3) (frame, arena id,
-    state), lattice records (R, 3) (frame, src state, code)).
+    state), then the lattice links (see lattice_kernels.prune_links): emitting links (R, 4) (frame, source
+    token, destination token at frame + 1, emitting arc) and their costs (R,), epsilon links (Q, 4) (frame,
+    source token, destination token, epsilon arc) and their costs (Q,), the states of each new frame's
+    tokens, frame after frame, and their number per frame (t,); a token is numbered by its position in its
+    frame's token list).
     """
     n = states.shape[0]
     cand_new = np.empty(4096, dtype=np.float64)
@@ -140,8 +149,14 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
     arena_prev = np.empty(1024, dtype=np.int64)
     arena_code = np.empty(1024, dtype=np.int64)
     partials = np.empty((16, 3), dtype=np.int64)
-    records = np.empty((1024 if lattice_beam >= 0 else 0, 3), dtype=np.int64)
-    arena_count = partial_count = record_count = 0
+    lattice = lattice_beam >= 0
+    emit_links = np.empty((1024 if lattice else 0, 4), dtype=np.int64)
+    emit_cost = np.empty(1024 if lattice else 0, dtype=np.float64)
+    eps_links = np.empty((256 if lattice else 0, 4), dtype=np.int64)
+    eps_cost = np.empty(256 if lattice else 0, dtype=np.float64)
+    token_states = np.empty(1024 if lattice else 0, dtype=np.int64)
+    token_counts = np.zeros(rows.shape[0] if lattice else 0, dtype=np.int64)
+    arena_count = partial_count = emit_count = eps_count = state_count = 0
     next_states = np.empty(max(n, 16), dtype=np.int64)
     next_costs = np.empty(max(n, 16), dtype=np.float64)
     next_ids = np.empty(max(n, 16), dtype=np.int64)
@@ -218,27 +233,38 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
         stats[CREATED] += kept
         stats[PRUNED] += (n - expanded) + (total - kept)
         stats[EPS_ITERATIONS] += 1
-        if lattice_beam >= 0:
-            if record_count + stored > records.shape[0]:
-                records = _grow(records.ravel(), 3 * (record_count + stored)).reshape(-1, 3)
+        if lattice:  # dense_code holds the winners' positions from here until the epsilon links are made
+            for j in range(m):
+                dense_code[next_states[j]] = j
+            if emit_count + stored > emit_links.shape[0]:
+                emit_links = _grow(emit_links.ravel(), 4 * (emit_count + stored)).reshape(-1, 4)
+                emit_cost = _grow(emit_cost, emit_count + stored)
             for j in range(stored):  # bare emitting candidates within the beam of their destination's winner
                 new = cand_new[j]
                 if new < cutoff and new <= dense_cost[cand_dest[j]] + lattice_beam:
                     arc, rest = divmod(cand_code[j], code_base)
                     if rest == 0:
-                        records[record_count, 0] = frame
-                        records[record_count, 1] = states[cand_src[j]]
-                        records[record_count, 2] = arc
-                        record_count += 1
-        for j in range(m):
-            dense_code[next_states[j]] = NO_CODE
+                        emit_links[emit_count, 0], emit_links[emit_count, 1] = frame, cand_src[j]
+                        emit_links[emit_count, 2], emit_links[emit_count, 3] = dense_code[cand_dest[j]], arc
+                        emit_cost[emit_count] = emit_weight[arc] + row[emit_column[arc]]
+                        emit_count += 1
+        else:
+            for j in range(m):
+                dense_code[next_states[j]] = NO_CODE
         states, next_states = next_states, states
         costs, next_costs = next_costs, costs
         ids, next_ids = next_ids, ids
         n = m
-        if lattice_beam >= 0:  # dense_cost holds exactly the new tokens' costs here
-            records, record_count = _epsilon_links(states, costs, n, dense_cost, eps_offsets, eps_dest,
-                                                   eps_weight, lattice_beam, frame + 1, records, record_count)
+        if lattice:  # dense_cost holds exactly the new tokens' costs here, dense_code their positions
+            eps_links, eps_cost, eps_count = _epsilon_links(
+                states, costs, n, dense_cost, dense_code, eps_offsets, eps_dest, eps_weight, lattice_beam,
+                frame + 1, eps_links, eps_cost, eps_count)
+            token_states = _grow(token_states, state_count + n)
+            token_states[state_count:state_count + n] = states[:n]
+            token_counts[t] = n
+            state_count += n
+            for j in range(n):
+                dense_code[states[j]] = NO_CODE
         for j in range(n):
             dense_cost[states[j]] = np.inf
         stats[FRAMES] += 1
@@ -253,4 +279,6 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
             partials[partial_count, 2] = states[pick]
             partial_count += 1
     return (states[:n].copy(), costs[:n].copy(), ids[:n].copy(), arena_prev[:arena_count].copy(),
-            arena_code[:arena_count].copy(), partials[:partial_count].copy(), records[:record_count].copy())
+            arena_code[:arena_count].copy(), partials[:partial_count].copy(), emit_links[:emit_count].copy(),
+            emit_cost[:emit_count].copy(), eps_links[:eps_count].copy(), eps_cost[:eps_count].copy(),
+            token_states[:state_count].copy(), token_counts)

@@ -349,8 +349,9 @@ class CpuDecoder:
         state.tokens = tokens.extend(dest[fresh], cand[fresh], ids[fresh])
         return np.concatenate([at[old], start + np.arange(fresh.size)])
 
-    def _lattice(self, costs: np.ndarray, records: np.ndarray) -> WordLattice | None:
+    def _lattice(self, costs: np.ndarray) -> WordLattice | None:
         """The pruned lattice of the utterance from its records (costs: (T, P) float32)."""
+        records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
         return lattice_from_records(self.graph, costs, records, self.lattice_beam, prune_lattice, self._final)
 
     def _traceback(self, token_id: int, final_state: int, stats: DecodeStats) -> DecodeResult:
@@ -361,8 +362,7 @@ class CpuDecoder:
         path = read_path(codes, self._code_base, self.graph, self.moves, costs, final_state)
         lattice = None
         if self.lattice_beam is not None:
-            records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
-            lattice = self._lattice(costs, records)
+            lattice = self._lattice(costs)
         return DecodeResult(
             utt_id=state.utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=state.stats["frames"],

@@ -1,9 +1,11 @@
 """The compiled CPU backend: `CpuDecoder`'s search with its frame loop and its lattice pruning compiled by
 numba.
 
-The frame loop (`compiled_kernels.decode_frames`) and the pruning (`lattice_kernels.prune_compiled`) follow
+The frame loop (`compiled_kernels.decode_frames`) and the pruning (`lattice_kernels.prune_links`) follow
 the numpy backend's (`cpu.py`) rules step for step, so both give the same tokens, 1-best, costs, counters
-and lattices; the parity tests check it. The rest is the numpy backend's code: the graph preparation (the
+and lattices; the parity tests check it. The loop records each lattice link between two tokens (frame and
+position) with its cost, and the pruning runs forward-backward over the tokens directly, so neither looks
+anything up in the graph or hashes (frame, state) pairs except for the few percent of links it keeps. The rest is the numpy backend's code: the graph preparation (the
 epsilon closure and the closed arcs), the start of an utterance (the start token closed over epsilons,
 computed once per decoder and replayed), the traceback and the partial hypotheses. Graphs whose epsilon
 weights are negative need the epsilon iteration of the numpy backend (epsilon mode "arcs"): there this
@@ -21,7 +23,8 @@ import numpy as np
 from specbench.decoder.compiled_kernels import NO_CODE, decode_frames
 from specbench.decoder.cpu import FLT_MAX, CpuDecoder
 from specbench.decoder.lattice import WordLattice
-from specbench.decoder.lattice_kernels import node_table, prune_records
+from specbench.decoder.lattice_kernels import prune_compiled, prune_links
+from specbench.decoder.lattice_paths import epsilon_links, lattice_from_records
 from specbench.decoder.result import DecodeResult, DecodeStats
 from specbench.decoder.search import Arena, Tokens
 
@@ -42,7 +45,7 @@ class CompiledCpuDecoder(CpuDecoder):
         self.profile: dict[str, float] = dict.fromkeys(("start", "frame_loop", "result_and_lattice",
                                                         "lattice_prune"), 0.0)
         self._start: tuple | None = None  # the tokens after the start's epsilon step (see _close)
-        self._node_table: np.ndarray | None = None  # the lattice pruning's scratch (made on first use)
+        self._links: list[tuple] = []  # per advance: the frame loop's lattice links (see _lattice)
         if self.moves.closed:
             arcs, emit, eps = self._closed_arcs, self.graph.emitting, self.graph.epsilon
             if arcs.column.size and int(arcs.column.max()) >= 1 << 16:
@@ -61,15 +64,45 @@ class CompiledCpuDecoder(CpuDecoder):
                          eps.weight.astype(np.float64))
             self._dense_code = np.full(self.graph.num_states, NO_CODE, dtype=np.int64)
 
-    def _lattice(self, costs: np.ndarray, records: np.ndarray) -> WordLattice | None:
-        """The compiled lattice from the records (timed in `profile`)."""
+    def _lattice(self, costs: np.ndarray) -> WordLattice | None:
+        """The compiled lattice from the frame loop's links (timed in `profile`); the numpy records and the
+        compiled pruning of their RawLattice where the numpy loop ran (negative epsilon weights)."""
         start = time.perf_counter()
-        if self._node_table is None:
-            self._node_table = node_table(self.graph)
         try:
-            return prune_records(self.graph, costs, records, self.lattice_beam, self._final, self._node_table)
+            if self._tables is None:
+                records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
+                return lattice_from_records(self.graph, costs, records, self.lattice_beam, prune_compiled,
+                                            self._final)
+            parts = list(zip(*self._links))
+            links = tuple(np.concatenate(p) for p in parts[:4])
+            token_states = np.concatenate(parts[4])
+            counts = np.concatenate(parts[5])
+            return prune_links(self.graph, costs, counts, token_states, self._start_index, links,
+                               self.lattice_beam, self._final)
         finally:
             self.profile["lattice_prune"] += time.perf_counter() - start
+
+    def _record_epsilon_links(self, frame: int) -> None:
+        """The start's epsilon links as links between frame 0's tokens (the compiled loop makes the others);
+        the numpy backend's records where the numpy loop runs."""
+        if self._tables is None:
+            super()._record_epsilon_links(frame)
+            return
+        tokens = self._require_state().tokens
+        states = tokens.states.astype(np.int64)
+        dense = self._dense_cost
+        dense[states] = tokens.costs
+        src, code = epsilon_links(self.graph, states, tokens.costs, dense, self.lattice_beam)
+        dense[states] = np.inf
+        order = np.argsort(states, kind="stable")
+        position = order[np.searchsorted(states[order], src)]
+        arc = -1 - code.astype(np.int64)
+        dest = order[np.searchsorted(states[order], self.graph.epsilon.dest[arc])]
+        eps = np.stack([np.zeros_like(arc), position, dest, arc], axis=1).astype(np.int64)
+        cost = self.graph.epsilon.weight[arc].astype(np.float64) + 0.0
+        self._start_index = int(order[np.searchsorted(states[order], self.graph.start)])
+        self._links = [(np.zeros((0, 4), dtype=np.int64), np.zeros(0), eps, cost, states,
+                        np.array([states.shape[0]], dtype=np.int64))]
 
     def result(self) -> DecodeResult:
         """As `CpuDecoder.result`; its time (traceback, lattice from the records) goes to `profile`."""
@@ -125,10 +158,10 @@ class CompiledCpuDecoder(CpuDecoder):
             float(config.beam_delta), config.unconstrained, np.int64(self._partial_every), lattice_beam,
             *self._eps, self._dense_cost, self._dense_code, stats)
         self.profile["frame_loop"] += time.perf_counter() - start
-        states, costs, ids, prev, code, partials, records = out
+        states, costs, ids, prev, code, partials, *links = out
         state.arena.add(prev, code)
         state.tokens = Tokens(states.astype(np.intp), costs, ids)
         state.stats.update(zip(COUNTERS, (int(x) for x in stats)))
         self._partials.extend((int(f), int(e), int(s)) for f, e, s in partials)
         if self.lattice_beam is not None:
-            self._records.append(records)
+            self._links.append(tuple(links))

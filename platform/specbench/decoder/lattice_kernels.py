@@ -250,20 +250,37 @@ def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acou
             within[count] = i
             count += 1
     kept = _dedup(within[:count], src, dst, ilabel, olabel, graph, acoustic, n)
-    width = max(ss.max() if m else 0, ds.max() if m else 0, start_state) + 1
+    return _renumbered(kept, src, dst, ilabel, olabel, graph, acoustic, node_frame, node_state, 0, alpha,
+                       end_cost, limit)
+
+
+@kernel
+def _renumbered(kept, src, dst, ilabel, olabel, graph, acoustic, node_frame, node_state, start, alpha,  # noqa: ANN001, ANN201
+                end_cost, limit):
+    """The WordLattice arrays of the arcs `kept` (indices, no duplicates): their nodes renumbered, the start
+    node first, the others in (frame, state) order; arcs sorted by (src, dst, ilabel, olabel)."""
+    n = node_frame.shape[0]
+    width = 1
+    for i in kept:
+        width = max(width, node_state[src[i]] + 1, node_state[dst[i]] + 1)
+    width = max(width, node_state[start] + 1)
     new = np.full(n, -1, dtype=np.int64)
-    new[0] = 0
+    new[start] = 0
     for i in kept:
         new[src[i]] = new[dst[i]] = 0
-    touched = np.flatnonzero(new[1:] == 0) + 1
+    new[start] = -1
+    touched = np.flatnonzero(new == 0)
+    new[start] = 0
     old = np.empty(touched.shape[0] + 1, dtype=np.int64)
-    old[0] = 0
+    old[0] = start
     old[1:] = touched[np.argsort(node_frame[touched] * width + node_state[touched])]
     nodes = old.shape[0]
     for j in range(nodes):
         new[old[j]] = j
     a_src, a_dst = new[src[kept]], new[dst[kept]]
-    labels = max(ilabel.max(), olabel.max()) + 1 if m else 1
+    labels = 1
+    for i in kept:
+        labels = max(labels, ilabel[i] + 1, olabel[i] + 1)
     key = (a_dst * labels + ilabel[kept]) * labels + olabel[kept]  # unique within a source node
     starts, arc_order = _group(a_src, nodes)
     for g in range(nodes):
@@ -287,50 +304,93 @@ def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acous
     return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table)
 
 
-@entry("(int64, int64, int64[:, ::1], float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], "
-       "int32[::1], int32[::1], float32[::1], float64[::1], float64, int64[:, ::1])")
-def _prune_records(num_frames, start_state, records, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight,
-                   eps_dest, eps_olabel, eps_weight, final, beam, table):  # noqa: ANN001, ANN201
-    """lattice_paths.records_to_raw, then _pruned (the raw lattice's arcs in record order); table: (2 S, 2)
-    int64 all -1, restored on return."""
-    m = records.shape[0]
-    sf, ss = np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
-    df, ds = np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
-    ilabel, olabel = np.empty(m, dtype=np.int32), np.empty(m, dtype=np.int32)
-    graph, acoustic = np.empty(m), np.empty(m)
+@entry("(int64[::1], int64[::1], int64, int64[:, ::1], float64[::1], int64[:, ::1], float64[::1], "
+       "float32[:, ::1], int32[::1], int32[::1], float32[::1], int32[::1], float32[::1], float64[::1], float64)")
+def _prune_links(counts, token_states, start, emit_links, emit_cost, eps_links, eps_cost, costs, emit_ilabel,  # noqa: ANN001, ANN201
+                 emit_olabel, emit_weight, eps_olabel, eps_weight, final, beam):
+    """_pruned over the compiled frame loop's links: nodes are the tokens (frame f's token i is node
+    base[f] + i), arcs the epsilon links then the emitting links; labels and separate graph and acoustic
+    costs are looked up only for the arcs kept."""
+    frames = counts.shape[0] - 1
+    base = np.zeros(frames + 2, dtype=np.int64)
+    for f in range(frames + 1):
+        base[f + 1] = base[f] + counts[f]
+    n = base[frames + 1]
+    node_frame = np.empty(n, dtype=np.int64)
+    for f in range(frames + 1):
+        node_frame[base[f]:base[f + 1]] = f
+    q, r = eps_links.shape[0], emit_links.shape[0]
+    m = q + r
+    src, dst = np.empty(m, dtype=np.int64), np.empty(m, dtype=np.int64)
+    frame, cost = np.empty(m, dtype=np.int64), np.empty(m)
+    for i in range(q):
+        f = eps_links[i, 0]
+        frame[i], src[i], dst[i], cost[i] = f, base[f] + eps_links[i, 1], base[f] + eps_links[i, 2], eps_cost[i]
+    for i in range(r):
+        f, a = emit_links[i, 0], q + i
+        frame[a], src[a], dst[a], cost[a] = f, base[f] + emit_links[i, 1], base[f + 1] + emit_links[i, 2], \
+            emit_cost[i]
+    epsilon = np.zeros(m, dtype=np.bool_)
+    epsilon[:q] = True
+    eps_start, eps_arcs = _bucket(frame, epsilon, frames)
+    emit_start, emit_arcs = _bucket(frame, ~epsilon, frames)
+    end_cost = np.full(n, np.inf)
+    for i in range(base[frames], n):
+        end_cost[i] = final[token_states[i]]
+    init = np.full(n, np.inf)
+    init[base[0] + start] = 0.0
+    alpha, ok_a = _shortest(init, src, dst, cost, eps_start, eps_arcs, emit_start, emit_arcs, counts, False)
+    beta, ok_b = _shortest(end_cost, dst, src, cost, eps_start, eps_arcs, emit_start, emit_arcs, counts, True)
+    if not (ok_a and ok_b):
+        raise RuntimeError("lattice: epsilon relaxation did not converge (negative cycle?)")
+    best = np.inf
+    for i in range(base[frames], n):
+        best = min(best, alpha[i] + end_cost[i])
+    if not np.isfinite(best):
+        return None
+    limit = best + beam + 1e-6 * max(1.0, abs(best))
+    within = np.empty(m, dtype=np.int64)
+    count = 0
     for i in range(m):
-        f, code = records[i, 0], records[i, 2]
-        sf[i], ss[i] = f, records[i, 1]
-        if code >= 0:
-            df[i], ds[i], ilabel[i], olabel[i] = f + 1, emit_dest[code], emit_ilabel[code], emit_olabel[code]
-            graph[i], acoustic[i] = emit_weight[code], costs[f, emit_ilabel[code] - 1]
+        through = alpha[src[i]] + cost[i] + beta[dst[i]]
+        if np.isfinite(through) and through <= limit:
+            within[count] = i
+            count += 1
+    ilabel, olabel = np.zeros(count, dtype=np.int32), np.empty(count, dtype=np.int32)
+    graph, acoustic = np.empty(count), np.zeros(count)
+    k_src, k_dst = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
+    for k in range(count):
+        i = within[k]
+        k_src[k], k_dst[k] = src[i], dst[i]
+        if i < q:
+            e = eps_links[i, 3]
+            olabel[k], graph[k] = eps_olabel[e], eps_weight[e]
         else:
-            e = -1 - code
-            df[i], ds[i], ilabel[i], olabel[i] = f, eps_dest[e], 0, eps_olabel[e]
-            graph[i], acoustic[i] = eps_weight[e], 0.0
-    return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table)
+            arc, f = emit_links[i - q, 3], emit_links[i - q, 0]
+            ilabel[k], olabel[k], graph[k] = emit_ilabel[arc], emit_olabel[arc], emit_weight[arc]
+            acoustic[k] = costs[f, emit_ilabel[arc] - 1]
+    kept = _dedup(np.arange(count), k_src, k_dst, ilabel, olabel, graph, acoustic, n)
+    return _renumbered(kept, k_src, k_dst, ilabel, olabel, graph, acoustic, node_frame, token_states,
+                       base[0] + start, alpha, end_cost, limit)
 
 
 _NAMES = ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel", "graph_cost",
           "acoustic_cost")
 
 
-def node_table(graph: CsrGraph) -> np.ndarray:
-    """The scratch table `prune_records` needs for `graph` (16 bytes per state, twice); keep one per
-    decoder."""
-    return np.full((2 * graph.num_states, 2), -1, dtype=np.int64)
-
-
-def prune_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, lattice_beam: float,
-                  final: np.ndarray, table: np.ndarray) -> WordLattice | None:
-    """lattice_paths.lattice_from_records(graph, costs, records, lattice_beam, prune_compiled, final) in one
-    compiled call, without the RawLattice in between (the records come from the compiled frame loop, whose
-    links are valid by construction). costs: (T, P) float32; records: (K, 3) int64; final: (S,) float64;
-    table: `node_table(graph)`, left as it was found."""
+def prune_links(graph: CsrGraph, costs: np.ndarray, counts: np.ndarray, token_states: np.ndarray, start: int,
+                links: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], lattice_beam: float,
+                final: np.ndarray) -> WordLattice | None:
+    """The pruned lattice of one utterance from the compiled frame loop's links: the lattice
+    `lattice_paths.lattice_from_records` gives for the same links, array for array. costs: (T, P) float32;
+    counts: (T + 1,) tokens per frame; token_states: their states, frame after frame; start: the position
+    of the start state among frame 0's tokens; links: (emitting links, their costs, epsilon links, their
+    costs) as `compiled_kernels.decode_frames` returns them; final: (S,) float64."""
     emit, eps = graph.emitting, graph.epsilon
-    out = _prune_records(costs.shape[0], graph.start, np.ascontiguousarray(records, dtype=np.int64),
-                         np.ascontiguousarray(costs, dtype=np.float32), emit.dest, emit.ilabel, emit.olabel,
-                         emit.weight, eps.dest, eps.olabel, eps.weight, final, float(lattice_beam), table)
+    emit_links, emit_cost, eps_links, eps_cost = links
+    out = _prune_links(counts, token_states, start, emit_links, emit_cost, eps_links, eps_cost,
+                       np.ascontiguousarray(costs, dtype=np.float32), emit.ilabel, emit.olabel, emit.weight,
+                       eps.olabel, eps.weight, final, float(lattice_beam))
     return None if out is None else WordLattice(num_frames=costs.shape[0], **dict(zip(_NAMES, out)))
 
 
