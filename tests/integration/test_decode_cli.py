@@ -91,6 +91,33 @@ def test_decoder_stage_on_ray_equals_the_plain_loop(ray_cluster: object, slurp_g
         assert lanes_on_ray.column(name).equals(local.column(name)), name
 
 
+def test_cli_decodes_on_every_core_as_in_one_process(ray_cluster: object, tmp_path: Path,
+                                                    slurp_graph: GraphArtifacts,
+                                                    utterances: dict[str, np.ndarray],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`decode --workers 2` (two Ray actors, one mapped graph) writes the rows `--workers 1` writes, in
+    order; the stage's decoder reads the graph through the shared memory map."""
+    np.savez(tmp_path / "scores.npz", **utterances)
+    outputs, summaries = {}, {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}.jsonl"
+        code = main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "scores.npz"),
+                     "--frame-shift-ms", "40", "--beam", "12", "--max-active", "3000", "--lattice-beam", "4",
+                     "--workers", str(workers), "--out", str(out)])
+        assert code == 0
+        summaries[workers] = json.loads(capsys.readouterr().out)
+        outputs[workers] = out.read_text()
+    assert outputs[1] == outputs[2]
+    assert summaries[1]["workers"] == 1 and summaries[2]["workers"] == 2
+    stage = DecoderStage(slurp_graph.tlg, "cpu")
+    stage.share_graph()
+    stage.setup()
+    assert isinstance(stage._decoder.graph.emitting.dest, np.memmap)
+    assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "scores.npz"),
+                 "--frame-shift-ms", "40", "--workers", "0", "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "--workers 0" in capsys.readouterr().err
+
+
 def test_gpu_stage_asks_ray_for_a_gpu_fraction(ray_cluster: object, slurp_graph: GraphArtifacts,
                                                utterances: dict[str, np.ndarray]) -> None:
     from specbench.errors import SpecbenchError

@@ -27,6 +27,7 @@ import numpy as np
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.result import DecodeResult
 from specbench.wfst.graph import CsrGraph, read_graph
+from specbench.wfst.mapped import mapped_graph
 
 BACKENDS = ("cpu", "cpu_numpy", "kaldi", "twin", "gpu", "auto")
 LANE_BACKENDS = ("twin", "gpu")
@@ -53,13 +54,16 @@ class Decoder(Protocol):
 
 @dataclass(frozen=True)
 class GraphFile:
-    """A graph file (OpenFst const or vector format), read into a CsrGraph at most once (`csr`)."""
+    """A graph file (OpenFst const or vector format), read into a CsrGraph at most once (`csr`). `mapped`:
+    over memory-mapped arrays that every process of the machine shares (`wfst.mapped`), for workers that
+    each load the same graph."""
 
     path: Path
+    mapped: bool = False
 
     @cached_property
     def csr(self) -> CsrGraph:
-        return read_graph(self.path)
+        return mapped_graph(self.path) if self.mapped else read_graph(self.path)
 
 
 def resolve_backend(backend: str) -> str:

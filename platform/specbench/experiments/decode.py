@@ -2,18 +2,27 @@
 utterance with DESIGN.md's decoder-output fields (and partial hypotheses and lattices when asked for). The
 `DecoderStage` builds the backend by name (`decoder.backends.make_decoder`) with one `SearchOptions` from the
 command-line options. Bad utterances are reported in their rows and counted; they never stop the others. The
-lane backends (`twin`, `gpu`) decode `LANE_CHUNK` utterances together."""
+lane backends (`twin`, `gpu`) decode `LANE_CHUNK` utterances together.
+
+The one-utterance-at-a-time backends (`cpu`, `cpu_numpy`, `kaldi`) use every core of the machine: `workers`
+decoders (default: one per core for long decodes, see `worker_count`), each a Ray actor with its own
+`DecoderStage`, all mapping the same graph arrays (`wfst.mapped`), so the graph is read once and held in
+memory once. One worker decodes in this process, without Ray."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
+import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
@@ -25,49 +34,96 @@ from specbench.errors import DataError
 from specbench.wfst.symbols import SymbolTable
 
 LANE_CHUNK = 256
+PARALLEL_MIN_FRAMES = 300_000  # by default, decodes this long use every core (about 20 s on one core)
+WORKER_BATCH = 32  # utterances per actor call: small enough that the workers finish together
+INPUT_SCHEMA = pa.schema([("utt_id", pa.string()), ("frame_shift_ms", pa.float32()), ("num_frames", pa.int32()),
+                          ("num_classes", pa.int32()), ("loglikes", pa.list_(pa.float32()))])
 
 
 def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam: float = 15.0,
                 max_active: int = 10000, acoustic_scale: float = 1.0, frame_shift_ms: float | None = None,
                 words: Path | None = None, lattice_beam: float | None = None, lattice_dir: Path | None = None,
-                partial_every_ms: float | None = None, min_active: int = 20) -> dict[str, Any]:
-    """Decode every utterance of `scores`; returns a summary (counts, failures by reason, frames/s)."""
+                partial_every_ms: float | None = None, min_active: int = 20,
+                workers: int | None = None) -> dict[str, Any]:
+    """Decode every utterance of `scores`; returns a summary (counts, failures by reason, frames/s, workers).
+    workers: decoders in parallel (see the module docstring; None: one per core)."""
     for what, path in (("graph", graph), ("words", words)):
         if path is not None and not Path(path).is_file():
-            raise DataError(f"--{what} {path}: no such file")
+            raise DataError(f"--{what} {path}: no such file. Fix: give the path of an existing file (the "
+                            "graph folders are under .specbench/graphs/; `specbench graph build` writes "
+                            "them)")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise DataError(f"--workers {workers!r}: must be a whole number >= 1. Fix: pass e.g. --workers 1")
     try:
         stage = DecoderStage(graph, backend, beam=beam, max_active=max_active, min_active=min_active,
                              acoustic_scale=acoustic_scale, lattice_beam=lattice_beam, lattice_dir=lattice_dir,
                              partial_every_ms=partial_every_ms, frame_shift_ms=frame_shift_ms)
     except ValueError as err:
         raise DataError(f"decode options: {err}") from err
-    stage.setup()
     symbols = SymbolTable.read(words).symbols if words else None
-    chunk = LANE_CHUNK if stage.backend in LANE_BACKENDS else 1
-    rows, frames, start = [], 0, time.perf_counter()
-    stream = iter(tqdm(read_scores(scores, frame_shift_ms), desc=f"decoding ({stage.backend})", unit="utt",
-                       file=sys.stderr, mininterval=2.0))
-    while batch := list(itertools.islice(stream, chunk)):
-        for row in stage.decode_many(batch):
-            if symbols is not None:
-                row["words"] = _spell(row["word_ids"], symbols)
-                for partial in row["partials"]:
-                    partial["words"] = _spell(partial["word_ids"], symbols)
-            rows.append(row)
-        frames += sum(len(mat) for _, mat, _ in batch)
+    start = time.perf_counter()
+    if stage.backend in LANE_BACKENDS or workers == 1:
+        rows, used = _decode_here(stage, read_scores(scores, frame_shift_ms)), 1
+    else:
+        items = list(read_scores(scores, frame_shift_ms))
+        used = worker_count(sum(len(m) for _, m, _ in items), workers)
+        rows = _decode_here(stage, iter(items)) if used == 1 else _decode_on_workers(stage, items, used)
     seconds = time.perf_counter() - start
     if not rows:
-        raise DataError(f"{scores}: no utterances to decode")
+        raise DataError(f"{scores}: no utterances to decode. Fix: give a scores file that holds at least one "
+                        "utterance")
+    if symbols is not None:
+        for row in rows:
+            row["words"] = _spell(row["word_ids"], symbols)
+            for partial in row["partials"]:
+                partial["words"] = _spell(partial["word_ids"], symbols)
     _write(rows, out, symbols is not None)
+    frames = sum(int(r["num_frames"] or 0) for r in rows)
     failures = Counter(r["status"] for r in rows if r["status"] != "ok")
     summary = {"utterances": len(rows), "failed": sum(failures.values()), "failures": dict(failures),
                "frames": frames, "frames_per_second": frames / seconds if seconds > 0 else 0.0,
-               "backend": stage.backend, "out": str(out)}
+               "backend": stage.backend, "workers": used, "out": str(out)}
     if lattice_dir is not None:
         summary["lattice_dir"] = str(lattice_dir)
         arcs = sum(r["lattice_arcs"] or 0 for r in rows)
         summary["lattice_density"] = arcs / frames if frames else 0.0
     return summary
+
+
+def worker_count(frames: int, workers: int | None) -> int:
+    """`workers`, else one per core of this process's CPU set when the scores hold at least
+    `PARALLEL_MIN_FRAMES` frames, else 1: starting Ray and its actors costs seconds (about 10 s for a local
+    Ray on 2 cores, plus each worker's start-up), which a short decode would not win back."""
+    if workers is not None:
+        return workers
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cores if frames >= PARALLEL_MIN_FRAMES else 1
+
+
+def _decode_here(stage: DecoderStage, stream: Iterator[tuple[str, np.ndarray, float | None]]) -> list[dict]:
+    """Decode in this process (the lane backends `LANE_CHUNK` utterances at a time), with a progress bar."""
+    stage.setup()
+    chunk = LANE_CHUNK if stage.backend in LANE_BACKENDS else 1
+    rows: list[dict] = []
+    stream = iter(tqdm(stream, desc=f"decoding ({stage.backend})", unit="utt", file=sys.stderr,
+                       mininterval=2.0))
+    while batch := list(itertools.islice(stream, chunk)):
+        rows.extend(stage.decode_many(batch))
+    return pa.Table.from_pylist(rows, schema=OUTPUT_SCHEMA).to_pylist()  # the workers' rows, field for field
+
+
+def _decode_on_workers(stage: DecoderStage, items: list[tuple[str, np.ndarray, float | None]],
+                       workers: int) -> list[dict]:
+    """Decode on `workers` Ray actors (each its own DecoderStage over the shared mapped graph), in order."""
+    from specbench.runtime.stages import run_ray
+
+    stage.share_graph()
+    table = pa.Table.from_pylist([
+        {"utt_id": u, "frame_shift_ms": shift, "num_frames": len(m), "num_classes": m.shape[1],
+         "loglikes": np.asarray(m, dtype=np.float32).reshape(-1)} for u, m, shift in items], schema=INPUT_SCHEMA)
+    batch = max(1, min(WORKER_BATCH, math.ceil(len(items) / (4 * workers))))
+    print(f"decoding {len(items)} utterances on {workers} workers ({stage.backend})", file=sys.stderr)
+    return run_ray(stage, table, batch_size=batch, mode="actors", num_actors=workers).to_pylist()
 
 
 def _spell(word_ids: list[int], symbols: list[str]) -> list[str]:

@@ -154,6 +154,7 @@ def _decode(spoken: list[dict], asr: AsrSection, checkpoint: Path, graph: GraphA
     scores = score_rows(checkpoint, work_dir() / "speech", ok)
     stage = DecoderStage(graph.tlg, backend=asr.backend, beam=asr.beam, max_active=asr.max_active,
                          acoustic_scale=asr.acoustic_scale, partial_every_ms=asr.partial_every_ms)
+    stage.share_graph()
     out = run_ray(stage, scores, batch_size=32)
     return {r["id"]: r for r in out.to_pylist()}
 
