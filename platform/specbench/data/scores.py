@@ -2,15 +2,20 @@
 
 Parquet: one row per utterance (`utt_id`, `frame_shift_ms`, `num_frames`, `num_classes`, `loglikes`
 row-major T x P float32, `status`). Kaldi: a float32 matrix per utterance, the frame shift given separately.
+
+Every reader checks what it reads: a damaged, truncated or mistyped file is a `DataError` that names the file,
+the utterance or column at fault, and the fix. kaldiio is imported only by the Kaldi readers, so that the
+Parquet and npz readers work on a machine without it.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import kaldiio
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +25,26 @@ from specbench.stage import STATUS_COLUMN, STATUS_OK
 
 # (utt_id, loglikes (T, P) float32, frame_shift_ms); column j scores graph input label j + 1
 Scores = Iterator[tuple[str, np.ndarray, float]]
+
+SCORES_FIX = ("Fix: write the scores again (`specbench run jobs/am_eval.toml` writes them in DESIGN.md's "
+              "scores format), or point at an intact file.")
+KALDI_FIX = ("Fix: write the scores again as float matrices (Kaldi's copy-matrix, or kaldiio.WriteHelper("
+             "'ark,scp:OUT.ark,OUT.scp')), or point at an intact file.")
+NUMPY_FIX = ("Fix: save one 2-D float32 array (frames, columns) per utterance with numpy.savez(OUT.npz, "
+             "utt_id=array), or point at an intact file.")
+# The columns of DESIGN.md's scores format, each with a check of its Arrow type and the type's name.
+_COLUMN_TYPES = {
+    "utt_id": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
+    "num_frames": (pa.types.is_integer, "an integer type"),
+    "num_classes": (pa.types.is_integer, "an integer type"),
+    "loglikes": (lambda t: (pa.types.is_list(t) or pa.types.is_large_list(t))
+                 and pa.types.is_floating(t.value_type), "a list of float32"),
+    "frame_shift_ms": (lambda t: pa.types.is_floating(t) or pa.types.is_integer(t), "a float type"),
+    STATUS_COLUMN: (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
+}
+_REQUIRED = ("utt_id", "num_frames", "num_classes", "loglikes")
+# what numpy and zipfile raise for a damaged .npy or .npz
+_NUMPY_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError)
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
@@ -37,11 +62,17 @@ def iter_rows(table: pa.Table, where: str = "scores") -> Iterator[tuple[str, np.
     for row in table.to_pylist():
         if row.get(STATUS_COLUMN, STATUS_OK) != STATUS_OK:
             continue
+        utt_id = row["utt_id"]
+        empty = [k for k in _REQUIRED if row[k] is None]
+        if empty:
+            raise DataError(f"{where}: utterance {utt_id!r} has no value in the column(s) {empty} although "
+                            f"its status is ok. {SCORES_FIX}")
         flat = np.asarray(row["loglikes"], dtype=np.float32)
         shape = (int(row["num_frames"]), int(row["num_classes"]))
-        if flat.size != shape[0] * shape[1]:
-            raise DataError(f"{where}: utterance {row['utt_id']!r} has {flat.size} scores, not {shape[0]} x {shape[1]}")
-        yield row["utt_id"], flat.reshape(shape), float(row.get("frame_shift_ms") or 0.0)
+        if min(shape) < 0 or flat.size != shape[0] * shape[1]:
+            raise DataError(f"{where}: utterance {utt_id!r}: column 'loglikes' holds {flat.size} scores, not "
+                            f"num_frames x num_classes = {shape[0]} x {shape[1]}. {SCORES_FIX}")
+        yield utt_id, flat.reshape(shape), float(row.get("frame_shift_ms") or 0.0)
 
 
 def iter_matrices(table: pa.Table) -> Iterator[tuple[str, np.ndarray]]:
@@ -51,15 +82,21 @@ def iter_matrices(table: pa.Table) -> Iterator[tuple[str, np.ndarray]]:
 
 
 def read_parquet_table(path: Path) -> pa.Table:
-    """A scores Parquet table, checked for the columns of DESIGN.md's scores format."""
+    """A scores Parquet table, checked for the columns of DESIGN.md's scores format and their types."""
     path = Path(path)
     try:
         table = pq.read_table(path)
-    except (OSError, pa.ArrowInvalid) as err:
-        raise DataError(f"{path}: not a readable scores Parquet file ({err})") from err
-    missing = {"utt_id", "num_frames", "num_classes", "loglikes"} - set(table.column_names)
+    except (OSError, pa.ArrowException) as err:
+        raise DataError(f"{path}: not a readable scores Parquet file ({err}). {SCORES_FIX}") from err
+    missing = [c for c in _REQUIRED if c not in table.column_names]
     if missing:
-        raise DataError(f"{path}: scores table lacks the columns {sorted(missing)}; see DESIGN.md's Interfaces")
+        raise DataError(f"{path}: the scores table lacks the column(s) {missing} (it has "
+                        f"{table.column_names}); DESIGN.md's scores format needs {list(_REQUIRED)}. "
+                        f"{SCORES_FIX}")
+    for name, (ok, expected) in _COLUMN_TYPES.items():
+        if name in table.column_names and not ok(table.schema.field(name).type):
+            raise DataError(f"{path}: column '{name}' is of type {table.schema.field(name).type}; the scores "
+                            f"format needs {expected}. {SCORES_FIX}")
     return table
 
 
@@ -70,6 +107,8 @@ def read_parquet_scores(path: Path) -> dict[str, np.ndarray]:
 
 def write_kaldi(table: pa.Table, ark: Path) -> Path:
     """Write `ark` and its `.scp` beside it; returns the scp path."""
+    import kaldiio
+
     ark = Path(ark)
     scp = ark.with_suffix(".scp")
     ark.parent.mkdir(parents=True, exist_ok=True)
@@ -86,34 +125,45 @@ def write_kaldi(table: pa.Table, ark: Path) -> Path:
 
 def read_kaldi(scp: Path) -> dict[str, np.ndarray]:
     """utt_id -> (T, P) float32 from a Kaldi scp."""
-    return {k: np.asarray(v, dtype=np.float32) for k, v in kaldiio.load_scp(str(scp)).items()}
+    return {utt_id: mat for utt_id, mat, _ in _kaldi(Path(scp), 0.0)}
+
+
+def read_npz(path: Path, select: Callable[[list[str]], list[str]] | None = None) -> dict[str, np.ndarray]:
+    """utt_id -> (T, P) float32 from a `.npz` of one 2-D float array per utterance, each checked; `select`
+    picks the keys to read from the archive's keys (all when None), in its order."""
+    return {utt_id: mat for utt_id, mat, _ in _npz(Path(path), 0.0, select)}
 
 
 def read_scores(path: Path, frame_shift_ms: float | None = None) -> Scores:
     """Dispatch on the suffix; a missing frame shift for a format without one is an error."""
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"scores file {path} does not exist")
+    if not path.is_file():
+        raise DataError(f"scores file {path} does not exist. Fix: give --scores the path of a .parquet, "
+                        ".scp, .ark, .npy or .npz scores file.")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         return _parquet(path)
+    if suffix not in (".scp", ".ark", ".npy", ".npz"):
+        raise DataError(f"{path}: unknown scores format {suffix!r}. Fix: give a file ending in .parquet, "
+                        ".scp, .ark, .npy or .npz (see DESIGN.md's scores format).")
     if frame_shift_ms is None:
-        raise DataError(f"{path}: {suffix} scores carry no frame shift. Fix: pass --frame-shift-ms (40 for the "
-                        "project's acoustic model)")
+        raise DataError(f"{path}: {suffix} scores carry no frame shift. Fix: pass --frame-shift-ms (40 for "
+                        "the project's acoustic model)")
     if suffix in (".scp", ".ark"):
         return _kaldi(path, frame_shift_ms)
     if suffix == ".npy":
-        return iter([(path.stem, _matrix(np.load(path, allow_pickle=False), path, path.stem), frame_shift_ms)])
-    if suffix == ".npz":
-        return _npz(path, frame_shift_ms)
-    raise DataError(f"{path}: unknown scores format {suffix!r}; allowed: .parquet, .scp, .ark, .npy, .npz")
+        return iter([(path.stem, _matrix(_load_npy(path), path, path.stem, NUMPY_FIX), frame_shift_ms)])
+    return _npz(path, frame_shift_ms)
 
 
-def _matrix(value: object, path: Path, utt_id: str) -> np.ndarray:
-    mat = np.asarray(value, dtype=np.float32)
-    if mat.ndim != 2:
-        raise DataError(f"{path}: scores of {utt_id!r} have shape {mat.shape}; expected (frames, columns)")
-    return mat
+def _matrix(value: object, path: Path, utt_id: str, fix: str = SCORES_FIX) -> np.ndarray:
+    """`value` as a (T, P) float32 matrix; anything else is an error naming the file and the utterance."""
+    array = np.asarray(value)
+    numeric = np.issubdtype(array.dtype, np.floating) or np.issubdtype(array.dtype, np.integer)
+    if not numeric or array.ndim != 2:
+        raise DataError(f"{path}: the scores of utterance {utt_id!r} are a {array.dtype} array of shape "
+                        f"{array.shape}; expected a 2-D float array (frames, columns). {fix}")
+    return array.astype(np.float32, copy=False)
 
 
 def _parquet(path: Path) -> Scores:
@@ -121,12 +171,61 @@ def _parquet(path: Path) -> Scores:
 
 
 def _kaldi(path: Path, frame_shift_ms: float) -> Scores:
-    reader = kaldiio.load_scp_sequential(str(path)) if path.suffix == ".scp" else kaldiio.load_ark(str(path))
-    for utt_id, value in reader:
-        yield utt_id, _matrix(value, path, utt_id), frame_shift_ms
+    """The matrices of an ark or scp, in file order, each checked; kaldiio's failures become `DataError`s."""
+    import kaldiio
+
+    what = "Kaldi scp" if path.suffix == ".scp" else "Kaldi ark"
+    load = kaldiio.load_scp_sequential if path.suffix == ".scp" else kaldiio.load_ark
+    reader = iter(load(str(path)))
+    last = None
+    while True:
+        try:
+            utt_id, value = next(reader)
+        except StopIteration:
+            return
+        except FileNotFoundError as err:  # an scp line naming an ark that is not there
+            entry = "its first entry" if last is None else f"the entry after utterance {last!r}"
+            raise DataError(f"{path}: {entry} names {err.filename}, which does not exist. Fix: keep the ark "
+                            "at the path the scp names, or write the scp again beside its ark.") from err
+        except Exception as err:  # noqa: BLE001 - kaldiio raises many types for a damaged file
+            after = f"after utterance {last!r}" if last is not None else "at its first utterance"
+            reason = " ".join(str(err).split())[:200] or "the bytes there are not a Kaldi matrix"
+            raise DataError(f"{path}: not a readable {what} of float matrices {after} ({reason}). "
+                            f"{KALDI_FIX}") from err
+        last = utt_id
+        yield utt_id, _matrix(value, path, utt_id, KALDI_FIX), frame_shift_ms
 
 
-def _npz(path: Path, frame_shift_ms: float) -> Scores:
-    with np.load(path, allow_pickle=False) as data:
-        for key in data.files:
-            yield key, _matrix(data[key], path, key), frame_shift_ms
+def _load_npy(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except _NUMPY_ERRORS as err:
+        raise DataError(f"{path}: not a readable .npy array of scores ({_numpy_reason(err)}). "
+                        f"{NUMPY_FIX}") from err
+
+
+def _npz(path: Path, frame_shift_ms: float, select: Callable[[list[str]], list[str]] | None = None) -> Scores:
+    try:
+        data = np.load(path, allow_pickle=False)
+    except _NUMPY_ERRORS as err:
+        raise DataError(f"{path}: not a readable .npz archive of scores ({_numpy_reason(err)}). "
+                        f"{NUMPY_FIX}") from err
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise DataError(f"{path}: a single .npy array, not a .npz archive of one array per utterance. "
+                        f"Fix: rename it to .npy, or {NUMPY_FIX[5:]}")
+    with data:
+        for key in data.files if select is None else select(list(data.files)):
+            try:
+                value = data[key]
+            except _NUMPY_ERRORS as err:
+                raise DataError(f"{path}: the array of utterance {key!r} cannot be read "
+                                f"({_numpy_reason(err)}). {NUMPY_FIX}") from err
+            yield key, _matrix(value, path, key, NUMPY_FIX), frame_shift_ms
+
+
+def _numpy_reason(err: Exception) -> str:
+    """numpy's words for a damaged file, without its advice to load pickled data."""
+    text = str(err).split(". If you trust")[0].strip()
+    if "pickle" in text:
+        return "it holds Python objects or is not a numpy file at all, and specbench never unpickles"
+    return text or "the file ends early or is damaged"

@@ -39,6 +39,7 @@ from specbench.data.synthesis import RATE_RANGE, SAMPLE_RATE, read_wav, synthesi
 from specbench.data.text_norm import normalize
 from specbench.data.voices import HELD_OUT_VOICES, get_voice, voice_names
 from specbench.errors import ConfigError, DataError, SpecbenchError
+from specbench.stage import failure_status
 
 __all__ = [
     "CorpusPlan",
@@ -328,7 +329,7 @@ def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
             status="ok",
         )
     except Exception as err:  # noqa: BLE001 - a failed utterance is reported in its row, never raised
-        out["status"] = f"{type(err).__name__}: {err}"
+        out["status"] = failure_status(err, "synthesis failed")
     return out
 
 

@@ -270,9 +270,11 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
             rate, frames = w.getframerate(), w.getnframes()
             data = w.readframes(frames)
     except FileNotFoundError as err:
-        raise DataError(f"{path}: no such WAV file") from err
+        raise DataError(f"{path}: no such WAV file. Fix: check the path, or synthesize the corpus again "
+                        "(`specbench data speech JOB.toml`)") from err
     except (wave.Error, EOFError, OSError, ValueError) as err:
-        raise DataError(f"{path}: not a readable PCM WAV file ({err}). Re-synthesize it or {fix}") from err
+        raise DataError(f"{path}: not a readable PCM WAV file ({str(err) or 'it ends early'}). {fix} (or "
+                        "synthesize it again)") from err
     if rate != SAMPLE_RATE or channels != 1:
         raise DataError(
             f"{path}: sample rate {rate} Hz with {channels} channel(s); specbench needs {SAMPLE_RATE} Hz "
@@ -281,5 +283,6 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
     if width != 2:
         raise DataError(f"{path}: {8 * width}-bit samples; specbench needs 16-bit PCM. {fix}")
     if len(data) != frames * width:
-        raise DataError(f"{path}: truncated ({len(data)} of {frames * width} data bytes). Re-synthesize it.")
+        raise DataError(f"{path}: truncated ({len(data)} of {frames * width} data bytes). Fix: synthesize or "
+                        "copy it again; its header promises more samples than the file holds.")
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0, rate

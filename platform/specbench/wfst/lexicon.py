@@ -84,18 +84,33 @@ _TIMEOUT_S = 120
 
 
 # ----------------------------------------------------------------------------------------------- CMUdict
+_CMUDICT_FIX = (
+    "restore the file from the shipped data folder (`specbench data check` names every file that differs "
+    "from it)"
+)
+# A CMUdict phone token: a phone, optionally with a stress digit -> the phone.
+_CMUDICT_TOKENS: dict[str, str] = {p + s: p for p in PHONES for s in ("", "0", "1", "2")}
+_CMUDICT_WORD = re.compile(r"[^\s()#]+(?:\(\d+\))?")
+
+
 def _parse_cmudict_line(line: str, path: Path, lineno: int) -> tuple[str, Pron] | None:
     """One CMUdict line to (lower-case word without variant suffix, stressless phones); None when blank."""
     fields = line.split("#", 1)[0].split()
     if not fields:
         return None
-    word = re.sub(r"\(\d+\)$", "", fields[0]).lower()
-    if len(fields) < 2 or not word:
-        raise DataError(f"{path}, line {lineno}: expected 'word PH1 PH2 ...', got {line.strip()!r}")
+    if len(fields) < 2 or not _CMUDICT_WORD.fullmatch(fields[0]):
+        raise DataError(
+            f"{path}, line {lineno}: expected 'word PH1 PH2 ...' (a word, optionally with a variant number "
+            f"as in 'word(2)', then its phones), got {line.strip()!r}. Fix: correct or remove that line, or "
+            f"{_CMUDICT_FIX}."
+        )
+    word = fields[0].lower()
+    if word.endswith(")"):
+        word = word[: word.rindex("(")]
     phones = []
     for token in fields[1:]:
-        phone = token.rstrip("012")
-        if phone not in _PHONE_SET or not re.fullmatch(r"[A-Z]+[012]?", token):
+        phone = _CMUDICT_TOKENS.get(token)
+        if phone is None:
             raise DataError(
                 f"{path}, line {lineno}: {token!r} is not a CMUdict phone (one of {' '.join(PHONES)}, "
                 "optionally followed by a stress digit 0/1/2). Fix: correct or remove that line."
@@ -108,21 +123,36 @@ def read_cmudict(path: Path) -> dict[str, list[Pron]]:
     """Parse a CMUdict file: lower-case word -> its stressless pronunciations in file order, no duplicates.
 
     Variants ``word(2)`` join ``word``; a trailing ``# comment`` is ignored; blank lines are skipped.
-    Raises `DataError` naming the file and line for a line without phones or with a phone outside `PHONES`.
+    Raises `DataError` naming the file and the line for a line that is not UTF-8, has no phones, has a phone
+    outside `PHONES` or a malformed word; and naming the file for one that cannot be read or holds no entry.
     """
     path = Path(path)
     lexicon: dict[str, list[Pron]] = {}
     try:
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                entry = _parse_cmudict_line(line, path, lineno)
-                if entry is None:
-                    continue
-                prons = lexicon.setdefault(entry[0], [])
-                if entry[1] not in prons:
-                    prons.append(entry[1])
-    except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read CMUdict file {path}: {err}. Fix: see `specbench data check`.") from err
+        fh = path.open("rb")
+    except OSError as err:
+        raise DataError(
+            f"cannot read CMUdict file {path}: {err.strerror or err}. Fix: {_CMUDICT_FIX}."
+        ) from err
+    with fh:
+        for lineno, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise DataError(
+                    f"{path}, line {lineno}: not UTF-8 text (byte {raw[err.start:err.end]!r} at column "
+                    f"{err.start + 1}). Fix: {_CMUDICT_FIX}."
+                ) from None
+            entry = _parse_cmudict_line(line, path, lineno)
+            if entry is None:
+                continue
+            prons = lexicon.setdefault(entry[0], [])
+            if entry[1] not in prons:
+                prons.append(entry[1])
+    if not lexicon:
+        raise DataError(
+            f"{path}, line 1: the CMUdict file holds no entry (it is empty). Fix: {_CMUDICT_FIX}."
+        )
     return lexicon
 
 
