@@ -1,5 +1,8 @@
-# `make run`: set up .venv and run the quick suite on the embedded default (local Ray, MLflow in SQLite).
-# `make test`: set up .venv and run every test (unit + integration).
+# `make run`: set up, then run the quick suite on the embedded default (local Ray, MLflow in SQLite).
+# `make test`: set up, then run every test (unit + integration).
+# Setting up: install the Debian packages that are missing (scripts/ensure_system_packages.sh: as root, or
+# through sudo -n, else it prints the command to run), create .venv and install specbench, build KenLM's lmplz
+# and query into .specbench/bin (scripts/build_kenlm.py). Each step is a no-op once done.
 # `make gpu-check OUT=DIR`: on the H200 machine (no .venv, no install; run `python scripts/gpu_carry.py` here
 # first and send .specbench/gpu-carry along): GPU tests, the decoder, completion and acoustic benchmarks, JSON
 # into OUT.
@@ -9,7 +12,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.specbench-installed
 
-.PHONY: run test test-unit test-integration bench gpu-check clean
+.PHONY: run test test-unit test-integration bench gpu-check clean setup system-packages kenlm
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,20 +20,28 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(STAMP)
 
-run: $(STAMP)
+system-packages:
+	@bash scripts/ensure_system_packages.sh
+
+kenlm: system-packages $(STAMP)
+	@$(BIN)/python scripts/build_kenlm.py
+
+setup: system-packages $(STAMP) kenlm
+
+run: setup
 	$(BIN)/specbench data check
 	$(BIN)/specbench run jobs/quick.toml
 
-test: $(STAMP)
+test: setup
 	$(BIN)/python -m pytest tests -m "not gpu" --durations=15
 
-test-unit: $(STAMP)
+test-unit: setup
 	$(BIN)/python -m pytest tests -m "unit"
 
-test-integration: $(STAMP)
+test-integration: setup
 	$(BIN)/python -m pytest tests -m "integration"
 
-bench: $(STAMP)
+bench: setup
 	$(BIN)/specbench bench graph --output benchmarks/results/graph.json
 
 # Python 3.12 with numpy, pyarrow, cupy and pytest; kaldifst, kaldi-decoder and kaldiio from the carried wheels.

@@ -154,14 +154,18 @@ def _installed_by_script() -> set[str]:
 
 
 def test_the_install_script_installs_every_voice_and_ci_uses_it() -> None:
-    """CI, the cluster image and `ray up` install through one script; it must install each voice's package."""
+    """`make run`/`make test` (so CI), the cluster image and `ray up` install through one script; it must
+    install each voice's package."""
     packages = _installed_by_script()
     mbrola = [v.engine_voice.removeprefix("mb-") for v in VOICES if v.engine_voice.startswith("mb-")]
     assert len(mbrola) >= 4
     assert {"mbrola", *(f"mbrola-{database}" for database in mbrola)} <= packages
     assert {"espeak-ng", "flite", "festival", "festvox-us-slt-hts", "festvox-kdlpc16k", "sox"} <= packages
-    ci = (Path(__file__).resolve().parents[2] / ".ci" / "run").read_text()
-    assert "bash cluster/install-speech-packages.sh" in ci
+    root = Path(__file__).resolve().parents[2]
+    assert (root / ".ci" / "run").read_text().strip().endswith("make test")
+    makefile = (root / "Makefile").read_text()
+    assert "scripts/ensure_system_packages.sh" in makefile
+    assert "cluster/install-speech-packages.sh" in (root / "scripts" / "ensure_system_packages.sh").read_text()
 
 
 def test_unknown_voice_lists_the_known_ones() -> None:

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
-from specbench.errors import ConfigError
+from specbench.tracking.queries import resolve_run_id
 from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
 
 
@@ -15,16 +14,13 @@ def _client(tracking_uri: str | None) -> MlflowClient:
     return MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
 
 
-def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | None = None) -> str:
-    """Tag `run_id` baseline=true (and clear the tag on other runs of the same job), with `reason` as its
-    `baseline.reason` tag (why the baseline was reset, e.g. a metric that changed meaning); returns its run
-    name."""
+def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | None = None) -> tuple[str, str]:
+    """Tag `run_id` (a full id or a unique prefix, see `resolve_run_id`) baseline=true (and clear the tag
+    on other runs of the same job), with `reason` as its `baseline.reason` tag (why the baseline was reset,
+    e.g. a metric that changed meaning); returns (its full run id, its run name)."""
+    run_id = resolve_run_id(run_id, tracking_uri)
     client = _client(tracking_uri)
-    try:
-        run = client.get_run(run_id)
-    except MlflowException as err:
-        raise ConfigError(f"baseline: run {run_id!r} does not exist in {resolve_tracking_uri(tracking_uri)}. "
-                          "Fix: pick a run id from `specbench runs`") from err
+    run = client.get_run(run_id)
     name = run.info.run_name or ""
     others = client.search_runs([run.info.experiment_id], filter_string="tags.baseline = 'true'")
     for other in others:
@@ -33,7 +29,7 @@ def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | Non
     client.set_tag(run_id, "baseline", "true")
     if reason:
         client.set_tag(run_id, "baseline.reason", reason)
-    return name
+    return run_id, name
 
 
 def find_baseline(experiment_id: str, run_name: str, nightly_id: str,

@@ -9,11 +9,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
-from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
+from specbench.tracking.queries import resolve_run_ids
+from specbench.tracking.store import resolve_tracking_uri
 
 
 @dataclass(frozen=True)
@@ -54,18 +54,14 @@ class Comparison:
 
 
 def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None) -> Comparison:
-    """Load the runs (every id must exist: a clear error names the missing one)."""
+    """Load the runs, given by full ids or unique prefixes (`resolve_run_id`: a clear error names a missing
+    or ambiguous one); the comparison holds the full ids."""
     if len(run_ids) < 2:
-        raise ConfigError("compare needs at least two run ids")
-    quiet_mlflow()
+        raise ConfigError(f"compare needs at least two run ids, got {len(run_ids)}. Fix: give two or more "
+                          "run ids (or prefixes of them) from `specbench runs`.")
+    run_ids = resolve_run_ids(run_ids, tracking_uri)
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
-    runs = []
-    for run_id in run_ids:
-        try:
-            runs.append(client.get_run(run_id))
-        except MlflowException as err:
-            raise ConfigError(f"run {run_id!r} does not exist in {resolve_tracking_uri(tracking_uri)}. Fix: list "
-                              "runs with `specbench runs`") from err
+    runs = [client.get_run(run_id) for run_id in run_ids]
     rows: list[Row] = []
     for kind, getter in (("param", lambda r: r.data.params), ("metric", lambda r: r.data.metrics)):
         names = sorted(set().union(*(getter(r).keys() for r in runs)))

@@ -1,4 +1,5 @@
-"""Read runs back from the tracking store (for `specbench runs` and tests)."""
+"""Read runs back from the tracking store (for `specbench runs` and tests), and resolve the run ids that
+verbs are given (any unique prefix of an id, as `specbench runs` prints it) to full ids."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from specbench.errors import ConfigError
 from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
 
 
@@ -54,3 +57,52 @@ def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
     started = datetime.fromtimestamp(r.info.start_time / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     return RunRow(r.info.run_id, exp.name, r.info.run_name or "", r.info.status, started,
                   dict(r.data.metrics), dict(r.data.tags))
+
+
+_SHOWN_MATCHES = 20
+_FULL_ID_LENGTH = 32
+
+
+def resolve_run_id(prefix: str, tracking_uri: str | None = None) -> str:
+    """The full id of the one run whose id starts with `prefix` (any unique prefix, such as the 12
+    characters `specbench runs` prints; a full 32-character id is looked up directly, deleted runs
+    included). Raises `ConfigError` when no run matches, or when several do (listing them: id, experiment,
+    name)."""
+    quiet_mlflow()
+    uri = resolve_tracking_uri(tracking_uri)
+    wanted = prefix.strip().lower()
+    if not wanted or any(c not in "0123456789abcdef" for c in wanted):
+        raise ConfigError(f"{prefix!r} is not a run id (run ids are hexadecimal, e.g. the first column of "
+                          "`specbench runs`). Fix: pick a run id, or a prefix of one, from `specbench runs`.")
+    client = MlflowClient(tracking_uri=uri)
+    if len(wanted) == _FULL_ID_LENGTH:
+        try:
+            return client.get_run(wanted).info.run_id
+        except MlflowException as err:
+            if err.error_code != "RESOURCE_DOES_NOT_EXIST":
+                raise
+            raise _unknown(prefix, uri) from err
+    names = {e.experiment_id: e.name for e in client.search_experiments()}
+    matches = client.search_runs(list(names), filter_string=f"attributes.run_id LIKE '{wanted}%'",
+                                 order_by=["attributes.start_time DESC"],
+                                 max_results=_SHOWN_MATCHES + 1) if names else []
+    if not matches:
+        raise _unknown(prefix, uri)
+    if len(matches) == 1:
+        return matches[0].info.run_id
+    lines = [f"  {r.info.run_id}  {names.get(r.info.experiment_id, r.info.experiment_id)}  "
+             f"{r.info.run_name or '-'}" for r in matches[:_SHOWN_MATCHES]]
+    more = "\n  ... and more" if len(matches) > _SHOWN_MATCHES else ""
+    raise ConfigError(f"run id prefix {prefix!r} is ambiguous: it matches several runs in {uri} "
+                      "(id, experiment, name):\n" + "\n".join(lines) + more +
+                      "\nFix: give more characters of the run id.")
+
+
+def resolve_run_ids(prefixes: Sequence[str], tracking_uri: str | None = None) -> list[str]:
+    """`resolve_run_id` of each prefix, in order."""
+    return [resolve_run_id(p, tracking_uri) for p in prefixes]
+
+
+def _unknown(prefix: str, uri: str) -> ConfigError:
+    return ConfigError(f"run {prefix!r} does not exist in {uri} (no run id starts with it). Fix: pick a run "
+                       "id, or a prefix of one, from `specbench runs` (with the same --tracking-uri).")

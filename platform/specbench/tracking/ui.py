@@ -1,14 +1,18 @@
-"""Start the MLflow UI (a tracking server process) for a store, bound to 127.0.0.1 by default."""
+"""Start the MLflow UI (a tracking server process) for a store, bound to 127.0.0.1 by default, and stop it:
+the server and its uvicorn workers run in their own process group, which `stop` ends as a whole."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
@@ -70,15 +74,66 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
 
 
 def stop(proc: subprocess.Popen, timeout: float = 15.0) -> None:
-    """Stop the server and its workers (its own process group)."""
-    if proc.poll() is not None:
+    """Stop the server and its workers (its own process group): SIGTERM to the group, wait up to `timeout`
+    seconds for every process of the group to end, then SIGKILL what is left."""
+    pgid = proc.pid  # start_ui starts it as the leader of a new session, hence of its own group
+    if proc.poll() is not None and not _group_alive(pgid):
         return
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None and not _group_alive(pgid):
+            return
+        time.sleep(0.1)
+    _signal_group(pgid, signal.SIGKILL)
     try:
-        os.killpg(proc.pid, 15)
-        proc.wait(timeout=timeout)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, 9)
-        except ProcessLookupError:
-            pass
         proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    try:
+        os.killpg(pgid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of group `pgid` still runs (zombies, which hold no port, do not count)."""
+    proc_dir = Path("/proc")
+    if not proc_dir.is_dir():
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    for stat in proc_dir.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # it ended meanwhile
+        if int(fields[2]) == pgid and fields[0] != "Z":  # fields after the name: state, ppid, pgrp, ...
+            return True
+    return False
+
+
+@contextmanager
+def interrupted_by_signals() -> Iterator[None]:
+    """Within: the first SIGTERM or SIGINT raises KeyboardInterrupt (so that the caller stops its server
+    with `stop`); later ones are ignored while it stops (`stop` escalates to SIGKILL on its own). The
+    previous handlers come back on exit."""
+    fired = False
+
+    def handler(signum: int, frame: object) -> None:
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)

@@ -1,6 +1,6 @@
 """KenLM's `lmplz` (modified Kneser-Ney estimation) and `query`, built from the kenlm source on PyPI.
 
-Neither PyPI nor Debian ships the binaries, so the first graph build compiles them (about a minute on two
+Neither PyPI nor Debian ships the binaries, so the first graph build compiles them (two to five minutes on two
 cores) into `.specbench/bin/` from the pinned kenlm source distribution, fetched with pip. Needs cmake, a C++
 compiler and Boost (Debian: cmake g++ libboost-program-options-dev libboost-system-dev
 libboost-thread-dev libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev). `SPECBENCH_LMPLZ` may point at an
@@ -67,7 +67,7 @@ def build_kenlm() -> None:
         if shutil.which(tool) is None:
             raise ToolError(f"`{tool}` is not installed, and KenLM's lmplz must be built with it. "
                             f"Fix: apt-get install {_DEBIAN}")
-    print(f"building KenLM {KENLM_VERSION} (lmplz, query) into {_bin_dir()}; this takes about a minute",
+    print(f"building KenLM {KENLM_VERSION} (lmplz, query) into {_bin_dir()}; this takes a few minutes",
           file=sys.stderr, flush=True)
     with tempfile.TemporaryDirectory(prefix="kenlm-") as tmp_name:
         tmp = Path(tmp_name)
