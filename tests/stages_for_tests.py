@@ -46,7 +46,7 @@ class LookupStage(Stage):
     """Stateful: maps `word` to its index in a lookup table that `setup()` builds.
 
     Output: `id: int64`, `word_id: int32`, `features: list<float32>` (word index, word length), `status`.
-    An unknown word fails its row (`status` = "KeyError: ..."); the row stays, with nulls.
+    An unknown word fails its row (`status` = "failed: no entry for ..."); the row stays, with nulls.
     """
 
     stateful = True

@@ -1,7 +1,9 @@
 """Reading a checkpoint file safely: one place for the checks every model loader makes first.
 
-`torch.load(weights_only=True)` (no code from disk runs), then the file's format tags; each failure is a
-`DataError` that names the file and says how to get a good one.
+`torch.load(weights_only=True)` (no code from disk runs), then the file's format tags, then the keys that
+the kind of model asked for needs; each failure is a `DataError` that names the file and says how to get a
+good one. A checkpoint of another specbench kind (a translation model given where an acoustic model is
+expected) is named as such.
 """
 
 from __future__ import annotations
@@ -12,9 +14,34 @@ from typing import Any
 
 from specbench.errors import DataError
 
+# The kinds of specbench checkpoint, by the name their loaders give them (`what`): the keys that only that
+# kind holds, and how a message names it. `read_checkpoint` uses them to tell one kind from another.
+KIND_KEYS: dict[str, frozenset[str]] = {
+    "acoustic model checkpoint": frozenset({"phones", "cmvn_mean", "cmvn_inv_std", "model_config",
+                                            "state_dict"}),
+    "translation model": frozenset({"bpe_sha256", "model_config", "state_dict"}),
+    "prediction LM": frozenset({"vocab", "settings", "state_dict"}),
+    "confidence model": frozenset({"features", "members", "mean", "std"}),
+}
+KIND_NAMES: dict[str, str] = {
+    "acoustic model checkpoint": "an acoustic model checkpoint (`specbench train am`)",
+    "translation model": "a translation model checkpoint (`specbench train mt`)",
+    "prediction LM": "a prediction LM checkpoint (`specbench train lm`)",
+    "confidence model": "a confidence model checkpoint (`specbench train confidence`)",
+}
+
+
+def checkpoint_kind(blob: Mapping[str, Any]) -> str | None:
+    """The kind (a key of KIND_KEYS) whose keys `blob` holds, or None when it holds no kind's keys."""
+    for kind, keys in KIND_KEYS.items():
+        if keys <= set(blob):
+            return kind
+    return None
+
 
 def read_checkpoint(path: Path, what: str, fix: str, expected: Mapping[str, Any]) -> dict[str, Any]:
-    """The checkpoint at `path` as a dict whose `expected` keys hold the expected values (format tags).
+    """The checkpoint at `path` as a dict whose `expected` keys hold the expected values (format tags) and,
+    when `what` is one of KIND_KEYS, which holds that kind's keys.
 
     `what` names the kind of file in messages ("acoustic model checkpoint"); `fix` says how to get one."""
     import torch
@@ -25,8 +52,21 @@ def read_checkpoint(path: Path, what: str, fix: str, expected: Mapping[str, Any]
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - torch raises many types for a damaged or unsafe file
-        raise DataError(f"{path}: not a readable {what} ({err}). {fix}") from err
-    if not isinstance(blob, dict) or any(blob.get(k) != v for k, v in expected.items()):
+        detail = " ".join(str(err).split())[:200] or "no detail"
+        raise DataError(f"{path}: not a readable {what}: the file is damaged, truncated or not a PyTorch "
+                        f"checkpoint at all (torch.load said: {detail}). {fix}") from err
+    if not isinstance(blob, dict):
+        raise DataError(f"{path}: holds a {type(blob).__name__}, not a specbench {what}. {fix}")
+    found = checkpoint_kind(blob)
+    if what in KIND_KEYS and found != what:
+        if found is not None:
+            raise DataError(f"{path}: this is {KIND_NAMES[found]}, but {KIND_NAMES[what].split(' (')[0]} is "
+                            f"needed here. {fix}")
+        missing = sorted(KIND_KEYS[what] - set(blob))
+        raise DataError(f"{path}: not a specbench {what}: it lacks the entries {missing}. {fix}")
+    wrong = [k for k, v in expected.items() if blob.get(k) != v]
+    if wrong:
         tags = ", ".join(f"{k} {v}" for k, v in expected.items())
-        raise DataError(f"{path}: not a specbench {what} of {tags}. {fix}")
+        shown = ", ".join(f"{k} {blob.get(k)!r}" for k in wrong)
+        raise DataError(f"{path}: not a specbench {what} of {tags} (it has {shown}). {fix}")
     return blob

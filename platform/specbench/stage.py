@@ -67,6 +67,16 @@ class Stage(abc.ABC):
         return self.stateful or self.resources.num_gpus > 0
 
 
+def failure_status(err: BaseException, what: str = "failed") -> str:
+    """A failed row's status: the plain sentence `what: reason`, the reason in the error's own words, never
+    its class name (a KeyError's words are the missing key, said as such)."""
+    if isinstance(err, KeyError):
+        reason = f"no entry for {err.args[0]!r}" if err.args else "a missing entry"
+    else:
+        reason = str(err).strip() or "no reason given"
+    return f"{what}: {reason}"
+
+
 def map_rows(
     batch: pa.Table,
     fn: Callable[[Mapping[str, Any]], Mapping[str, Any]],
@@ -84,7 +94,7 @@ def map_rows(
             out[STATUS_COLUMN] = STATUS_OK
         except Exception as err:  # noqa: BLE001 - the reason is kept in the row
             out = {name: None for name in output_schema.names}
-            out[STATUS_COLUMN] = f"{type(err).__name__}: {err}"
+            out[STATUS_COLUMN] = failure_status(err)
         rows.append(out)
     schema = output_schema.append(pa.field(STATUS_COLUMN, pa.string(), nullable=False))
     return pa.Table.from_pylist(rows, schema=schema)

@@ -86,7 +86,7 @@ def test_stateful_stage_same_table_three_ways(ray_cluster: object, tmp_path: Pat
     assert tasks.equals(local)
     failed = [s for s in local.column(STATUS_COLUMN).to_pylist() if s != STATUS_OK]
     assert len(failed) == len([i for i in range(NUM_ROWS) if i % 37 == 5])
-    assert all(s.startswith("KeyError") for s in failed)
+    assert all(s.startswith("failed: no entry for ") for s in failed)
     assert setup_count(logs["local"]) == 1
     assert setup_count(logs["actors"]) == 2  # once per actor
     assert setup_count(logs["tasks"]) == NUM_BATCHES  # once per batch: the batches are the local ones
@@ -103,7 +103,7 @@ def test_stateless_stage_same_table_three_ways(ray_cluster: object) -> None:
     assert actors.equals(local)
     assert local.column("id").to_pylist()[:3] == [None, 1, 2]  # row 0 failed, kept in place
     statuses = local.column(STATUS_COLUMN).to_pylist()
-    assert statuses[13] == "ValueError: 13 is a multiple of 13"
+    assert statuses[13] == "failed: 13 is a multiple of 13"
     assert sum(s != STATUS_OK for s in statuses) == len(range(0, NUM_ROWS, 13))
 
 

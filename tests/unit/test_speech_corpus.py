@@ -168,7 +168,7 @@ def test_a_broken_row_reports_its_reason_and_the_others_complete(tmp_path: Path,
     assert [r["status"] for r in out][::2] == ["ok", "ok"]
     assert "espeak:klingon" in out[1]["status"] and out[1]["duration_s"] is None
     empty = synthesize_row({**rows[0], "normalized_text": "", "audio_path": "e.wav", "utt_id": "e"}, tmp_path)
-    assert empty["status"].startswith("DataError") and "empty" in empty["status"]
+    assert empty["status"].startswith("synthesis failed: ") and "empty" in empty["status"]
     table = write_manifest(out, tmp_path / "m.parquet")
     assert table.column("status").to_pylist()[1] == out[1]["status"]
 

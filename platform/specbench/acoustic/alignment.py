@@ -115,6 +115,6 @@ def align_shard(rows: list[dict], corpus_root: str, checkpoint: str, graph_dir: 
             row["align_status"] = "ok"
         except Exception as err:  # noqa: BLE001 - reported per row
             row["word_times"] = None
-            row["align_status"] = f"{type(err).__name__}: {err}"
+            row["align_status"] = f"alignment failed: {str(err).strip() or 'no reason given'}"
         out.append(row)
     return out

@@ -113,7 +113,8 @@ class AcousticScorer(Stage):
                 samples, _ = read_wav(self._path(audio_path))
                 feats.setdefault(warp, []).append((i, fbank(samples)))
             except Exception as err:  # noqa: BLE001 - reported per row
-                status[i] = f"{type(err).__name__}: {err}"
+                reason = str(err).strip() or "the audio could not be scored"
+                status[i] = reason if str(audio_path) in reason else f"{audio_path}: {reason}"
         scores: list[np.ndarray | None] = [None] * len(ids)
         for warp, items in feats.items():
             for (i, _), s in zip(items, score_features(self._ckpt, [f for _, f in items], self.device, warp)):

@@ -50,10 +50,34 @@ def bench_synthesis(sentences: list[str], tmp: Path) -> dict[str, Any]:
     return out
 
 
+MIN_SAMPLES = 400  # one 25 ms analysis window at 16 kHz: a shorter file gives no feature frame
+
+
+def read_bench_audio(wavs: list[Path]) -> list[np.ndarray]:
+    """The samples of every WAV, each checked to hold speech to time: a file without a feature frame's worth
+    of samples, or of digital silence only, is a `DataError` naming it (its real-time factor would measure
+    nothing, or divide by zero)."""
+    samples = []
+    for wav in wavs:
+        data, rate = read_wav(wav)
+        fix = (f"Fix: remove it from the folder, or replace it with a recording of speech (16 kHz mono "
+               f"16-bit PCM, at least {MIN_SAMPLES / rate * 1000:.0f} ms)")
+        if len(data) < MIN_SAMPLES:
+            ms = len(data) / rate * 1000
+            what = f"only {len(data)} samples ({ms:.1f} ms)" if len(data) else "no samples"
+            raise DataError(f"{wav}: the WAV holds {what}, less than one {MIN_SAMPLES}-sample analysis "
+                            f"window. {fix}")
+        if not np.any(data):
+            raise DataError(f"{wav}: all {len(data)} samples are 0 (digital silence), nothing to recognize. "
+                            f"{fix}")
+        samples.append(data)
+    return samples
+
+
 def bench_inference(checkpoint: Path, wavs: list[Path], device: str, batch: int = 16) -> dict[str, Any]:
     """Real-time factor (compute seconds per audio second) of fbank + model, batched."""
     ckpt = load_checkpoint(checkpoint, PHONES, device)
-    samples = [read_wav(w)[0] for w in wavs]
+    samples = read_bench_audio(wavs)
     audio = sum(len(s) for s in samples) / 16000
     score_features(ckpt, [fbank(samples[0])], device)  # warm-up
     t0 = time.perf_counter()
@@ -80,6 +104,9 @@ def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = 
             result.update(bench_synthesis(sentences, tmp))
             wavs = sorted(tmp.glob("*.wav"))
         else:
+            if not Path(audio).is_dir():
+                raise DataError(f"--audio {audio}: no such folder. Fix: point it at a folder of 16 kHz mono "
+                                "WAV files (scripts/gpu_carry.py gathers one)")
             wavs = sorted(Path(audio).glob("*.wav"))[:utterances]
             if not wavs:
                 raise DataError(f"--audio {audio}: no .wav files there. Fix: point it at a folder of 16 kHz "

@@ -1,7 +1,8 @@
 """The job configs: one frozen dataclass per job kind, composed from the algorithm packages' own settings.
 
 A job file has a top-level `kind` (`graph`, ...) and the sections its dataclass defines. The field metadata
-(`_range`, `_choices`) is what the loader (`loader.py`) checks values against.
+(`_range`, `_choices`) is what the loader (`loader.py`) checks values against; `_input` marks a file the job
+reads, which `loader.check_inputs` checks exists before the job runs.
 """
 
 from __future__ import annotations
@@ -12,11 +13,29 @@ from typing import ClassVar
 
 from specbench.acoustic.settings import ModelConfig, TrainSettings
 from specbench.config.loader import config_choices as _choices
+from specbench.config.loader import config_input as _input
 from specbench.config.loader import config_range as _range
 from specbench.data.multi30k import SPLITS as MULTI30K_SPLITS
 from specbench.data.usage import UsageSettings
 from specbench.prediction.settings import CompletionSettings, ConfidenceSettings, LmSettings, LmTrainSettings
 from specbench.simultrans.settings import MtModelConfig, MtSelection, MtTrainSettings
+
+# How to make each kind of input file a job names (the `_input` fixes).
+AM_FIX = ("Fix: train one with `specbench train am jobs/am.toml`, or set the key to an existing acoustic "
+          "model (the project ships models/am_slurp.pt).")
+MT_WAITK_FIX = ("Fix: train it with `specbench train mt jobs/mt_waitk.toml`, or set the key to an existing "
+                "model.")
+MT_FULL_FIX = ("Fix: train it with `specbench train mt jobs/mt_full.toml`, or set the key to an existing "
+               "model.")
+BPE_FIX = ("Fix: `specbench train mt jobs/mt_waitk.toml` trains the BPE model first when it is missing; or "
+           "set the key to an existing one.")
+LM_FIX = "Fix: train it with `specbench train lm jobs/lm.toml`, or set the key to an existing LM."
+CONFIDENCE_FIX = ("Fix: train both confidence models with `specbench train confidence jobs/confidence.toml`, "
+                  "or set the key to an existing one.")
+SPEECH_JOB_FIX = ('Fix: name an existing kind = "speech" job file, relative to this one (e.g. '
+                  "speech_slurp.toml).")
+GRAPH_JOB_FIX = ('Fix: name an existing kind = "graph" job file, relative to this one (e.g. '
+                 "graph_slurp.toml).")
 
 
 @dataclass(frozen=True)
@@ -96,8 +115,9 @@ class TrainAmConfig:
 
     KIND: ClassVar[str] = "train_am"
     name: str = "am_slurp"
-    speech_job: Path = Path("speech_slurp.toml")  # relative to this job file
-    graph_job: Path = Path("graph_slurp.toml")
+    # relative to this job file
+    speech_job: Path = field(default=Path("speech_slurp.toml"), metadata=_input(SPEECH_JOB_FIX, "job"))
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job"))
     output: Path = Path("models/am_slurp.pt")  # relative to the project root
     devel_utterances: int = field(default=400, metadata=_range(1, 100000))
     model: ModelConfig = ModelConfig()
@@ -150,9 +170,10 @@ class EvalAmConfig:
 
     KIND: ClassVar[str] = "eval_am"
     name: str = "am_slurp"
-    checkpoint: Path = Path("models/am_slurp.pt")  # relative to the project root
-    speech_job: Path = Path("speech_slurp.toml")  # relative to this job file
-    graph_job: Path = Path("graph_slurp.toml")
+    checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX))  # project root
+    # relative to this job file
+    speech_job: Path = field(default=Path("speech_slurp.toml"), metadata=_input(SPEECH_JOB_FIX, "job"))
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job"))
     devel_utterances: int = field(default=400, metadata=_range(1, 100000))
     test_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     real_recordings: bool = True
@@ -198,9 +219,10 @@ class SimultransConfig:
 
     KIND: ClassVar[str] = "simultrans"
     name: str = "simultrans"
-    waitk_model: Path = Path("models/mt_waitk.pt")  # relative to the project root
-    full_model: Path = Path("models/mt_full.pt")
-    bpe_model: Path = Path("models/mt_bpe.model")
+    # relative to the project root
+    waitk_model: Path = field(default=Path("models/mt_waitk.pt"), metadata=_input(MT_WAITK_FIX))
+    full_model: Path = field(default=Path("models/mt_full.pt"), metadata=_input(MT_FULL_FIX))
+    bpe_model: Path = field(default=Path("models/mt_bpe.model"), metadata=_input(BPE_FIX))
     source: str = "de"
     target: str = "en"
     val_split: str = field(default="val", metadata=_choices(*MULTI30K_SPLITS))
@@ -287,7 +309,7 @@ class TrainConfidenceConfig:
 
     KIND: ClassVar[str] = "train_confidence"
     name: str = "confidence_slurp"
-    lm: Path = Path("models/lm_slurp.pt")  # relative to the project root
+    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX))  # project root
     output: Path = Path("models/confidence_slurp.pt")  # the model without the personal feature: *_nopersonal.pt
     train_users: int = field(default=80, metadata=_range(0, 100000))  # 0: all
     devel_users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
@@ -317,9 +339,10 @@ class PredictiveAsrConfig:
 
     KIND: ClassVar[str] = "predictive_asr"
     name: str = "predictive_asr"
-    lm: Path = Path("models/lm_slurp.pt")  # relative to the project root
-    confidence: Path = Path("models/confidence_slurp.pt")
-    confidence_no_personal: Path = Path("models/confidence_slurp_nopersonal.pt")
+    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX))  # project root
+    confidence: Path = field(default=Path("models/confidence_slurp.pt"), metadata=_input(CONFIDENCE_FIX))
+    confidence_no_personal: Path = field(default=Path("models/confidence_slurp_nopersonal.pt"),
+                                         metadata=_input(CONFIDENCE_FIX))
     split: str = field(default="test", metadata=_choices("devel", "test"))
     users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     tune_users: int = field(default=0, metadata=_range(0, 100000))  # devel users that choose thresholds; 0: all

@@ -6,6 +6,10 @@ value and what is allowed. Constraints live in field metadata: `range=(lo, hi)` 
 words the range and choice problems). Which dataclass a `kind` loads into is the experiment registry's
 business (`specbench.experiments.registry.load_config`); this module only builds a given dataclass from a
 table.
+
+A field that names a file the job reads (a model, another job file) carries `config_input` metadata;
+`check_inputs` checks that every such file exists before a job is run or reported valid, so that a job
+pointing at a missing model fails at once with the key and the fix, before any MLflow run is opened.
 """
 
 from __future__ import annotations
@@ -14,15 +18,17 @@ import dataclasses
 import tomllib
 import types
 import typing
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from specbench.checks import choice_problem, config_choices, config_range, range_problem
-from specbench.errors import ConfigError
+from specbench.errors import ConfigError, DataError
+from specbench.paths import from_root
 
-__all__ = ["SuiteConfig", "build_config", "config_choices", "config_kind", "config_range", "config_to_dict",
-           "flatten", "load_job_file", "read_toml"]
+__all__ = ["SuiteConfig", "build_config", "check_inputs", "config_choices", "config_input", "config_kind",
+           "config_range", "config_to_dict", "flatten", "load_job_file", "read_toml"]
 
 
 @dataclass(frozen=True)
@@ -35,9 +41,12 @@ class SuiteConfig:
 
 
 
-def _fail(path: Path, key: str, value: Any, problem: str) -> ConfigError:
+def _fail(path: Path, key: str, value: Any, problem: str, fix: str | None = None) -> ConfigError:
+    """The message of a bad value: the file, the key, the value, the problem and the fix (by default: give
+    the key an allowed value)."""
     shown = repr(value) if len(repr(value)) < 80 else repr(value)[:77] + "..."
-    return ConfigError(f"{path}: key '{key}' = {shown}: {problem}")
+    fix = fix or f"Fix: set '{key}' to an allowed value."
+    return ConfigError(f"{path}: key '{key}' = {shown}: {problem}. {fix}")
 
 
 def _check_scalar(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[str, Any]) -> Any:
@@ -92,17 +101,20 @@ def build_config(path: Path, cls: type, table: dict[str, Any], prefix: str = "")
     for key in table:
         if key not in fields:
             allowed = ", ".join(sorted(fields)) or "(none)"
-            raise _fail(path, prefix + key, table[key], f"unknown key; allowed keys here: {allowed}")
+            raise _fail(path, prefix + key, table[key], f"unknown key; allowed keys here: {allowed}",
+                        "Fix: correct its spelling to one of the allowed keys, or remove it.")
     kwargs = {}
     for name, f in fields.items():
         if name in table:
             kwargs[name] = _convert(path, prefix + name, table[name], hints[name], f.metadata)
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ConfigError(f"{path}: required key '{prefix + name}' is missing")
+            raise ConfigError(f"{path}: required key '{prefix + name}' is missing. Fix: add it.")
     try:
         return cls(**kwargs)
     except (ValueError, TypeError, ConfigError) as err:
-        raise ConfigError(f"{path}: section '{prefix.rstrip('.') or cls.__name__}': {err}") from err
+        section = prefix.rstrip(".") or cls.__name__
+        raise ConfigError(f"{path}: section '{section}': {str(err).rstrip('.')}. Fix: change those values in "
+                          "the job file.") from err
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -114,7 +126,7 @@ def read_toml(path: Path) -> dict[str, Any]:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{path}: not valid TOML ({err}). Fix the syntax at that line.") from err
+        raise ConfigError(f"{path}: not valid TOML ({err}). Fix: correct the syntax at that line.") from err
 
 
 def load_job_file(path: Path, kinds: typing.Mapping[str, type]) -> Any:
@@ -125,7 +137,8 @@ def load_job_file(path: Path, kinds: typing.Mapping[str, type]) -> Any:
     kind = table.pop("kind", None)
     allowed = ", ".join(map(repr, [*kinds, "suite"]))
     if kind is None:
-        raise ConfigError(f"{path}: required key 'kind' is missing; allowed: {allowed}")
+        raise ConfigError(f"{path}: required key 'kind' is missing; allowed: {allowed}. Fix: add a line "
+                          'kind = "..." at the top, e.g. kind = "graph".')
     if kind == "suite":
         return _load_suite(path, table)
     if kind not in kinds:
@@ -136,20 +149,80 @@ def load_job_file(path: Path, kinds: typing.Mapping[str, type]) -> Any:
 def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     for key in table:
         if key not in ("name", "jobs"):
-            raise _fail(path, key, table[key], "unknown key; allowed keys here: jobs, name")
+            raise _fail(path, key, table[key], "unknown key; allowed keys here: jobs, name",
+                    "Fix: correct its spelling to one of the allowed keys, or remove it.")
     jobs = table.get("jobs")
     if not isinstance(jobs, list) or not jobs or not all(isinstance(j, str) for j in jobs):
         raise _fail(path, "jobs", jobs, "must be a non-empty list of job file paths (relative to the suite)")
     resolved = tuple((path.parent / j).resolve() for j in jobs)
     for job, raw in zip(resolved, jobs):
         if not job.is_file():
-            raise _fail(path, "jobs", raw, f"{job} does not exist")
+            raise _fail(path, "jobs", raw, f"{job} does not exist",
+                        "Fix: list existing job files, relative to the suite file.")
         if read_toml(job).get("kind") == "suite":
-            raise _fail(path, "jobs", raw, "is itself a suite; a suite lists jobs only")
+            raise _fail(path, "jobs", raw, "is itself a suite; a suite lists jobs only",
+                        "Fix: list that suite's jobs here instead.")
     name = table.get("name", path.stem)
     if not isinstance(name, str):
         raise _fail(path, "name", name, "wrong type; allowed: str")
     return SuiteConfig(name=name, jobs=resolved)
+
+
+def config_input(fix: str, relative_to: str = "project") -> dict[str, Any]:
+    """Field metadata: the field names a file the job reads, relative to the project root (`"project"`) or
+    to the job file (`"job"`); `fix` ("Fix: ...") says how to make it. `check_inputs` checks it exists."""
+    if relative_to not in ("project", "job"):
+        raise ValueError(f"relative_to must be 'project' or 'job', got {relative_to!r}")
+    return {"input": (relative_to, fix)}
+
+
+def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
+    """Check that every input file (`config_input` fields, in nested sections too) of the job at `path`, or
+    of every job of a suite or nightly file (each loaded with `load`), exists; else a `DataError` naming the
+    job file, the key, the missing file and the fix.
+
+    In a suite or nightly, a file an earlier job of it writes (its `output`, or a sibling named after it such
+    as `<output stem>_nopersonal.pt`) counts as present: the job that needs it runs after it is written."""
+    path = Path(path)
+    written: list[Path] = []
+    for job_path, job_config in _member_jobs(path, config, load):
+        for key, value, file, fix in _inputs(job_path, job_config):
+            if file.exists() or any(_written_as(file, out) for out in written):
+                continue
+            raise DataError(f"{job_path}: key '{key}' = '{value}': {file} does not exist. {fix}")
+        output = getattr(job_config, "output", None)
+        if isinstance(output, Path):
+            written.append(from_root(output))
+
+
+def _member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[tuple[Path, Any]]:
+    """(job file, config) of a job, or of each job of a suite or nightly file in order."""
+    if isinstance(config, SuiteConfig):
+        return [(job, load(job)) for job in config.jobs]
+    if config_kind(config) == "nightly":
+        jobs = [job if job.is_absolute() else (path.parent / job).resolve() for job in config.jobs]
+        return [(job, load(job)) for job in jobs if job.is_file()]  # the nightly names a missing one itself
+    return [(path, config)]
+
+
+def _inputs(job_path: Path, config: Any, prefix: str = "") -> Iterator[tuple[str, Path, Path, str]]:
+    """(key, value, resolved path, fix) of every `config_input` field that is set, nested sections too."""
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            yield from _inputs(job_path, value, f"{prefix}{f.name}.")
+        elif "input" in f.metadata and isinstance(value, Path):
+            relative_to, fix = f.metadata["input"]
+            resolved = from_root(value) if relative_to == "project" else (
+                value if value.is_absolute() else job_path.parent / value)
+            yield prefix + f.name, value, resolved, fix
+
+
+def _written_as(file: Path, output: Path) -> bool:
+    """Whether a job writing `output` writes `file` too: the same path, or a sibling named after it."""
+    file, output = file.resolve(), output.resolve()
+    return file == output or (file.parent == output.parent and file.suffix == output.suffix
+                               and file.stem.startswith(output.stem + "_"))
 
 
 def config_kind(config: Any) -> str:

@@ -12,15 +12,17 @@ def checked_scores(utt_id: str, loglikes: np.ndarray, min_columns: int = 0, firs
     of the first non-finite value)."""
     scores = np.asarray(loglikes)
     if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
-        raise ValueError(f"utterance {utt_id!r}: scores must be a 2-D float array (T, P), got "
-                         f"{scores.dtype} of shape {scores.shape}")
+        raise ValueError(f"utterance {utt_id!r} has scores of {scores.dtype} and shape {scores.shape}; they "
+                         "must be a 2-D float array (T, P)")
     scores = scores.astype(np.float32, copy=False)
     if scores.shape[0] and scores.shape[1] < min_columns:
-        raise ValueError(f"utterance {utt_id!r}: scores have {scores.shape[1]} columns, but the graph's input "
-                         f"labels go up to {min_columns} (column j scores label j + 1): need at least "
-                         f"{min_columns}")
+        raise ValueError(f"utterance {utt_id!r} has scores of {scores.shape[1]} columns, but the graph's "
+                         f"input labels go up to {min_columns} (column j scores label j + 1): it needs at "
+                         f"least {min_columns}")
     if not np.isfinite(scores).all():
         frame, column = (int(i) for i in np.argwhere(~np.isfinite(scores))[0])
-        raise ValueError(f"utterance {utt_id!r}: score at frame {first_frame + frame}, column {column} is "
-                         f"{scores[frame, column]}; scores must be finite log-likelihoods")
+        bad = scores[frame, column]
+        value = "NaN" if np.isnan(bad) else f"{bad:+}"  # NaN, +inf or -inf
+        raise ValueError(f"utterance {utt_id!r} has {value} at frame {first_frame + frame}, column {column}; "
+                         "scores must be finite log-likelihoods")
     return scores

@@ -19,6 +19,8 @@ STATUS_NO_FINAL = "no final state reached"
 STATUS_EMPTY = "empty utterance"
 STATUS_BAD_SCORES = "bad scores"  # followed by ": " and the reason
 STATUS_OVERFLOW = "queue overflow"  # a lane decoder's fixed-size queue was full
+STATUS_MALFORMED = "malformed scores"  # followed by ": " and the reason (a row whose size is not T x P)
+STATUS_DECODER_ERROR = "decoder error"  # followed by ": " and the reason (the search itself failed)
 
 
 @dataclass(frozen=True)
@@ -71,9 +73,10 @@ class DecodeResult:
     """The 1-best of one utterance.
 
     utt_id: the utterance id.
-    status: "ok", or why there is no hypothesis (the STATUS_* texts above: "no final state reached", "empty
-        utterance", "bad scores: <reason>", "queue overflow"); then word_ids and word_end_frames are empty
-        and both costs are +inf.
+    status: "ok", or why there is no hypothesis, as a plain sentence (the STATUS_* texts above: "no final
+        state reached", "empty utterance", "bad scores: <reason>", "queue overflow"; rows of the decoder
+        stage may also say "malformed scores: <reason>" or "decoder error: <reason>"), never an exception's
+        class name; then word_ids and word_end_frames are empty and both costs are +inf.
     word_ids: output labels (word ids) along the best path, epsilons (0) left out.
     graph_cost, acoustic_cost: see the module docstring; total_cost is their sum.
     num_frames: frames decoded (T).

@@ -1,4 +1,5 @@
-"""`DecoderStage`: decode a table of scores with one loaded graph per worker (a Ray actor, or a plain loop).
+"""`DecoderStage`: decode a table of scores with one decoder per worker (a Ray actor, or a plain loop); the
+workers of a machine map one copy of the graph (`wfst.mapped`; `share_graph` writes it before they start).
 
 Input columns: `utt_id`, `num_frames`, `num_classes`, `loglikes` (row-major T x P), optionally
 `frame_shift_ms`. Output columns follow DESIGN.md's decoder output: `id`, `status`, `word_ids`,
@@ -11,7 +12,8 @@ algorithm in numpy) and `gpu`, all given one `SearchOptions` and all returning `
 builder turns into rows. The lane backends (`twin`, `gpu`) decode a whole batch together. `gpu` asks Ray
 for `gpu_fraction` of a GPU per actor (0.25: four decoders share one GPU, the sequence parallelism that
 stands in for MPS); `auto` is `gpu` where this process sees a CUDA device, else `cpu`. One bad utterance
-gets its reason in `status`; the others are decoded.
+gets its reason in `status`, a plain sentence (`result.py`'s STATUS_* texts: "bad scores: utterance 'x' has
+NaN at frame 3, column 0; ...", "malformed scores: ...", "no final state reached"); the others are decoded.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
-from specbench.decoder.backends import LANE_BACKENDS, make_decoder, resolve_backend
+from specbench.decoder.backends import LANE_BACKENDS, GraphFile, make_decoder, resolve_backend
 from specbench.decoder.options import SearchOptions
-from specbench.decoder.result import DecodeResult
-from specbench.stage import Resources, Stage
+from specbench.decoder.result import STATUS_BAD_SCORES, STATUS_DECODER_ERROR, STATUS_MALFORMED, DecodeResult
+from specbench.stage import Resources, Stage, failure_status
+from specbench.wfst.mapped import mapped_graph
 
 PARTIAL_TYPE = pa.struct([("frame", pa.int32()), ("time_ms", pa.float32()), ("word_ids", pa.list_(pa.int32()))])
 OUTPUT_SCHEMA = pa.schema([
@@ -68,8 +71,16 @@ class DecoderStage(Stage):
         self.resources = Resources(num_cpus=1.0, num_gpus=gpu_fraction if self.backend == "gpu" else 0.0)
         self._decoder = None
 
+    def share_graph(self) -> None:
+        """Write the graph's memory-mapped arrays (`wfst.mapped`) before the workers start, so that they map
+        them instead of each reading the graph file (the kaldi backend reads the file itself)."""
+        if self.backend != "kaldi":
+            mapped_graph(self.graph_path)
+
     def setup(self) -> None:
-        self._decoder = make_decoder(self.backend, self.graph_path, self.options, **self.backend_args)
+        """The decoder, over the graph's memory-mapped arrays: the workers of one machine share one copy."""
+        graph = GraphFile(self.graph_path, mapped=True)
+        self._decoder = make_decoder(self.backend, graph, self.options, **self.backend_args)
 
     # ---- decoding -------------------------------------------------------------------------------------
 
@@ -89,9 +100,12 @@ class DecoderStage(Stage):
         if self.backend in LANE_BACKENDS:
             try:
                 every = self._partial_every(shifts[0] if shifts else None)
-                results = self._decoder.decode_batch([(u, m) for u, m, _ in items], every)
             except ValueError as err:
-                return [_failed_row(u, m, f"{type(err).__name__}: {err}") for u, m, _ in items]
+                return [_failed_row(u, m, str(err)) for u, m, _ in items]
+            try:
+                results = self._decoder.decode_batch([(u, m) for u, m, _ in items], every)
+            except ValueError as err:  # the batch as a whole failed (bad scores fail their own rows)
+                return [_failed_row(u, m, _reason(STATUS_DECODER_ERROR, err)) for u, m, _ in items]
             return [self._row(r, s) for r, s in zip(results, shifts, strict=True)]
         return [self._one(utt_id, mat, shift) for (utt_id, mat, _), shift in zip(items, shifts, strict=True)]
 
@@ -101,9 +115,15 @@ class DecoderStage(Stage):
 
     def _one(self, utt_id: str, mat: np.ndarray, shift: float | None) -> dict:
         try:
-            return self._row(self._decoder.decode(mat, utt_id, self._partial_every(shift)), shift)
+            every = self._partial_every(shift)
+        except ValueError as err:
+            return _failed_row(utt_id, mat, str(err))
+        try:
+            return self._row(self._decoder.decode(mat, utt_id, every), shift)
+        except ValueError as err:  # `inputs.checked_scores` rejected the scores
+            return _failed_row(utt_id, mat, _reason(STATUS_BAD_SCORES, err))
         except Exception as err:  # noqa: BLE001 - one bad utterance never stops the batch
-            return _failed_row(utt_id, mat, f"{type(err).__name__}: {err}")
+            return _failed_row(utt_id, mat, _reason(STATUS_DECODER_ERROR, err))
 
     def _row(self, res: DecodeResult, shift: float | None) -> dict:
         """The output row of any backend's result (the kaldi backend's search counters are 0)."""
@@ -135,16 +155,37 @@ class DecoderStage(Stage):
         items: list[tuple[str, np.ndarray, float | None]] = []
         for r in batch.to_pylist():
             try:
-                mat = np.asarray(r["loglikes"], dtype=np.float32).reshape(int(r["num_frames"]), int(r["num_classes"]))
-            except (TypeError, ValueError) as err:  # a malformed row fails alone
-                rows.append({"id": r["utt_id"], "status": f"malformed scores: {err}", "num_frames": r.get("num_frames"),
-                             "word_ids": [], "word_end_frames": [], "partials": []})
+                mat = _row_matrix(r)
+            except ValueError as err:  # a malformed row fails alone
+                rows.append({"id": r["utt_id"], "status": _reason(STATUS_MALFORMED, err),
+                             "num_frames": r.get("num_frames"), "word_ids": [], "word_end_frames": [],
+                             "partials": []})
                 continue
             rows.append(None)
             items.append((r["utt_id"], mat, r.get("frame_shift_ms")))
         decoded = iter(self.decode_many(items))
         return pa.Table.from_pylist([row if row is not None else next(decoded) for row in rows],
                                     schema=OUTPUT_SCHEMA)
+
+
+def _row_matrix(row: dict) -> np.ndarray:
+    """The (T, P) float32 scores of an input row; ValueError with a plain reason when they do not fit."""
+    frames, classes, flat = row.get("num_frames"), row.get("num_classes"), row.get("loglikes")
+    if frames is None or classes is None or flat is None:
+        raise ValueError("the row has no num_frames, num_classes or loglikes")
+    try:
+        values = np.asarray(flat, dtype=np.float32)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"loglikes are not numbers ({err})") from err
+    if values.size != int(frames) * int(classes) or int(frames) < 0 or int(classes) < 0:
+        raise ValueError(f"{values.size} loglikes do not fill num_frames x num_classes = {frames} x "
+                         f"{classes}")
+    return values.reshape(int(frames), int(classes))
+
+
+def _reason(status: str, err: Exception) -> str:
+    """`status: reason`, the reason being the error's own words (never its class name)."""
+    return failure_status(err, status)
 
 
 def _safe_name(utt_id: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from specbench.prediction.settings import CompletionSettings
-from specbench.stage import STATUS_OK, Resources, Stage
+from specbench.stage import STATUS_OK, Resources, Stage, failure_status
 
 COMPLETION = pa.struct([("words", pa.list_(pa.string())), ("log_prob", pa.float64()), ("rank", pa.int32())])
 LM_OUTPUT_SCHEMA = pa.schema([
@@ -63,7 +63,7 @@ class LmStage(Stage):
                 try:
                     self._fill([row], out[i:i + 1])
                 except Exception as row_err:  # noqa: BLE001
-                    out[i]["status"] = f"{type(row_err).__name__}: {row_err}"
+                    out[i]["status"] = failure_status(row_err, "completion failed")
             if all(r["status"] == STATUS_OK for r in out):
                 raise
         return pa.Table.from_pylist(out, schema=LM_OUTPUT_SCHEMA)

@@ -70,12 +70,12 @@ CONST_STATE_DTYPE = np.dtype(
 _VECTOR_STATE_BYTES = 12  # float32 final + int64 num_arcs
 _MAX_LABEL_STRING = 1 << 20  # longest fst/arc type or symbol we accept, bytes
 
-FIX_HINT = "rebuild the graph with `specbench graph build JOB.toml`"
+FIX_HINT = "Fix: rebuild the graph with `specbench graph build JOB.toml`."
 
 
 def _format_error(path: Path | str, problem: str) -> FstFormatError:
     """The FstFormatError for `problem` in `path`, with the fix."""
-    return FstFormatError(f"{path}: {problem}; {FIX_HINT}")
+    return FstFormatError(f"{path}: {problem}. {FIX_HINT}")
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def _read_bytes(path: Path) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as err:
-        raise DataError(f"{path}: cannot read the graph file ({err.strerror}); {FIX_HINT}") from err
+        raise DataError(f"{path}: cannot read the graph file ({err.strerror}). {FIX_HINT}") from err
 
 
 def read_fst_header(path: Path | str) -> FstHeader:

@@ -98,35 +98,33 @@ def load_scores(path: Path, utterances: int, frame_shift_ms: float | None = None
     """[(utt_id, (T, P) float32)] of the selected utterances, and the frame shift in ms."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"scores file {path} does not exist")
+        raise DataError(f"scores file {path} does not exist. Fix: give --scores the path of a .parquet or "
+                        ".npz scores file")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         items, shift = _parquet_scores(path, utterances)
         frame_shift_ms = frame_shift_ms or shift
     elif suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            items = [(u, _matrix(data[u], path, u)) for u in select_utterances(data.files, utterances)]
+        from specbench.data.scores import read_npz  # its module imports kaldiio lazily: safe without it
+
+        chosen = read_npz(path, lambda keys: select_utterances(keys, utterances))
+        items = [(u, np.ascontiguousarray(m)) for u, m in chosen.items()]
         frame_shift_ms = frame_shift_ms or _manifest_frame_shift(path)
     else:
-        raise DataError(f"{path}: `bench decoder` reads .parquet or .npz scores, not {suffix!r}")
+        raise DataError(f"{path}: `bench decoder` reads .parquet or .npz scores, not {suffix!r}. Fix: "
+                        "convert them to one of those (`specbench decode` also reads .scp, .ark and .npy)")
     if not items:
-        raise DataError(f"{path}: no held-out-voice utterances (ids with {' or '.join(HELD_OUT_SLUGS)})")
+        raise DataError(f"{path}: no held-out-voice utterances (ids with {' or '.join(HELD_OUT_SLUGS)}). "
+                        "Fix: score the held-out-voice test utterances (`specbench run jobs/am_eval.toml`)")
     if not frame_shift_ms or frame_shift_ms <= 0:
         raise DataError(f"{path}: the scores carry no frame shift. Fix: pass --frame-shift-ms")
     return items, float(frame_shift_ms)
 
 
-def _matrix(value: object, path: Path, utt_id: str) -> np.ndarray:
-    mat = np.ascontiguousarray(value, dtype=np.float32)
-    if mat.ndim != 2:
-        raise DataError(f"{path}: scores of {utt_id!r} have shape {mat.shape}; expected (frames, columns)")
-    return mat
-
-
 def _parquet_scores(path: Path, utterances: int) -> tuple[Items, float]:
     """The selected ok rows of a scores Parquet file (pyarrow only: no polars), and its frame shift (0.0
     when it has none)."""
-    from specbench.data.scores import read_parquet_table  # its module imports kaldiio: only when needed
+    from specbench.data.scores import SCORES_FIX, read_parquet_table
 
     table = read_parquet_table(path)
     ids = table.column("utt_id").to_pylist()
@@ -134,18 +132,22 @@ def _parquet_scores(path: Path, utterances: int) -> tuple[Items, float]:
     row_of = {u: i for i, (u, s) in enumerate(zip(ids, status)) if s in (None, "ok")}
     chosen = select_utterances(row_of, utterances)
     rows = [row_of[u] for u in chosen]
-    frames = table.column("num_frames").to_numpy()
-    classes = table.column("num_classes").to_numpy()
+    frames = table.column("num_frames").to_pylist()
+    classes = table.column("num_classes").to_pylist()
     loglikes = table.column("loglikes").combine_chunks()
     values = loglikes.values.to_numpy(zero_copy_only=False)
     offsets = loglikes.offsets.to_numpy()
+    valid = loglikes.is_valid().to_pylist()
     items = []
     for utt_id, row in zip(chosen, rows):
+        if frames[row] is None or classes[row] is None or not valid[row]:
+            raise DataError(f"{path}: utterance {utt_id!r} has no value in num_frames, num_classes or "
+                            f"loglikes although its status is ok. {SCORES_FIX}")
         shape = (int(frames[row]), int(classes[row]))
         flat = values[offsets[row]:offsets[row + 1]]
-        if flat.size != shape[0] * shape[1]:
-            raise DataError(f"{path}: utterance {utt_id!r} has {flat.size} scores, not "
-                            f"{shape[0]} x {shape[1]}")
+        if min(shape) < 0 or flat.size != shape[0] * shape[1]:
+            raise DataError(f"{path}: utterance {utt_id!r}: column 'loglikes' holds {flat.size} scores, not "
+                            f"num_frames x num_classes = {shape[0]} x {shape[1]}. {SCORES_FIX}")
         items.append((utt_id, np.ascontiguousarray(flat, dtype=np.float32).reshape(shape)))
     shift = 0.0
     if "frame_shift_ms" in table.column_names and rows:
