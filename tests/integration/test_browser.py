@@ -1,6 +1,8 @@
 """Headless Chromium (Debian's chromium and chromium-driver, through selenium) opens the MLflow UI served by
 `specbench server`: a nightly report run and the comparison of two runs show their headline metric names and
-values. Screenshots are kept in `.specbench/test-artifacts/browser/`."""
+values, and the parent run of the quick suite (`jobs/quick.toml`, run here against the server, several
+minutes) shows the headline metrics the platform is compared by, its description and its child runs.
+Screenshots are kept in `.specbench/test-artifacts/browser/`."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.tracking.runs import TrackedRun
+from specbench.tracking.runs import DESCRIPTION_TAG, PARENT_TAG, TrackedRun
 from specbench.tracking.ui import free_port
 
 pytestmark = pytest.mark.integration
@@ -85,3 +87,36 @@ def test_ui_shows_a_nightly_run_and_a_comparison(server: str, browser) -> None:
     _page_shows(browser, f"{server}/#/compare-runs?{query}", ["simul.bleu_full", "34.21", "35.07"],
                 "compare_runs.png")
     assert (SHOTS / "nightly_run.png").stat().st_size > 10_000
+
+
+# What a suite's parent run is for: these side by side, one row per suite (decoder.speedup_vs_kaldi too where
+# a GPU ran)
+SUITE_HEADLINES = ("prefetch.success_at_fail10", "prefetch.failed_at_fail10", "prefetch.gain_ms_all_at_fail10",
+                   "decoder.cpu_vs_kaldi")
+
+
+def _shown(value: float) -> str:
+    """A metric value as the MLflow UI prints it (JavaScript's shortest round-trip form)."""
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def test_ui_shows_the_quick_suite_parent_run(server: str, browser) -> None:
+    proc = subprocess.run([sys.executable, "-m", "specbench", "--tracking-uri", server, "run",
+                           str(ROOT / "jobs" / "quick.toml")], cwd=ROOT, capture_output=True, text=True,
+                          encoding="utf-8", timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(server)
+    exp = client.get_experiment_by_name("quick")
+    (parent,) = client.search_runs([exp.experiment_id], filter_string="tags.kind = 'suite'")
+    children = client.search_runs([exp.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'")
+    assert len(children) == 6 and {c.info.status for c in children} == {"FINISHED"}
+    metrics = parent.data.metrics
+    wanted = [*SUITE_HEADLINES, *(m for m in ("decoder.speedup_vs_kaldi",) if m in metrics)]
+    assert set(wanted) <= set(metrics), sorted(metrics)
+    assert all(m in parent.data.tags[DESCRIPTION_TAG] for m in wanted)
+    texts = [*wanted, *(_shown(metrics[m]) for m in wanted), "predictive_asr-predictive_asr_quick",
+             "bench_decoder-decoder_quick_corpus"]  # the metrics table and the child runs
+    _page_shows(browser, f"{server}/#/experiments/{exp.experiment_id}/runs/{parent.info.run_id}", texts,
+                "quick_suite_parent.png", timeout=120.0)

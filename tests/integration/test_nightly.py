@@ -1,5 +1,6 @@
-"""The nightly: a real graph job run twice against a real MLflow store, a baseline, a tolerance that holds
-and one that breaks, the report artifacts, and the errors raised before anything runs."""
+"""The nightly: a real graph job run twice against a real MLflow store (each nightly a parent run with the job
+as a nested child run), a baseline, a tolerance that holds and one that breaks, the report artifacts, and the
+errors raised before anything runs."""
 
 from __future__ import annotations
 
@@ -60,18 +61,24 @@ def test_nightly_passes_then_names_a_regression(tmp_path: Path, slurp_graph: obj
     out = capsys.readouterr().out
     assert "ok (no baseline)" in out and "graph.arcs" in out
     mlflow.set_tracking_uri(uri)
-    first = mlflow.search_runs(experiment_names=["graph"], output_format="list")[0]
+    (parent,) = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'nightly'",
+                                   output_format="list")
+    (first,) = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'graph'",
+                                  output_format="list")  # the job: a child run of the nightly's parent run
     assert first.data.tags["suite"] == "nightly" and first.data.tags["nightly.id"]
+    assert first.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert parent.data.metrics["graph.arcs"] == first.data.metrics["graph.arcs"]
+    assert "graph.arcs" in parent.data.tags["mlflow.note.content"]
     assert main(["--tracking-uri", uri, "baseline", "set", first.info.run_id]) == 0
     arcs = int(first.data.metrics["graph.arcs"])
     code = main(["--tracking-uri", uri, "nightly", str(_write(tmp_path, f"max_drop = 0\nmin = {arcs + 1}"))])
     captured = capsys.readouterr()
     assert code == 2
     assert "graph.arcs" in captured.err and f"baseline {float(arcs)}" in captured.err and str(arcs) in captured.err
-    reports = mlflow.search_runs(experiment_names=["nightly_test"], output_format="list",
-                                 order_by=["attributes.start_time DESC"])
-    latest = reports[0]
-    assert latest.data.metrics["nightly.regressions"] == 1.0
+    reports = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'nightly'",
+                                 output_format="list", order_by=["attributes.start_time DESC"])
+    latest = reports[0]  # the second nightly's parent run holds the report and ends FAILED
+    assert latest.data.metrics["nightly.regressions"] == 1.0 and latest.info.status == "FAILED"
     names = {a.path for a in mlflow.MlflowClient().list_artifacts(latest.info.run_id)}
     assert {"regression_report.md", "regression_report.html", "regression_report.png"} <= names
 

@@ -23,16 +23,27 @@ def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-
     )
 
 
-def _job_of_kind(path: Path, kind: str):  # type: ignore[no-untyped-def]
-    """The loaded job file, which must be of `kind` (the convenience verbs)."""
+def _checked_config(path: Path, kind: str | None = None):  # type: ignore[no-untyped-def]
+    """The loaded job, suite or nightly file (which must be of `kind` when one is given), after checking that
+    the files its jobs read (models, other job files) exist: a missing one fails here, before any MLflow run
+    is opened."""
     from specbench.config import config_kind
+    from specbench.config.loader import check_inputs
     from specbench.errors import ConfigError
     from specbench.experiments.registry import load_config
 
     config = load_config(path)
-    if config_kind(config) != kind:
-        raise ConfigError(f'{path}: this command needs a job with kind = "{kind}"')
+    if kind is not None and config_kind(config) != kind:
+        raise ConfigError(f'{path}: this command needs a job with kind = "{kind}", not '
+                          f'"{config_kind(config)}". Fix: give it a {kind} job file, or run this one with '
+                          f"`specbench run {path}`.")
+    check_inputs(path, config, load_config)
     return config
+
+
+def _job_of_kind(path: Path, kind: str):  # type: ignore[no-untyped-def]
+    """The loaded job file, which must be of `kind` (the convenience verbs)."""
+    return _checked_config(path, kind)
 
 
 def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
@@ -48,11 +59,13 @@ def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from specbench.experiments.runner import run_file
 
+    _checked_config(args.file)
     for line in run_file(args.file, _options(args)):
         print(line)
     print(
-        "Open the runs with `specbench ui` (MLflow UI on http://127.0.0.1:5000), or list them with "
-        "`specbench runs`."
+        "Open the runs with `specbench ui` (MLflow UI on http://127.0.0.1:5000), list them with "
+        "`specbench runs`, or put two side by side with `specbench compare RUN_A RUN_B` (a suite's parent "
+        "run holds its jobs' headline metrics)."
     )
     return 0
 
@@ -61,7 +74,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from specbench.config import SuiteConfig, config_kind
     from specbench.experiments.registry import load_config
 
-    config = load_config(args.file)
+    config = _checked_config(args.file)
     if config_kind(config) == "nightly":
         from specbench.experiments.nightly import validate
 
@@ -162,8 +175,8 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 def cmd_baseline(args: argparse.Namespace) -> int:
     from specbench.tracking.baseline import set_baseline
 
-    name = set_baseline(args.run_id, args.tracking_uri, args.reason)
-    print(f"run {args.run_id} ({name}) is now the baseline of its job")
+    run_id, name = set_baseline(args.run_id, args.tracking_uri, args.reason)  # a full id or a unique prefix
+    print(f"run {run_id} ({name}) is now the baseline of its job")
     return 0
 
 
@@ -186,9 +199,13 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_data_check(args: argparse.Namespace) -> int:
-    from specbench.data.resolver import check_all
+    import time
 
-    root, how, checks = check_all()
+    from specbench.data.resolver import CHECKSUMS
+    from specbench.data.verify import check_data
+
+    start = time.perf_counter()
+    root, how, checks = check_data(full=args.full)
     print(f"data directory: {root} (from {how})")
     if not root.is_dir():
         print(
@@ -200,11 +217,12 @@ def cmd_data_check(args: argparse.Namespace) -> int:
     for c in checks:
         print(f"  {'ok     ' if c.ok else 'PROBLEM'} {c.file.relpath}" + ("" if c.ok else f": {c.problem}"))
     for c in bad:
-        print(
-            f"  fix {c.file.relpath}: it is the {c.file.what}; get it from {c.file.source} and place it at "
-            f"{c.path}"
-        )
-    print(f"{len(checks) - len(bad)} of {len(checks)} files ok")
+        print(f"  fix {c.file.relpath}: {c.fix}")
+    content = "every file's content read" if args.full else "the content of changed files read"
+    print(
+        f"{len(checks) - len(bad)} of {len(checks)} files ok (sha256 and size compared with "
+        f"{CHECKSUMS.name}, {content}; {time.perf_counter() - start:.2f} s)"
+    )
     return 1 if bad else 0
 
 
@@ -229,6 +247,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         lattice_dir=args.lattice_dir,
         partial_every_ms=args.partial_every_ms,
         min_active=args.min_active,
+        workers=args.workers,
     )
     print(json.dumps(summary, indent=2))
     return 1 if summary["failed"] == summary["utterances"] else 0
@@ -239,12 +258,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specbench.tracking.compare import compare_runs
     from specbench.tracking.runs import TrackedRun
 
-    comparison = compare_runs(args.run_ids, args.tracking_uri)
+    comparison = compare_runs(args.run_ids, args.tracking_uri)  # full ids or unique prefixes
     print(render_text(comparison, args.all))
     if not args.no_artifact:
-        name = "compare-" + "-".join(i[:8] for i in args.run_ids)
+        full_ids = comparison.run_ids
+        name = "compare-" + "-".join(i[:8] for i in full_ids)
         with TrackedRun(
-            "compare", name, args.tracking_uri, {"kind": "compare", "compare.runs": ",".join(args.run_ids)}
+            "compare", name, args.tracking_uri, {"kind": "compare", "compare.runs": ",".join(full_ids)}
         ) as run:
             run.log_text(render_html(comparison, args.all), "compare.html")
             print(f"\nHTML table: artifact compare.html of run {run.run_id} (experiment 'compare')")
@@ -278,32 +298,39 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
-    import signal
-
     from specbench.tracking.ui import start_ui
 
     uri = f"sqlite:///{args.store.resolve()}" if args.store else args.tracking_uri
     if args.store:
         args.store.parent.mkdir(parents=True, exist_ok=True)
-    proc, address = start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    print(
-        f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs log to it with "
-        f"`specbench --tracking-uri {address} ...`; Ctrl-C or SIGTERM stops it",
-        flush=True,
-    )
-    return _serve_until_stopped(proc)
+    return _serve(lambda: start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts),
+                  lambda address: f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs "
+                  f"log to it with `specbench --tracking-uri {address} ...`; Ctrl-C or SIGTERM stops it")
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
     from specbench.tracking.store import resolve_tracking_uri
     from specbench.tracking.ui import start_ui
 
-    proc, address = start_ui(args.tracking_uri, host=args.host, port=args.port)
-    print(
-        f"MLflow UI for {resolve_tracking_uri(args.tracking_uri)} at {address} (Ctrl-C stops it)", flush=True
-    )
-    return _serve_until_stopped(proc)
+    return _serve(lambda: start_ui(args.tracking_uri, host=args.host, port=args.port),
+                  lambda address: f"MLflow UI for {resolve_tracking_uri(args.tracking_uri)} at {address} (Ctrl-C "
+                  "or SIGTERM stops it)")
+
+
+def _serve(start, describe) -> int:  # noqa: ANN001 - () -> (Popen, address), address -> str
+    """Start an MLflow server, print `describe(address)`, and serve until it exits, Ctrl-C or SIGTERM (even
+    one that comes while it starts); then stop its whole process group."""
+    from specbench.tracking.ui import interrupted_by_signals, stop
+
+    proc = None
+    with interrupted_by_signals():
+        try:
+            proc, address = start()
+            print(describe(address), flush=True)
+            return _serve_until_stopped(proc)
+        finally:
+            if proc is not None:
+                stop(proc)  # a no-op once stopped; covers a signal between the start and the wait
 
 
 def _serve_until_stopped(proc) -> int:  # noqa: ANN001 - a subprocess.Popen

@@ -134,7 +134,11 @@ def _add_baseline(sub) -> None:  # noqa: ANN001
         dest="baseline_command", required=True
     )
     bset = _verb(base, "set", cmd_baseline, "make a run the baseline of its job")
-    bset.add_argument("run_id")
+    bset.add_argument(
+        "run_id",
+        metavar="RUN_ID",
+        help="a run id, or any unique prefix of one (as `specbench runs` prints it)",
+    )
     bset.add_argument(
         "--reason",
         help="why the baseline is reset (kept as the run's baseline.reason tag), e.g. "
@@ -144,7 +148,15 @@ def _add_baseline(sub) -> None:  # noqa: ANN001
 
 def _add_data(sub) -> None:  # noqa: ANN001
     data = sub.add_parser("data", help="the shared data").add_subparsers(dest="data_command", required=True)
-    _verb(data, "check", cmd_data_check, "verify every file the jobs read")
+    check = _verb(
+        data, "check", cmd_data_check,
+        "verify every shipped data file: present, readable and identical to its recorded sha256",
+    )
+    check.add_argument(
+        "--full",
+        action="store_true",
+        help="also read every file with the project's readers (about 2 s; by default only changed files are)",
+    )
     _verb(data, "speech", cmd_data_speech, "synthesize the speech corpus of a speech job", "a speech job")
 
 
@@ -218,6 +230,10 @@ def _add_decode(sub) -> None:  # noqa: ANN001
         "--lattice-beam", type=float, help="keep lattices within this beam (default 8 with --lattice-dir)"
     )
     dec.add_argument("--lattice-dir", type=Path, help="write one OpenFst word lattice per utterance here")
+    dec.add_argument(
+        "--workers", type=int, help="decoders in parallel, as Ray actors sharing one memory-mapped graph "
+        "(cpu, cpu_numpy, kaldi; default: one per core from 300,000 frames on, else 1; 1: no Ray)"
+    )
     dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio")
 
 
@@ -229,7 +245,12 @@ def _add_compare(sub) -> None:  # noqa: ANN001
         "params and metrics of runs side by side, with deltas (only what "
         "differs unless --all); the HTML table is kept as an MLflow artifact",
     )
-    cmp.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    cmp.add_argument(
+        "run_ids",
+        nargs="+",
+        metavar="RUN_ID",
+        help="run ids, or unique prefixes of them (as `specbench runs` prints them)",
+    )
     cmp.add_argument("--all", action="store_true", help="show every param and metric, not only differences")
     cmp.add_argument("--no-artifact", action="store_true", help="print only; log no `compare` run")
 

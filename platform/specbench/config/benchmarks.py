@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from specbench.config.jobs import TrackingSection
+from specbench.config.jobs import AM_FIX, BPE_FIX, LM_FIX, MT_WAITK_FIX, TrackingSection
 from specbench.config.loader import config_choices as _choices
+from specbench.config.loader import config_input as _input
 from specbench.config.loader import config_range as _range
 
 # cpu_scaling: the compiled backend on 1, 2, ..., all cores; cpu_startup: its start-up, cold and cached
@@ -44,7 +45,7 @@ class BenchAcousticConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_acoustic"
     name: str = "acoustic"
-    checkpoint: Path = Path("models/am_slurp.pt")  # project root
+    checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX))  # project root
     utterances: int = field(default=40, metadata=_range(1, 100000))
     audio: Path | None = None  # time inference on the 16 kHz WAV files of this folder instead of synthesizing
 
@@ -59,6 +60,9 @@ class BenchDecoderConfig(BenchConfig):
     graph_job: Path = Path("graph_slurp.toml")  # its TLG, unless `graph` names one
     graph: Path | None = None  # an OpenFst const graph (project root)
     scores: Path = Path(".specbench/scores/am_slurp/test.parquet")  # project root; .parquet or .npz
+    # an `eval_am` job (relative to the job file) whose test scores to decode instead of `scores`: the ones
+    # it writes to the work directory's scores/<its name>/test.parquet (a suite runs it first)
+    scores_job: Path | None = None
     utterances: int = field(default=1000, metadata=_range(1, 100000))  # the first N held-out-voice ids
     beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
@@ -84,8 +88,8 @@ class BenchSimultransConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_simultrans"
     name: str = "simultrans"
-    model: Path = Path("models/mt_waitk.pt")  # project root
-    bpe: Path = Path("models/mt_bpe.model")
+    model: Path = field(default=Path("models/mt_waitk.pt"), metadata=_input(MT_WAITK_FIX))  # project root
+    bpe: Path = field(default=Path("models/mt_bpe.model"), metadata=_input(BPE_FIX))
     k: int = field(default=3, metadata=_range(1, 100))
     beam: int = field(default=5, metadata=_range(1, 100))
     window: int = field(default=2, metadata=_range(0, 20))
@@ -99,7 +103,7 @@ class BenchCompletionConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_completion"
     name: str = "completion"
-    lm: Path = Path("models/lm_slurp.pt")  # project root
+    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX))  # project root
     prefixes: int = field(default=2000, metadata=_range(1, 1_000_000))  # completed in batches
     single: int = field(default=200, metadata=_range(0, 1_000_000))  # of them also one at a time
     device: str = field(default="auto", metadata=_choices("cpu", "cuda", "auto"))

@@ -1,10 +1,16 @@
 """`specbench nightly jobs/nightly.toml`: run the nightly suite, compare every headline metric with its
-baseline under the file's tolerances, write a regression report (Markdown, HTML, a plot) as an artifact of a
-`nightly-report` run, and fail (naming the metric, the baseline value and the new value) on any regression.
+baseline under the file's tolerances, write a regression report (Markdown, HTML, a plot), and fail (naming the
+metric, the baseline value and the new value) on any regression.
+
+The nightly is one parent MLflow run (`kind = nightly`, in the file's `[tracking] experiment`) with each job
+as a nested child run in the same experiment (`experiments/runner.py`): the parent carries the children's
+headline metrics, the report as artifacts, `nightly.checks` and `nightly.regressions`, and the printed
+summary as its description; it ends FAILED when there is a regression.
 
 Checked before anything runs: every job file loads, and every headline metric the jobs produce
 (the registry's `nightly_metrics`) has a `[[tolerance]]`. The baseline of a job's run is the run of the same job
-tagged `baseline=true` (`specbench baseline set RUN_ID`), else the latest finished earlier nightly run.
+(same experiment and run name) tagged `baseline=true` (`specbench baseline set RUN_ID`), else the latest
+finished earlier nightly run of that job.
 """
 
 from __future__ import annotations
@@ -17,10 +23,9 @@ from typing import Any
 from specbench.config import NightlyConfig, ToleranceRule, config_kind
 from specbench.errors import ConfigError, SpecbenchError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
-from specbench.experiments.runner import run_job
+from specbench.experiments.runner import JobRun, SuiteRun
 from specbench.reports.nightly import Check, render_html, render_markdown, write_plot
-from specbench.tracking.baseline import find_baseline, run_summary
-from specbench.tracking.runs import TrackedRun
+from specbench.tracking.baseline import find_baseline
 
 
 class RegressionError(SpecbenchError):
@@ -64,41 +69,51 @@ def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
     return jobs
 
 
+def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nightly_id: str,
+              opts: RunOptions) -> list[Check]:
+    """The job's headline metrics against its baseline (see the module docstring)."""
+    checks = []
+    base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri)
+    metrics = job.metrics
+    wanted = list(JOBS[config_kind(job_config)].nightly_metrics) + [
+        m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
+    for metric in wanted:
+        if metric not in metrics:
+            checks.append(Check(job.run_name, metric, math.nan, None, None, rules[metric],
+                                "the job did not log it"))
+            continue
+        old = base[1].get(metric) if base else None
+        checks.append(Check(job.run_name, metric, metrics[metric], old, base[0] if base else None, rules[metric],
+                            judge(rules[metric], metrics[metric], old)))
+    return checks
+
+
 def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str]:
     jobs = validate(path, config)
     nightly_id = uuid.uuid4().hex[:12]
     rules = {r.metric: r for r in config.tolerance}
     lines, checks = [f"nightly {nightly_id}: {len(jobs)} jobs"], []
-    for job, job_config in jobs:
-        job_lines, run_id = run_job(job, job_config, opts, suite="nightly", extra_tags={"nightly.id": nightly_id})
-        lines += job_lines
-        experiment_id, run_name, metrics = run_summary(run_id, opts.tracking_uri)
-        base = find_baseline(experiment_id, run_name, nightly_id, opts.tracking_uri)
-        wanted = list(JOBS[config_kind(job_config)].nightly_metrics) + [
-            m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
-        for metric in wanted:
-            if metric not in metrics:
-                checks.append(Check(run_name, metric, math.nan, None, None, rules[metric],
-                                    "the job did not log it"))
-                continue
-            old = base[1].get(metric) if base else None
-            checks.append(Check(run_name, metric, metrics[metric], old, base[0] if base else None, rules[metric],
-                                judge(rules[metric], metrics[metric], old)))
-    with TrackedRun(config.tracking.experiment, f"nightly-report-{config.name}", opts.tracking_uri,
-                    {"kind": "nightly-report", "suite": "nightly", "nightly.id": nightly_id}) as run:
+    with SuiteRun(config.tracking.experiment, config.name, "nightly", opts, path, [j for j, _ in jobs],
+                  {"nightly.id": nightly_id}) as suite:
+        for job, job_config in jobs:
+            done = suite.run_job(job, job_config, suite_tag="nightly", extra_tags={"nightly.id": nightly_id})
+            lines += done.lines
+            checks += checks_of(done, job_config, rules, nightly_id, opts)
+        run = suite.run
         run.log_text(render_markdown(checks, nightly_id), "regression_report.md")
         run.log_text(render_html(checks, nightly_id), "regression_report.html")
         with write_plot(checks) as plot:
             run.log_artifact(plot)
-        run.log_metrics({"nightly.checks": float(len(checks)),
-                         "nightly.regressions": float(sum(c.problem is not None for c in checks))})
-        lines.append(f"  report: artifacts regression_report.md/.html of run {run.run_id}")
-    bad = [c for c in checks if c.problem]
-    lines += [f"  {c.verdict:16} {c.job} {c.metric}: {c.new:.6g} (baseline {c.baseline if c.baseline is not None else '-'})"
-              for c in checks]
-    if bad:
-        print("\n".join(lines))
-        raise RegressionError("nightly regressions: " + "; ".join(
+        bad = [c for c in checks if c.problem]
+        run.log_metrics({"nightly.checks": float(len(checks)), "nightly.regressions": float(len(bad))})
+        verdicts = [f"  {c.verdict:16} {c.job} {c.metric}: {c.new:.6g} (baseline "
+                    f"{c.baseline if c.baseline is not None else '-'})" for c in checks]
+        report = [f"  report: artifacts regression_report.md/.html of run {run.run_id}"]
+        if not bad:
+            return lines + suite.finish([*verdicts, *report])
+        error = RegressionError("nightly regressions: " + "; ".join(
             f"{c.metric} ({c.job}): baseline {c.baseline if c.baseline is not None else '-'}, new {c.new:.6g}: "
             f"{c.problem}" for c in bad))
-    return lines
+        run.set_description([*suite.summary(), *verdicts, *report])
+        print("\n".join([*lines, *suite.summary(), *verdicts, *report]))
+        raise error

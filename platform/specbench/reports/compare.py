@@ -1,13 +1,18 @@
 """The tables of `specbench compare`: plain text for the terminal and a standalone HTML page (kept as an
-MLflow artifact), one column per run, deltas against the first run."""
+MLflow artifact), one column per run, deltas against the first run. The headline metrics
+(`reports.headline`) come first and are always shown, equal or not: they are what two runs, two suites' parent
+runs above all, are compared by; the other params and metrics follow, only those that differ unless asked
+for all."""
 
 from __future__ import annotations
 
 import html
 from typing import TYPE_CHECKING
 
+from specbench.reports.headline import HEADLINE_METRICS
+
 if TYPE_CHECKING:
-    from specbench.tracking.compare import Comparison
+    from specbench.tracking.compare import Comparison, Row
 
 
 def _fmt(value: object) -> str:
@@ -22,11 +27,22 @@ def _fmt_delta(delta: float | None) -> str:
     return "" if delta is None or delta == 0 else f" ({delta:+.4g})"
 
 
+def _is_headline(row: Row) -> bool:
+    return row.kind == "metric" and row.name in HEADLINE_METRICS
+
+
+def shown_rows(comparison: Comparison, show_all: bool = False) -> list[Row]:
+    """The headline metrics any of the runs has, then the other rows that differ (every row with
+    `show_all`)."""
+    return ([r for r in comparison.rows if _is_headline(r)]
+            + [r for r in comparison.shown(show_all) if not _is_headline(r)])
+
+
 def render_text(comparison: Comparison, show_all: bool = False) -> str:
     """A plain table: one column per run, deltas in parentheses against the first run."""
     header = ["", *(f"{n} [{i[:8]}]" for n, i in zip(comparison.run_names, comparison.run_ids, strict=True))]
     body = []
-    for row in comparison.shown(show_all):
+    for row in shown_rows(comparison, show_all):
         cells = [f"{row.kind} {row.name}"]
         for value, delta in zip(row.values, row.deltas(), strict=True):
             cells.append(_fmt(value) + _fmt_delta(delta))
@@ -44,7 +60,7 @@ def render_html(comparison: Comparison, show_all: bool = False) -> str:
     head = "".join(f"<th>{html.escape(n)}<br><code>{html.escape(i)}</code></th>"
                    for n, i in zip(comparison.run_names, comparison.run_ids, strict=True))
     rows = []
-    for row in comparison.shown(show_all):
+    for row in shown_rows(comparison, show_all):
         cells = "".join(f"<td>{html.escape(_fmt(v))}<span class=d>{html.escape(_fmt_delta(d))}</span></td>"
                         for v, d in zip(row.values, row.deltas(), strict=True))
         cls = " class=diff" if row.differs else ""

@@ -1,4 +1,5 @@
-"""Headline scalars: the few metrics per job that `specbench runs` shows and the nightly compares.
+"""Headline scalars: the few metrics per job that `specbench runs` shows, the nightly compares and a suite's
+parent run carries (so that two suites compare in one row each).
 
 Each entry: metric name -> one-line definition (the README lists the same table). Which job kind logs which
 of them, and which the nightly compares, is in the experiment registry (`experiments/registry.py`).
@@ -22,6 +23,8 @@ HEADLINE_METRICS: dict[str, str] = {
     "decoder.speedup_vs_kaldi": "Kaldi FasterDecoder seconds on one core / fastest GPU configuration seconds, same "
                                 "utterances, graph and beams, one run",
     "decoder.cpu_vs_kaldi": "Kaldi FasterDecoder seconds / our CPU backend seconds, both on one core, one run",
+    "decoder.cpu_vs_kaldi_median": "the same ratio as the median over rounds of the two decoders timed "
+                                   "alternately (steadier on a busy machine)",
     "decoder.onebest_identical": "fraction of utterances whose GPU (without a GPU: twin) 1-best words equal the "
                                  "CPU backend's, total cost within 1e-3",
     "decoder.lattice_density": "lattice arcs per frame at lattice beam 8",
@@ -31,6 +34,8 @@ HEADLINE_METRICS: dict[str, str] = {
     "prefetch.success_at_fail10": "LM + personal predictions, confidence with the personal feature: successful "
                                   "prefetches over evaluated test requests at the threshold chosen on devel users "
                                   "for at most 10% failed",
+    "prefetch.failed_at_fail10": "failed prefetches (a wrong prediction prefetched) over evaluated test requests, "
+                                 "same configuration and threshold",
     "prefetch.gain_ms_all_at_fail10": "mean prediction gain (end of speech minus the partial's last frame, ms) "
                                       "over all evaluated test requests (0 without success), same threshold",
     "prefetch.oracle_rate": "test requests for which some prediction (LM or personal), at some partial, adds a "

@@ -4,6 +4,11 @@
 embedded SQLite file), logs params, tags and metrics in batches (`log_batch`: one request, not one per
 value), and uploads artifacts. Used as a context manager, a job that raises ends its run FAILED with the
 error recorded as a tag and an artifact; only a job that returns ends FINISHED.
+
+A run opened with `parent=` is a nested child run of that one (MLflow's `mlflow.parentRunId` tag, what
+`mlflow.start_run(nested=True)` sets): a suite is one parent run with a child run per job, all in the
+suite's experiment, so that the MLflow UI lists the children under their parent. `set_description` writes
+the run's description (`mlflow.note.content`, shown on the run's page).
 """
 
 from __future__ import annotations
@@ -28,6 +33,9 @@ from specbench.tracking.journal import Journal, apply, is_unreachable
 from specbench.tracking.store import local_artifact_root, quiet_mlflow, resolve_tracking_uri
 
 _MAX_PARAM_LEN = 6000
+PARENT_TAG = "mlflow.parentRunId"  # what MLflow's nested runs carry
+DESCRIPTION_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
+OFFLINE_PREFIX = "offline-"  # the id of a run that could not be created yet: offline-<journal name>
 
 
 def git_commit(root: Path | None = None) -> str:
@@ -59,11 +67,15 @@ class TrackedRun:
 
     Every logging call goes through a local journal (tracking.journal): when the tracking server cannot be
     reached, the run carries on offline, keeps what it could not send beside the journal, and says on
-    stderr how to send it later (`specbench sync`); nothing is lost and the job is not stopped.
+    stderr how to send it later (`specbench sync`); nothing is lost and the job is not stopped. The child
+    of an offline parent starts offline too, so that `specbench sync` can point it at the parent's new id.
+
+    `metrics` holds the latest value of every metric logged with `log_metrics` (the suite's parent run
+    reads its children's headline metrics from it, online or not).
     """
 
     def __init__(self, experiment: str, run_name: str, tracking_uri: str | None = None,
-                 tags: Mapping[str, str] | None = None) -> None:
+                 tags: Mapping[str, str] | None = None, parent: TrackedRun | None = None) -> None:
         quiet_mlflow()
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
         self.client = MlflowClient(tracking_uri=self.tracking_uri)
@@ -73,13 +85,21 @@ class TrackedRun:
             "hardware": describe(),
         }
         base_tags.update(tags or {})
+        if parent is not None:
+            base_tags[PARENT_TAG] = parent.run_id
+        self.experiment = experiment
+        self.run_name = run_name
+        self.metrics: dict[str, float] = {}
         self.journal = Journal()
         self.offline = False
         self._ended = False
+        self._described = False
         create = {"op": "create", "tracking_uri": self.tracking_uri, "experiment": experiment,
                   "run_name": run_name, "tags": {k: str(v) for k, v in base_tags.items()},
                   "start_ms": int(time.time() * 1000)}
         try:
+            if parent is not None and parent.offline:
+                raise ConnectionError(f"the parent run {parent.run_id} is offline")
             exp_id = experiment_id(self.client, experiment)
             run = self.client.create_run(exp_id, run_name=run_name, tags=create["tags"],
                                          start_time=create["start_ms"])
@@ -90,7 +110,7 @@ class TrackedRun:
             if not is_unreachable(err):
                 raise
             self._go_offline(err)
-            self.run_id = f"offline-{self.journal.path.stem}"
+            self.run_id = f"{OFFLINE_PREFIX}{self.journal.path.stem}"
             self.experiment_id = ""
             self.journal.add({**create, "run_id": None}, sent=False)
 
@@ -123,9 +143,17 @@ class TrackedRun:
         if tags:
             self._do({"op": "tags", "tags": {k: str(v) for k, v in tags.items()}})
 
+    def set_description(self, lines: list[str]) -> None:
+        """The run's description in the MLflow UI: `lines` (a job's or suite's summary, as the command line
+        prints it) as a preformatted block."""
+        body = "\n".join(line.rstrip() for line in lines)
+        self.set_tags({DESCRIPTION_TAG: f"```text\n{body}\n```"})
+        self._described = True
+
     def log_metrics(self, metrics: Mapping[str, float], step: int = 0) -> None:
         """Log many metrics at one step in batched requests; non-finite values are logged as they are."""
         now = int(time.time() * 1000)
+        self.metrics.update({k: float(v) for k, v in metrics.items()})
         self._do({"op": "metrics", "metrics": [(k, float(v), now, int(step)) for k, v in metrics.items()]})
 
     def log_curve(self, name: str, values: list[float], steps: list[int] | None = None) -> None:
@@ -169,6 +197,8 @@ class TrackedRun:
         message = f"{type(error).__name__}: {error}"
         try:
             self.set_tags({"error": message[:5000], "error_type": type(error).__name__})
+            if not self._described:
+                self.set_description([f"{self.run_name}: FAILED", f"  {message[:2000]}"])
             self.log_text("".join(traceback.format_exception(error)), "error.txt")
         finally:
             self._end("FAILED")
@@ -185,7 +215,8 @@ class TrackedRun:
 
 
 def sync_journals() -> list[tuple[str, str, int]]:
-    """Send every kept journal (runs logged while their server was unreachable): [(journal, run id, ops)]."""
+    """Send every kept journal (runs logged while their server was unreachable): [(journal, run id, ops)].
+    A child run whose parent was offline too is then pointed at the parent's new run id."""
     from specbench.tracking.journal import journal_dir, replay
 
     def create(client: MlflowClient, op: dict[str, Any]) -> str:
@@ -194,7 +225,18 @@ def sync_journals() -> list[tuple[str, str, int]]:
 
     quiet_mlflow()
     done = []
+    new_ids: dict[str, str] = {}  # offline-<journal name> -> the run id the replay created
+    orphans: list[tuple[MlflowClient, str, str]] = []  # (client, child run id, its parent's offline id)
     for path in sorted(journal_dir().glob("*.jsonl")):
-        run_id, count = replay(path, lambda uri: MlflowClient(tracking_uri=uri), create)
+        first = Journal(path).entries()[0]
+        client = MlflowClient(tracking_uri=first["tracking_uri"])
+        run_id, count = replay(path, lambda uri, client=client: client, create)
+        new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
+        parent = first.get("tags", {}).get(PARENT_TAG, "")
+        if parent.startswith(OFFLINE_PREFIX):
+            orphans.append((client, run_id, parent))
         done.append((path.name, run_id, count))
+    for client, run_id, parent in orphans:
+        if parent in new_ids:
+            client.set_tag(run_id, PARENT_TAG, new_ids[parent])
     return done

@@ -33,13 +33,13 @@ from specbench.benchmarks.decoder.cpu_scaling import (
 )
 from specbench.benchmarks.decoder.gpu_processes import gpu_state, run_gpu_processes
 from specbench.benchmarks.decoder.workloads import Workload, load_scores, load_workload
-from specbench.config import BenchDecoderConfig, GraphConfig
+from specbench.config import BenchDecoderConfig, EvalAmConfig, GraphConfig
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.hardware import describe, limit_threads
-from specbench.paths import from_root
+from specbench.paths import from_root, work_dir
 
-__all__ = ["backend_names", "bench_decoder", "execute", "load_scores", "measure", "summary"]
+__all__ = ["backend_names", "bench_decoder", "execute", "load_scores", "measure", "scores_path", "summary"]
 
 GPU_MODES = ("gpu", "gpu_lattice")
 DEFAULT_WORKLOAD = "held_out_test"
@@ -209,10 +209,7 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
         from specbench.experiments.job_refs import referenced_job
 
         graph = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).tlg
-    scores = from_root(config.scores)
-    if not scores.is_file():
-        raise DataError(f"scores file {scores} does not exist. Fix: write it with `specbench run "
-                        "jobs/am_eval.toml`, or name another with `scores` (--scores)")
+    scores = scores_path(config, job_path)
     options = SearchOptions(beam=float(config.beam), max_active=int(config.max_active),
                             min_active=int(config.min_active), acoustic_scale=float(config.acoustic_scale),
                             lattice_beam=float(config.lattice_beam))
@@ -222,10 +219,32 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
                          ratio_rounds=config.ratio_rounds)
 
 
+def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
+    """The scores to decode: the test scores of the `eval_am` job `scores_job` names (where that job writes
+    them: the work directory's `scores/<its name>/test.parquet`), else `scores`; a missing file is an error
+    that says which job writes it."""
+    if config.scores_job is None:
+        scores = from_root(config.scores)
+        if not scores.is_file():
+            raise DataError(f"scores file {scores} does not exist. Fix: write it with `specbench run "
+                            "jobs/am_eval.toml`, or name another with `scores` (--scores)")
+        return scores
+    from specbench.experiments.job_refs import referenced_job
+
+    evaluation = referenced_job(job_path, "scores_job", config.scores_job, EvalAmConfig)
+    scores = work_dir() / "scores" / evaluation.name / "test.parquet"
+    if not scores.is_file():
+        raise DataError(f"scores file {scores} of scores_job = '{config.scores_job}' does not exist. Fix: run "
+                        f"that job first (`specbench run {config.scores_job}`; a suite lists it before this one)")
+    return scores
+
+
 def summary(result: dict[str, Any]) -> list[str]:
+    gpu = (f"GPU {result['decoder.speedup_vs_kaldi']:.2f}x Kaldi" if "decoder.speedup_vs_kaldi" in result
+           else f"GPU {result['gpu']}")
     return [(f"decoder benchmark on {result['utterances']} utterances: 1-best identical "
              f"{result.get('decoder.onebest_identical', float('nan')):.3f}, CPU backend "
-             f"{result.get('decoder.cpu_vs_kaldi', float('nan')):.2f}x Kaldi, GPU {result['gpu']}")]
+             f"{result.get('decoder.cpu_vs_kaldi', float('nan')):.2f}x Kaldi, {gpu}")]
 
 
 execute = harness.runner(measure, summary)
