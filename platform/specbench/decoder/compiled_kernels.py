@@ -142,14 +142,15 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
     frame's token list).
     """
     n = states.shape[0]
+    lattice = lattice_beam >= 0
     cand_new = np.empty(4096, dtype=np.float64)
     cand_src = np.empty(4096, dtype=np.int64)
     cand_dest = np.empty(4096, dtype=np.int64)
     cand_code = np.empty(4096, dtype=np.int64)
+    cand_link = np.empty(4096 if lattice_beam >= 0 else 0, dtype=np.float64)  # arc weight + acoustic cost
     arena_prev = np.empty(1024, dtype=np.int64)
     arena_code = np.empty(1024, dtype=np.int64)
     partials = np.empty((16, 3), dtype=np.int64)
-    lattice = lattice_beam >= 0
     emit_links = np.empty((1024 if lattice else 0, 4), dtype=np.int64)
     emit_cost = np.empty(1024 if lattice else 0, dtype=np.float64)
     eps_links = np.empty((256 if lattice else 0, 4), dtype=np.int64)
@@ -195,6 +196,8 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
                 cand_src = _grow(cand_src, need)
                 cand_dest = _grow(cand_dest, need)
                 cand_code = _grow(cand_code, need)
+                if lattice:
+                    cand_link = _grow(cand_link, need)
             for e in range(first, last):
                 packed = arc_packed[2 * e + 1]
                 new = c + arc_weight[2 * e] + row[packed & 0xFFFF]
@@ -206,6 +209,8 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
                 d, k = packed >> 16, code[e]
                 cand_new[stored], cand_src[stored] = new, i
                 cand_dest[stored], cand_code[stored] = d, k
+                if lattice:  # a bare emitting arc's closed weight is its own: the link's graph + acoustic cost
+                    cand_link[stored] = arc_weight[2 * e] + row[packed & 0xFFFF]
                 stored += 1
                 if new < dense_cost[d] or (new == dense_cost[d] and k < dense_code[d]):
                     dense_cost[d], dense_code[d] = new, k
@@ -246,7 +251,7 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
                     if rest == 0:
                         emit_links[emit_count, 0], emit_links[emit_count, 1] = frame, cand_src[j]
                         emit_links[emit_count, 2], emit_links[emit_count, 3] = dense_code[cand_dest[j]], arc
-                        emit_cost[emit_count] = emit_weight[arc] + row[emit_column[arc]]
+                        emit_cost[emit_count] = cand_link[j]
                         emit_count += 1
         else:
             for j in range(m):

@@ -4,10 +4,9 @@ as `lattice.prune_lattice` (the numpy reference), array for array.
 The steps are the reference's: duplicate arcs (same nodes and labels) keep the lowest total cost, then the
 lowest acoustic cost, then the first recorded; nodes are the distinct (frame, state) pairs in ascending
 order; alpha (from the start node) and beta (to the final frame-T nodes) are relaxed frame by frame, the
-epsilon arcs of a frame to their fixed point in rounds where every arc reads the costs of the round before
-(as `np.minimum.at` over a fancy-indexed copy does); arcs with alpha + cost + beta within the beam of the
-best path are kept, with their nodes renumbered (the start node first) and sorted by (src, dst, ilabel,
-olabel). No step sorts the whole lattice: nodes are grouped by frame and arcs by source node with
+epsilon arcs of a frame to their fixed point (the reference's costs, see `_relax`); arcs with alpha + cost +
+beta within the beam of the best path are kept, with their nodes renumbered (the start node first) and
+sorted by (src, dst, ilabel, olabel). No step sorts the whole lattice: nodes are grouped by frame and arcs by source node with
 counting sorts, and only a frame's states or a node's arcs (a handful to a few hundred) are sorted.
 """
 
@@ -108,20 +107,17 @@ def _dedup(arcs, src, dst, ilabel, olabel, graph, acoustic, nodes):  # noqa: ANN
 
 @kernel
 def _relax(dist, tail, head, cost, arcs, count):  # noqa: ANN001, ANN201
-    """One round over arcs[:count]: every candidate reads `dist` as it was before the round; True when some
-    node got strictly cheaper."""
-    cand = np.empty(count)
-    old = np.empty(count)
-    for i in range(count):
-        cand[i] = dist[tail[arcs[i]]] + cost[arcs[i]]
-        old[i] = dist[head[arcs[i]]]
-    for i in range(count):
-        to = head[arcs[i]]
-        if cand[i] < dist[to]:
-            dist[to] = cand[i]
+    """One round over arcs[:count], in place (an arc may read a cost this round lowered); True when some
+    node got strictly cheaper. The reference's rounds read the costs of the round before; both reach the
+    same fixed point, value for value: with non-negative cycles a node's cost there is the lowest
+    left-to-right float sum over its paths (float addition is monotone), whatever the order of relaxation,
+    and in-place rounds need no more of them."""
     improved = False
     for i in range(count):
-        if cand[i] < old[i] and cand[i] == dist[head[arcs[i]]]:
+        a = arcs[i]
+        cand = dist[tail[a]] + cost[a]
+        if cand < dist[head[a]]:
+            dist[head[a]] = cand
             improved = True
     return improved
 
