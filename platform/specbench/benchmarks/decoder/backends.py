@@ -97,18 +97,32 @@ def time_twin(workload: Workload, options: SearchOptions) -> Timed:
     return all_as_lanes("twin", workload, one_best(options))
 
 
-def alternating_ratio(workload: Workload, options: SearchOptions, rounds: int) -> dict[str, object]:
-    """Kaldi and the compiled CPU backend timed one after the other `rounds` times over the workload (each
-    decoder built and warmed once), so that a busy machine slows both alike: the per-round ratios of Kaldi's
-    seconds to ours (`cpu_vs_kaldi_rounds`) and their median (`decoder.cpu_vs_kaldi_median`)."""
-    options = one_best(options)
-    kaldi, ours = make_decoder("kaldi", workload.graph, options), make_decoder("cpu", workload.graph, options)
+def alternating_ratio(workload: Workload, options: SearchOptions, rounds: int,
+                      lattices: bool = False) -> dict[str, object]:
+    """Kaldi and the compiled CPU backend (and, with `lattices`, the compiled backend with lattices) timed one
+    after the other `rounds` times over the workload (each decoder built and warmed once), so that a busy
+    machine slows them alike: the per-round ratios of Kaldi's seconds to ours (`cpu_vs_kaldi_rounds`) and
+    their median (`decoder.cpu_vs_kaldi_median`); with lattices also Kaldi's 1-best seconds to ours with
+    lattices (`cpu_lattice_vs_kaldi_rounds`, `decoder.cpu_lattice_vs_kaldi_median`) and our lattice time
+    over our 1-best time (`cpu_lattice_overhead_rounds`, `decoder.cpu_lattice_overhead_median`)."""
+    one = one_best(options)
+    decoders = {"kaldi": make_decoder("kaldi", workload.graph, one), "cpu": make_decoder("cpu", workload.graph, one)}
+    if lattices:
+        decoders["cpu_lattice"] = make_decoder("cpu", workload.graph, with_lattice(options))
     items = workload.items
-    for decoder in (kaldi, ours):
+    for decoder in decoders.values():
         decoder.decode(items[0][1], items[0][0])  # warm-up
-    ratios = []
+    seconds: dict[str, list[float]] = {name: [] for name in decoders}
     for _ in range(rounds):
-        kaldi_s, _ = harness.timed(lambda: [kaldi.decode(mat, utt_id) for utt_id, mat in items])
-        ours_s, _ = harness.timed(lambda: [ours.decode(mat, utt_id) for utt_id, mat in items])
-        ratios.append(kaldi_s / ours_s)
-    return {"cpu_vs_kaldi_rounds": ratios, "decoder.cpu_vs_kaldi_median": statistics.median(ratios)}
+        for name, decoder in decoders.items():
+            took, _ = harness.timed(lambda d=decoder: [d.decode(mat, utt_id) for utt_id, mat in items])
+            seconds[name].append(took)
+    out: dict[str, object] = {}
+    pairs = [("cpu_vs_kaldi", "kaldi", "cpu")]
+    if lattices:
+        pairs += [("cpu_lattice_vs_kaldi", "kaldi", "cpu_lattice"), ("cpu_lattice_overhead", "cpu_lattice", "cpu")]
+    for metric, numerator, denominator in pairs:
+        ratios = [n / d for n, d in zip(seconds[numerator], seconds[denominator], strict=True)]
+        out[f"{metric}_rounds"] = ratios
+        out[f"decoder.{metric}_median"] = statistics.median(ratios)
+    return out

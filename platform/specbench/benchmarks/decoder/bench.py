@@ -87,7 +87,8 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
                      status: dict[str, Any], result: dict[str, Any],
                      ratio_rounds: int = 0) -> dict[str, Timed]:
     """The in-process backends of `include`, in registry order, pinned to one core; then, with kaldi and cpu
-    included, `ratio_rounds` rounds of the two alternating (`backends.alternating_ratio`)."""
+    included, `ratio_rounds` rounds of the two (and cpu_lattice, when included) alternating
+    (`backends.alternating_ratio`)."""
     runs: dict[str, Timed] = {}
     with harness.one_core() as core:
         result["threads"]["cpu_core"] = core
@@ -99,8 +100,9 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
                 runs[name] = timed
                 _record(result, name, timed, workload.audio_seconds)
         if ratio_rounds and "kaldi" in runs and "cpu" in runs:
-            say(f"kaldi and cpu alternating, {ratio_rounds} rounds")
-            rounds = lambda: alternating_ratio(workload, options, ratio_rounds)  # noqa: E731
+            lattices = "cpu_lattice" in runs
+            say(f"kaldi and cpu{' (and cpu with lattices)' if lattices else ''} alternating, {ratio_rounds} rounds")
+            rounds = lambda: alternating_ratio(workload, options, ratio_rounds, lattices)  # noqa: E731
             result.update(_attempt(status, "cpu_vs_kaldi_rounds", rounds) or {})
     return runs
 
