@@ -55,7 +55,8 @@ fi
 # SPECBENCH_ASSUME_MISSING
 missing_of() {
   local installed
-  installed=" $(dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "$@" 2>/dev/null \
+  # dpkg-query exits 1 when it knows some package by no name at all (never installed, or purged): not an error
+  installed=" $({ dpkg-query -W -f='${Package} ${db:Status-Abbrev}\n' "$@" 2>/dev/null || true; } \
     | awk 'substr($2, 2, 1) == "i" {print $1}' | tr '\n' ' ') "
   local assumed=" ${SPECBENCH_ASSUME_MISSING:-} " pkg
   for pkg in "$@"; do

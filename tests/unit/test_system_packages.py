@@ -67,6 +67,19 @@ def test_check_only_reports_and_installs_nothing() -> None:
 
 
 @needs_dpkg
+def test_a_package_dpkg_has_never_heard_of_counts_as_missing(tmp_path: Path) -> None:
+    """A package that was never installed (or was purged) is unknown to dpkg-query, which then exits 1: it
+    is reported missing like the others, not taken for "nothing missing"."""
+    copy = tmp_path / "scripts" / SCRIPT.name
+    copy.parent.mkdir()
+    copy.write_text(SCRIPT.read_text().replace("OTHER_PACKAGES=(cmake", "OTHER_PACKAGES=(specbench-no-such-package cmake"))
+    proc = subprocess.run(["bash", str(copy), "--check"], capture_output=True, text=True, timeout=60, check=False,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("SPECBENCH_")})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "specbench-no-such-package" in proc.stdout
+
+
+@needs_dpkg
 def test_nothing_missing_is_a_fast_silent_no_op() -> None:
     check = _run("--check")
     if check.returncode != 0:
