@@ -166,6 +166,31 @@ def _bucket(frame, mask, frames):  # noqa: ANN001, ANN201
 
 
 @kernel
+def _within_beam(init, end_cost, src, dst, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, beam):  # noqa: ANN001, ANN201
+    """Forward-backward: (whether a complete path exists, alpha, the cost limit best + beam, the arcs with
+    alpha + cost + beta within it, in index order)."""
+    alpha, ok_a = _shortest(init, src, dst, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, False)
+    beta, ok_b = _shortest(end_cost, dst, src, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, True)
+    if not (ok_a and ok_b):
+        raise RuntimeError("lattice: epsilon relaxation did not converge (negative cycle?)")
+    best = np.inf
+    for i in range(alpha.shape[0]):
+        best = min(best, alpha[i] + end_cost[i])
+    m = src.shape[0]
+    within = np.empty(m, dtype=np.int64)
+    if not np.isfinite(best):
+        return False, alpha, np.inf, within[:0]
+    limit = best + beam + 1e-6 * max(1.0, abs(best))
+    count = 0
+    for i in range(m):
+        through = alpha[src[i]] + cost[i] + beta[dst[i]]
+        if np.isfinite(through) and through <= limit:
+            within[count] = i
+            count += 1
+    return True, alpha, limit, within[:count]
+
+
+@kernel
 def _nodes(start_state, sf, ss, df, ds, order, table):  # noqa: ANN001, ANN201
     """The distinct (frame, state) nodes of the start node and the arcs' ends, numbered as first seen (the
     start node 0), the arcs taken in `order` (by source frame): (node frame, node state, src, dst). An arc
@@ -228,24 +253,11 @@ def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acou
     cost = graph + acoustic
     init = np.full(n, np.inf)
     init[0] = 0.0
-    alpha, ok_a = _shortest(init, src, dst, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, False)
-    beta, ok_b = _shortest(end_cost, dst, src, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, True)
-    if not (ok_a and ok_b):
-        raise RuntimeError("lattice: epsilon relaxation did not converge (negative cycle?)")
-    best = np.inf
-    for i in range(n):
-        best = min(best, alpha[i] + end_cost[i])
-    if not np.isfinite(best):
+    found, alpha, limit, within = _within_beam(init, end_cost, src, dst, cost, eps_start, eps_arcs,
+                                               emit_start, emit_arcs, sizes, beam)
+    if not found:
         return None
-    limit = best + beam + 1e-6 * max(1.0, abs(best))
-    within = np.empty(m, dtype=np.int64)
-    count = 0
-    for i in range(m):
-        through = alpha[src[i]] + cost[i] + beta[dst[i]]
-        if np.isfinite(through) and through <= limit:
-            within[count] = i
-            count += 1
-    kept = _dedup(within[:count], src, dst, ilabel, olabel, graph, acoustic, n)
+    kept = _dedup(within, src, dst, ilabel, olabel, graph, acoustic, n)
     return _renumbered(kept, src, dst, ilabel, olabel, graph, acoustic, node_frame, node_state, 0, alpha,
                        end_cost, limit)
 
@@ -335,23 +347,11 @@ def _prune_links(counts, token_states, start, emit_links, emit_cost, eps_links, 
         end_cost[i] = final[token_states[i]]
     init = np.full(n, np.inf)
     init[base[0] + start] = 0.0
-    alpha, ok_a = _shortest(init, src, dst, cost, eps_start, eps_arcs, emit_start, emit_arcs, counts, False)
-    beta, ok_b = _shortest(end_cost, dst, src, cost, eps_start, eps_arcs, emit_start, emit_arcs, counts, True)
-    if not (ok_a and ok_b):
-        raise RuntimeError("lattice: epsilon relaxation did not converge (negative cycle?)")
-    best = np.inf
-    for i in range(base[frames], n):
-        best = min(best, alpha[i] + end_cost[i])
-    if not np.isfinite(best):
+    found, alpha, limit, within = _within_beam(init, end_cost, src, dst, cost, eps_start, eps_arcs,
+                                               emit_start, emit_arcs, counts, beam)
+    if not found:
         return None
-    limit = best + beam + 1e-6 * max(1.0, abs(best))
-    within = np.empty(m, dtype=np.int64)
-    count = 0
-    for i in range(m):
-        through = alpha[src[i]] + cost[i] + beta[dst[i]]
-        if np.isfinite(through) and through <= limit:
-            within[count] = i
-            count += 1
+    count = within.shape[0]
     ilabel, olabel = np.zeros(count, dtype=np.int32), np.empty(count, dtype=np.int32)
     graph, acoustic = np.empty(count), np.zeros(count)
     k_src, k_dst = np.empty(count, dtype=np.int64), np.empty(count, dtype=np.int64)
