@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from specbench.cli import main
+from specbench.data.multi30k import read_pairs
+from specbench.data.resolver import data_dir
 from specbench.simultrans.checkpoint import load_mt
 from specbench.simultrans.search import full_sentence, wait_k
 from specbench.simultrans.tokenizer import EOS
@@ -24,8 +26,9 @@ waitk_model = "{waitk}"
 full_model = "{full}"
 bpe_model = "{bpe}"
 val_sentences = 16
-test_sentences = 16
-extra_test_splits = ["test_2017_flickr"]
+test_sentences = 6
+test_splits = ["test_2016_flickr", "test_2017_mscoco"]
+adaptive_split = "test_2017_mscoco"
 ks = [1, 3]
 grid_k = 3
 grid_beams = [3]
@@ -64,12 +67,21 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     mlflow.set_tracking_uri(uri)
     run = mlflow.search_runs(experiment_names=["simultrans_test"], output_format="list")[0]
     metrics = run.data.metrics
-    assert metrics["simul.bleu_full"] > 10
-    assert "simul.sbs_gain_bleu" in metrics and "simul.sbs_al_increase" in metrics
-    # a percentile interval need not contain the point estimate on 16 sentences; it is ordered
-    assert metrics["simul.sbs_gain_bleu_low"] <= metrics["simul.sbs_gain_bleu_high"]
-    assert metrics["simul.testtime_sbs_gain_bleu_low"] <= metrics["simul.testtime_sbs_gain_bleu_high"]
-    assert 0.0 <= metrics["simul.sbs_gain_no_win_share"] <= 1.0
+    client = mlflow.MlflowClient()
+    assert metrics["simul.bleu_full_pooled"] > 10
+    # the headline and its decomposition, pooled (no prefix), per test set and on val, for both models
+    for prefix in ("simul.", "simul.test_2016_flickr.", "simul.test_2017_mscoco.", "simul.val."):
+        for model in ("", "testtime_"):
+            for comparison in ("speculation", "sbs_vs_greedy", "tail_vs_greedy"):
+                name = f"{prefix}{model}{comparison}"
+                # a percentile interval need not contain the point estimate on 12 sentences; it is ordered
+                assert metrics[f"{name}_gain_bleu_low"] <= metrics[f"{name}_gain_bleu_high"]
+                assert 0.0 <= metrics[f"{name}_gain_no_win_share"] <= 1.0
+                assert f"{name}_laal_increase" in metrics and f"{name}_al_ref_increase" in metrics
+    # the decomposition adds up: SBS - greedy = (SBS - tail) + (tail - greedy), BLEU and LAAL alike
+    for field in ("gain_bleu", "laal_increase"):
+        assert metrics[f"simul.sbs_vs_greedy_{field}"] == pytest.approx(
+            metrics[f"simul.speculation_{field}"] + metrics[f"simul.tail_vs_greedy_{field}"], abs=1e-6)
     # the val grid was decoded with both rankings (per token by default, summed beside it) and each model took
     # the better one; the wait-k model's SBS at grid_k is decoded with the other ranking too
     assert run.data.params["simul.length_normalized_speculation"] == "True"
@@ -77,20 +89,69 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     assert {"simul.val_grid.waitk.b3.bleu", "simul.val_grid.waitk.b3.sum.bleu",
             "simul.val_grid.full.b3.sum.al"} <= set(metrics)
     assert {metrics["simul.waitk_ranking_per_token"], metrics["simul.full_ranking_per_token"]} <= {0.0, 1.0}
-    chosen = "per_token" if metrics["simul.waitk_ranking_per_token"] else "sum"
-    chosen_gain = metrics[f"simul.sbs_gain_bleu_{chosen}_ranking"]
-    assert chosen_gain == pytest.approx(metrics["simul.sbs_gain_bleu"], abs=1e-9)
-    # the second test set: curves at every k and the gain at grid_k, and the gain over both sets pooled
-    for prefix in ("simul.test_2017_flickr.sbs", "simul.test_2017_flickr.testtime_sbs", "simul.all_test.sbs",
-                   "simul.all_test.testtime_sbs"):
-        assert metrics[f"{prefix}_gain_bleu_low"] <= metrics[f"{prefix}_gain_bleu_high"]
-    history = mlflow.tracking.MlflowClient().get_metric_history(run.info.run_id,
-                                                               "simul.test_2017_flickr.waitk_sbs.bleu")
-    assert [m.step for m in history] == [0, 1]
     assert metrics["simul.sbs_length_ratio_sum_ranking"] > 0 and "simul.sbs_gain_bleu_sum_ranking" in metrics
-    history = mlflow.MlflowClient().get_metric_history(run.info.run_id, "simul.waitk_greedy.al")
-    assert [m.step for m in history] == [0, 1] and history[0].value < history[1].value  # k = 1, then 3
+    # curves per set with steps (one per k); latency in source words: reading the whole source first lags
+    # exactly the source's word count (no </s>), its token count otherwise (</s> included)
+    sources = {split: [s for s, _ in read_pairs(split)[:6]] for split in ("test_2016_flickr", "test_2017_mscoco")}
+    sources["pooled"] = sources["test_2016_flickr"] + sources["test_2017_mscoco"]
+    for split in ("test_2016_flickr", "test_2017_mscoco", "pooled"):
+        bleu = client.get_metric_history(run.info.run_id, f"simul.{split}.waitk_sbs.bleu")
+        laal = client.get_metric_history(run.info.run_id, f"simul.{split}.waitk_greedy.laal_words")
+        assert [m.step for m in bleu] == [0, 1] and laal[0].value < laal[1].value  # k = 1, then 3
+        words = sum(len(s.split()) for s in sources[split]) / len(sources[split])
+        assert metrics[f"simul.{split}.full_beam.laal_words"] == pytest.approx(words)
+        assert metrics[f"simul.{split}.full_beam.laal"] > words
+        assert 0 < metrics[f"simul.{split}.full_beam.brevity_penalty"] <= 1
+        assert 0 < metrics[f"simul.{split}.waitk_tail.precision_1"] <= 100
+        gains = client.get_metric_history(run.info.run_id, f"simul.{split}.waitk.speculation.gain")
+        assert [m.step for m in gains] == [0, 1]
+    assert {m.step for m in client.get_metric_history(
+        run.info.run_id, "simul.test_2017_mscoco.adaptive_sbs.bleu")} == {0}  # one threshold
     assert "bleu" in run.data.params["simul.bleu_signature"].lower() or "nrefs" in run.data.params[
         "simul.bleu_signature"]
-    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
-    assert {"simultrans_report.json", "bleu_vs_al.png", "bleu_vs_al_test_2017_flickr.png"} <= artifacts
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"simultrans_report.json", "bleu_vs_laal_test_2016_flickr.png", "bleu_vs_laal_test_2017_mscoco.png",
+            "bleu_vs_laal_pooled.png"} <= artifacts
+
+
+def _data_copy(tmp_path: Path) -> Path:
+    """A data folder of links to the shipped Multi30k files."""
+    shipped = data_dir()
+    copy = tmp_path / "data"
+    for src in (shipped / "multi30k").iterdir():
+        (copy / "multi30k").mkdir(parents=True, exist_ok=True)
+        (copy / "multi30k" / src.name).symlink_to(src)
+    return copy
+
+
+@pytest.mark.parametrize("damage, line, message", [
+    (lambda lines: lines[:6] + ["\n"] + lines[7:], 7, "is blank"),
+    (lambda lines: lines[:-2], 1070, "has no counterpart"),
+])
+def test_a_damaged_test_set_stops_the_job_before_any_decoding(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], damage, line: int,
+        message: str) -> None:
+    import gzip
+
+    data = _data_copy(tmp_path)
+    target = data / "multi30k" / "test_2018_flickr.en.gz"
+    with gzip.open(target, "rt", encoding="utf-8") as fh:
+        lines = fh.readlines()
+    target.unlink()
+    target.write_bytes(gzip.compress("".join(damage(lines)).encode()))
+    monkeypatch.setenv("SPECBENCH_DATA", str(data))
+    job = tmp_path / "simultrans.toml"
+    job.write_text(JOB.format(waitk=WAITK, full=FULL, bpe=BPE).replace(
+        'test_splits = ["test_2016_flickr", "test_2017_mscoco"]',
+        'test_splits = ["test_2016_flickr", "test_2018_flickr"]').replace(
+        'adaptive_split = "test_2017_mscoco"', 'adaptive_split = "test_2018_flickr"'))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["--tracking-uri", uri, "run", str(job)]) == 2
+    err = capsys.readouterr().err
+    (error,) = [e for e in err.splitlines() if e.startswith("specbench: error:")]
+    assert str(job) in error and "test_2018_flickr" in error and f"line {line}" in error and message in error
+    assert "Fix:" in error and "Traceback" not in err
+    assert "mt_waitk/waitk" not in err  # nothing was decoded
+    mlflow.set_tracking_uri(uri)
+    runs = mlflow.search_runs(experiment_names=["simultrans_test"], output_format="list")
+    assert all(r.info.status != "FINISHED" for r in runs)

@@ -240,7 +240,8 @@ def test_cli_bench_decoder_without_ray_mlflow_polars_tqdm(tmp_path: Path) -> Non
     assert result["decoder.onebest_compared"] == "twin (no GPU)"
 
 
-TINY_MT_BODY = """devel_sentences = 40
+TINY_MT_BODY = """train_sentences = 1500
+devel_sentences = 40
 bleu_sentences = 10
 
 [training]

@@ -33,11 +33,15 @@ def test_grid_keys_mark_only_the_other_ranking() -> None:
 
 
 @pytest.mark.parametrize("line, message", [
-    ('extra_test_splits = ["test_2017_flickrx"]', "'test_2017_flickrx': not allowed; allowed: 'train'"),
-    ('extra_test_splits = ["test_2016_flickr"]', "must name different splits"),
-    ('extra_test_splits = ["val"]', "none of them the val split 'val'"),
+    ('test_splits = ["test_2017_flickrx"]', "'test_2017_flickrx': not allowed; allowed: 'train'"),
+    ('test_splits = ["test_2016_flickr", "test_2016_flickr"]', "each once"),
+    ('test_splits = ["test_2016_flickr", "val"]', "none of them the val split 'val'"),
+    ("test_splits = []", "at least one split"),
+    ('test_splits = ["test_2017_mscoco"]', "adaptive_split 'test_2016_flickr' must be one of test_splits"),
+    ("grid_k = 4", "grid_k 4 must be one of ks"),
+    ('extra_test_splits = ["test_2017_flickr"]', "unknown key; allowed keys here"),  # the key before test_splits
 ])
-def test_extra_test_splits_are_checked_naming_the_job_file(tmp_path: Path, line: str, message: str) -> None:
+def test_test_splits_are_checked_naming_the_job_file(tmp_path: Path, line: str, message: str) -> None:
     job = tmp_path / "simultrans.toml"
     job.write_text(f'kind = "simultrans"\n{line}\n', encoding="utf-8")
     with pytest.raises(ConfigError) as error:
@@ -45,6 +49,8 @@ def test_extra_test_splits_are_checked_naming_the_job_file(tmp_path: Path, line:
     assert str(job) in str(error.value) and message in str(error.value)
 
 
-def test_extra_test_splits_default_to_none_and_the_shipped_job_adds_test_2017() -> None:
-    assert load_config(ROOT / "jobs" / "simultrans_quick.toml").extra_test_splits == ()
-    assert load_config(ROOT / "jobs" / "simultrans.toml").extra_test_splits == ("test_2017_flickr",)
+def test_every_multi30k_test_set_is_decoded_by_default_and_by_the_shipped_jobs() -> None:
+    every = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")
+    for name in ("simultrans.toml", "simultrans_quick.toml"):
+        config = load_config(ROOT / "jobs" / name)
+        assert config.test_splits == every and config.adaptive_split == "test_2016_flickr"

@@ -16,7 +16,8 @@ from specbench.simultrans.checkpoint import load_mt
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
-BODY = """devel_sentences = 60
+BODY = """train_sentences = 1500
+devel_sentences = 60
 bleu_sentences = 0
 
 [training]
@@ -45,7 +46,7 @@ def test_sbs_bleu_selection_keeps_the_epoch_with_the_highest_devel_sbs_bleu(
     config = load_config(path)
     card = run_train_mt(config, path, None, device="cpu")
     history = card["history"]
-    assert len(history) == 2
+    assert len(history) == 2 and card["train_pairs"] <= 1500  # train_sentences: the first 1,500 pairs
     assert all("selection_sbs_bleu" in h and "selection_greedy_bleu" in h for h in history)
     best = max(history, key=lambda h: h["selection_sbs_bleu"])
     assert card["best_epoch"] == best["epoch"]

@@ -16,6 +16,7 @@ from specbench.config.loader import config_choices as _choices
 from specbench.config.loader import config_input as _input
 from specbench.config.loader import config_range as _range
 from specbench.data.multi30k import SPLITS as MULTI30K_SPLITS
+from specbench.data.multi30k import TEST_SPLITS as MULTI30K_TEST_SPLITS
 from specbench.data.usage import UsageSettings
 from specbench.prediction.settings import CompletionSettings, ConfidenceSettings, LmSettings, LmTrainSettings
 from specbench.simultrans.settings import MtModelConfig, MtSelection, MtTrainSettings
@@ -196,6 +197,8 @@ class TrainMtConfig:
     bpe_model: Path = Path("models/mt_bpe.model")  # relative to the project root; shared by the MT jobs
     source: str = "de"
     target: str = "en"
+    # the first N training pairs (0: all 29,000); a smaller set trains in minutes, for smoke runs and tests
+    train_sentences: int = field(default=0, metadata=_range(0, 10_000_000))
     devel_sentences: int = field(default=1014, metadata=_range(1, 100000))  # from val, for devel loss
     bleu_sentences: int = field(default=300, metadata=_range(0, 100000))  # from val, greedy BLEU per epoch
     model: MtModelConfig = MtModelConfig()
@@ -226,12 +229,13 @@ class SimultransConfig:
     source: str = "de"
     target: str = "en"
     val_split: str = field(default="val", metadata=_choices(*MULTI30K_SPLITS))
-    test_split: str = field(default="test_2016_flickr", metadata=_choices(*MULTI30K_SPLITS))
-    # further test sets: greedy and SBS at every k with the settings chosen on val, the gain at grid_k per set
-    # and over all test sets pooled (the headline stays on test_split)
-    extra_test_splits: tuple[str, ...] = field(default=(), metadata=_choices(*MULTI30K_SPLITS))
+    # every test set is decoded the same way (greedy, tail beam and SBS at every k for both models, and the
+    # full-sentence baselines); the headline pools them. The adaptive policy's curves are decoded on
+    # adaptive_split, one of them.
+    test_splits: tuple[str, ...] = field(default=MULTI30K_TEST_SPLITS, metadata=_choices(*MULTI30K_SPLITS))
+    adaptive_split: str = field(default="test_2016_flickr", metadata=_choices(*MULTI30K_SPLITS))
     val_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
-    test_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    test_sentences: int = field(default=0, metadata=_range(0, 100000))  # per test set; 0: all
     ks: tuple[int, ...] = field(default=(1, 3, 5, 7, 9), metadata=_range(1, 100))
     grid_k: int = field(default=3, metadata=_range(1, 100))  # the k of the (b, w) grid and of the headline gain
     grid_beams: tuple[int, ...] = field(default=(3, 5, 7, 10), metadata=_range(1, 100))
@@ -252,10 +256,15 @@ class SimultransConfig:
             raise ValueError("ks, grid_beams, grid_windows and thresholds must each list at least one value")
         if {self.source, self.target} != {"de", "en"}:
             raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
-        splits = (self.test_split, *self.extra_test_splits)
-        if len(set(splits)) != len(splits) or self.val_split in splits:
-            raise ValueError(f"test_split and extra_test_splits must name different splits, none of them the "
-                             f"val split {self.val_split!r}; got {list(splits)}")
+        splits = self.test_splits
+        if not splits or len(set(splits)) != len(splits) or self.val_split in splits or "train" in splits:
+            raise ValueError(f"test_splits must name at least one split, each once, none of them the val split "
+                             f"{self.val_split!r} or train; got {list(splits)}")
+        if self.adaptive_split not in splits:
+            raise ValueError(f"adaptive_split {self.adaptive_split!r} must be one of test_splits {list(splits)}")
+        if self.grid_k not in self.ks:
+            raise ValueError(f"grid_k {self.grid_k} must be one of ks {list(self.ks)} (the headline is read at "
+                             "grid_k)")
 
 
 @dataclass(frozen=True)

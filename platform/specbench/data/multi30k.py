@@ -12,7 +12,8 @@ from pathlib import Path
 from specbench.data.resolver import data_file, malformed, text_lines
 from specbench.errors import DataError
 
-SPLITS = ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")
+TEST_SPLITS = ("test_2016_flickr", "test_2017_flickr", "test_2017_mscoco", "test_2018_flickr")
+SPLITS = ("train", "val", *TEST_SPLITS)
 LANGUAGES = ("de", "en")
 
 

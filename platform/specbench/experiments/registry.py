@@ -57,7 +57,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",)),
     JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy")),
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
-    JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full", "simul.sbs_gain_bleu")),
+    JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu")),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute"),
     JobKind(cfg.PredictiveAsrConfig, f"{_EXP}.predictive_asr.job:execute",

@@ -77,10 +77,11 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
     checkpoint)."""
     where = training_device(device)
     out, bpe_path = from_root(config.output), from_root(config.bpe_model)
-    train_pairs = read_pairs("train", config.source, config.target)
+    all_train_pairs = read_pairs("train", config.source, config.target)
+    train_pairs = all_train_pairs[:config.train_sentences] if config.train_sentences else all_train_pairs
     val_pairs = read_pairs("val", config.source, config.target)
     if not bpe_path.is_file():
-        train_bpe([s for pair in train_pairs for s in pair], bpe_path, config.model.vocab_size)
+        train_bpe([s for pair in all_train_pairs for s in pair], bpe_path, config.model.vocab_size)
     tokenizer = Tokenizer(bpe_path)
     if tokenizer.vocab_size != config.model.vocab_size:
         raise ConfigError(f"{job_path}: model.vocab_size = {config.model.vocab_size}, but the BPE model "
@@ -97,7 +98,10 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
     bleu_pairs = val_pairs[:config.bleu_sentences]
     torch.manual_seed(config.training.seed)
     model = MtTransformer(config.model).to(where)
-    tag = config_hash(config.model, config.training, f"{tokenizer.sha256}:{config.source}-{config.target}")
+    data_tag = f"{tokenizer.sha256}:{config.source}-{config.target}"
+    if config.train_sentences:  # a subset trains another model (the tag of a run on all pairs is unchanged)
+        data_tag += f":first{len(train_pairs)}"
+    tag = config_hash(config.model, config.training, data_tag)
     state_path = work_dir() / "checkpoints" / config.name / "last.pt"
     if config.training.threads == 0:
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))

@@ -28,8 +28,10 @@ HEADLINE_METRICS: dict[str, str] = {
     "decoder.onebest_identical": "fraction of utterances whose GPU (without a GPU: twin) 1-best words equal the "
                                  "CPU backend's, total cost within 1e-3",
     "decoder.lattice_density": "lattice arcs per frame at lattice beam 8",
-    "simul.bleu_full": "sacreBLEU of full-sentence beam search on Multi30k test_2016_flickr (De->En)",
-    "simul.sbs_gain_bleu": "BLEU of speculative beam search minus greedy, wait-k model at the grid's k, test",
+    "simul.bleu_full_pooled": "sacreBLEU of full-sentence beam search over the Multi30k test sets pooled "
+                              "(De->En)",
+    "simul.speculation_gain_bleu": "speculation-only gain: BLEU of speculative beam search minus the same wait-k "
+                                   "model's tail-beam-only search, at the grid's k, over the test sets pooled",
     "lm.test_perplexity": "word LSTM perplexity on the unique SLURP test texts (words and </s>)",
     "prefetch.success_at_fail10": "LM + personal predictions, confidence with the personal feature: successful "
                                   "prefetches over evaluated test requests at the threshold chosen on devel users "

@@ -1,9 +1,17 @@
 """One decoding configuration over a shard of sentences (a Ray task), and the scoring of a whole run:
-sacreBLEU on detokenized output (cased, 13a; plus lower-cased, as some papers report) and the latency
-metrics of `metrics.latency` averaged over sentences (delays in source BPE tokens)."""
+sacreBLEU on detokenized output (cased, 13a; plus lower-cased, as some papers report) with its n-gram
+precisions and brevity penalty, and the latency metrics of `metrics.latency` averaged over sentences.
+
+Latency is measured in two units. In words (the headline, as SimulEval scores text): a source word counts
+as read once its last BPE piece is read, `</s>` is not a word, a target word is written when its last piece
+is, and the reference length |y*| is its number of words; `laal_words` (LAAL), `al_ref_words` (AL with the
+reference length, SimulEval's `ALScorer`) and `al_words` (STACL's AL, with the hypothesis length). In
+source BPE tokens, `</s>` counted (the units the policies read): `al`, `al_simuleval`, `laal`, `dal`, `ap`,
+`ap_simuleval`, `cw`."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +19,10 @@ from typing import Any
 import sacrebleu
 
 from specbench.metrics.latency import (
-    average_lagging, average_proportion, consecutive_wait, differentiable_average_lagging,
+    average_lagging,
+    average_proportion,
+    consecutive_wait,
+    differentiable_average_lagging,
     length_adaptive_average_lagging,
 )
 from specbench.simultrans.checkpoint import MtCheckpoint, load_mt
@@ -71,11 +82,28 @@ def decode_shard(shard: Shard) -> list[dict[str, Any]]:
     todo = [i for i, s in enumerate(ids) if s]
     sources = [ids[i] + [EOS] for i in todo]
     out: list[Translation] = _run(ckpt, shard.method, sources) if sources else []
-    rows = [{"hypothesis": "", "target_tokens": 0, "delays": [], "source_tokens": 0} for _ in ids]
+    rows = [{"hypothesis": "", "target_tokens": 0, "delays": [], "source_tokens": 0, "word_delays": [],
+             "source_words": 0} for _ in ids]
     for i, t in zip(todo, out, strict=True):
+        source_ends = word_ends(tok.pieces(ids[i]))
         rows[i] = {"hypothesis": tok.decode(t.tokens), "target_tokens": len(t.tokens), "delays": list(t.delays),
-                   "source_tokens": len(ids[i]) + 1}
+                   "source_tokens": len(ids[i]) + 1, "source_words": len(source_ends),
+                   "word_delays": word_delays(t.delays, source_ends, word_ends(tok.pieces(t.tokens)))}
     return rows
+
+
+def word_ends(pieces: list[str]) -> list[int]:
+    """Per word, the number of pieces up to and including its last one (a piece starting with "▁" starts a
+    word; the first piece always does)."""
+    ends = [i for i in range(1, len(pieces)) if pieces[i].startswith("\u2581")]
+    return [*ends, len(pieces)] if pieces else []
+
+
+def word_delays(token_delays: tuple[int, ...] | list[int], source_ends: list[int],
+                target_ends: list[int]) -> list[int]:
+    """Per target word, the source words read when its last piece was written: a source word is read once
+    its last piece is (`</s>`, the piece after the last word, adds none)."""
+    return [bisect_right(source_ends, token_delays[end - 1]) for end in target_ends]
 
 
 def _run(ckpt: MtCheckpoint, m: Method, sources: list[list[int]]) -> list[Translation]:
@@ -88,18 +116,27 @@ def _run(ckpt: MtCheckpoint, m: Method, sources: list[list[int]]) -> list[Transl
     raise ValueError(f"unknown method kind {m.kind!r}")
 
 
+LATENCY_METRICS = ("laal_words", "al_ref_words", "al_words", "al", "al_simuleval", "laal", "dal", "ap",
+                   "ap_simuleval", "cw")
+
+
 def score(rows: list[dict[str, Any]], references: list[str], reference_tokens: list[int]) -> dict[str, float]:
-    """BLEU (cased and lower-cased) and mean latencies; sentences with an empty source count with latency 0."""
+    """BLEU (cased and lower-cased, with sacreBLEU's n-gram precisions and brevity penalty) and mean
+    latencies; sentences with an empty source count with latency 0."""
     hyps = [r["hypothesis"] for r in rows]
     bleu = sacrebleu.corpus_bleu(hyps, [references])
     lower = sacrebleu.corpus_bleu(hyps, [references], lowercase=True)
-    lat: dict[str, list[float]] = {k: [] for k in ("al", "al_simuleval", "laal", "dal", "ap", "ap_simuleval", "cw")}
-    for r, ref_len in zip(rows, reference_tokens, strict=True):
+    lat: dict[str, list[float]] = {k: [] for k in LATENCY_METRICS}
+    for r, ref_len, reference in zip(rows, reference_tokens, references, strict=True):
         d, n = r["delays"], r["source_tokens"]
         if not n:
             for values in lat.values():
                 values.append(0.0)
             continue
+        words, source_words, ref_words = r["word_delays"], r["source_words"], max(len(reference.split()), 1)
+        lat["laal_words"].append(length_adaptive_average_lagging(words, source_words, ref_words))
+        lat["al_ref_words"].append(average_lagging(words, source_words, ref_words))
+        lat["al_words"].append(average_lagging(words, source_words))
         ref_len = max(ref_len, 1)
         lat["al"].append(average_lagging(d, n))
         lat["al_simuleval"].append(average_lagging(d, n, ref_len))
@@ -109,7 +146,9 @@ def score(rows: list[dict[str, Any]], references: list[str], reference_tokens: l
         lat["ap_simuleval"].append(average_proportion(d, n, ref_len))
         lat["cw"].append(consecutive_wait(d, n))
     out = {"bleu": bleu.score, "bleu_lowercase": lower.score,
-           "length_ratio": sum(r["target_tokens"] for r in rows) / max(sum(reference_tokens), 1)}
+           "length_ratio": sum(r["target_tokens"] for r in rows) / max(sum(reference_tokens), 1),
+           **{f"precision_{n}": p for n, p in enumerate(bleu.precisions, 1)}, "brevity_penalty": bleu.bp,
+           "sacrebleu_length_ratio": bleu.sys_len / max(bleu.ref_len, 1)}
     out.update({k: sum(v) / max(len(v), 1) for k, v in lat.items()})
     return out
 

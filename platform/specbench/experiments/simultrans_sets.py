@@ -1,0 +1,107 @@
+"""The data side of the simultrans job: one Multi30k split decoded with any `Method` through Ray tasks and
+scored (`SplitEvaluator`), several splits scored as one pooled set (`PooledEvaluator`), and the
+decomposition of speculative beam search's gain at one k into what speculation buys (SBS minus the same
+model's tail-beam-only search), what the tail beam buys (tail minus greedy) and the total (SBS minus
+greedy), each with its paired-bootstrap interval and the latency difference."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from specbench.config import SimultransConfig
+from specbench.data.multi30k import read_pairs
+from specbench.metrics.bleu_bootstrap import BleuGain, paired_bootstrap
+from specbench.simultrans.experiment import Method, Shard, decode_shard, score
+from specbench.simultrans.tokenizer import Tokenizer
+
+# (name, better search, baseline search) at one k, for one model
+COMPARISONS = (("speculation", "sbs", "tail"), ("sbs_vs_greedy", "sbs", "greedy"), ("tail_vs_greedy", "tail", "greedy"))
+# the latency differences reported with each comparison (better minus baseline), in source words
+LATENCY_DIFFERENCES = {"laal_increase": "laal_words", "al_ref_increase": "al_ref_words", "al_increase": "al_words"}
+
+
+class ScoredSet:
+    """Scores (memoized) and paired bootstraps over whatever `decoded` returns for a method."""
+
+    split: str
+    references: list[str]
+    reference_tokens: list[int]
+
+    def __init__(self) -> None:
+        self.results: dict[str, dict[str, float]] = {}
+
+    def decoded(self, method: Method) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def __call__(self, method: Method) -> dict[str, float]:
+        if method.label not in self.results:
+            self.results[method.label] = score(self.decoded(method), self.references, self.reference_tokens)
+            print(f"{self.split} {method.label}: " + ", ".join(
+                f"{k} {v:.3g}" for k, v in self.results[method.label].items()), file=sys.stderr, flush=True)
+        return self.results[method.label]
+
+    def hypotheses(self, method: Method) -> list[str]:
+        return [r["hypothesis"] for r in self.decoded(method)]
+
+    def gain(self, better: Method, baseline: Method, samples: int) -> BleuGain:
+        """Paired bootstrap of BLEU(better) − BLEU(baseline) on this set's sentences."""
+        return paired_bootstrap(self.hypotheses(better), self.hypotheses(baseline), self.references, samples=samples)
+
+    def compare(self, better: Method, baseline: Method, samples: int) -> dict[str, float]:
+        """The BLEU gain with its interval, and the latency differences (better minus baseline)."""
+        a, b = self(better), self(baseline)
+        return {**asdict(self.gain(better, baseline, samples)),
+                **{name: a[metric] - b[metric] for name, metric in LATENCY_DIFFERENCES.items()}}
+
+    def decomposition(self, methods: dict[str, Method], samples: int) -> dict[str, dict[str, float]]:
+        """Every comparison of `COMPARISONS` between the searches of `methods` (greedy, tail, sbs)."""
+        return {name: self.compare(methods[better], methods[baseline], samples)
+                for name, better, baseline in COMPARISONS}
+
+
+class SplitEvaluator(ScoredSet):
+    """One split (its first `limit` sentences; 0: all), each method decoded once as Ray tasks over shards."""
+
+    def __init__(self, config: SimultransConfig, split: str, limit: int, bpe: Path) -> None:
+        super().__init__()
+        pairs = read_pairs(split, config.source, config.target)
+        self.pairs = pairs[:limit] if limit else pairs
+        self.split, self.bpe, self.shard_size = split, str(bpe), config.shard_size
+        tok = Tokenizer(bpe)
+        self.references = [t for _, t in self.pairs]
+        self.reference_tokens = [len(tok.encode(t)) for t in self.references]
+        self.rows: dict[str, list[dict[str, Any]]] = {}
+
+    def decoded(self, method: Method) -> list[dict[str, Any]]:
+        if method.label not in self.rows:
+            from specbench.runtime import run_tasks
+
+            sources = [s for s, _ in self.pairs]
+            shards = [Shard(method, self.bpe, sources[i:i + self.shard_size])
+                      for i in range(0, len(sources), self.shard_size)]
+            self.rows[method.label] = [r for part in run_tasks(decode_shard, shards,
+                                                               progress=f"{self.split} {method.label}",
+                                                               metrics=_translated) for r in part]
+        return self.rows[method.label]
+
+
+class PooledEvaluator(ScoredSet):
+    """The sentences of several splits as one test set (corpus BLEU over all of them; latencies averaged
+    over all sentences); decoding is the splits' own, so nothing is decoded twice."""
+
+    def __init__(self, parts: list[SplitEvaluator], name: str = "pooled") -> None:
+        super().__init__()
+        self.parts, self.split = parts, name
+        self.references = [r for p in parts for r in p.references]
+        self.reference_tokens = [n for p in parts for n in p.reference_tokens]
+
+    def decoded(self, method: Method) -> list[dict[str, Any]]:
+        return [r for p in self.parts for r in p.decoded(method)]
+
+
+def _translated(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The Prometheus numbers of one decoded shard."""
+    return {"sentences_translated": float(len(rows))}
