@@ -325,8 +325,8 @@ def _suite(env: Env) -> tuple[list[str], Path, tuple[str, ...]]:
 def _nightly(env: Env) -> tuple[list[str], Path, tuple[str, ...]]:
     written(env.tmp / "simul.toml", SIMULTRANS_MISSING_FULL.format(tmp=env.tmp))
     nightly = written(env.tmp / "nightly.toml", 'kind = "nightly"\njobs = ["simul.toml"]\n'
-                      '[[tolerance]]\nmetric = "simul.bleu_full"\nmax_drop = 1.0\n'
-                      '[[tolerance]]\nmetric = "simul.sbs_gain_bleu"\nmax_drop = 1.0\n')
+                      '[[tolerance]]\nmetric = "simul.bleu_full_pooled"\nmax_drop = 1.0\n'
+                      '[[tolerance]]\nmetric = "simul.speculation_gain_bleu"\nmax_drop = 1.0\n')
     argv = ["--tracking-uri", env.uri, "validate", str(nightly)]
     return argv, env.tmp / "simul.toml", ("key 'full_model'",)
 

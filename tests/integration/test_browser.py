@@ -77,14 +77,14 @@ def test_ui_shows_a_nightly_run_and_a_comparison(server: str, browser) -> None:
     for name, bleu, gain in (("nightly-a", 34.21, 1.25), ("nightly-b", 35.07, 1.5)):
         with TrackedRun("nightly_ui", name, server, {"suite": "nightly"}) as run:
             run.log_params({"beam": 5})
-            run.log_metrics({"simul.bleu_full": bleu, "simul.sbs_gain_bleu": gain})
+            run.log_metrics({"simul.bleu_full_pooled": bleu, "simul.speculation_gain_bleu": gain})
             ids.append((run.run_id, run.experiment_id))
     (first, exp), (second, _) = ids
     text = _page_shows(browser, f"{server}/#/experiments/{exp}/runs/{first}",
-                       ["simul.bleu_full", "34.21", "simul.sbs_gain_bleu"], "nightly_run.png")
+                       ["simul.bleu_full_pooled", "34.21", "simul.speculation_gain_bleu"], "nightly_run.png")
     assert "nightly-a" in text
     query = urllib.parse.urlencode({"runs": json.dumps([first, second]), "experiments": json.dumps([exp])})
-    _page_shows(browser, f"{server}/#/compare-runs?{query}", ["simul.bleu_full", "34.21", "35.07"],
+    _page_shows(browser, f"{server}/#/compare-runs?{query}", ["simul.bleu_full_pooled", "34.21", "35.07"],
                 "compare_runs.png")
     assert (SHOTS / "nightly_run.png").stat().st_size > 10_000
 

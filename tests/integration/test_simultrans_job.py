@@ -3,6 +3,7 @@ wait-k model's incremental encoder on real sentences."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import mlflow
@@ -12,7 +13,11 @@ import torch
 from specbench.cli import main
 from specbench.data.multi30k import read_pairs
 from specbench.data.resolver import data_dir
+from specbench.experiments.registry import load_config
+from specbench.experiments.simultrans_sets import SplitEvaluator
+from specbench.runtime import connect
 from specbench.simultrans.checkpoint import load_mt
+from specbench.simultrans.experiment import Method
 from specbench.simultrans.search import full_sentence, wait_k
 from specbench.simultrans.tokenizer import EOS
 
@@ -99,14 +104,33 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
         laal = client.get_metric_history(run.info.run_id, f"simul.{split}.waitk_greedy.laal_words")
         assert [m.step for m in bleu] == [0, 1] and laal[0].value < laal[1].value  # k = 1, then 3
         words = sum(len(s.split()) for s in sources[split]) / len(sources[split])
-        assert metrics[f"simul.{split}.full_beam.laal_words"] == pytest.approx(words)
-        assert metrics[f"simul.{split}.full_beam.laal"] > words
-        assert 0 < metrics[f"simul.{split}.full_beam.brevity_penalty"] <= 1
+        assert metrics[f"simul.{split}.full_sentence_beam.laal_words"] == pytest.approx(words)
+        assert metrics[f"simul.{split}.full_sentence_beam.laal"] > words
+        assert 0 < metrics[f"simul.{split}.full_sentence_beam.brevity_penalty"] <= 1
         assert 0 < metrics[f"simul.{split}.waitk_tail.precision_1"] <= 100
         gains = client.get_metric_history(run.info.run_id, f"simul.{split}.waitk.speculation.gain")
         assert [m.step for m in gains] == [0, 1]
     assert {m.step for m in client.get_metric_history(
         run.info.run_id, "simul.test_2017_mscoco.adaptive_sbs.bleu")} == {0}  # one threshold
+    for name in ("full_greedy", "full_sentence_greedy"):  # the test-time wait-k curve and the baseline apart
+        assert [m.step for m in client.get_metric_history(run.info.run_id, f"simul.pooled.{name}.bleu")] == (
+            [0, 1] if name == "full_greedy" else [0])
+    # the pooled set is its sets' sentences: latencies are the mean over both (6 sentences each), and a set
+    # decoded alone gives what it gave when decoded in one round with the other
+    report = json.loads(Path(client.download_artifacts(run.info.run_id, "simultrans_report.json",
+                                                       str(tmp_path))).read_text())
+    sets = report["sets"]
+    for label in ("waitk_sbs", "full_tail"):
+        for point, *parts in zip(sets["pooled"]["curves"][label], sets["test_2016_flickr"]["curves"][label],
+                                 sets["test_2017_mscoco"]["curves"][label], strict=True):
+            assert point["laal_words"] == pytest.approx(sum(p["laal_words"] for p in parts) / 2)
+    best = report["best"]["waitk"]
+    method = Method("waitk", str(WAITK), "sbs", k=3, beam=best["beam"], window=max(best["window"], 1),
+                    length_normalized=best["length_normalized"])
+    connect(None)
+    alone = SplitEvaluator(load_config(job), "test_2017_mscoco", 6, BPE)(method)
+    together = {m: v for m, v in sets["test_2017_mscoco"]["curves"]["waitk_sbs"][1].items() if m != "k"}
+    assert alone == pytest.approx(together, abs=1e-12)
     assert "bleu" in run.data.params["simul.bleu_signature"].lower() or "nrefs" in run.data.params[
         "simul.bleu_signature"]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}

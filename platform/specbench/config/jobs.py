@@ -249,6 +249,9 @@ class SimultransConfig:
     # decode the val grid with both rankings and let each model use its better (ranking, b, w); ties go to
     # length_normalized_speculation
     rank_speculations_on_val: bool = False
+    # the full-sentence model under test-time wait-k too (its own val grid, curves and decomposition): the
+    # bidirectional encoder is re-run on every source prefix, so this costs several times the wait-k model
+    test_time_wait_k: bool = True
     tracking: TrackingSection = TrackingSection(experiment="simultrans")
 
     def __post_init__(self) -> None:

@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 
 SEARCHES = ("greedy", "tail", "sbs")
 POOLED = "pooled"
+# the full-sentence model with the whole source, greedy and beam b* (the wait-k model's chosen beam): named
+# apart from the curves `full_<search>` (the same model under test-time wait-k)
+FULL_SENTENCE = ("full_sentence_greedy", "full_sentence_beam")
 _MODEL_PREFIX = {"waitk": "", "full": "testtime_"}  # headline names: the wait-k model's, test-time wait-k's
 
 
@@ -81,8 +84,11 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     from specbench.runtime import connect
 
     bpe = from_root(config.bpe_model)
-    models = {"waitk": str(from_root(config.waitk_model)), "full": str(from_root(config.full_model))}
-    for path in (*models.values(), bpe):
+    full_model = str(from_root(config.full_model))
+    models = {"waitk": str(from_root(config.waitk_model))}  # the models decoded under wait-k
+    if config.test_time_wait_k:
+        models["full"] = full_model
+    for path in (*models.values(), full_model, bpe):
         if not Path(path).is_file():
             raise DataError(f"{path} does not exist. Fix: train the models first: `specbench train mt "
                             "jobs/mt_waitk.toml` and `specbench train mt jobs/mt_full.toml`")
@@ -110,8 +116,11 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
         report["val"][name] = val.decomposition(_methods(path, config.grid_k, _chosen(report, name)),
                                                 config.bootstrap_samples)
 
-    for evaluator in [*tests, pooled]:  # 2-3. every test set, then all of them pooled
-        report["sets"][evaluator.split] = _test_set(evaluator, config, models, report)
+    # 2-3. all test sets pooled first (each method decoded on every set in one round of tasks), then each set
+    pooled_section = _test_set(pooled, config, models, full_model, report)
+    for evaluator in tests:
+        report["sets"][evaluator.split] = _test_set(evaluator, config, models, full_model, report)
+    report["sets"][POOLED] = pooled_section
     adaptive = by_split[config.adaptive_split]
     report["sets"][adaptive.split]["curves"].update(_adaptive_curves(adaptive, config, models["waitk"], report))
     report["speculation_ranking"] = _ranking_ablation(adaptive, config, models["waitk"], report)
@@ -132,7 +141,7 @@ def _waitk_method(path: str, search: str, k: int, chosen: tuple[bool, int, int])
                   window=w if search == "sbs" else 0, length_normalized=normalized)
 
 
-def _test_set(evaluator: ScoredSet, config: SimultransConfig, models: dict[str, str],
+def _test_set(evaluator: ScoredSet, config: SimultransConfig, models: dict[str, str], full_model: str,
               report: dict[str, Any]) -> dict[str, Any]:
     """Curves (every search at every k, both models), the full-sentence baselines and the decomposition of
     the gain at every k, for one test set or the pooled set."""
@@ -146,8 +155,8 @@ def _test_set(evaluator: ScoredSet, config: SimultransConfig, models: dict[str, 
         decomposition[name] = [{"k": k, **evaluator.decomposition(_methods(path, k, _chosen(report, name)),
                                                                   config.bootstrap_samples)} for k in config.ks]
     return {"sentences": len(evaluator.references), "curves": curves,
-            "full_greedy": evaluator(Method("full", models["full"], beam=1)),
-            "full_beam": evaluator(Method("full", models["full"], beam=b)), "decomposition": decomposition}
+            "full_sentence_greedy": evaluator(Method("full", full_model, beam=1)),
+            "full_sentence_beam": evaluator(Method("full", full_model, beam=b)), "decomposition": decomposition}
 
 
 def _adaptive_curves(evaluator: SplitEvaluator, config: SimultransConfig, path: str,
@@ -195,7 +204,8 @@ def _headline(report: dict[str, Any], config: SimultransConfig) -> dict[str, flo
     `simul.val.`; the full-sentence BLEU pooled; the chosen settings and the ranking ablation."""
     at = config.ks.index(config.grid_k)
     scalars: dict[str, float] = {}
-    for name, model_prefix in _MODEL_PREFIX.items():
+    for name in report["best"]:
+        model_prefix = _MODEL_PREFIX[name]
         for comparison, _, _ in COMPARISONS:
             for split, section in report["sets"].items():
                 prefix = "simul." if split == POOLED else f"simul.{split}."
@@ -208,10 +218,10 @@ def _headline(report: dict[str, Any], config: SimultransConfig) -> dict[str, flo
     ablation = report["speculation_ranking"]
     _, b, w = _chosen(report, "waitk")
     scalars.update({
-        "simul.bleu_full_pooled": pooled["full_beam"]["bleu"], "simul.bleu_full_greedy_pooled": pooled["full_greedy"]["bleu"],
+        "simul.bleu_full_pooled": pooled["full_sentence_beam"]["bleu"], "simul.bleu_full_greedy_pooled": pooled["full_sentence_greedy"]["bleu"],
         "simul.sbs_bleu_pooled": waitk_sbs["bleu"], "simul.sbs_laal_pooled": waitk_sbs["laal_words"],
         "simul.best_beam": float(b), "simul.best_window": float(w),
-        **{f"simul.{name}_ranking_per_token": float(_chosen(report, name)[0]) for name in _MODEL_PREFIX},
+        **{f"simul.{name}_ranking_per_token": float(_chosen(report, name)[0]) for name in report["best"]},
         "simul.sbs_gain_bleu_per_token_ranking": ablation["per_token"]["bleu"] - ablation["greedy"]["bleu"],
         "simul.sbs_gain_bleu_sum_ranking": ablation["sum"]["bleu"] - ablation["greedy"]["bleu"],
         "simul.sbs_length_ratio_per_token_ranking": ablation["per_token"]["length_ratio"],
@@ -239,6 +249,7 @@ def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any]) 
                     "simul.ks": list(config.ks), "simul.thresholds": list(config.thresholds),
                     "simul.test_splits": list(config.test_splits), "simul.adaptive_split": config.adaptive_split,
                     "simul.length_normalized_speculation": config.length_normalized_speculation,
+                    "simul.test_time_wait_k": config.test_time_wait_k,
                     "simul.rank_speculations_on_val": config.rank_speculations_on_val})
     for split, section in report["sets"].items():
         for label, points in section["curves"].items():
@@ -249,7 +260,7 @@ def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any]) 
                 run.log_metrics({f"simul.{split}.{name}.{comparison}.{m}": point[comparison][m]
                                  for comparison, _, _ in COMPARISONS for m in _COMPARISON_METRICS}, step=step)
         run.log_metrics({f"simul.{split}.{baseline}.{m}": section[baseline][m]
-                         for baseline in ("full_greedy", "full_beam") for m in _CURVE_METRICS})
+                         for baseline in FULL_SENTENCE for m in _CURVE_METRICS})
     run.log_metrics(report["headline"])
     run.log_dict(report, "simultrans_report.json")
     with tempfile.TemporaryDirectory() as tmp:
@@ -271,7 +282,7 @@ def _plot(section: dict[str, Any], path: Path, heading: str) -> None:
         for label, points in curves.items():
             if label.startswith(prefixes):
                 ax.plot([p["laal_words"] for p in points], [p["bleu"] for p in points], marker="o", label=label)
-        for key, marker in (("full_greedy", "*"), ("full_beam", "P")):
+        for key, marker in zip(FULL_SENTENCE, ("*", "P"), strict=True):
             ax.scatter([section[key]["laal_words"]], [section[key]["bleu"]], marker=marker, s=120, label=key)
         ax.set_xlabel("LAAL (source words)")
         ax.set_ylabel("BLEU")

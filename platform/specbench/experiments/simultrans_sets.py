@@ -31,17 +31,17 @@ class ScoredSet:
     reference_tokens: list[int]
 
     def __init__(self) -> None:
-        self.results: dict[str, dict[str, float]] = {}
+        self.results: dict[Method, dict[str, float]] = {}  # keyed by the method (labels name only file stems)
 
     def decoded(self, method: Method) -> list[dict[str, Any]]:
         raise NotImplementedError
 
     def __call__(self, method: Method) -> dict[str, float]:
-        if method.label not in self.results:
-            self.results[method.label] = score(self.decoded(method), self.references, self.reference_tokens)
+        if method not in self.results:
+            self.results[method] = score(self.decoded(method), self.references, self.reference_tokens)
             print(f"{self.split} {method.label}: " + ", ".join(
-                f"{k} {v:.3g}" for k, v in self.results[method.label].items()), file=sys.stderr, flush=True)
-        return self.results[method.label]
+                f"{k} {v:.3g}" for k, v in self.results[method].items()), file=sys.stderr, flush=True)
+        return self.results[method]
 
     def hypotheses(self, method: Method) -> list[str]:
         return [r["hypothesis"] for r in self.decoded(method)]
@@ -73,19 +73,32 @@ class SplitEvaluator(ScoredSet):
         tok = Tokenizer(bpe)
         self.references = [t for _, t in self.pairs]
         self.reference_tokens = [len(tok.encode(t)) for t in self.references]
-        self.rows: dict[str, list[dict[str, Any]]] = {}
+        self.rows: dict[Method, list[dict[str, Any]]] = {}
+
+    def shards(self, method: Method) -> list[Shard]:
+        sources = [s for s, _ in self.pairs]
+        return [Shard(method, self.bpe, sources[i:i + self.shard_size])
+                for i in range(0, len(sources), self.shard_size)]
 
     def decoded(self, method: Method) -> list[dict[str, Any]]:
-        if method.label not in self.rows:
-            from specbench.runtime import run_tasks
+        if method not in self.rows:
+            decode_splits([self], method)
+        return self.rows[method]
 
-            sources = [s for s, _ in self.pairs]
-            shards = [Shard(method, self.bpe, sources[i:i + self.shard_size])
-                      for i in range(0, len(sources), self.shard_size)]
-            self.rows[method.label] = [r for part in run_tasks(decode_shard, shards,
-                                                               progress=f"{self.split} {method.label}",
-                                                               metrics=_translated) for r in part]
-        return self.rows[method.label]
+
+def decode_splits(splits: list[SplitEvaluator], method: Method) -> None:
+    """Decode `method` on several splits as one set of Ray tasks (every core stays busy however small each
+    split is); each split's shards are its own, so its rows are what decoding it alone gives."""
+    from specbench.runtime import run_tasks
+
+    shards = [split.shards(method) for split in splits]
+    names = "+".join(split.split for split in splits)
+    parts = run_tasks(decode_shard, [s for some in shards for s in some], progress=f"{names} {method.label}",
+                      metrics=_translated)
+    start = 0
+    for split, some in zip(splits, shards, strict=True):
+        split.rows[method] = [r for part in parts[start:start + len(some)] for r in part]
+        start += len(some)
 
 
 class PooledEvaluator(ScoredSet):
@@ -99,6 +112,9 @@ class PooledEvaluator(ScoredSet):
         self.reference_tokens = [n for p in parts for n in p.reference_tokens]
 
     def decoded(self, method: Method) -> list[dict[str, Any]]:
+        missing = [p for p in self.parts if method not in p.rows]
+        if missing:
+            decode_splits(missing, method)
         return [r for p in self.parts for r in p.decoded(method)]
 
 

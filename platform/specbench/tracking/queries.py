@@ -3,9 +3,13 @@ verbs are given (any unique prefix of an id, as `specbench runs` prints it) to f
 
 from __future__ import annotations
 
+import json
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -57,6 +61,26 @@ def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
     started = datetime.fromtimestamp(r.info.start_time / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     return RunRow(r.info.run_id, exp.name, r.info.run_name or "", r.info.status, started,
                   dict(r.data.metrics), dict(r.data.tags))
+
+
+def run_minutes(run_id: str, tracking_uri: str | None = None) -> float | None:
+    """Wall-clock minutes from the run's start to its end (None while it runs)."""
+    quiet_mlflow()
+    info = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri)).get_run(run_id).info
+    return None if not info.end_time else (info.end_time - info.start_time) / 60000
+
+
+def json_artifact(run_id: str, name: str, tracking_uri: str | None = None) -> Any:
+    """A JSON artifact of a run (as `TrackedRun.log_dict` wrote it), parsed."""
+    quiet_mlflow()
+    client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = client.download_artifacts(run_id, name, tmp)
+        except MlflowException as exc:
+            raise ConfigError(f"run {run_id} has no artifact {name!r} ({exc.message}). Fix: give the run id of a "
+                              "finished run of the job that writes it") from exc
+        return json.loads(Path(path).read_text(encoding="utf-8"))
 
 
 _SHOWN_MATCHES = 20

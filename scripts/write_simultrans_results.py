@@ -1,0 +1,115 @@
+"""Write the committed results file of a finished `simultrans` run (benchmarks/results/simultrans_job_cpu.json):
+the run's identity and wall time, the settings chosen on val, the headline scalars, and compact tables of
+every test set's curves, decomposition, full-sentence baselines and corpus statistics, read back from the
+run's `simultrans_report.json` (values rounded to 3 decimals: the tracked tree is kept small).
+
+    python scripts/write_simultrans_results.py RUN_ID [--tracking-uri URI] [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "platform"))
+
+from specbench.tracking.queries import get_run, json_artifact, resolve_run_id, run_minutes
+
+CURVE_COLUMNS = ("k", "bleu", "laal_words", "al_ref_words", "al_words", "al", "length_ratio", "brevity_penalty")
+CORPUS_COLUMNS = ("bleu", "precision_1", "precision_2", "precision_3", "precision_4", "brevity_penalty",
+                  "sacrebleu_length_ratio")
+COMPARISON_COLUMNS = ("k", "gain", "low", "high", "no_win_share", "laal_increase", "al_ref_increase")
+ADAPTIVE_COLUMNS = ("threshold", "bleu", "laal_words", "al_ref_words", "al_words", "length_ratio")
+
+
+def _r(value: Any) -> Any:
+    return round(value, 3) if isinstance(value, float) else value
+
+
+def _rows(points: list[dict[str, Any]], columns: tuple[str, ...]) -> list[list[Any]]:
+    return [[_r(p[c]) for c in columns] for p in points]
+
+
+def _key(section: dict[str, Any], name: str) -> str:
+    """The full-sentence baselines' key: `full_sentence_*`, or `full_*` in reports written before they were
+    named apart from the test-time wait-k curves `full_<search>`."""
+    return name if name in section else name.replace("full_sentence_", "full_")
+
+
+def compact(report: dict[str, Any], grid_k: int) -> dict[str, Any]:
+    """The tables of the report, one row per k (or threshold), columns named once."""
+    sets: dict[str, Any] = {}
+    for split, section in report["sets"].items():
+        at = next(i for i, p in enumerate(section["curves"]["waitk_sbs"]) if p["k"] == grid_k)
+        sets[split] = {
+            "sentences": section["sentences"],
+            "curves": {label: _rows(points, ADAPTIVE_COLUMNS if label.startswith("adaptive_") else CURVE_COLUMNS)
+                       for label, points in section["curves"].items()},
+            "full_sentence": {name: [_r(section[name][c]) for c in CORPUS_COLUMNS] + [_r(section[name]["laal_words"])]
+                              for name in (_key(section, "full_sentence_greedy"), _key(section, "full_sentence_beam"))},
+            "corpus_statistics_at_grid_k": {label: [_r(points[at][c]) for c in CORPUS_COLUMNS]
+                                            for label, points in section["curves"].items()
+                                            if not label.startswith("adaptive_")},
+            "decomposition": {model: {comparison: [[_r(p["k"])] + [_r(p[comparison][c]) for c in COMPARISON_COLUMNS[1:]]
+                                                   for p in points]
+                                      for comparison in ("speculation", "sbs_vs_greedy", "tail_vs_greedy")}
+                              for model, points in section["decomposition"].items()},
+        }
+    return sets
+
+
+def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
+    run = get_run(run_id, tracking_uri)
+    report = json_artifact(run_id, "simultrans_report.json", tracking_uri)
+    headline = report["headline"]
+    return {
+        "job": "jobs/simultrans.toml", "kind": "simultrans", "mlflow_run_id": run_id, "status": run.status,
+        "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
+        "wall_minutes": _r(run_minutes(run_id, tracking_uri)), "bleu_signature": report["bleu_signature"],
+        "protocol": "docs/translation.md, 'Protocol': settings chosen on val only; every test set reported; headline "
+                    "= speculation-only gain (SBS - tail beam), wait-k model, k = grid_k, test sets pooled",
+        "grid_k": report["grid_k"], "val_sentences": report["val_sentences"],
+        "test_sentences": report["test_sentences"], "pooled_sentences": report["pooled_sentences"],
+        "chosen_on_val": report["best"],
+        "headline": {k: _r(v) for k, v in sorted(headline.items())},
+        "val_decomposition_at_grid_k": {model: {c: {m: _r(v) for m, v in values.items()}
+                                                for c, values in comparisons.items()}
+                                        for model, comparisons in report["val"].items()},
+        "speculation_ranking": {name: {m: _r(section[m]) for m in CORPUS_COLUMNS + ("laal_words", "length_ratio")}
+                                for name, section in report["speculation_ranking"].items() if name != "split"},
+        "columns": {"curves": CURVE_COLUMNS, "adaptive curves": ADAPTIVE_COLUMNS,
+                    "full_sentence": CORPUS_COLUMNS + ("laal_words",), "corpus_statistics_at_grid_k": CORPUS_COLUMNS,
+                    "decomposition": COMPARISON_COLUMNS},
+        "sets": compact(report, report["grid_k"]),
+    }
+
+
+def dump(value: Any, level: int = 0) -> str:
+    """JSON with one key per line, but a list of numbers or strings on one line (the tables stay compact)."""
+    pad, inner = " " * level, " " * (level + 1)
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(k)}: {dump(v, level + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
+        return "[\n" + ",\n".join(f"{inner}{dump(v, level + 1)}" for v in value) + f"\n{pad}]"
+    return json.dumps(value)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_id", help="the run id (or a unique prefix) of a finished simultrans run")
+    parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "simultrans_job_cpu.json")
+    args = parser.parse_args()
+    data = results(resolve_run_id(args.run_id, args.tracking_uri), args.tracking_uri)
+    args.output.write_text(dump(data) + "\n", encoding="utf-8")
+    print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
