@@ -3,11 +3,13 @@
 The protocol (docs/translation.md states it before any result): every setting is chosen on val, then every
 test set of `test_splits` is decoded the same way, and the headline pools them.
 
-1. On val, the (b, w) grid of single-step SBS for the wait-k model at `grid_k` and for the full-sentence
-   model under test-time wait-k (w = 0 is greedy), for one or both speculation rankings; the best
+1. On val, the (b, w) grid of single-step SBS for the wait-k model at `grid_k` and, with `test_time_wait_k`,
+   for the full-sentence model under test-time wait-k (w = 0 is greedy), for one or both speculation
+   rankings; the best
    (ranking, b, w) per model (highest BLEU, then lowest AL, then the configured ranking). The tail beam
    (b*) is decoded on val too, so val reports the same decomposition as test (`simul.val.speculation_...`).
-2. On each test set, for every k: greedy, tail beam (b*) and SBS (b*, w*) for both models, and the
+2. On each test set, for every k: greedy, tail beam (b*) and SBS (b*, w*) for each model decoded under
+   wait-k, and the
    full-sentence greedy and beam (b*) baselines; the adaptive confidence policy (wait-k model) over
    thresholds with greedy chunks, beam search per chunk (b*, w = 0) and chunk SBS (b*, w*) on
    `adaptive_split`; the wait-k model's SBS at grid_k with the ranking val did not choose, on
@@ -18,12 +20,13 @@ test set of `test_splits` is decoded the same way, and the headline pools them.
    latency differences in source words (LAAL, AL with the reference length, STACL's AL).
 
 Headline scalars: `simul.speculation_gain_bleu` (SBS minus tail beam, wait-k model, grid_k, pooled; with
-`_low`, `_high`, `_no_win_share` and `simul.speculation_laal_increase`), beside it
+`_low`, `_high`, `simul.speculation_gain_no_win_share` and `simul.speculation_laal_increase`), beside it
 `simul.sbs_vs_greedy_gain_bleu` and `simul.tail_vs_greedy_gain_bleu` (same form), the test-time wait-k
 versions (`simul.testtime_...`), each per test set (`simul.<split>.speculation_gain_bleu`, ...), and
 `simul.bleu_full_pooled` (full-sentence beam search, pooled). Curves are MLflow metrics with steps
 (`simul.<set>.<model>_<search>.<metric>`, step = index of k), the report is JSON, and each set has a
-BLEU-against-LAAL plot. Every configuration is decoded once, as Ray tasks over sentence shards.
+BLEU-against-LAAL plot. Every configuration is decoded once, as Ray tasks over sentence shards, on all test
+sets in one round (each set keeps its own shards, so its results are what decoding it alone gives).
 """
 
 from __future__ import annotations
