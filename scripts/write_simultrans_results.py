@@ -34,12 +34,6 @@ def _rows(points: list[dict[str, Any]], columns: tuple[str, ...]) -> list[list[A
     return [[_r(p[c]) for c in columns] for p in points]
 
 
-def _key(section: dict[str, Any], name: str) -> str:
-    """The full-sentence baselines' key: `full_sentence_*`, or `full_*` in reports written before they were
-    named apart from the test-time wait-k curves `full_<search>`."""
-    return name if name in section else name.replace("full_sentence_", "full_")
-
-
 def compact(report: dict[str, Any], grid_k: int) -> dict[str, Any]:
     """The tables of the report, one row per k (or threshold), columns named once."""
     sets: dict[str, Any] = {}
@@ -50,7 +44,7 @@ def compact(report: dict[str, Any], grid_k: int) -> dict[str, Any]:
             "curves": {label: _rows(points, ADAPTIVE_COLUMNS if label.startswith("adaptive_") else CURVE_COLUMNS)
                        for label, points in section["curves"].items()},
             "full_sentence": {name: [_r(section[name][c]) for c in CORPUS_COLUMNS] + [_r(section[name]["laal_words"])]
-                              for name in (_key(section, "full_sentence_greedy"), _key(section, "full_sentence_beam"))},
+                              for name in ("full_sentence_greedy", "full_sentence_beam")},
             "corpus_statistics_at_grid_k": {label: [_r(points[at][c]) for c in CORPUS_COLUMNS]
                                             for label, points in section["curves"].items()
                                             if not label.startswith("adaptive_")},
