@@ -15,13 +15,19 @@ numpy backend's (`cpu.py`) rules step for step, so that both give the same token
    tokens), each between two tokens named by frame and position, with its cost (graph + acoustic), and
    the states of every frame's tokens: what the compiled pruning needs, with no graph lookups.
 
-Arrays grow by doubling; nothing is allocated per candidate. Compiled on first use and cached on disk
-(`compiled_cache.py`).
+Arrays grow by doubling; nothing is allocated per candidate. The loop over the tokens is bound by memory
+(each token's arcs lie somewhere in a table of tens of MB), so it asks the CPU to prefetch the arcs of the
+token 8 places ahead (LLVM's prefetch intrinsic; about 10% of the frame loop on the SLURP TLG). Compiled on
+first use and cached on disk (`compiled_cache.py`).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from specbench.decoder.compiled_cache import entry, kernel
 
@@ -29,6 +35,25 @@ BIND_BEAM, BIND_MAX_ACTIVE, BIND_MIN_ACTIVE = 0, 1, 2
 # indices into the stats vector (DecodeStats's field order)
 FRAMES, CREATED, PRUNED, MAX_BINDS, MIN_BINDS, NARROWINGS, EPS_ITERATIONS, OVERFLOWS = range(8)
 NO_CODE = np.iinfo(np.int64).max
+
+
+@intrinsic
+def prefetch(typingctx, array, index):  # noqa: ANN001, ANN201, ARG001 - numba's intrinsic protocol
+    """A hint to the CPU to bring array[index] (1-D) into its caches; no effect on results."""
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+        array_type = signature.args[0]
+        view = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1]], wraparound=False)
+        byte_pointer = builder.bitcast(pointer, ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        hint = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [byte_pointer.type, i32, i32, i32]), "llvm.prefetch.p0i8")
+        # a read, kept in every cache level, of data
+        builder.call(hint, [byte_pointer, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return types.void(array, index), codegen
 
 
 @kernel
@@ -183,6 +208,14 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
                 run_cut = min(run_cut, costs[best] + arc_weight[2 * e] + row[column] + adaptive)
         total, stored, expanded, low = 0, 0, 0, np.inf
         for i in range(n):
+            if i + 16 < n:  # the arcs of the token 8 places ahead, and where those of 16 ahead begin
+                prefetch(offsets, states[i + 16])
+            if i + 8 < n and (all_below or costs[i + 8] < wc):
+                ahead, stop = offsets[states[i + 8]], offsets[states[i + 8] + 1]
+                for q in range(2 * ahead, 2 * stop, 8):  # 64-byte lines of 16-byte arcs
+                    prefetch(arc_packed, q)
+                for q in range(ahead, stop, 8):
+                    prefetch(code, q)
             c = costs[i]
             if not (all_below or c < wc):
                 continue

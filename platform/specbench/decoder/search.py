@@ -76,8 +76,8 @@ class Arena:
         """The codes from the start token (excluded) to `entry`, in path order."""
         prev, code = self._compact()
         codes = []
-        while (before := prev[entry]) >= 0:
-            codes.append(code[entry])
+        while (before := prev.item(entry)) >= 0:
+            codes.append(code.item(entry))
             entry = before
         codes.reverse()
         return codes
