@@ -38,10 +38,10 @@ NO_CODE = np.iinfo(np.int64).max
 
 
 @intrinsic
-def prefetch(typingctx, array, index):  # noqa: ANN001, ANN201, ARG001 - numba's intrinsic protocol
+def prefetch(typingctx, array, index):
     """A hint to the CPU to bring array[index] (1-D) into its caches; no effect on results."""
 
-    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
+    def codegen(context, builder, signature, args):
         array_type = signature.args[0]
         view = context.make_array(array_type)(context, builder, args[0])
         pointer = cgutils.get_item_pointer(context, builder, array_type, view, [args[1]], wraparound=False)
@@ -146,11 +146,13 @@ def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np
 
 @entry("(float64[:, ::1], int64[::1], float64[::1], int64[::1], int64, int64, int64[::1], float64[::1], "
        "int64[::1], int64[::1], int64, int64[::1], float64[::1], int64[::1], float64, int64, int64, float64, "
-       "boolean, int64, float64, int64[::1], int64[::1], float64[::1], float64[::1], int64[::1], int64[::1])")
+       "boolean, int64, float64, int64[::1], int64[::1], float64[::1], float64[::1], int64[::1], int64[::1])",
+       returns="Tuple((int64[::1], float64[::1], int64[::1], int64[::1], int64[::1], int64[:, ::1], "
+               "int64[:, ::1], float64[::1], int64[:, ::1], float64[::1], int64[::1], int64[::1]))")
 def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, arc_weight, arc_packed, code,
                   code_base, emit_offsets, emit_weight, emit_column, beam32, max_active, min_active,
                   beam_delta, unconstrained, partial_every, lattice_beam, eps_offsets, eps_dest, eps_weight,
-                  dense_cost, dense_code, stats):  # noqa: ANN001, ANN201 - numba signature
+                  dense_cost, dense_code, stats):
     """Decode the frames `rows` ((t, P) float64 acoustic costs) from the tokens (states (N,) int64, costs
     (N,) float64, arena ids (N,) int64); new arena entries are numbered from `arena_start`, frames from
     `first_frame`. The closed arcs of state s are entries offsets[s]..offsets[s + 1] (offsets (S + 1,) int64);
