@@ -130,6 +130,12 @@ def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np
     source token, destination token, epsilon arc) with the arc's cost in link_cost; dense_cost and dense_pos
     must hold the tokens' costs and positions (+inf elsewhere)."""
     for i in range(n):
+        if i + 16 < n:  # as in the frame loop: the epsilon arcs of the token 8 places ahead
+            prefetch(eps_offsets, states[i + 16])
+        if i + 8 < n:
+            ahead = eps_offsets[states[i + 8]]
+            prefetch(eps_dest, ahead)
+            prefetch(eps_weight, ahead)
         s = states[i]
         for e in range(eps_offsets[s], eps_offsets[s + 1]):
             target = dense_cost[eps_dest[e]]

@@ -141,15 +141,16 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
 
 
 def _time_cpu_cores(workload: Workload, options: SearchOptions, include: Sequence[str], cores: Sequence[int],
-                    status: dict[str, Any], result: dict[str, Any]) -> dict[str, Timed]:
-    """`cpu_scaling` (the compiled backend on 1, 2, ..., all cores) and `cpu_startup` when included."""
+                    status: dict[str, Any], result: dict[str, Any], rounds: int = 1) -> dict[str, Timed]:
+    """`cpu_scaling` (the compiled backend on 1, 2, ..., all cores; `rounds` alternating rounds) and
+    `cpu_startup` when included."""
     runs: dict[str, Timed] = {}
     if "cpu_scaling" in include:
-        scaling = lambda: time_cpu_cores(workload, one_best(options), cores)  # noqa: E731
-        runs = _attempt(status, "cpu_scaling", scaling) or {}
+        scaling = lambda: time_cpu_cores(workload, one_best(options), cores, rounds)  # noqa: E731
+        runs, seconds = _attempt(status, "cpu_scaling", scaling) or ({}, {})
         for key, timed in runs.items():
             _record(result, key, timed, workload.audio_seconds)
-        result.update(scaling_metrics(runs))
+        result.update(scaling_metrics(runs, seconds))
     if "cpu_startup" in include:
         probe = lambda: startup_seconds(workload.graph_path, workload.items[0][1])  # noqa: E731
         result.update(_attempt(status, "cpu_startup", probe) or {})
@@ -193,7 +194,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     status: dict[str, dict[str, Any]] = {}
     runs = _time_in_process(work, options, include, status, result, ratio_rounds)
     gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result)
-    _time_cpu_cores(work, options, include, cpu_cores, status, result)
+    _time_cpu_cores(work, options, include, cpu_cores, status, result, max(ratio_rounds, 1))
     result.update(summary_metrics(runs, gpu_runs, work.ids, work.audio_seconds))
     result["backends"] = status
     result["errors"] = sorted(k for k, v in status.items() if v["status"] == "error")

@@ -3,7 +3,8 @@
 - `time_cpu_cores`: the workload split over 1, 2, ... and all cores: one `CompiledCpuDecoder` per process
   (spawned, each an equal strided shard, timed from a barrier all pass once warm until the last one ends:
   the process harness of `gpu_processes.py`), as runs cpu_x1, cpu_x2, ...; the scaling efficiency is the
-  throughput on n cores over n times the throughput on one.
+  throughput on n cores over n times the throughput on one, the median over rounds in which the core counts
+  alternate (as many as the Kaldi ratio's rounds).
 - `startup_seconds`: a fresh Python process importing the backend and decoding one utterance, with an
   empty numba cache (compiling) and again with the cache it left (loading): what a new worker pays before
   its first result; reading and preparing the graph (the epsilon closure, the same for the numpy backend)
@@ -13,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,27 +57,39 @@ def core_counts(requested: Sequence[int]) -> list[int]:
     return sorted({n for n in requested if n <= available} | {available})
 
 
-def time_cpu_cores(workload: Workload, options: SearchOptions, cores: Sequence[int]) -> dict[str, Timed]:
-    """Runs `cpu_x<n>` for every n of `core_counts(cores)` (1-best). ImportError (the benchmark reports the
-    measurement unavailable) where numba is missing, before any process starts."""
+def time_cpu_cores(workload: Workload, options: SearchOptions, cores: Sequence[int],
+                   rounds: int = 1) -> tuple[dict[str, Timed], dict[str, list[float]]]:
+    """Runs `cpu_x<n>` for every n of `core_counts(cores)` (1-best), `rounds` times, the core counts
+    alternating within each round so that a busy machine slows them alike: the first round's Timed per run
+    and every round's seconds per run. ImportError (the benchmark reports the measurement unavailable) where
+    numba is missing, before any process starts."""
     _require_compiled()
-    out = {}
-    for n in core_counts(cores):
-        timed = run_gpu_processes(workload.graph_path, list(workload.items), options, n, [("cpu", None)],
-                                  decoder=COMPILED)
-        out[f"cpu_x{n}"] = timed["cpu"]
-    return out
+    out: dict[str, Timed] = {}
+    seconds: dict[str, list[float]] = {}
+    for _ in range(max(rounds, 1)):
+        for n in core_counts(cores):
+            timed = run_gpu_processes(workload.graph_path, list(workload.items), options, n, [("cpu", None)],
+                                      decoder=COMPILED)["cpu"]
+            out.setdefault(f"cpu_x{n}", timed)
+            seconds.setdefault(f"cpu_x{n}", []).append(timed.seconds)
+    return out, seconds
 
 
-def scaling_metrics(runs: dict[str, Timed]) -> dict[str, float]:
-    """cpu_x<n>_efficiency for every n, and decoder.cpu_scaling_efficiency on all cores (the largest n)."""
+def scaling_metrics(runs: dict[str, Timed], seconds: dict[str, list[float]] | None = None) -> dict[str, object]:
+    """cpu_x<n>_efficiency for every n, and decoder.cpu_scaling_efficiency on all cores (the largest n); with
+    `seconds` (every round's seconds per run), the efficiencies are the medians of the per-round ones, which
+    are kept as cpu_x<n>_efficiency_rounds."""
     one = runs.get("cpu_x1")
     if one is None:
         return {}
-    out = {}
-    for key, timed in runs.items():
+    seconds = seconds or {key: [timed.seconds] for key, timed in runs.items()}
+    out: dict[str, object] = {}
+    for key in runs:
         n = int(key.removeprefix("cpu_x"))
-        out[f"{key}_efficiency"] = one.seconds / (n * timed.seconds)
+        per_round = [a / (n * b) for a, b in zip(seconds["cpu_x1"], seconds[key], strict=True)]
+        out[f"{key}_efficiency"] = statistics.median(per_round)
+        if len(per_round) > 1:
+            out[f"{key}_efficiency_rounds"] = per_round
     largest = max(runs, key=lambda k: int(k.removeprefix("cpu_x")))
     out["decoder.cpu_cores"] = float(int(largest.removeprefix("cpu_x")))
     out["decoder.cpu_scaling_efficiency"] = out[f"{largest}_efficiency"]
