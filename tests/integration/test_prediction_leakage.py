@@ -56,13 +56,13 @@ def test_personal_predictions_come_only_from_earlier_finished_requests(ray_clust
     predictions, _ = build_predictions(requests, transcripts, cache, shards=2)
     by_id = {r[0]: r for r in LOG}
     seen = 0
-    for request_id in by_id:
-        for prefix in {("play",), tuple(by_id[request_id][4].split()[:2])}:
+    for request_id, request in by_id.items():
+        for prefix in {("play",), tuple(request[4].split()[:2])}:
             rows = predictions.filter((predictions["request_id"] == request_id)
                                       & (predictions["partial_words"].list.join(" ") == " ".join(prefix)))
             personal = {tuple(w) for w, flag in zip(rows["prediction_words"].to_list(),
                                                     rows["in_personal"].to_list(), strict=True) if flag}
-            assert personal == _expected(by_id[request_id], prefix), (request_id, prefix)
+            assert personal == _expected(request, prefix), (request_id, prefix)
             seen += len(personal)
     # the log exercises the history: a3, a4 and a5 see earlier finals of A; a2 none (a1 is still being
     # spoken), a5 not a4 (a4 ends after a5 starts), b2 not A's "play my music"
