@@ -12,8 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.experiments.predictive_asr.partials import PARTIAL
-from specbench.experiments.predictive_asr.table import LmCache, build_predictions
+from specbench.experiments.predictive_asr.table import build_predictions
 from specbench.prediction.settings import CompletionSettings
 from specbench.stage import STATUS_OK
 

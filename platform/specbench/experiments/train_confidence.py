@@ -13,7 +13,7 @@ import polars as pl
 
 from specbench.config import TrainConfidenceConfig, config_to_dict
 from specbench.experiments.predictive_asr.job import predict_population
-from specbench.experiments.predictive_asr.table import LmCache
+from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.experiments.registry import RunOptions
 from specbench.paths import from_root
 from specbench.prediction.confidence import save_confidence, train_confidence_model

@@ -28,9 +28,10 @@ import polars as pl
 from specbench.config import PredictiveAsrConfig
 from specbench.data.usage import UsageSettings, population, simulate_usage
 from specbench.errors import DataError
+from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.experiments.predictive_asr.partials import transcribe_requests
 from specbench.experiments.predictive_asr.plots import plot_figures
-from specbench.experiments.predictive_asr.table import LmCache, build_predictions
+from specbench.experiments.predictive_asr.table import build_predictions
 from specbench.experiments.registry import RunOptions
 from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
 from specbench.metrics.wer import wer

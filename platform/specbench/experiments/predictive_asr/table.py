@@ -3,66 +3,20 @@ the LM's n-best completions and the user's own earlier recognitions that extend 
 features and whether each prediction equals the final hypothesis.
 
 Work is shared where it can be: the LM completes each distinct prefix once (Ray actors; memoized across
-calls and passes through `LmCache`), the personal history is queried once per (request, prefix) as
+calls, passes and jobs through `LmCache`), the personal history is queried once per (request, prefix) as
 stateless Ray tasks partitioned by user, and partials of one request that hold the same words share their
 predictions (the rows still differ in time).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-
 import polars as pl
 import pyarrow as pa
 
-from specbench.errors import DataError
+from specbench.experiments.predictive_asr.lm_cache import Key, LmCache
 from specbench.prediction.history import FALLBACK_LOG_FREQ, personal_predictions
-from specbench.prediction.lm_stage import LmStage, choose_device
-from specbench.prediction.settings import CompletionSettings
-from specbench.runtime import run_ray, run_tasks
+from specbench.runtime import run_tasks
 from specbench.stage import STATUS_OK
-
-Key = tuple[str, ...]
-GPU_FRACTION = 0.5  # two LM actors share a GPU
-
-
-@dataclass
-class LmCache:
-    """Completions by prefix and continuation log-probs by (prefix, continuation), kept across passes."""
-
-    checkpoint: Path
-    settings: CompletionSettings
-    device: str = "cpu"  # resolved here ("auto": CUDA where the driver sees a GPU); the stage asks Ray for it
-    completions: dict[Key, list[tuple[Key, float, int]]] = field(default_factory=dict)
-    scores: dict[tuple[Key, Key], float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.checkpoint.is_file():
-            raise DataError(f"prediction LM {self.checkpoint} does not exist. Fix: train it with "
-                            "`specbench train lm jobs/lm.toml`")
-        self.device = choose_device(self.device)
-
-    def fill(self, prefixes: set[Key], pairs: set[tuple[Key, Key]]) -> None:
-        """Compute what is not cached yet through the Ray LM stage."""
-        todo_p = sorted(p for p in prefixes if p not in self.completions)
-        todo_s = sorted(p for p in pairs if p not in self.scores)
-        if not todo_p and not todo_s:
-            return
-        table = pa.table({"prefix": pa.array([list(p) for p in todo_p] + [list(p) for p, _ in todo_s],
-                                             pa.list_(pa.string())),
-                          "continuation": pa.array([None] * len(todo_p) + [list(c) for _, c in todo_s],
-                                                   pa.list_(pa.string()))})
-        stage = LmStage(self.checkpoint, self.settings, self.device,
-                        gpu_fraction=GPU_FRACTION if self.device == "cuda" else 0.0)
-        for r in run_ray(stage, table, batch_size=self.settings.batch_size).to_pylist():
-            if r["status"] != STATUS_OK:
-                raise DataError(f"the word LM failed on prefix {r['prefix']}: {r['status']}")
-            key = tuple(r["prefix"])
-            if r["continuation"] is None:
-                self.completions[key] = [(tuple(c["words"]), c["log_prob"], c["rank"]) for c in r["completions"]]
-            else:
-                self.scores[(key, tuple(r["continuation"]))] = r["log_prob"]
 
 
 def request_frame(requests: pa.Table, transcripts: pa.Table) -> pl.DataFrame:
@@ -140,11 +94,10 @@ def build_predictions(requests: pa.Table, transcripts: pa.Table, cache: LmCache,
         ["user_id", "request_id", "timestamp_s", pl.col("partial_words").alias("prefix")])
     personal = _personal(frame, queries, shards) if queries.height else {}
     prefixes = {tuple(p) for p in queries["prefix"].to_list()}
+    # every personal prediction's continuation is scored in the same round as the completions (the score of
+    # one the LM also completes goes unused: cheaper than a second round of the stage's actors)
     pairs = {(k[1], w[len(k[1]):]) for k, preds in personal.items() for w, _ in preds}
-    cache.fill(prefixes, set())
-    needed = {(p, c) for p, c in pairs
-              if p + c not in {p + w for w, _, _ in cache.completions[p]}}
-    cache.fill(set(), needed)
+    cache.fill(prefixes, pairs)
     rows = []
     for q in queries.select(["request_id", "prefix"]).iter_rows():
         key = tuple(q[1])
