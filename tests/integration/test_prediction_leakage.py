@@ -53,7 +53,8 @@ def _expected(request: tuple, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
 
 def test_personal_predictions_come_only_from_earlier_finished_requests(ray_cluster: object) -> None:
     requests, transcripts = _tables()
-    cache = LmCache(ROOT / "models" / "lm_slurp.pt", CompletionSettings(n_best=2, beam=2, max_new_words=4))
+    cache = LmCache(ROOT / "models" / "lm_slurp.pt", CompletionSettings(n_best=2, beam=2, max_new_words=4),
+                    persist=False)  # every answer from the Ray stage, none from an earlier run
     predictions, _ = build_predictions(requests, transcripts, cache, shards=2)
     by_id = {r[0]: r for r in LOG}
     seen = 0

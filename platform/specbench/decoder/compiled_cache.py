@@ -20,7 +20,9 @@ neither race nor load half a file), and every later process imports that module.
 costs about 0.6 s per process however small the function (numba sets up its compiler target on first use; of
 that, its BLAS probe imports scipy.linalg, 0.4 s); importing the extension module costs milliseconds. Where
 the module cannot be built (no C compiler; SPECBENCH_DECODER_AOT=0 turns it off), the entry point falls back to
-numba's cache as above and says so once on stderr.
+numba's cache as above, says so once on stderr and leaves a marker beside the module so that later processes
+do not try again. The module's wrapper does not check its arguments as numba's dispatcher does, so the entry
+point checks every array's dtype, dimensions and C layout itself (a TypeError, never a misread array).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from pathlib import Path
 from types import ModuleType
 
 import numba
-from numba import njit
+import numpy as np
+from numba import njit, types
 
 from specbench.paths import work_dir
 
@@ -115,34 +118,89 @@ def build_aot(fn, name: str, signature: str, folder: Path) -> ModuleType:
     return _aot_module(name, folder)
 
 
+def aot_name(fn_name: str) -> str:
+    """The extension module's name: the function's, with a hash of the kernel sources, numba's and numpy's
+    versions (the module is built against numpy's C interface), so that an edit or an upgrade builds a new one
+    even where NUMBA_CACHE_DIR names a folder without the hash."""
+    digest = hashlib.sha256(f"{kernel_hash()} {np.__version__}".encode()).hexdigest()[:12]
+    return f"aot_{fn_name}_{digest}"
+
+
+def _array_checks(signature: str) -> list[tuple[int, object, int]]:
+    """(argument position, numpy dtype, dimensions) of every array argument of a numba signature string."""
+    from numba.core.sigutils import normalize_signature
+    from numba.np.numpy_support import as_dtype
+
+    args, _ = normalize_signature(signature)
+    return [(i, as_dtype(t.dtype), t.ndim) for i, t in enumerate(args) if isinstance(t, types.Array)]
+
+
+def _checked(compiled, name: str, checks: list[tuple[int, object, int]]):
+    """`compiled` (an ahead-of-time function) behind the checks numba's dispatcher makes: the module's wrapper
+    reads an array's memory as the signature's type without checking dtype or layout, so a Fortran-ordered
+    or int64-for-float64 argument would be misread, not refused."""
+
+    def call(*args):
+        for i, dtype, ndim in checks:
+            a = args[i]
+            if not (isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == ndim and a.flags.c_contiguous):
+                got = (f"{a.ndim}-D {a.dtype} {'C-contiguous' if a.flags.c_contiguous else 'non-contiguous'}"
+                       if isinstance(a, np.ndarray) else type(a).__name__)
+                raise TypeError(f"{name}: argument {i} must be a C-contiguous {ndim}-D {dtype} array, got {got}")
+        return compiled(*args)
+
+    return call
+
+
+def _load_aot(fn, signature: str, returns: str):
+    """The ahead-of-time function behind its checks, building the module first where needed; None (after one
+    line on stderr, and a marker so that later processes do not try again) where it cannot be had."""
+    folder, name = Path(numba.config.CACHE_DIR), aot_name(fn.__name__)
+    marker = folder / f"{name}.failed"
+    if marker.is_file():
+        return None
+    cause = "load"
+    try:
+        module = _aot_module(name, folder)
+        if module is None:
+            cause = "build"
+            module = build_aot(fn, name, returns + signature, folder)
+            cause = "load"
+        compiled = getattr(module, name)
+    except Exception as error:  # noqa: BLE001 - any failure falls back to the JIT
+        fix = (f"install a C compiler (e.g. Debian's gcc), then delete {marker}" if cause == "build"
+               else f"delete {folder / name}* to rebuild the module")
+        reason = f"{type(error).__name__}: {error}"
+        folder.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"{cause} failed: {reason}\n")
+        print(f"specbench: the ahead-of-time {cause} of {fn.__name__} failed ({reason}); using numba's cache "
+              f"instead, slower to start. Fix: {fix}", file=sys.stderr)
+        return None
+    return _checked(compiled, fn.__name__, _array_checks(signature))
+
+
 def entry(signature: str, returns: str | None = None):
     """An entry point: compiled once for `signature` (numba's signature string, arguments only) and cached
     in the folder above. Compiled, or loaded from the cache (about 0.2 s each), on its first call, not on
     import: a process that decodes without lattices never loads the lattice pruning. With `returns` (numba's
-    type string of the result), compiled ahead of time instead where a C compiler allows (module docstring)."""
+    type string of the result), compiled ahead of time instead where a C compiler allows (module docstring);
+    `ahead_of_time` on the returned function says which it loaded (None before the first call)."""
 
     def wrap(fn):
         compiled = None
-
-        def load():
-            if returns is not None and aot_enabled():
-                folder, name = Path(numba.config.CACHE_DIR), f"aot_{fn.__name__}"
-                try:
-                    module = _aot_module(name, folder) or build_aot(fn, name, returns + signature, folder)
-                    return getattr(module, name)
-                except Exception as error:  # noqa: BLE001 - any build failure falls back to the JIT
-                    print(f"specbench: the ahead-of-time build of {fn.__name__} failed ({type(error).__name__}: "
-                          f"{error}); using numba's cache instead (install a C compiler, e.g. Debian's gcc, "
-                          "to start decoders faster)", file=sys.stderr)
-            return njit(signature, cache=True)(fn)
 
         @functools.wraps(fn)
         def call(*args):
             nonlocal compiled
             if compiled is None:
-                compiled = load()
+                if returns is not None and aot_enabled():
+                    compiled = _load_aot(fn, signature, returns)
+                call.ahead_of_time = compiled is not None
+                if compiled is None:
+                    compiled = njit(signature, cache=True)(fn)
             return compiled(*args)
 
+        call.ahead_of_time = None
         return call
 
     return wrap

@@ -151,7 +151,7 @@ class CompiledCpuDecoder(CpuDecoder):
         lattice_beam = -1.0 if self.lattice_beam is None else float(self.lattice_beam)
         start = time.perf_counter()
         out = decode_frames(
-            neg.astype(np.float64), tokens.states.astype(np.int64),
+            np.ascontiguousarray(neg, dtype=np.float64), tokens.states.astype(np.int64),
             tokens.costs.astype(np.float64, copy=True), tokens.ids.astype(np.int64, copy=True),
             np.int64(state.arena.size), np.int64(state.stats["frames"]),
             *self._tables, config.beam32, np.int64(config.max_active), np.int64(config.min_active),

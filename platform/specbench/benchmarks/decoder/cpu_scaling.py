@@ -3,8 +3,8 @@
 - `time_cpu_cores`: the workload split over 1, 2, ... and all cores: one `CompiledCpuDecoder` per process
   (spawned, each an equal strided shard, timed from a barrier all pass once warm until the last one ends:
   the process harness of `gpu_processes.py`), as runs cpu_x1, cpu_x2, ...; the scaling efficiency is the
-  throughput on n cores over n times the throughput on one, the median over rounds in which the core counts
-  alternate (as many as the Kaldi ratio's rounds).
+  throughput on n cores over n times the throughput on one, the median over rounds, each of which runs every
+  core count in turn (as many rounds as the Kaldi ratio's; the throughputs recorded are the first round's).
 - `startup_seconds`: a fresh Python process importing the backend and decoding one utterance, with an
   empty numba cache (compiling) and again with the cache it left (loading): what a new worker pays before
   its first result; reading and preparing the graph (the epsilon closure, the same for the numpy backend)
@@ -59,8 +59,8 @@ def core_counts(requested: Sequence[int]) -> list[int]:
 
 def time_cpu_cores(workload: Workload, options: SearchOptions, cores: Sequence[int],
                    rounds: int = 1) -> tuple[dict[str, Timed], dict[str, list[float]]]:
-    """Runs `cpu_x<n>` for every n of `core_counts(cores)` (1-best), `rounds` times, the core counts
-    alternating within each round so that a busy machine slows them alike: the first round's Timed per run
+    """Runs `cpu_x<n>` for every n of `core_counts(cores)` (1-best), `rounds` times, every core count in
+    turn within each round so that a busy machine slows them alike: the first round's Timed per run
     and every round's seconds per run. ImportError (the benchmark reports the measurement unavailable) where
     numba is missing, before any process starts."""
     _require_compiled()

@@ -4,9 +4,9 @@ continuation), through the Ray LM stage, kept in memory across passes and on dis
 The predictive-ASR job, its sensitivity populations and the confidence training ask the LM about the same
 prefixes again and again (the same users' requests, the same partial hypotheses), and each round of the Ray
 stage pays for starting its actors. The disk store is a folder of Arrow parts under the work directory
-(`lm-cache/<checkpoint sha256>-<settings>-<device>`): the key names everything the answers depend on (the
-checkpoint's bytes, the completion settings batch size included, the device), so a stored answer is exactly
-what the stage would compute again. Each fill writes one new part under a temporary name and renames it, so
+(`lm-cache/<checkpoint sha256>-<settings and code>-<device>`): the key names what the answers depend on (the
+checkpoint's bytes, the completion settings batch size included, the source of the LM modules, torch's
+version, the device), so a stored answer is what the stage would compute again. Each fill writes one new part under a temporary name and renames it, so
 concurrent jobs never read half a part; a part that cannot be read is an error naming it and the fix.
 """
 
@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from specbench.errors import DataError
 from specbench.paths import work_dir
+from specbench.prediction import lm_stage
 from specbench.prediction.lm_stage import COMPLETION, LmStage, choose_device
 from specbench.prediction.settings import CompletionSettings
 from specbench.runtime import run_ray
@@ -34,10 +35,20 @@ PART_SCHEMA = pa.schema([("prefix", pa.list_(pa.string())), ("continuation", pa.
                          ("completions", pa.list_(COMPLETION)), ("log_prob", pa.float64())])
 
 
+# the code that computes the answers: an edit to any of these, or another torch, starts a new store
+LM_MODULES = ("lm.py", "completion.py", "lm_stage.py", "vocab.py")
+
+
 def store_dir(checkpoint: Path, settings: CompletionSettings, device: str) -> Path:
-    """The disk store of one (checkpoint bytes, settings, device) under the work directory."""
+    """The disk store of one (checkpoint bytes, settings, device, LM code and torch version) under the work
+    directory."""
+    import torch
+
     digest = hashlib.sha256(checkpoint.read_bytes()).hexdigest()[:16]
-    knobs = hashlib.sha256(repr(sorted(asdict(settings).items())).encode()).hexdigest()[:8]
+    code = hashlib.sha256(torch.__version__.encode())
+    for name in LM_MODULES:
+        code.update((Path(lm_stage.__file__).with_name(name)).read_bytes())
+    knobs = hashlib.sha256(repr(sorted(asdict(settings).items())).encode() + code.digest()).hexdigest()[:8]
     return work_dir() / "lm-cache" / f"{digest}-{knobs}-{device}"
 
 
