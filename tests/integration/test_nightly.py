@@ -93,3 +93,28 @@ def test_missing_tolerance_or_baseline_fails_before_anything(tmp_path: Path, slu
     assert mlflow.search_runs(search_all_experiments=True, output_format="list") == []
     assert main(["--tracking-uri", uri, "baseline", "set", "f" * 32]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_change_of_metrics_version_resets_the_baseline_with_the_reason(tmp_path: Path, slurp_graph: object,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Runs of another `metrics.version` are not baselines: the first nightly after a change compares with
+    nothing, says why, and tags its job run with the reason; the next nightly compares with that run."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    nightly = _write(tmp_path, "max_drop = 0\nmax_rise = 0")
+    assert main(["--tracking-uri", uri, "nightly", str(nightly)]) == 0
+    client = mlflow.MlflowClient(uri)
+    mlflow.set_tracking_uri(uri)
+    (first,) = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'graph'",
+                                  output_format="list")
+    assert first.data.tags["metrics.version"] == "1"
+    client.set_tag(first.info.run_id, "metrics.version", "0")  # as if logged before the metrics changed
+    capsys.readouterr()
+    assert main(["--tracking-uri", uri, "nightly", str(nightly)]) == 0
+    out = capsys.readouterr().out
+    assert "baseline reset for graph-slurp (metrics version 1" in out and "ok (no baseline)" in out
+    second = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'graph'",
+                                output_format="list", order_by=["attributes.start_time DESC"])[0]
+    assert second.data.tags["baseline.reason"].startswith("metrics version 1")
+    assert main(["--tracking-uri", uri, "nightly", str(nightly)]) == 0
+    out = capsys.readouterr().out
+    assert "baseline reset" not in out and f"baseline {second.data.metrics['graph.arcs']}" in out

@@ -23,12 +23,19 @@ name = "confidence_test"
 output = "{out}"
 train_users = 4
 devel_users = 3
+calibrate_routine_share = true
+[habit]
+routine_shares = [0.0, 1.0]
+target_oracle = 0.57
 [asr]
 graph_job = "{graph}"
 [model]
 members = 2
 hidden = [32, 32]
 epochs = 3
+[usage]
+weeks = 2
+requests_per_day = 2.0
 [tracking]
 experiment = "prediction_test"
 """
@@ -42,13 +49,19 @@ tune_users = 3
 thresholds = [0.1, 0.3, 0.5, 0.7, 0.9]
 lm_thresholds = [-12.0, -8.0, -4.0, -2.0, -1.0]
 max_attempts = [1, 2]
-run_sensitivity = {sensitivity}
+run_habit_sweep = {sweep}
 [asr]
 mode = "{mode}"
 graph_job = "{graph}"
-[sensitivity]
-zipf_exponents = [1.6]
-routine_shares = []
+[habit]
+routine_shares = [0.0, 1.0]
+target_oracle = 0.57
+rate_ranges = []
+snr_db_ranges = []
+pitch_cents = [0.0]
+[usage]
+weeks = 2
+requests_per_day = 2.0
 [tracking]
 experiment = "prediction_test"
 """
@@ -64,11 +77,11 @@ def confidence_models(tmp_path_factory: pytest.TempPathFactory, ray_cluster: obj
     return tmp / "conf.pt", tmp / "conf_nopersonal.pt", uri
 
 
-def _run(tmp_path: Path, models: tuple, mode: str, users: int, sensitivity: bool) -> mlflow.entities.Run:
+def _run(tmp_path: Path, models: tuple, mode: str, users: int, sweep: bool) -> mlflow.entities.Run:
     conf, conf_np, _ = models
     job = tmp_path / "predictive.toml"
     job.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, users=users, mode=mode, graph=GRAPH_JOB,
-                                   sensitivity=str(sensitivity).lower()))
+                                   sweep=str(sweep).lower()))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "run", str(job)]) == 0
     client = mlflow.MlflowClient(uri)
@@ -82,36 +95,61 @@ def test_confidence_training_writes_both_models_with_cards(confidence_models: tu
     for path in (conf, conf_np):
         assert path.is_file() and path.with_suffix(".md").is_file()
         assert "ASR" in path.with_suffix(".md").read_text() or "asr" in path.with_suffix(".json").read_text()
+    # the users were simulated at the calibrated share: a devel oracle per swept share, logged with steps
+    client = mlflow.MlflowClient(confidence_models[2])
+    (run,) = client.search_runs([client.get_experiment_by_name("prediction_test").experiment_id])
+    history = client.get_metric_history(run.info.run_id, "confidence.calibration.devel_oracle_rate")
+    assert sorted(h.step for h in history) == [0, 1]
+    low, high = sorted(history, key=lambda h: h.step)
+    assert low.value <= 0.57 <= high.value  # share 0 (no repeats) and share 1 (all routine) bracket the target
+    assert 0.0 < run.data.metrics["confidence.routine_share"] < 1.0
 
 
 def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path: Path,
                                                                        confidence_models: tuple) -> None:
-    client, run = _run(tmp_path, confidence_models, "decoder", users=3, sensitivity=True)
+    client, run = _run(tmp_path, confidence_models, "decoder", users=3, sweep=True)
     m = run.data.metrics
     assert run.data.tags["asr"] == "decoder"
     assert 0.0 <= m["prefetch.success_at_fail10"] <= m["prefetch.oracle_rate"] <= 1.0
     assert m["prefetch.requests"] > 20 and m["prefetch.asr_failed"] == 0
+    # every request rendered anew; one-offs new to the user, so only the routine repeats
+    assert m["prefetch.asr.audio_identical_share"] == 0.0
+    assert 0.0 <= m["prefetch.asr.repeat_final_differs_share"] <= 1.0
+    assert 0.0 < m["prefetch.usage.repeat_rate"] <= m["prefetch.usage.routine_request_share"] + 1e-9
+    assert m["prefetch.repeat_rate"] == m["prefetch.usage.repeat_rate"]
     # user-level bootstrap intervals (both thresholds are defined on these users)
     assert m["prefetch.bootstrap_users"] == 3
     assert m["prefetch.success_at_fail10_low"] <= m["prefetch.success_at_fail10_high"]
     assert m["prefetch.personalization_gain_low"] <= m["prefetch.personalization_gain_high"]
     table = client.download_artifacts(run.info.run_id, "tables/prefetch_sweeps.csv", str(tmp_path))
     rows = list(csv.DictReader(io.StringIO(Path(table).read_text())))
-    assert {r["configuration"] for r in rows} >= {"lm_personal.conf_personal", "lm.lm_score",
-                                                 "personal.conf", "lm_personal.conf_personal.k2"}
+    assert {r["configuration"] for r in rows} >= {"lm_personal.conf_personal", "lm.lm_score", "personal.conf",
+                                                 "lm_personal.conf_personal.k2", "lm_personal.cost_aware"}
     for r in rows:
         assert int(r["success"]) + int(r["failure"]) + int(r["none"]) == int(r["requests"]) == m["prefetch.requests"]
     figures = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
-    assert {"figures/fig2_success_vs_failed.png", "figures/multi_attempt.png", "figures/sensitivity.png"} <= figures
+    assert {"figures/fig2_success_vs_failed.png", "figures/multi_attempt.png", "figures/habit_curve.png",
+            "figures/cost_aware.png"} <= figures
+    # the cost-aware policy: swept like the others, its lambda chosen on devel
+    assert m["prefetch.ms_per_added_word"] > 0 and "prefetch.lm_personal.cost_aware.success_rate_at_fail10" in m
     per_request = pl.read_parquet(client.download_artifacts(run.info.run_id, "tables/requests_main.parquet",
                                                              str(tmp_path)))
     assert per_request.height == m["prefetch.requests"] and per_request["request_id"].is_unique().all()
     assert set(per_request["outcome"]) <= {"none", "success", "failure"}
-    sens = client.download_artifacts(run.info.run_id, "tables/sensitivity.csv", str(tmp_path))
-    assert "zipf_exponent" in Path(sens).read_text()
+    # the habit sweep: a point per routine share (metrics with steps), the calibrated headline share between
+    habit = pl.read_csv(client.download_artifacts(run.info.run_id, "tables/habit_sweep.csv", str(tmp_path)))
+    assert habit["routine_share"].to_list() == [0.0, 1.0] and habit["repeat_rate"][0] == 0.0
+    steps = client.get_metric_history(run.info.run_id, "habit.both.success_rate")
+    assert sorted(h.step for h in steps) == [0, 1]
+    assert 0.0 <= m["prefetch.calibrated_routine_share"] <= 1.0
+    # the confidence job ran the same devel sweep and trained at the same share; the job checks it
+    assert m["prefetch.confidence_routine_share"] == m["prefetch.calibrated_routine_share"]
+    assert abs(m["prefetch.calibration_devel_oracle"] - 0.57) < 0.25  # a 3-user population: interpolation only
+    knobs = pl.read_csv(client.download_artifacts(run.info.run_id, "tables/habit_knobs.csv", str(tmp_path)))
+    assert knobs["knob"].to_list() == ["pitch_cents"] and "habit.knob.pitch_cents.0.both.success_rate" in m
 
 
 def test_oracle_asr_mode_is_tagged_and_uses_reference_partials(tmp_path: Path, confidence_models: tuple) -> None:
-    _, run = _run(tmp_path, confidence_models, "oracle-asr", users=2, sensitivity=False)
+    _, run = _run(tmp_path, confidence_models, "oracle-asr", users=2, sweep=False)
     assert run.data.tags["asr"] == "oracle-asr"
     assert run.data.metrics["prefetch.asr_wer"] == 0.0

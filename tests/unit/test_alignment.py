@@ -47,3 +47,17 @@ def test_impossible_alignment_is_a_clear_error(aligner: ForcedAligner) -> None:
         aligner.align(["cat", "cat", "cat"], scores_for(["K", "AE"]))  # too few frames
     with pytest.raises(DataError, match="no pronunciation"):
         aligner.align(["dog"], scores_for(["K"]))
+
+
+def test_rows_aligned_from_given_scores_report_each_failure(aligner: ForcedAligner) -> None:
+    """`align_scored_shard`'s row loop: scores computed once elsewhere, one status per row."""
+    from specbench.acoustic.alignment import _align_rows, scores_lookup
+
+    given = {"u1": scores_for(["<blk>", "AH", "<blk>", "K", "AE", "T"])}
+    rows = [{"utt_id": "u1", "status": "ok", "normalized_text": "a cat"},
+            {"utt_id": "u2", "status": "ok", "normalized_text": "a cat"},
+            {"utt_id": "u3", "status": "synthesis failed", "normalized_text": "a"}]
+    out = _align_rows(rows, aligner, scores_lookup(given))
+    assert [w["word"] for w in out[0]["word_times"]] == ["a", "cat"] and out[0]["align_status"] == "ok"
+    assert out[1]["word_times"] is None and "no scores" in out[1]["align_status"]
+    assert "align_status" not in out[2] and out[2]["status"] == "synthesis failed"

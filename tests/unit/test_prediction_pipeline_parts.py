@@ -13,6 +13,7 @@ from specbench.experiments.predictive_asr.partials import (
     check_partial_interval,
     oracle_partials,
     plan_requests,
+    request_rendition,
     user_voice,
 )
 from specbench.experiments.predictive_asr.table import _candidates
@@ -51,18 +52,54 @@ def test_oracle_partials_never_hold_a_word_still_being_spoken() -> None:
     assert [p["words"] for p in parts] == [[], [], ["turn"], ["turn"], ["turn", "off"]]
 
 
-def test_a_user_keeps_one_voice_and_requests_share_utterances() -> None:
+def test_a_user_keeps_one_voice_and_every_request_is_rendered_anew() -> None:
     import pyarrow as pa
 
     asr = AsrSection()
     assert user_voice("FE-128", asr) == user_voice("FE-128", asr) and user_voice("FE-128", asr) in asr.voices
     requests = pa.table({"request_id": [f"u1-{i:05d}" for i in range(12)] + ["u2-00000"],
+                         "slot": list(range(12)) + [0],
                          "user_id": ["u1"] * 12 + ["u2"], "normalized_text": ["lights off"] * 13,
                          "sentence": ["lights off"] * 13, "slurp_id": [1] * 13})
-    ids, plan = plan_requests(requests, asr)
-    assert len(plan) == len(set(ids))
-    assert 1 < len(set(ids[:12])) <= len(asr.rates)  # one voice, a few renditions at the configured rates
+    ids, plan = plan_requests(requests, asr, "test/0")
+    assert len(plan) == len(set(ids)) == 13  # the same text thirteen times: thirteen renditions
     assert {p["voice"] for p in plan if p["utt_id"] in ids[:12]} == {user_voice("u1", asr)}
+    for p in plan:
+        assert asr.rate_range[0] <= p["rate"] <= asr.rate_range[1]
+        assert asr.snr_db_range[0] <= p["snr_db"] <= asr.snr_db_range[1]
+        assert abs(p["pitch_cents"]) <= asr.pitch_cents
+    assert len({p["noise_seed"] for p in plan}) == 13
+    assert plan_requests(requests, asr, "test/0") == (ids, plan)  # seeded per request
+    again, _ = plan_requests(requests.slice(3, 2), asr, "test/0")
+    assert again == ids[3:5]  # a request that a sweep keeps reuses its rendition
+    other, _ = plan_requests(requests, asr, "devel/0")
+    assert not set(other) & set(ids)  # another split (or usage seed): other renditions
+
+
+def test_a_rendition_follows_the_settings() -> None:
+    fixed = AsrSection(rate_range=(1.0, 1.0), snr_db_range=(20.0, 20.0), pitch_cents=0.0)
+    r = request_rendition("test/0/u1-00000", fixed)
+    assert (r.rate, r.snr_db, r.pitch_cents) == (1.0, 20.0, 0.0)
+    with pytest.raises(ValueError, match="rate_range"):
+        AsrSection(rate_range=(1.2, 0.9))
+
+
+def test_rendering_summary_by_hand() -> None:
+    import pyarrow as pa
+
+    from specbench.experiments.predictive_asr.partials import rendering_summary
+
+    requests = pa.table({"user_id": ["a", "a", "a", "a", "b", "a"],
+                         "normalized_text": ["x", "x", "y", "x", "x", "y"],
+                         "evaluated": [False, True, True, True, True, True]})
+    transcripts = pa.table({"audio_sha256": ["h1", "h2", "h3", "h2", "h1", "h4"],
+                            "status": ["ok", "ok", "ok", "ok", "ok", "failed"],
+                            "final_words": [["x"], ["x"], ["y"], ["z"], ["x"], []]})
+    summary = rendering_summary(requests, transcripts)
+    # evaluated: a/x h2 (new), a/y h3, a/x h2 (same bytes as a's 2nd), b/x h1 (other user), a/y (no audio twin)
+    assert summary["asr.audio_identical_share"] == pytest.approx(1 / 5)
+    # repeats with both transcribed: a's 2nd x (same as 1st: "x"), a's 3rd x ("z" after "x"); a's 2nd y failed
+    assert summary["asr.repeat_final_differs_share"] == pytest.approx(1 / 2)
 
 
 def test_requests_must_be_spoken_by_held_out_voices(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from specbench.data.resolver import data_file
 from specbench.data.slurp import read_split
 from specbench.data.text_norm import normalize
 from specbench.data.usage import USAGE_SCHEMA, Population, UsageSettings, population, simulate_usage
-from specbench.errors import ConfigError
+from specbench.errors import ConfigError, DataError
 
 pytestmark = pytest.mark.unit
 DAY = 24 * 3600
@@ -128,22 +128,36 @@ def test_log_schema_order_and_calendar() -> None:
     assert 3500 <= evaluated <= 6500  # about 3.4 requests a day, 21 days, ~60-70 users
 
 
-def test_every_request_is_a_sentence_of_that_user() -> None:
+def test_routine_and_own_requests_are_the_users_sentences_borrowed_ones_another_speakers() -> None:
     for split in ("train", "test"):
+        population_ = pop(split)
         own = {u.user_id: {(s.slurp_id, s.sentence, s.normalized_text, s.scenario, s.intent)
-                           for s in u.sentences} for u in pop(split).users}
+                           for s in u.sentences} for u in population_.users}
+        pool = {s.normalized_text for s in population_.pool}
         data = rows(log(split))
         assert {r["user_id"] for r in data} <= set(own)
+        sources = Counter(r["text_source"] for r in data)
+        assert sources["routine"] and sources["own"] and sources["other_speaker"], sources
         for r in data:
             key = (r["slurp_id"], r["sentence"], r["normalized_text"], r["scenario"], r["intent"])
-            assert key in own[r["user_id"]]
+            assert (key in own[r["user_id"]]) == (r["text_source"] != "other_speaker"), r
+            assert r["normalized_text"] in pool
+            assert r["routine"] == (r["text_source"] == "routine")
+
+
+def test_the_pool_is_every_speaker_of_the_split_with_unique_texts() -> None:
+    full, sample = pop("test"), pop("test", max_users=7, seed=5)
+    assert sample.pool == full.pool  # independent of sampling
+    texts = [s.normalized_text for s in full.pool]
+    assert len(texts) == len(set(texts))
+    assert {s.normalized_text for u in full.users for s in u.sentences} <= set(texts)
 
 
 def test_deterministic_and_independent_of_sampling() -> None:
     assert log("test").equals(simulate_usage(pop("test"), UsageSettings()))
     assert not log("test").equals(log("test", seed=1))
     sample = pop("test", max_users=7, seed=5)
-    shuffled = Population(tuple(reversed(sample.users)), 0, "test")
+    shuffled = Population(tuple(reversed(sample.users)), 0, "test", pool=sample.pool)
     part = simulate_usage(shuffled, UsageSettings())
     ids = {u.user_id for u in sample.users}
     full = [r for r in rows(log("test")) if r["user_id"] in ids]
@@ -176,16 +190,80 @@ def test_settings_change_what_they_should() -> None:
     assert spread[1.0] > 5 * spread[0.0]
 
 
-def test_one_offs_use_fresh_sentences_first() -> None:
-    repeats = 0
-    for group in _by_user(rows(log("test"))).values():
-        routine = {r["normalized_text"] for r in group if r["routine"]}
-        one_offs = [r["normalized_text"] for r in group if not r["routine"]]
-        assert not routine & set(one_offs)
-        distinct = len(set(one_offs))
-        assert len(set(one_offs[:distinct])) == distinct  # no repeat until the other sentences are used up
-        repeats += len(one_offs) - distinct
-    assert repeats > 0  # some users do use them up, and then repeat
+def test_one_offs_are_never_repeats_and_borrow_only_when_own_sentences_are_used_up() -> None:
+    users = {u.user_id: u for u in pop("test").users}
+    for share in (0.3, 0.7, 0.9):
+        borrowed = matched = 0
+        for user_id, group in _by_user(rows(log("test", routine_share=share))).items():
+            routine = {r["normalized_text"] for r in group if r["routine"]}
+            one_offs = [r for r in group if not r["routine"]]
+            texts = [r["normalized_text"] for r in one_offs]
+            assert not routine & set(texts)
+            assert len(set(texts)) == len(texts)  # each one-off is new to the user
+            sentences = users[user_id].sentences
+            items = usage._routine(len(sentences), UsageSettings(), usage._user_generators(0, "test", user_id, 5)[2])[0]
+            said = {sentences[int(i)].normalized_text for i in items} | set(texts)  # the routine, said or not
+            unused_own = [s for s in sentences if s.normalized_text not in said]
+            borrowing = [r for r in one_offs if r["text_source"] == "other_speaker"]
+            assert not (borrowing and unused_own), (user_id, share)  # own sentences first, at every share
+            borrowed += len(borrowing)
+            matched += sum(r["scenario_matched"] for r in borrowing)
+        assert borrowed > 0 and matched / borrowed > 0.9
+
+
+def test_a_sweep_of_the_routine_share_changes_only_requests_whose_kind_flips() -> None:
+    low, high = rows(log("test", routine_share=0.5)), rows(log("test", routine_share=0.7))
+    by_slot = {(r["user_id"], r["slot"]): r for r in low}
+    assert len(by_slot) == len(low) == len(high)
+    for r in high:
+        before = by_slot[(r["user_id"], r["slot"])]
+        assert before["routine"] <= r["routine"]  # a higher share only turns one-offs into routine requests
+        if before["routine"] == r["routine"]:
+            assert before["normalized_text"] == r["normalized_text"]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.3, 0.8])
+def test_realized_repeat_rate_follows_the_routine_share(share: float) -> None:
+    """Only routine requests repeat, so the repeat rate is the routine share less each item's first use."""
+    summary = usage.usage_summary(log("test", routine_share=share))
+    assert summary["usage.routine_request_share"] == pytest.approx(share, abs=0.03)
+    assert share - 0.06 <= summary["usage.repeat_rate"] <= share + 1e-9
+    if share == 0.0:
+        assert summary["usage.repeat_rate"] == 0.0
+
+
+def test_usage_summary_by_brute_force() -> None:
+    data = rows(log("devel"))
+    said: set[tuple[str, str]] = set()
+    repeats = evaluated = 0
+    for r in sorted(data, key=lambda r: (r["user_id"], r["timestamp_s"])):
+        key = (r["user_id"], r["normalized_text"])
+        if r["evaluated"]:
+            evaluated += 1
+            repeats += key in said
+        said.add(key)
+    assert usage.usage_summary(log("devel"))["usage.repeat_rate"] == pytest.approx(repeats / evaluated)
+
+
+def test_splits_have_their_own_random_streams() -> None:
+    """A speaker in two splits (here: the same users relabelled) gets other activity and request times."""
+    test = pop("test")
+    relabelled = Population(test.users, 0, "devel", pool=test.pool)
+    a, b = log("test"), simulate_usage(relabelled, UsageSettings())
+    assert a.num_rows != b.num_rows or a["timestamp_s"] != b["timestamp_s"]
+
+
+def test_a_routine_larger_than_a_users_sentences_is_a_clear_error() -> None:
+    fewest = min(len(u.sentences) for u in pop("test").users)
+    with pytest.raises(ConfigError, match=rf"routine_size.*Fix: routine_size\[0\] <= {fewest}"):
+        simulate_usage(pop("test"), UsageSettings(routine_size=(fewest + 1, fewest + 5)))
+
+
+def test_an_exhausted_pool_of_new_texts_is_a_clear_error() -> None:
+    test = pop("test")
+    tiny = Population(test.users[:2], 0, "test", pool=test.pool[:3])
+    with pytest.raises(DataError, match="one-off texts.*Fix: lower usage.requests_per_day"):
+        simulate_usage(tiny, UsageSettings(routine_share=0.0, requests_per_day=20.0))
 
 
 def _by_user(data: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -10,7 +10,7 @@ a little after it is heard, so times lean late by up to a frame or two).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import kaldi_decoder
@@ -85,23 +85,21 @@ class ForcedAligner:
         return out
 
 
-def align_shard(rows: list[dict], corpus_root: str, checkpoint: str, graph_dir: str) -> list[dict]:
-    """Fill `word_times` (and `aligned_end_s`) of manifest rows whose status is ok; a row that cannot be
-    aligned keeps null word times and gets the reason in `align_status`. Runs as a Ray task over a shard."""
+def _aligner(graph_dir: str) -> ForcedAligner:
+    """The forced aligner of a graph folder's tokens and lexicon."""
     from pathlib import Path
 
-    from specbench.acoustic.checkpoint import load_checkpoint
-    from specbench.acoustic.inference import score_samples
-    from specbench.data.synthesis import read_wav
     from specbench.wfst.lexicon import PHONES, read_lexicon
     from specbench.wfst.symbols import SymbolTable
     from specbench.wfst.topology import ctc_topology_text
 
     graph = Path(graph_dir)
     tokens = SymbolTable.read(graph / "tokens.txt")
-    aligner = ForcedAligner(ctc_topology_text(tokens, PHONES), read_lexicon(graph / "lexicon.txt").prons,
-                            tokens.ids)
-    ckpt = load_checkpoint(Path(checkpoint), PHONES)
+    return ForcedAligner(ctc_topology_text(tokens, PHONES), read_lexicon(graph / "lexicon.txt").prons, tokens.ids)
+
+
+def _align_rows(rows: list[dict], aligner: ForcedAligner, loglikes_of: Callable[[dict], np.ndarray]) -> list[dict]:
+    """Rows with `word_times` and `align_status` filled (ok rows only; a failure is reported in the row)."""
     out = []
     for row in rows:
         row = dict(row)
@@ -109,8 +107,7 @@ def align_shard(rows: list[dict], corpus_root: str, checkpoint: str, graph_dir: 
             out.append(row)
             continue
         try:
-            samples, _ = read_wav(Path(corpus_root) / row["audio_path"])
-            times = aligner.align(row["normalized_text"].split(), score_samples(ckpt, samples))
+            times = aligner.align(row["normalized_text"].split(), loglikes_of(row))
             row["word_times"] = [{"word": t.word, "start_s": t.start_s, "end_s": t.end_s} for t in times]
             row["align_status"] = "ok"
         except Exception as err:  # noqa: BLE001 - reported per row
@@ -118,3 +115,37 @@ def align_shard(rows: list[dict], corpus_root: str, checkpoint: str, graph_dir: 
             row["align_status"] = f"alignment failed: {str(err).strip() or 'no reason given'}"
         out.append(row)
     return out
+
+
+def align_shard(rows: list[dict], corpus_root: str, checkpoint: str, graph_dir: str) -> list[dict]:
+    """Fill `word_times` (and `align_status`) of manifest rows whose status is ok, scoring each WAV with
+    the checkpoint; a row that cannot be aligned keeps null word times and gets the reason in
+    `align_status`. Runs as a Ray task over a shard."""
+    from pathlib import Path
+
+    from specbench.acoustic.checkpoint import load_checkpoint
+    from specbench.acoustic.inference import score_samples
+    from specbench.data.synthesis import read_wav
+    from specbench.wfst.lexicon import PHONES
+
+    ckpt = load_checkpoint(Path(checkpoint), PHONES)
+    return _align_rows(rows, _aligner(graph_dir),
+                       lambda row: score_samples(ckpt, read_wav(Path(corpus_root) / row["audio_path"])[0]))
+
+
+def align_scored_shard(rows: list[dict], loglikes: dict[str, np.ndarray], graph_dir: str) -> list[dict]:
+    """`align_shard` from scores already computed (`utt_id` -> `(T, P)` log-probabilities, as the acoustic
+    stage writes them), so an utterance that is decoded too is scored once; a row without scores is
+    reported as not aligned."""
+    return _align_rows(rows, _aligner(graph_dir), scores_lookup(loglikes))
+
+
+def scores_lookup(loglikes: Mapping[str, np.ndarray]) -> Callable[[dict], np.ndarray]:
+    """A row's scores by its `utt_id`; ValueError (reported in the row) when there are none."""
+
+    def loglikes_of(row: dict) -> np.ndarray:
+        if row["utt_id"] not in loglikes:
+            raise ValueError("the acoustic model gave no scores for it")
+        return loglikes[row["utt_id"]]
+
+    return loglikes_of

@@ -263,11 +263,15 @@ def skipped_counts(table: pa.Table) -> dict[str, int]:
 
 
 def _sidecar_key(row: Mapping[str, Any]) -> dict[str, Any]:
-    """What determines a row's audio; a sidecar whose key differs is stale."""
-    return {
+    """What determines a row's audio; a sidecar whose key differs is stale. A row may carry an optional
+    `pitch_cents` (not in the plan schema; the usage requests use it), keyed only when it is not 0."""
+    key = {
         "version": _SIDECAR_VERSION, "normalized_text": row["normalized_text"], "voice": row["voice"],
         "rate": float(row["rate"]), "snr_db": float(row["snr_db"]), "noise_seed": int(row["noise_seed"]),
     }
+    if float(row.get("pitch_cents") or 0.0):
+        key["pitch_cents"] = float(row["pitch_cents"])
+    return key
 
 
 def _done(wav: Path, key: Mapping[str, Any]) -> dict[str, float | int] | None:
@@ -318,7 +322,8 @@ def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
         if measured is None:
             voice = get_voice(str(row["voice"]))
             res = synthesize(str(row["normalized_text"]), voice, float(row["rate"]), wav,
-                             seed=int(row["noise_seed"]), snr_db=float(row["snr_db"]))
+                             seed=int(row["noise_seed"]), snr_db=float(row["snr_db"]),
+                             pitch_cents=float(row.get("pitch_cents") or 0.0))
             measured = {"duration_s": res.duration_s, "num_samples": res.num_samples,
                         "end_of_speech_s": res.end_of_speech_s}
             _write_json_atomic(wav.with_suffix(".json"), {"key": key, **measured})

@@ -12,6 +12,10 @@ Speaking rate is a multiplier of the engine's default speed (rate 1.3 is 30 % fa
   festival's ``(Parameter.set 'Duration_Stretch X)`` has no effect on HTS voices (hts_engine computes its
   own durations), which was measured: 1.91 s at stretch 0.6 and at 1.0.
 
+Pitch: an optional shift in cents (100 cents = a semitone), applied by sox's ``pitch`` effect (a
+time-domain pitch shift that keeps the duration) while converting the engine's output; the same for every
+engine, so a user's voice can vary slightly from request to request.
+
 Noise: white, or pink-ish (1/f power, shaped in the frequency domain), zero-mean Gaussian, scaled so that
 ``10 log10(P_speech / P_noise) = snr_db`` where P is the mean power over the whole clean utterance; it is
 drawn from `numpy.random.default_rng(seed)`, so the same inputs give the same bytes. When speech plus noise
@@ -129,13 +133,15 @@ def _run_tool(args: list[str], what: str) -> bytes:
     return proc.stdout
 
 
-def _to_16k_float(raw_wav: Path, what: str) -> np.ndarray:
-    """The engine's WAV as 16 kHz mono float32 samples (sox, high-quality rate conversion, no dither)."""
+def _to_16k_float(raw_wav: Path, what: str, pitch_cents: float = 0.0) -> np.ndarray:
+    """The engine's WAV as 16 kHz mono float32 samples (sox, high-quality rate conversion, no dither),
+    pitch-shifted by `pitch_cents` when it is not 0."""
     if not raw_wav.is_file() or raw_wav.stat().st_size <= 44:
         raise ToolError(f"{what}: the engine wrote no audio to {raw_wav.name}")
+    effects = ["pitch", f"{pitch_cents:.3f}"] if pitch_cents else []
     out = _run_tool(
         ["sox", "-D", str(raw_wav), "-t", "raw", "-r", str(SAMPLE_RATE), "-c", "1",
-         "-b", "32", "-e", "floating-point", "-L", "-"],
+         "-b", "32", "-e", "floating-point", "-L", "-", *effects],
         what,
     )
     samples = np.frombuffer(out, dtype="<f4").astype(np.float32)
@@ -216,7 +222,7 @@ def write_wav(path: Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -
 
 
 def synthesize(text: str, voice: Voice, rate: float, out_wav: Path, seed: int = 0,
-               snr_db: float | None = None, noise: NoiseKind = "white") -> SynthResult:
+               snr_db: float | None = None, noise: NoiseKind = "white", pitch_cents: float = 0.0) -> SynthResult:
     """Speak normalized `text` with `voice` into `out_wav` (16 kHz mono 16-bit PCM).
 
     Args:
@@ -227,6 +233,7 @@ def synthesize(text: str, voice: Voice, rate: float, out_wav: Path, seed: int = 
         seed: seeds the noise (unused when clean).
         snr_db: signal-to-noise ratio in dB; None or +inf for clean speech.
         noise: ``white`` or ``pink`` Gaussian noise.
+        pitch_cents: pitch shift in cents, in [-1200, 1200]; 0 leaves the engine's pitch.
 
     Raises `DataError` for empty or unnormalized text, `ToolError` when the engine or sox is missing or
     fails, `ConfigError` for a rate out of range. The end of speech is measured before noise is added.
@@ -235,6 +242,8 @@ def synthesize(text: str, voice: Voice, rate: float, out_wav: Path, seed: int = 
     _check_text(text, f"utterance {out_wav.stem}")
     _check_rate(rate)
     _is_clean(snr_db)
+    if not (isinstance(pitch_cents, (int, float)) and -1200.0 <= pitch_cents <= 1200.0):
+        raise ConfigError(f"pitch_cents must be a shift in [-1200, 1200] cents, got {pitch_cents!r}")
     check_installed(voice)
     if shutil.which("sox") is None:
         raise ToolError("sox is not installed. Fix: apt-get install sox")
@@ -243,7 +252,7 @@ def synthesize(text: str, voice: Voice, rate: float, out_wav: Path, seed: int = 
         text_file, raw_wav = Path(tmp) / "text.txt", Path(tmp) / "engine.wav"
         text_file.write_text(text + "\n", encoding="utf-8")
         _run_tool(_engine_command(voice, rate, text_file, raw_wav), what)
-        clean = _to_16k_float(raw_wav, what)
+        clean = _to_16k_float(raw_wav, what, float(pitch_cents))
     eos = end_of_speech(clean)
     if _is_clean(snr_db):
         audio = clean.astype(np.float64)

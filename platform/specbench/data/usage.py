@@ -29,20 +29,35 @@ What is simulated (`simulate_usage`, all settings in `UsageSettings`)
   activity_sigma**2 / 2)`` with ``z ~ N(0, 1)`` (a log-normal spread whose mean is `requests_per_day`); the
   number of requests on each of the ``7 * weeks`` days is Poisson with that mean.
 - Routine: each user has a routine of ``k`` of their sentences, ``k`` drawn uniformly from `routine_size`
-  (min, max), at most all but one of the user's sentences (at least 1). The routine items are taken in a
+  (min, max) and capped at the user's sentence count (a `routine_size` minimum above some user's count is a
+  `ConfigError` naming the value that works). The routine items are taken in a
   random order, item ``i`` (1-based) has weight ``1 / i**zipf_exponent``, and each item has a preferred hour
   drawn uniformly in [7, 22).
 - Requests: with probability `routine_share` a request comes from the routine (an item drawn by weight,
   at its preferred hour plus ``N(0, hour_std)`` hours); otherwise it is a one-off, at an hour drawn
-  uniformly in `one_off_hours`, whose sentence is one of the user's non-routine sentences: drawn without
-  replacement (in time order) while any remain, then with replacement. A user with a single sentence has
-  no other sentences, and its one-offs repeat the routine sentence. Hours are clipped to [0, 24).
+  uniformly in `one_off_hours`, whose text the user has **never said before** (`text_source`). Every
+  request is given the new text it says if it is a one-off, whether it is one or not, in decreasing order of
+  the uniform draw that decides its kind (routine when the draw is below `routine_share`). The one-offs at any
+  share are the requests with the highest draws, so they take the new texts in this order:
+  - ``own``: the user's own non-routine sentences, in a random order, without replacement;
+  - then ``other_speaker``: a text of another speaker of the same split (`Population.pool`: for a test
+    user the other test-half speakers' SLURP test texts, for a devel user the devel half's, for a training
+    user the other training speakers' sentences), never one the user has said or has in their routine. Its
+    scenario is the scenario of one of the user's own sentences drawn uniformly, so the request is plausible
+    for that person (`scenario_matched`); when no unused text of that scenario is left, any unused text.
+  A sweep of `routine_share` flips only the requests whose draw lies between two shares, and only those
+  change text.
+  A one-off is therefore never a repeat: the share of evaluated requests whose text the user said before
+  (`repeat_rate`) follows `routine_share` and the routine's size. No sentence is ever drawn with
+  replacement; a pool that runs out is a `DataError` naming the setting to lower.
+  Hours are clipped to [0, 24).
 - Time: `timestamp_s` counts seconds from the start of week 1 (day 1, 00:00). Requests of one user that
   fall on the same second are moved apart by whole seconds, so that timestamps are distinct within a user.
   Weeks 1 .. `history_weeks` are history only; later requests are `evaluated`.
 
-Every user has its own random generator, seeded from (`seed`, sha256 of `user_id`): the log of a user does
-not depend on which other users are simulated, on their order or on `max_users` sampling.
+Every user has its own random generators, seeded from (`seed`, the split, sha256 of `user_id`): the log of a
+user does not depend on which other users are simulated, on their order or on `max_users` sampling (the pool
+of other speakers' texts is the whole split's), and a speaker who is in two splits gets independent streams.
 """
 
 from __future__ import annotations
@@ -88,7 +103,11 @@ USAGE_SCHEMA = pa.schema([
     pa.field("intent", pa.string(), nullable=False),
     pa.field("routine", pa.bool_(), nullable=False),
     pa.field("evaluated", pa.bool_(), nullable=False),
+    pa.field("slot", pa.int32(), nullable=False),  # the request's index before time ordering: see simulate_usage
+    pa.field("text_source", pa.string(), nullable=False),  # "routine", "own" or "other_speaker"
+    pa.field("scenario_matched", pa.bool_(), nullable=False),  # other_speaker: drawn in the wanted scenario
 ])
+TEXT_SOURCES = ("routine", "own", "other_speaker")
 
 
 @dataclass(frozen=True)
@@ -119,12 +138,15 @@ class Population:
         skipped_sentences: (user, sentence) pairs skipped because the sentence normalizes to nothing.
         split: "train", "devel" or "test".
         dropped_users: users with fewer than `min_sentences` sentences, left out (before sampling).
+        pool: every distinct text (by normalized text, smallest `slurp_id`) of every speaker of the split,
+            sampled or not: where one-offs come from once a user's own sentences are used up.
     """
 
     users: tuple[User, ...]
     skipped_sentences: int
     split: str
     dropped_users: int = 0
+    pool: tuple[UserSentence, ...] = ()
 
 
 # ----------------------------------------------------------------------------------------------- reading
@@ -247,6 +269,7 @@ def population(split: UsageSplit, max_users: int | None = None, seed: int = 0,
     check_int("population.seed", seed, 0)
     check_int("population.min_sentences", min_sentences, 1)
     candidates = _train_candidates() if split == "train" else _eval_candidates(split)
+    pool, _ = _build_user("", [row for rows in candidates.values() for row in rows])
     users: list[User] = []
     skipped = dropped = 0
     for user_id in sorted(candidates):
@@ -259,7 +282,7 @@ def population(split: UsageSplit, max_users: int | None = None, seed: int = 0,
     if max_users is not None and max_users < len(users):
         users = sorted(sorted(users, key=lambda u: _sample_key(seed, u.user_id))[:max_users],
                        key=lambda u: u.user_id)
-    return Population(tuple(users), skipped, split, dropped)
+    return Population(tuple(users), skipped, split, dropped, pool.sentences)
 
 
 # ------------------------------------------------------------------------------------------------ settings
@@ -334,9 +357,9 @@ class UsageSettings:
 # ---------------------------------------------------------------------------------------------- simulation
 
 
-def _user_generators(seed: int, user_id: str, count: int) -> list[np.random.Generator]:
-    """`count` independent generators of one user, from (seed, sha256 of the user id)."""
-    digest = hashlib.sha256(user_id.encode("utf-8")).digest()
+def _user_generators(seed: int, split: str, user_id: str, count: int) -> list[np.random.Generator]:
+    """`count` independent generators of one user of one split, from (seed, split, sha256 of the user id)."""
+    digest = hashlib.sha256(f"{split}:{user_id}".encode()).digest()
     words = [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
     return [np.random.default_rng(s) for s in np.random.SeedSequence([seed, *words]).spawn(count)]
 
@@ -354,40 +377,114 @@ def _distinct(ts: np.ndarray, end: int) -> np.ndarray:
 def _routine(n_sentences: int, s: UsageSettings, rng: np.random.Generator
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Routine sentence indices (by rank), their Zipf weights and preferred hours, all of shape (k,)."""
-    k = min(int(rng.integers(s.routine_size[0], s.routine_size[1] + 1)), max(1, n_sentences - 1))
+    k = min(int(rng.integers(s.routine_size[0], s.routine_size[1] + 1)), n_sentences)
     items = rng.permutation(n_sentences)[:k]
     weights = np.arange(1, k + 1, dtype=np.float64) ** -s.zipf_exponent
     hours = rng.uniform(*ROUTINE_HOURS, size=k)
     return items, weights / weights.sum(), hours
 
 
-def _one_offs(count: int, others: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """`count` sentence indices from `others`: without replacement while any remain, then with."""
-    fresh = rng.permutation(others)[:count]
-    rest = rng.choice(others, size=count - fresh.size) if count > fresh.size else np.empty(0, np.int64)
-    return np.concatenate([fresh, rest]).astype(np.int64)
+class _NewTexts:
+    """One user's supply of never-said texts: their own non-routine sentences in a random order, then other
+    speakers' texts of a wanted scenario (each scenario's list shuffled once, on first use), each text at
+    most once."""
+
+    def __init__(self, user: User, routine: np.ndarray, pool: tuple[UserSentence, ...],
+                 rng: np.random.Generator) -> None:
+        self.rng, self.user = rng, user
+        own = np.setdiff1d(np.arange(len(user.sentences)), routine)
+        self.own = [user.sentences[int(i)] for i in rng.permutation(own)]
+        self.used = {s.normalized_text for s in user.sentences}  # own texts are never borrowed back
+        self.by_scenario: dict[str, list[UserSentence]] = {}
+        for sentence in pool:
+            if sentence.normalized_text not in self.used:
+                self.by_scenario.setdefault(sentence.scenario, []).append(sentence)
+        self.order: dict[str, list[UserSentence]] = {}
+        self.any_order: list[UserSentence] | None = None
+
+    def _next_unused(self, queue: list[UserSentence]) -> UserSentence | None:
+        while queue:
+            sentence = queue.pop()
+            if sentence.normalized_text not in self.used:
+                return sentence
+        return None
+
+    def draw(self) -> tuple[UserSentence, str, bool]:
+        """(sentence, text source, scenario matched) of the next one-off."""
+        if self.own:
+            return self.own.pop(), "own", False
+        wanted = self.user.sentences[int(self.rng.integers(len(self.user.sentences)))].scenario
+        if wanted not in self.order:
+            found = self.by_scenario.get(wanted, [])
+            self.order[wanted] = [found[int(i)] for i in self.rng.permutation(len(found))]
+        sentence, matched = self._next_unused(self.order[wanted]), True
+        if sentence is None:
+            if self.any_order is None:
+                every = [t for texts in self.by_scenario.values() for t in texts]
+                self.any_order = [every[int(i)] for i in self.rng.permutation(len(every))]
+            sentence, matched = self._next_unused(self.any_order), False
+        if sentence is None:
+            raise DataError(
+                f"usage simulation: user {self.user.user_id} needs more one-off texts than the "
+                f"{len(self.user.sentences)} own sentences and the split's pool of other speakers' texts hold. "
+                "Fix: lower usage.requests_per_day or usage.weeks."
+            )
+        self.used.add(sentence.normalized_text)
+        return sentence, "other_speaker", matched
 
 
-def _simulate_user(user: User, s: UsageSettings) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One user's requests in time order: timestamps (s, int64), sentence indices (int64), routine flags."""
-    g_rate, g_days, g_routine, g_requests, g_one_off = _user_generators(s.seed, user.user_id, 5)
+def _simulate_user(user: User, pool: tuple[UserSentence, ...], split: str, s: UsageSettings
+                   ) -> tuple[np.ndarray, list[UserSentence], np.ndarray, list[str], np.ndarray, np.ndarray]:
+    """One user's requests in time order: timestamps (s, int64), sentences, routine flags, text sources,
+    scenario-matched flags and slots (each request's index before time ordering)."""
+    g_rate, g_days, g_routine, g_requests, g_one_off = _user_generators(s.seed, split, user.user_id, 5)
     n_days = 7 * s.weeks
     sigma = s.activity_sigma
     rate = s.requests_per_day * math.exp(sigma * g_rate.standard_normal() - sigma * sigma / 2)
     day0 = np.repeat(np.arange(n_days, dtype=np.int64), g_days.poisson(rate, size=n_days))
     n = day0.size
     items, weights, pref = _routine(len(user.sentences), s, g_routine)
-    routine = g_requests.random(n) < s.routine_share
+    kind_draw = g_requests.random(n)  # a request is routine when its draw is below routine_share
+    routine = kind_draw < s.routine_share
     pick = g_requests.choice(items.size, size=n, p=weights)
     jitter = g_requests.normal(0.0, s.hour_std, size=n)
     hours = np.where(routine, pref[pick] + jitter, g_requests.uniform(*s.one_off_hours, size=n))
     seconds = np.clip(np.floor(np.clip(hours, 0.0, 24.0) * 3600.0), 0, SECONDS_PER_DAY - 1).astype(np.int64)
     order = np.lexsort((np.arange(n), day0 * SECONDS_PER_DAY + seconds))
     ts = _distinct((day0 * SECONDS_PER_DAY + seconds)[order], n_days * SECONDS_PER_DAY)
-    routine, sentence = routine[order], items[pick[order]].astype(np.int64)
-    others = np.setdiff1d(np.arange(len(user.sentences)), items)
-    sentence[~routine] = _one_offs(int((~routine).sum()), others if others.size else items, g_one_off)
-    return ts, sentence, routine
+    routine, item, kind_draw = routine[order], items[pick[order]], kind_draw[order]
+    # Every request gets the new text it says if it is a one-off, whether or not it is one at this routine
+    # share, handed out in decreasing order of its kind draw: the requests that are one-offs at a share are
+    # exactly those with the highest draws, so they get the user's own sentences before any borrowed text,
+    # and a sweep of the share changes only the requests whose kind changes.
+    new_texts = _NewTexts(user, items, pool, g_one_off)
+    one_off_text: list[tuple[UserSentence, str, bool]] = [None] * n  # type: ignore[list-item]
+    for i in np.argsort(-kind_draw, kind="stable"):
+        one_off_text[int(i)] = new_texts.draw()
+    sentences, sources, matched = [], [], np.zeros(n, dtype=bool)
+    for i in range(n):
+        if routine[i]:
+            sentences.append(user.sentences[int(item[i])])
+            sources.append("routine")
+        else:
+            sentence, source, matched[i] = one_off_text[i]
+            sentences.append(sentence)
+            sources.append(source)
+    return ts, sentences, routine, sources, matched, order
+
+
+def check_routine_fits(population: Population, settings: UsageSettings) -> None:
+    """`ConfigError` when a user has fewer sentences than the routine's minimum size (before any work)."""
+    if not population.users:
+        return
+    fewest = min(population.users, key=lambda u: len(u.sentences))
+    if settings.routine_size[0] > len(fewest.sentences):
+        raise ConfigError(
+            f"usage.routine_size = {list(settings.routine_size)}: user {fewest.user_id} of the "
+            f"{population.split} split has only {len(fewest.sentences)} sentences, fewer than the routine's "
+            f"minimum. Fix: routine_size[0] <= {len(fewest.sentences)} (e.g. [{len(fewest.sentences)}, "
+            f"{max(len(fewest.sentences), settings.routine_size[1])}])."
+        )
 
 
 def simulate_usage(population: Population, settings: UsageSettings | None = None) -> pa.Table:
@@ -397,12 +494,17 @@ def simulate_usage(population: Population, settings: UsageSettings | None = None
     `timestamp_s` (int64) is seconds from the start of week 1 and distinct within a user; `day` (int32) is
     the 1-based day from the start (1 .. 7 * weeks); `week` (int32) is 1-based; `hour` (float32) is the hour
     of day in [0, 24); `request_id` is ``f"{user_id}-{n:05d}"`` with n the request's 0-based rank in time
-    within the user; `evaluated` is ``week > history_weeks``.
+    within the user; `evaluated` is ``week > history_weeks``; `text_source` and `scenario_matched` say
+    where a request's text came from (the module docstring). `slot` identifies a request of a user across
+    settings that move requests in time: it is the request's index among the user's requests ordered by day
+    (the Poisson draws) before the hours are drawn, so a sweep of `routine_share`, which changes the hours
+    of the requests whose kind flips and with them the ranks in `request_id`, keeps every request's slot.
     """
     s = settings if settings is not None else UsageSettings()
+    check_routine_fits(population, s)
     cols: dict[str, list[Any]] = {f.name: [] for f in USAGE_SCHEMA}
     for user in sorted(population.users, key=lambda u: u.user_id):
-        ts, sentence, routine = _simulate_user(user, s)
+        ts, chosen, routine, sources, matched, slot = _simulate_user(user, population.pool, population.split, s)
         day = ts // SECONDS_PER_DAY + 1
         week = (day - 1) // 7 + 1
         cols["request_id"] += [f"{user.user_id}-{i:05d}" for i in range(ts.size)]
@@ -413,7 +515,9 @@ def simulate_usage(population: Population, settings: UsageSettings | None = None
         cols["hour"].append(((ts % SECONDS_PER_DAY) / 3600.0).astype(np.float32))
         cols["routine"].append(routine)
         cols["evaluated"].append(week > s.history_weeks)
-        chosen = [user.sentences[int(i)] for i in sentence]
+        cols["slot"].append(slot.astype(np.int32))
+        cols["text_source"] += sources
+        cols["scenario_matched"].append(matched)
         cols["slurp_id"] += [c.slurp_id for c in chosen]
         for name in ("sentence", "normalized_text", "scenario", "intent"):
             cols[name] += [getattr(c, name) for c in chosen]
@@ -424,3 +528,28 @@ def simulate_usage(population: Population, settings: UsageSettings | None = None
             values = np.concatenate(values)
         arrays.append(pa.array(values, type=f.type))
     return pa.Table.from_arrays(arrays, schema=USAGE_SCHEMA)
+
+
+def usage_summary(log: pa.Table) -> dict[str, float]:
+    """What the simulation realized, for logging: the repeat rate (evaluated requests whose text the same
+    user said earlier), the share of evaluated requests from the routine, the share of one-offs that are
+    other speakers' texts, and the share of those drawn in the wanted scenario (nan where undefined)."""
+    import polars as pl
+
+    frame = pl.from_arrow(log.select(["user_id", "normalized_text", "evaluated", "text_source",
+                                      "scenario_matched", "timestamp_s"])).sort(["user_id", "timestamp_s"])
+    frame = frame.with_columns(pl.int_range(pl.len()).over(["user_id", "normalized_text"]).gt(0).alias("repeat"))
+    evaluated = frame.filter(pl.col("evaluated"))
+    one_offs = evaluated.filter(pl.col("text_source") != "routine")
+    borrowed = one_offs.filter(pl.col("text_source") == "other_speaker")
+
+    def share(part: int, whole: int) -> float:
+        return part / whole if whole else math.nan
+
+    return {
+        "usage.repeat_rate": share(evaluated["repeat"].sum(), evaluated.height),
+        "usage.routine_request_share": share(evaluated.filter(pl.col("text_source") == "routine").height,
+                                             evaluated.height),
+        "usage.one_off_other_speaker_share": share(borrowed.height, one_offs.height),
+        "usage.other_speaker_same_scenario_share": share(borrowed["scenario_matched"].sum(), borrowed.height),
+    }

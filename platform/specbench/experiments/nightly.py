@@ -10,7 +10,10 @@ summary as its description; it ends FAILED when there is a regression.
 Checked before anything runs: every job file loads, and every headline metric the jobs produce
 (the registry's `nightly_metrics`) has a `[[tolerance]]`. The baseline of a job's run is the run of the same job
 (same experiment and run name) tagged `baseline=true` (`specbench baseline set RUN_ID`), else the latest
-finished earlier nightly run of that job.
+finished earlier nightly run of that job, in both cases of the job kind's current `metrics_version`
+(`experiments.registry`). When earlier runs exist but none of that version, the metrics changed meaning: the
+baseline is reset (nothing to compare; the tolerances' absolute bounds still apply), the reason is printed
+and tagged on the job's run as `baseline.reason`, and that run is the next nightly's baseline.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from specbench.errors import ConfigError, SpecbenchError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
 from specbench.experiments.runner import JobRun, SuiteRun
 from specbench.reports.nightly import Check, render_html, render_markdown, write_plot
-from specbench.tracking.baseline import find_baseline
+from specbench.tracking.baseline import find_baseline, note_baseline_reset
 
 
 class RegressionError(SpecbenchError):
@@ -73,7 +76,12 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
               opts: RunOptions) -> list[Check]:
     """The job's headline metrics against its baseline (see the module docstring)."""
     checks = []
-    base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri)
+    kind = JOBS[config_kind(job_config)]
+    base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version)
+    if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
+        reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
+        note_baseline_reset(job.run_id, reason, opts.tracking_uri)
+        job.lines.append(f"  baseline reset for {job.run_name} ({reason})")
     metrics = job.metrics
     wanted = list(JOBS[config_kind(job_config)].nightly_metrics) + [
         m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
@@ -97,8 +105,8 @@ def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str
                   {"nightly.id": nightly_id}) as suite:
         for job, job_config in jobs:
             done = suite.run_job(job, job_config, suite_tag="nightly", extra_tags={"nightly.id": nightly_id})
+            checks += checks_of(done, job_config, rules, nightly_id, opts)  # may add a baseline-reset line
             lines += done.lines
-            checks += checks_of(done, job_config, rules, nightly_id, opts)
         run = suite.run
         run.log_text(render_markdown(checks, nightly_id), "regression_report.md")
         run.log_text(render_html(checks, nightly_id), "regression_report.html")

@@ -31,11 +31,17 @@ class RunOptions:
 @dataclass(frozen=True)
 class JobKind:
     """What one job kind is: its config class, its runner and the headline metrics it logs that the
-    nightly compares (every one needs a `[[tolerance]]` in the nightly file)."""
+    nightly compares (every one needs a `[[tolerance]]` in the nightly file).
+
+    `metrics_version` counts changes of what those metrics mean (raised together with `metrics_change`, which
+    says why). Runs are tagged with it, and the nightly compares a run only with baselines of the same version:
+    the first nightly after a change resets the baseline and logs `metrics_change` as the reason."""
 
     config: type
     runner: str  # "module:function"
     nightly_metrics: tuple[str, ...] = ()
+    metrics_version: int = 1
+    metrics_change: str = ""
 
     @property
     def kind(self) -> str:
@@ -61,7 +67,12 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute"),
     JobKind(cfg.PredictiveAsrConfig, f"{_EXP}.predictive_asr.job:execute",
-            ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate")),
+            ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate"),
+            metrics_version=2,
+            metrics_change="usage simulation 2: one-offs are texts new to the user (they never repeat), every "
+                           "request is rendered anew (speaking rate, noise and pitch drawn per request), and "
+                           "each split has its own random streams; success and oracle rates no longer follow "
+                           "forced repeats and replayed audio"),
     JobKind(cfg.NightlyConfig, f"{_EXP}.nightly:run_nightly"),
     JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute"),
     JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute"),

@@ -40,7 +40,8 @@ def run_job(path: Path, config: Any, opts: RunOptions, suite: str | None,
     child run of `parent` in the parent's experiment (the job's own experiment is then its tag
     `job_experiment`)."""
     kind = config_kind(config)
-    tags = {"kind": kind, "job_file": str(path), **(extra_tags or {})}
+    tags = {"kind": kind, "job_file": str(path), "metrics.version": str(job_kind(kind).metrics_version),
+            **(extra_tags or {})}
     if suite:
         tags["suite"] = suite
     experiment = config.tracking.experiment

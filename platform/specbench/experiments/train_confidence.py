@@ -1,7 +1,13 @@
 """The `train_confidence` job: the paper's confidence model, trained on every prediction (that adds a word)
 of the training users' simulated requests, early-stopped on the devel users', with partials from the same
 ASR pipeline as the test users (held-out voices, our decoder). Two models: with the personal feature
-(`output`) and without it (`<output stem>_nopersonal.pt`)."""
+(`output`) and without it (`<output stem>_nopersonal.pt`).
+
+With `calibrate_routine_share`, the users are simulated at the routine share the predictive-ASR job
+calibrates its headline population to (`predictive_asr/habit.py`): the devel users' LM + personal oracle is
+measured at each `[habit] routine_shares` value and interpolated to `target_oracle`. The predictive-ASR job
+repeats the same devel sweep (its transcripts and LM answers then come from the caches), so both land on the
+same share; the models record the usage they were trained at, and the job checks it."""
 
 from __future__ import annotations
 
@@ -12,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from specbench.config import TrainConfidenceConfig, config_to_dict
-from specbench.experiments.predictive_asr.job import predict_population
+from specbench.experiments.predictive_asr.habit import calibrate
+from specbench.experiments.predictive_asr.job import check_usage, lm_personal_oracle, predict_population
 from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.experiments.registry import RunOptions
 from specbench.paths import from_root
@@ -39,10 +46,21 @@ def _rows(predictions: pl.DataFrame) -> pl.DataFrame:
 def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: TrackedRun | None,
                          ray_address: str | None = None) -> dict[str, Any]:
     """Build the training and devel predictions, train both models, write them with cards."""
+    shares = config.habit.routine_shares if config.calibrate_routine_share else ()
+    check_usage({"train": config.train_users, "devel": config.devel_users},
+                [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)])
     connect(ray_address)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
-    train = predict_population("train", config.train_users, config.usage, config, job_path, cache)
-    devel = predict_population("devel", config.devel_users, config.usage, config, job_path, cache)
+    usage, sweep = config.usage, []
+    if config.calibrate_routine_share:
+        for share in sorted(shares):
+            point = dataclasses.replace(config.usage, routine_share=share)
+            pop = predict_population("devel", config.devel_users, point, config, job_path, cache)
+            sweep.append({"routine_share": share, "devel_oracle_rate": lm_personal_oracle(pop),
+                          "repeat_rate": pop.repeat_rate})
+        usage = dataclasses.replace(config.usage, routine_share=calibrate(sweep, config.habit.target_oracle))
+    train = predict_population("train", config.train_users, usage, config, job_path, cache)
+    devel = predict_population("devel", config.devel_users, usage, config, job_path, cache)
     train_rows, devel_rows = _rows(train.predictions), _rows(devel.predictions)
     out = from_root(config.output)
     data = {"train_requests": train.requests.height, "devel_requests": devel.requests.height,
@@ -50,12 +68,13 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
             "train_positive_rate": float(train_rows["correct"].mean() or 0.0),
             "devel_positive_rate": float(devel_rows["correct"].mean() or 0.0),
             "asr_wer_train_users": train.asr_wer, "asr_wer_devel_users": devel.asr_wer,
-            "asr_mode": config.asr.mode}
+            "asr_mode": config.asr.mode, "routine_share": usage.routine_share,
+            "devel_oracle_rate": lm_personal_oracle(devel), **{f"train_{k}": v for k, v in train.simulation.items()}}
     cards = {}
     for use_personal, path in ((True, out), (False, no_personal_path(out))):
         settings = dataclasses.replace(config.model, use_personal=use_personal)
         model, report = train_confidence_model(train_rows, devel_rows, settings, progress=True)
-        save_confidence(path, model, report, config_to_dict(config))
+        save_confidence(path, model, report, config_to_dict(dataclasses.replace(config, usage=usage)))
         card = {"name": path.stem, "use_personal": use_personal, **data, "model": dataclasses.asdict(settings),
                 "report": _plain_report(report), "licence": LICENCE,
                 "data": ("Predictions (LM n-best and personal history) from every partial of the simulated "
@@ -67,6 +86,8 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
     if run is not None:
         run.set_tags({"asr": config.asr.mode})
         run.log_metrics({f"confidence.{k}": float(v) for k, v in data.items() if isinstance(v, (int, float))})
+        for step, row in enumerate(sweep):
+            run.log_metrics({f"confidence.calibration.{k}": float(v) for k, v in row.items()}, step=step)
         for name, card in cards.items():
             run.log_metrics({f"confidence.{name}.{k}": float(v) for k, v in card["report"].items()
                              if isinstance(v, (int, float)) and not isinstance(v, bool)})

@@ -1,5 +1,6 @@
 """Baselines for the nightly: `specbench baseline set RUN_ID` tags one run per (experiment, run name) with
-`baseline=true`; `find_baseline` returns it, else the latest finished nightly run of that job."""
+`baseline=true`; `find_baseline` returns it, else the latest finished nightly run of that job, in both cases
+only among runs whose `metrics.version` tag (absent: 1) is the version asked for."""
 
 from __future__ import annotations
 
@@ -32,20 +33,27 @@ def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | Non
     return run_id, name
 
 
-def find_baseline(experiment_id: str, run_name: str, nightly_id: str,
-                  tracking_uri: str | None = None) -> tuple[str, dict[str, float], str] | None:
+def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_uri: str | None = None,
+                  metrics_version: int | None = None) -> tuple[str, dict[str, float], str] | None:
     """(run id, metrics, how it was chosen) of the baseline of a job's run: the run tagged baseline=true,
-    else the latest finished nightly run of the same job before this nightly; None when there is none."""
+    else the latest finished nightly run of the same job before this nightly; with `metrics_version`, only
+    runs of that version count. None when there is none."""
     client = _client(tracking_uri)
     name = run_name.replace("'", "")
     for where, why in ((f"tags.baseline = 'true' and attributes.run_name = '{name}'", "baseline=true"),
                        (f"tags.suite = 'nightly' and attributes.run_name = '{name}' and "
                         "attributes.status = 'FINISHED'", "previous nightly")):
         for run in client.search_runs([experiment_id], filter_string=where,
-                                      order_by=["attributes.start_time DESC"], max_results=20):
-            if run.data.tags.get("nightly.id") != nightly_id:
+                                      order_by=["attributes.start_time DESC"], max_results=50):
+            version = int(run.data.tags.get("metrics.version", "1"))
+            if run.data.tags.get("nightly.id") != nightly_id and metrics_version in (None, version):
                 return run.info.run_id, dict(run.data.metrics), why
     return None
+
+
+def note_baseline_reset(run_id: str, reason: str, tracking_uri: str | None = None) -> None:
+    """Tag a run `baseline.reason` = `reason`: it starts a new baseline because its metrics changed meaning."""
+    _client(tracking_uri).set_tag(run_id, "baseline.reason", reason)
 
 
 def run_summary(run_id: str, tracking_uri: str | None = None) -> tuple[str, str, dict[str, float]]:

@@ -3,7 +3,9 @@
 utterance from every partial (LM n-best, the user's history, both), and sweep the prefetch threshold for
 every configuration of the paper's figures: candidates from the LM only, the history only, or both; decided
 by the LM score, by the confidence model without the personal feature, or with it. Beyond the paper: up to K
-prefetch attempts per request. A sensitivity sweep re-simulates the usage with other repetition settings.
+prefetch attempts per request. The habit sweep (`habit.py`) re-simulates the devel and test users at other
+routine shares (success against habit), calibrates the headline population's routine share to the seed's
+oracle on devel, and varies the rendering knobs at that share.
 
 Protocol: each configuration's operating threshold is the most permissive one whose failed rate is at most
 10% **on the devel users**; the test users are then measured at that threshold (`..._at_fail10`). The test
@@ -19,6 +21,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +29,17 @@ import numpy as np
 import polars as pl
 
 from specbench.config import PredictiveAsrConfig
-from specbench.data.usage import UsageSettings, population, simulate_usage
+from specbench.data.usage import UsageSettings, population, simulate_usage, usage_summary
 from specbench.errors import DataError
+from specbench.experiments.predictive_asr.habit import (
+    calibrate,
+    confidence_share,
+    point_row,
+    sweep_knobs,
+    sweep_routine_shares,
+)
 from specbench.experiments.predictive_asr.lm_cache import LmCache
-from specbench.experiments.predictive_asr.partials import transcribe_requests
+from specbench.experiments.predictive_asr.partials import rendering_summary, transcribe_requests
 from specbench.experiments.predictive_asr.plots import plot_figures
 from specbench.experiments.predictive_asr.table import build_predictions
 from specbench.experiments.registry import RunOptions
@@ -37,6 +47,7 @@ from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
 from specbench.metrics.wer import wer
 from specbench.paths import from_root
 from specbench.prediction.confidence import load_confidence
+from specbench.prediction.cost_aware import expected_benefit, ms_per_added_word
 from specbench.prediction.prefetch import first_prefetch, operating_point, oracle_gain_ms, oracle_rate, sweep
 from specbench.runtime import connect
 from specbench.runtime.metrics import record
@@ -49,6 +60,7 @@ CANDIDATES = {"lm": pl.col("in_lm"), "personal": pl.col("in_personal"),
               "lm_personal": pl.col("in_lm") | pl.col("in_personal")}
 DECIDERS = ("lm_score", "conf", "conf_personal")
 MAIN = "lm_personal.conf_personal"
+COST_AWARE = "lm_personal.cost_aware"  # prefetch when P(success) * E[gain] exceeds lambda (ms)
 BASELINE = "lm.conf"  # the personalization gain is MAIN minus this, both at the devel-chosen threshold
 FAILED_BUDGET = 0.10
 CURVE_RATES = (0.08, 0.10, 0.20)  # the paper's operating points: 23% at 8% failed, 28% at 20%
@@ -65,17 +77,24 @@ class Population:
     asr_failed: int
     end_from_energy: int
     repeat_rate: float  # evaluated requests whose sentence the same user said before (the simulation's repetition)
+    simulation: dict[str, float] = dataclasses.field(default_factory=dict)  # usage_summary + rendering_summary
+    timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per stage, utterances rendered
 
 
 def predict_population(split: str, users: int, usage: UsageSettings, config: Any, job_path: Path,
                        cache: LmCache) -> Population:
     """Simulate, transcribe and predict one population (the job's and `train_confidence`'s front half)."""
+    start = time.perf_counter()
     requests = simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)
-    said = pl.from_arrow(requests.select(["user_id", "normalized_text", "evaluated"]))
-    repeats = said.with_columns(pl.int_range(pl.len()).over(["user_id", "normalized_text"]).alias("n"))
-    repeat_rate = float(repeats.filter(pl.col("evaluated"))["n"].gt(0).mean() or 0.0)  # rows are in time order
-    transcripts = transcribe_requests(requests, config.asr, job_path)
+    simulation = usage_summary(requests)
+    timings = {"simulate": time.perf_counter() - start}
+    transcripts = transcribe_requests(requests, config.asr, job_path, rendering_key=f"{split}/{usage.seed}",
+                                      timings=timings)
+    if config.asr.mode == "decoder":
+        simulation |= rendering_summary(requests, transcripts)
+    start = time.perf_counter()
     preds, frame = build_predictions(requests, transcripts, cache)
+    timings["predict"] = time.perf_counter() - start
     evaluated = frame.filter(pl.col("evaluated"))
     ok = pl.col("status") == STATUS_OK
     finals = evaluated.select(pl.when(ok).then(pl.col("final_words")).otherwise(pl.lit([], pl.List(pl.String))))
@@ -86,7 +105,29 @@ def predict_population(split: str, users: int, usage: UsageSettings, config: Any
                       asr_wer=wer(evaluated["ref_words"].to_list(), finals.to_series().to_list()),
                       asr_failed=int(evaluated.filter(~ok).height),
                       end_from_energy=int(evaluated.filter(pl.col("end_source") == "energy").height),
-                      repeat_rate=repeat_rate)
+                      repeat_rate=simulation["usage.repeat_rate"], simulation=simulation, timings=timings)
+
+
+def check_usage(splits: dict[str, int], variants: list[UsageSettings]) -> None:
+    """Every usage setting the job will simulate, simulated for every population it simulates before
+    anything is synthesized: a routine larger than a user's sentences (`ConfigError`) or a pool of new texts
+    that runs out (`DataError`) stops the job here, naming the key and a value that works. Simulating is
+    cheap (about a second per population)."""
+    for split, users in splits.items():
+        for usage in variants:
+            simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)  # checks the routine
+
+
+def stage_metrics(pops: list[Population]) -> dict[str, float]:
+    """Where the populations' time went: `prefetch.stage_seconds.<stage>` (simulate, synthesize, score,
+    align, decode, predict) summed over `pops`, and `prefetch.rendered_utterances` (renditions synthesized
+    and decoded anew, not found in the transcript cache)."""
+    total: dict[str, float] = {}
+    for pop in pops:
+        for key, value in pop.timings.items():
+            total[key] = total.get(key, 0.0) + value
+    rendered = total.pop("rendered", 0.0)
+    return {"prefetch.rendered_utterances": rendered, **{f"prefetch.stage_seconds.{k}": v for k, v in total.items()}}
 
 
 def score_columns(predictions: pl.DataFrame, conf: Any, conf_np: Any) -> dict[str, np.ndarray]:
@@ -121,6 +162,15 @@ def evaluate(pop: Population, scores: dict[str, np.ndarray], config: PredictiveA
     return out
 
 
+def cost_aware_sweep(pop: Population, scores: dict[str, np.ndarray], ms_per_word: float,
+                     config: PredictiveAsrConfig) -> pl.DataFrame:
+    """The cost-aware policy (`prediction.cost_aware`) on LM + personal candidates, P(success) from the
+    confidence model with the personal feature, swept over `config.cost_lambdas_ms`."""
+    preds, mask = _subset(pop, scores, "lm_personal")
+    benefit = expected_benefit(scores["conf_personal"][mask], preds, ms_per_word)
+    return sweep(benefit, preds, pop.requests, config.cost_lambdas_ms)
+
+
 def _at(table: pl.DataFrame, threshold: float | None) -> dict[str, float]:
     row = table.filter(pl.col("threshold") == threshold) if threshold is not None else table.clear()
     return {k: float(row[k][0]) if row.height and row[k][0] is not None else np.nan for k in OP_KEYS}
@@ -129,11 +179,12 @@ def _at(table: pl.DataFrame, threshold: float | None) -> dict[str, float]:
 def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
              tuning: dict[str, pl.DataFrame] | None) -> dict[str, float]:
     """Operating points of every configuration and the job's headline scalars. With `tuning` (the devel
-    sweeps) the threshold comes from devel; without it (the sensitivity sweep) from the curve itself."""
+    sweeps) the threshold comes from devel; without it from the curve itself."""
     m: dict[str, float] = {"prefetch.requests": float(pop.requests.height), "prefetch.asr_failed": float(pop.asr_failed),
                            "prefetch.asr_wer": float(pop.asr_wer),
                            "prefetch.end_of_speech_from_energy": float(pop.end_from_energy),
-                           "prefetch.repeat_rate": pop.repeat_rate}
+                           "prefetch.repeat_rate": pop.repeat_rate,
+                           **{f"prefetch.{k}": v for k, v in pop.simulation.items()}}
     for cand in CANDIDATES:
         preds = pop.predictions.filter(CANDIDATES[cand])
         m[f"prefetch.{cand}.oracle_rate"] = oracle_rate(preds, pop.requests)
@@ -214,26 +265,6 @@ def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, n
     run.log_text(tables.write_csv(), f"tables/{name}.csv")
 
 
-def _sensitivity(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, conf: Any,
-                 conf_np: Any) -> list[dict[str, float]]:
-    """Personalization gain under other repetition settings of the simulation, each read from that
-    variant's own test curve at 10% failed (no devel tuning per variant)."""
-    rows = []
-    variants = [("zipf_exponent", v) for v in config.sensitivity.zipf_exponents]
-    variants += [("routine_share", v) for v in config.sensitivity.routine_shares]
-    variants += [("requests_per_day", v) for v in config.sensitivity.requests_per_day]
-    for field_name, value in variants:
-        usage = dataclasses.replace(config.usage, **{field_name: value})
-        pop = predict_population(config.split, config.users, usage, config, job_path, cache)
-        m = headline(pop, evaluate(pop, score_columns(pop.predictions, conf, conf_np), config), None)
-        rows.append({"parameter": field_name, "value": value, "requests": m["prefetch.requests"],
-                     "repeat_rate": pop.repeat_rate, "success_at_fail10": m["prefetch.success_at_fail10"],
-                     "lm_only_success_at_fail10": m[f"prefetch.{BASELINE}.success_rate_at_fail10"],
-                     "personalization_gain": m["prefetch.personalization_gain"],
-                     "oracle_rate": m["prefetch.oracle_rate"], "lm_oracle_rate": m["prefetch.lm.oracle_rate"]})
-    return rows
-
-
 def load_models(config: PredictiveAsrConfig) -> tuple[Any, Any]:
     """The two confidence models, checked for their roles (with and without the personal feature)."""
     conf, conf_np = load_confidence(from_root(config.confidence)), load_confidence(from_root(config.confidence_no_personal))
@@ -255,19 +286,80 @@ def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> N
         run.log_artifact(path, "tables")
 
 
+def evaluate_point(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: tuple[Any, Any],
+                   usage: UsageSettings, asr: Any) -> dict[str, float]:
+    """Simulate, transcribe and evaluate the devel and test users at one setting of the habit sweep
+    (thresholds chosen on that point's devel users): `habit.point_row`."""
+    point = dataclasses.replace(config, usage=usage, asr=asr)
+    conf, conf_np = models
+    tune = predict_population("devel", config.tune_users, usage, point, job_path, cache)
+    pop = predict_population(config.split, config.users, usage, point, job_path, cache)
+    tuning = evaluate(tune, score_columns(tune.predictions, conf, conf_np), config)
+    sweeps = evaluate(pop, score_columns(pop.predictions, conf, conf_np), config)
+    return point_row(headline(pop, sweeps, tuning), lm_personal_oracle(tune))
+
+
+def lm_personal_oracle(pop: Population) -> float:
+    """The population's LM + personal oracle rate (what the habit calibration matches to its target)."""
+    return oracle_rate(pop.predictions.filter(CANDIDATES["lm_personal"]), pop.requests)
+
+
+def _log_habit(run: TrackedRun, habit: list[dict[str, float]], knobs: list[dict[str, Any]]) -> None:
+    """The habit sweep as metrics with steps (`habit.<figure>`, one step per routine share, in increasing
+    order) and both tables as CSV; the knob variants as `habit.knob.<knob>.<setting>.<figure>`."""
+    for step, row in enumerate(habit):
+        run.log_metrics({f"habit.{k}": float(v) for k, v in row.items()}, step=step)
+    run.log_text(pl.DataFrame(habit).write_csv(), "tables/habit_sweep.csv")
+    if knobs:
+        for row in knobs:
+            run.log_metrics({f"habit.knob.{row['knob']}.{row['setting']}.{k}": float(v) for k, v in row.items()
+                             if k not in ("knob", "setting")})
+        run.log_text(pl.DataFrame(knobs).write_csv(), "tables/habit_knobs.csv")
+
+
+def _calibrated_usage(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: tuple[Any, Any],
+                      run: TrackedRun | None) -> tuple[UsageSettings, list[dict[str, float]], dict[str, float]]:
+    """The headline population's usage settings: `[usage]` as written, or with the routine share calibrated
+    on the habit sweep's devel oracle (`habit.py`); the sweep's rows; calibration metrics. An unreachable
+    target is raised after the sweep has been logged to `run`, so the sweep is not lost."""
+    if not config.run_habit_sweep:
+        return config.usage, [], {}
+    rows = sweep_routine_shares(config, partial(evaluate_point, config, job_path, cache, models))
+    try:
+        share = calibrate(rows, config.habit.target_oracle)
+    except DataError:
+        if run is not None:
+            _log_habit(run, rows, [])
+        raise
+    trained = confidence_share(models[0])
+    metrics = {"prefetch.calibrated_routine_share": share, "prefetch.calibration_target_oracle": config.habit.target_oracle,
+               "prefetch.confidence_routine_share": np.nan if trained is None else trained}
+    return dataclasses.replace(config.usage, routine_share=share), rows, metrics
+
+
 def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: TrackedRun | None,
                        ray_address: str | None = None) -> dict[str, Any]:
-    """Run the evaluation; returns the headline metrics, the sweeps and the sensitivity rows."""
+    """Run the evaluation; returns the headline metrics, the sweeps and the habit sweep's rows."""
     start = time.perf_counter()
+    variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
+    check_usage({"devel": config.tune_users, config.split: config.users},
+                [config.usage, *(variants if config.run_habit_sweep else [])])
     conf, conf_np = load_models(config)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
-    tune = predict_population("devel", config.tune_users, config.usage, config, job_path, cache)
-    pop = predict_population(config.split, config.users, config.usage, config, job_path, cache)
+    usage, habit, calibration = _calibrated_usage(config, job_path, cache, (conf, conf_np), run)
+    tune = predict_population("devel", config.tune_users, usage, config, job_path, cache)
+    pop = predict_population(config.split, config.users, usage, config, job_path, cache)
     scores = score_columns(pop.predictions, conf, conf_np)
+    tune_scores = score_columns(tune.predictions, conf, conf_np)
     sweeps = evaluate(pop, scores, config, config.max_attempts)
-    tuning = evaluate(tune, score_columns(tune.predictions, conf, conf_np), config, config.max_attempts)
-    metrics = headline(pop, sweeps, tuning)
+    tuning = evaluate(tune, tune_scores, config, config.max_attempts)
+    ms_per_word = ms_per_added_word(_subset(tune, tune_scores, "lm_personal")[0], tune.requests)
+    sweeps[COST_AWARE] = cost_aware_sweep(pop, scores, ms_per_word, config)
+    tuning[COST_AWARE] = cost_aware_sweep(tune, tune_scores, ms_per_word, config)
+    metrics = headline(pop, sweeps, tuning) | calibration | {"prefetch.ms_per_added_word": ms_per_word}
+    if calibration:
+        metrics["prefetch.calibration_devel_oracle"] = lm_personal_oracle(tune)
     threshold = metrics[f"prefetch.{MAIN}.threshold_at_fail10"]
     per_request = None
     if np.isfinite(threshold):
@@ -279,25 +371,27 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     metrics |= user_intervals(pop, scores, metrics, config.bootstrap_samples)
     metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
                 "prefetch.devel_requests": float(tune.requests.height),
-                "prefetch.evaluate_seconds": time.perf_counter() - start}
-    sensitivity = _sensitivity(config, job_path, cache, conf, conf_np) if config.run_sensitivity else []
+                "prefetch.evaluate_seconds": time.perf_counter() - start, **stage_metrics([tune, pop])}
+    knobs = (sweep_knobs(config, partial(evaluate_point, config, job_path, cache, (conf, conf_np)), usage)
+             if config.run_habit_sweep else [])
     metrics["prefetch.seconds"] = time.perf_counter() - start
     if run is not None:
         run.set_tags({"asr": config.asr.mode, "split": config.split, "users_simulated": "true",
                       "lm_device": cache.device})
-        run.log_params({f"usage.{k}": v for k, v in config.usage.as_params().items()})
+        # the job file's [usage] is logged as usage.*; the headline population's (calibrated) settings here
+        run.log_params({f"headline_usage.{k}": v for k, v in usage.as_params().items()})
         run.log_metrics(metrics)
         _log_sweeps(run, sweeps, "prefetch", "prefetch_sweeps")
         _log_sweeps(run, tuning, "prefetch.devel", "prefetch_sweeps_devel")
-        if sensitivity:
-            run.log_text(pl.DataFrame(sensitivity).write_csv(), "tables/sensitivity.csv")
+        if habit:
+            _log_habit(run, habit, knobs)
         if per_request is not None:
             _log_requests(run, pop, per_request)
-        paths = plot_figures(sweeps, metrics, sensitivity)
+        paths = plot_figures(sweeps, metrics, habit)
         for path in paths:
             run.log_artifact(path, "figures")
         shutil.rmtree(paths[0].parent, ignore_errors=True)
-    return {"metrics": metrics, "sweeps": sweeps, "sensitivity": sensitivity, "config": config}
+    return {"metrics": metrics, "sweeps": sweeps, "habit": habit, "knobs": knobs, "config": config}
 
 
 def summary(result: dict[str, Any]) -> list[str]:
@@ -319,9 +413,29 @@ def summary(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {name:28s} success {m[f'prefetch.{name}.success_rate_at_fail10']:.3f} failed "
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
                      f"{m[f'prefetch.{name}.success_rate_curve_at_fail10']:.3f})")
-    for row in result["sensitivity"]:
-        lines.append(f"  sensitivity {row['parameter']}={row['value']}: repeats {row['repeat_rate']:.3f}, "
-                     f"personalization gain {row['personalization_gain']:+.3f} (oracle {row['oracle_rate']:.3f})")
+    return lines + habit_lines(result)
+
+
+def habit_lines(result: dict[str, Any]) -> list[str]:
+    """The habit sweep, the calibration and the knob variants, as summary lines."""
+    m, lines = result["metrics"], []
+    for row in result["habit"]:
+        lines.append(f"  habit: routine share {row['routine_share']:.2f}, repeats {row['repeat_rate']:.3f}: devel "
+                     f"oracle {row['devel_oracle_rate']:.3f}; test oracle {row['both.oracle_rate']:.3f}; success at "
+                     f"devel thresholds: both {row['both.success_rate']:.3f} (failed {row['both.failed_rate']:.3f}), "
+                     f"LM only {row['lm.success_rate']:.3f}, personal only {row['personal.success_rate']:.3f}")
+    if "prefetch.calibrated_routine_share" in m:
+        share, target = m["prefetch.calibrated_routine_share"], m["prefetch.calibration_target_oracle"]
+        lines.append(f"  calibrated routine share {share:.2f} (devel oracle {m['prefetch.calibration_devel_oracle']:.3f}, "
+                     f"target {target:.2f}); the sweep reuses the job's confidence models")
+        trained = m["prefetch.confidence_routine_share"]
+        if not np.isfinite(trained) or abs(trained - share) > 0.005:
+            lines.append(f"  NOTE: the confidence models were trained at routine share {trained:g}, not the calibrated "
+                         f"{share:.2f}. Fix: set routine_share = {share:.2f} in jobs/confidence.toml, retrain with "
+                         "`specbench train confidence jobs/confidence.toml`, and rerun this job")
+    for row in result["knobs"]:
+        lines.append(f"  knob {row['knob']} = {row['setting']}: success {row['both.success_rate']:.3f}, failed "
+                     f"{row['both.failed_rate']:.3f}, ASR WER {row['asr_wer']:.3f}")
     return lines
 
 

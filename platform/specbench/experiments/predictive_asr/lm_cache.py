@@ -1,7 +1,7 @@
 """The word LM's answers, computed once: n-best completions by prefix and continuation log-probs by (prefix,
 continuation), through the Ray LM stage, kept in memory across passes and on disk across jobs.
 
-The predictive-ASR job, its sensitivity populations and the confidence training ask the LM about the same
+The predictive-ASR job, its habit-sweep populations and the confidence training ask the LM about the same
 prefixes again and again (the same users' requests, the same partial hypotheses), and each round of the Ray
 stage pays for starting its actors. The disk store is a folder of Arrow parts under the work directory
 (`lm-cache/<checkpoint sha256>-<settings and code>-<device>`): the key names what the answers depend on (the

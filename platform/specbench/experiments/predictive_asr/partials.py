@@ -1,29 +1,38 @@
-"""Partial and final ASR hypotheses of simulated requests: each user speaks with one held-out voice, each
-request at one of the configured speaking rates (drawn per request, so a routine said many times comes in
-several renditions); every distinct (voice, rate, sentence) is synthesized once, force-aligned (word times,
-end of speech), scored by the acoustic model and decoded by our streaming decoder with partials every
-`partial_every_ms`, which must be a whole number of the acoustic model's 40 ms output frames.
+"""Partial and final ASR hypotheses of simulated requests: each user speaks with one held-out voice, and
+every request is rendered anew (`request_rendition`): a speaking rate drawn uniformly from `asr.rate_range`,
+white noise at an SNR drawn uniformly from `asr.snr_db_range` with its own noise seed, and a pitch shift drawn
+uniformly from [-asr.pitch_cents, +asr.pitch_cents], all from a seed of the request (split, usage seed,
+request id), so no two requests are the same audio and a routine said fifty times is heard fifty ways. A
+rendition is synthesized once per (text, voice, rendering draw): a sweep that keeps a request (same id, same
+text) reuses its audio and transcript. Each is force-aligned (word times, end of speech), scored by the
+acoustic model and decoded by our streaming decoder with partials every `partial_every_ms`, which must be a
+whole number of the acoustic model's 40 ms output frames.
 
 Transcripts are cached per utterance in `.specbench/predictive/asr-<key>/transcripts.parquet`, keyed by what
 they depend on (mode, acoustic model, graph, decoder settings), so a rerun or a second simulation (the
-sensitivity sweep) only transcribes the utterances it has not seen. In `oracle-asr` mode (ablations only) the
+habit sweep) only transcribes the utterances it has not seen. In `oracle-asr` mode (ablations only) the
 partials are the reference words whose aligned end lies at or before the partial's time, and the final
 hypothesis is the reference.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-import math
 import os
+import time
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
-from specbench.acoustic.alignment import align_shard
+from specbench.acoustic.alignment import align_scored_shard
 from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS
 from specbench.config import AsrSection, GraphConfig
 from specbench.data.speech_corpus import synthesize_shard
@@ -41,6 +50,7 @@ from specbench.wfst.symbols import SymbolTable
 PARTIAL = pa.struct([("time_ms", pa.float32()), ("words", pa.list_(pa.string()))])
 TRANSCRIPT_SCHEMA = pa.schema([
     ("utt_id", pa.string()), ("status", pa.string()), ("voice", pa.string()), ("rate", pa.float32()),
+    ("snr_db", pa.float32()), ("pitch_cents", pa.float32()), ("audio_sha256", pa.string()),
     ("ref_words", pa.list_(pa.string())), ("final_words", pa.list_(pa.string())),
     ("partials", pa.list_(PARTIAL)), ("end_of_speech_ms", pa.float32()), ("end_source", pa.string()),
     ("duration_ms", pa.float32()),
@@ -57,29 +67,55 @@ def user_voice(user_id: str, asr: AsrSection) -> str:
     return asr.voices[_stable_index(user_id, len(asr.voices))]
 
 
-def request_rate(request_id: str, asr: AsrSection) -> float:
-    """The speaking rate of one request (stable for a request id)."""
-    return asr.rates[_stable_index(request_id + "/rate", len(asr.rates))]
+@dataclass(frozen=True)
+class Rendition:
+    """How one request is spoken: speed multiplier, SNR of the added white noise, pitch shift, noise seed."""
+
+    rate: float
+    snr_db: float
+    pitch_cents: float
+    noise_seed: int
 
 
-def utterance_id(voice: str, rate: float, text: str) -> str:
+def request_rendition(request_key: str, asr: AsrSection) -> Rendition:
+    """The rendition of one request, drawn from a generator seeded by `request_key` (stable for a key).
+    Values are rounded (rate to 1e-4, SNR to 0.01 dB, pitch to 0.01 cents) and taken as float32, the type
+    the plan and transcript tables store them in, so a value read back from a table is the same number."""
+    seed = int.from_bytes(hashlib.sha256(request_key.encode()).digest()[:8], "little")
+    u = np.random.default_rng(seed).random(3)
+    (rate_lo, rate_hi), (snr_lo, snr_hi) = asr.rate_range, asr.snr_db_range
+
+    def stored(value: float, digits: int) -> float:
+        return float(np.float32(round(float(value), digits)))
+
+    return Rendition(rate=stored(rate_lo + u[0] * (rate_hi - rate_lo), 4),
+                     snr_db=stored(snr_lo + u[1] * (snr_hi - snr_lo), 2),
+                     pitch_cents=stored((2.0 * u[2] - 1.0) * asr.pitch_cents, 2), noise_seed=seed >> 1)
+
+
+def utterance_id(voice: str, text: str, rendition: Rendition) -> str:
+    """``usage-<text hash>-<voice>-<rendition hash>``: one id per (text, voice, rendering draw)."""
     slug = get_voice(voice).slug
-    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
-    return f"usage-{digest}-{slug}-r{round(rate * 100):03d}"
+    drawn = hashlib.sha1(json.dumps(dataclasses.astuple(rendition)).encode()).hexdigest()[:12]
+    return f"usage-{hashlib.sha1(text.encode()).hexdigest()[:12]}-{slug}-{drawn}"
 
 
-def plan_requests(requests: pa.Table, asr: AsrSection) -> tuple[list[str], list[dict]]:
-    """(utt_id per request in order, the distinct utterances to synthesize as speech-corpus plan rows)."""
+def plan_requests(requests: pa.Table, asr: AsrSection, rendering_key: str) -> tuple[list[str], list[dict]]:
+    """(utt_id per request in order, the distinct utterances to synthesize as speech-corpus plan rows).
+    `rendering_key` (e.g. ``"test/0"``: split and usage seed), the user and the request's `slot` (stable
+    when a sweep moves requests in time) seed each rendition."""
     ids, plan = [], {}
-    for r in requests.select(["request_id", "user_id", "normalized_text", "sentence", "slurp_id"]).to_pylist():
-        voice, rate = user_voice(r["user_id"], asr), request_rate(r["request_id"], asr)
-        utt = utterance_id(voice, rate, r["normalized_text"])
+    for r in requests.select(["user_id", "slot", "normalized_text", "sentence", "slurp_id"]).to_pylist():
+        voice = user_voice(r["user_id"], asr)
+        rendition = request_rendition(f"{rendering_key}/{r['user_id']}/{r['slot']}", asr)
+        utt = utterance_id(voice, r["normalized_text"], rendition)
         ids.append(utt)
         if utt not in plan:
             slug = get_voice(voice).slug
             plan[utt] = {"utt_id": utt, "slurp_id": r["slurp_id"], "text": r["sentence"],
-                         "normalized_text": r["normalized_text"], "voice": voice, "rate": float(rate),
-                         "snr_db": math.inf, "noise_seed": zlib.crc32(utt.encode()), "split": SPEECH_DIR,
+                         "normalized_text": r["normalized_text"], "voice": voice, "rate": rendition.rate,
+                         "snr_db": rendition.snr_db, "pitch_cents": rendition.pitch_cents,
+                         "noise_seed": rendition.noise_seed, "split": SPEECH_DIR,
                          "audio_path": f"{SPEECH_DIR}/{slug}/{utt}.wav"}
     return ids, list(plan.values())
 
@@ -92,7 +128,7 @@ def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts) -> Path:
     """`.specbench/predictive/asr-<key>`: the key hashes the mode, model, graph and decoder settings."""
     key = {"mode": asr.mode, "am": _file_digest(checkpoint), "graph": graph.directory.name,
            "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
-           "acoustic_scale": asr.acoustic_scale, "version": 1}
+           "acoustic_scale": asr.acoustic_scale, "version": 2}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return work_dir() / "predictive" / f"asr-{digest}"
 
@@ -135,34 +171,78 @@ def oracle_partials(word_times: list[dict], duration_ms: float, every_ms: float)
     return out
 
 
-def _spoken(plan: list[dict], asr: AsrSection, checkpoint: Path, graph: GraphArtifacts) -> list[dict]:
-    """Synthesize (skipping WAVs that exist) and force-align the planned utterances."""
+def _spoken(plan: list[dict], asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
+            timings: dict[str, float]) -> tuple[list[dict], pa.Table]:
+    """Synthesize (skipping WAVs that exist), score and force-align the planned utterances: the rows (with
+    word times) and the scores of the ok ones, computed once for the alignment and the decoder."""
     root = work_dir() / "speech"
-    shards = [plan[i:i + asr.shard_size] for i in range(0, len(plan), asr.shard_size)]
-    rows = [r for s in run_tasks(partial(synthesize_shard, corpus_root=root), shards,
-                                 progress=f"synthesizing {len(plan)} request utterances") for r in s]
-    shards = [rows[i:i + asr.shard_size] for i in range(0, len(rows), asr.shard_size)]
-    fn = partial(align_shard, corpus_root=str(root), checkpoint=str(checkpoint), graph_dir=str(graph.directory))
-    return [r for s in run_tasks(fn, shards, progress=f"aligning {len(rows)} utterances") for r in s]
+    with _clock(timings, "synthesize"):
+        shards = [plan[i:i + asr.shard_size] for i in range(0, len(plan), asr.shard_size)]
+        rows = [r for s in run_tasks(partial(synthesize_shard, corpus_root=root), shards,
+                                     progress=f"synthesizing {len(plan)} request utterances") for r in s]
+    ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
+    with _clock(timings, "score"):
+        scores = score_rows(checkpoint, root, ok) if ok else None
+    with _clock(timings, "align"):
+        loglikes = {} if scores is None else _loglikes_by_utterance(scores)
+        items = [(rows[i:i + asr.shard_size], {r["utt_id"]: loglikes[r["utt_id"]] for r in rows[i:i + asr.shard_size]
+                                               if r["utt_id"] in loglikes})
+                 for i in range(0, len(rows), asr.shard_size)]
+        fn = partial(_align_item, graph_dir=str(graph.directory))
+        aligned = [r for s in run_tasks(fn, items, progress=f"aligning {len(rows)} utterances") for r in s]
+    return aligned, scores
 
 
-def _decode(spoken: list[dict], asr: AsrSection, checkpoint: Path, graph: GraphArtifacts) -> dict[str, dict]:
+def _loglikes_by_utterance(scores: pa.Table) -> dict[str, np.ndarray]:
+    """utt_id -> `(T, P)` float32 scores, views into the table's flat Arrow buffer (no Python floats)."""
+    column = scores.column("loglikes").combine_chunks()
+    values = column.values.to_numpy(zero_copy_only=False)
+    offsets = column.offsets.to_numpy()
+    out = {}
+    for i, (utt, frames, classes) in enumerate(zip(*(scores.column(c).to_pylist()
+                                                     for c in ("utt_id", "num_frames", "num_classes")))):
+        out[utt] = values[offsets[i]:offsets[i + 1]].reshape(frames, classes)
+    return out
+
+
+def _align_item(item: tuple[list[dict], dict[str, np.ndarray]], graph_dir: str) -> list[dict]:
+    rows, loglikes = item
+    return align_scored_shard(rows, loglikes, graph_dir)
+
+
+@contextmanager
+def _clock(timings: dict[str, float], stage: str) -> Iterator[None]:
+    """Add the wall time of the block to `timings[stage]`."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+
+
+def _decode(scores: pa.Table | None, asr: AsrSection, graph: GraphArtifacts,
+            timings: dict[str, float]) -> dict[str, dict]:
     """utt_id -> decoder output row (final words and partials as word ids)."""
-    ok = [r for r in spoken if r[STATUS_COLUMN] == STATUS_OK]
-    if not ok:
+    if scores is None or scores.num_rows == 0:
         return {}
-    scores = score_rows(checkpoint, work_dir() / "speech", ok)
-    stage = DecoderStage(graph.tlg, backend=asr.backend, beam=asr.beam, max_active=asr.max_active,
-                         acoustic_scale=asr.acoustic_scale, partial_every_ms=asr.partial_every_ms)
-    stage.share_graph()
-    out = run_ray(stage, scores, batch_size=32)
-    return {r["id"]: r for r in out.to_pylist()}
+    with _clock(timings, "decode"):
+        stage = DecoderStage(graph.tlg, backend=asr.backend, beam=asr.beam, max_active=asr.max_active,
+                             acoustic_scale=asr.acoustic_scale, partial_every_ms=asr.partial_every_ms)
+        stage.share_graph()
+        out = run_ray(stage, scores, batch_size=32)
+        return {r["id"]: r for r in out.to_pylist()}
+
+
+def _audio_digest(row: dict) -> str | None:
+    path = work_dir() / "speech" / row["audio_path"]
+    return _file_digest(path) if row[STATUS_COLUMN] == STATUS_OK and path.is_file() else None
 
 
 def _transcript(row: dict, decoded: dict | None, asr: AsrSection, words: SymbolTable) -> dict:
     end_ms, source = _end_of_speech(row)
     ref = row["normalized_text"].split()
-    out = {"utt_id": row["utt_id"], "voice": row["voice"], "rate": row["rate"], "ref_words": ref,
+    out = {"utt_id": row["utt_id"], "voice": row["voice"], "rate": row["rate"], "snr_db": row["snr_db"],
+           "pitch_cents": row.get("pitch_cents"), "audio_sha256": _audio_digest(row), "ref_words": ref,
            "end_of_speech_ms": end_ms, "end_source": source, "partials": [], "final_words": [],
            "duration_ms": None if row.get("duration_s") is None else 1000.0 * float(row["duration_s"])}
     if row[STATUS_COLUMN] != STATUS_OK:
@@ -193,25 +273,64 @@ def check_partial_interval(asr: AsrSection, job_path: Path) -> None:
                           f"of {OUTPUT_FRAME_SHIFT_MS:g}, e.g. {nearest:g}.")
 
 
-def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path) -> pa.Table:
+def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path, rendering_key: str,
+                        timings: dict[str, float] | None = None) -> pa.Table:
     """One transcript row per request, in request order, with `request_id` added (see TRANSCRIPT_SCHEMA).
-    Only utterances missing from the cache are synthesized, aligned, scored and decoded."""
+    Only utterances missing from the cache are synthesized, aligned, scored and decoded; `rendering_key`
+    seeds the renditions (`plan_requests`). `timings` (when given) gains each stage's seconds and the
+    number of utterances rendered (`rendered`)."""
+    timings = {} if timings is None else timings
     check_partial_interval(asr, job_path)
     checkpoint = from_root(asr.checkpoint)
     if not checkpoint.is_file():
         raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "
                         "`specbench train am jobs/am.toml`, or point asr.checkpoint at an acoustic model")
     graph = build_graph(referenced_job(job_path, "asr.graph_job", asr.graph_job, GraphConfig))
-    ids, plan = plan_requests(requests, asr)
+    ids, plan = plan_requests(requests, asr, rendering_key)
     path = cache_dir(asr, checkpoint, graph) / "transcripts.parquet"
     cached = _read_cache(path)
     todo = [p for p in plan if cached.get(p["utt_id"], {}).get("status") != STATUS_OK]  # failures retried
     if todo:
-        spoken = _spoken(todo, asr, checkpoint, graph)
-        decoded = _decode(spoken, asr, checkpoint, graph) if asr.mode == "decoder" else {}
+        timings["rendered"] = timings.get("rendered", 0.0) + len(todo)
+        spoken, scores = _spoken(todo, asr, checkpoint, graph, timings)
+        decoded = _decode(scores, asr, graph, timings) if asr.mode == "decoder" else {}
         words = SymbolTable.read(graph.words)
         for row in spoken:
             cached[row["utt_id"]] = _transcript(row, decoded.get(row["utt_id"]), asr, words)
         _write_cache(list(cached.values()), path)
     table = pa.Table.from_pylist([cached[u] for u in ids], schema=TRANSCRIPT_SCHEMA)
     return table.append_column("request_id", requests.column("request_id"))
+
+
+def rendering_summary(requests: pa.Table, transcripts: pa.Table) -> dict[str, float]:
+    """What per-request rendering did to the evaluated requests of a simulated log (rows in time order
+    within each user, `transcripts` aligned with `requests`):
+
+    - `asr.audio_identical_share`: share whose audio bytes equal an earlier request's of the same user
+      (0 when every request is rendered anew);
+    - `asr.repeat_final_differs_share`: of the requests that repeat a text the user said before (both
+      transcribed), the share whose final hypothesis differs from the user's previous final hypothesis of
+      that text: recognition varies from one rendition to the next, as it does for real users.
+    """
+    import polars as pl
+
+    frame = pl.DataFrame({
+        "user_id": requests.column("user_id").to_pylist(),
+        "text": requests.column("normalized_text").to_pylist(),
+        "evaluated": requests.column("evaluated").to_pylist(),
+        "audio": transcripts.column("audio_sha256").to_pylist(),
+        "ok": [s == STATUS_OK for s in transcripts.column("status").to_pylist()],
+        "final": [" ".join(w) for w in transcripts.column("final_words").to_pylist()],
+    }, schema_overrides={"audio": pl.String}).with_row_index("order")
+    seen_audio = pl.int_range(pl.len()).over(["user_id", "audio"]) > 0
+    previous = pl.col("final").shift(1).over(["user_id", "text"], order_by="order")
+    previous_ok = pl.col("ok").shift(1).over(["user_id", "text"], order_by="order")
+    frame = frame.with_columns(identical=seen_audio & pl.col("audio").is_not_null(), previous=previous,
+                               previous_ok=previous_ok)
+    evaluated = frame.filter(pl.col("evaluated"))
+    repeats = evaluated.filter(pl.col("ok") & pl.col("previous_ok").fill_null(False))
+    return {
+        "asr.audio_identical_share": float(evaluated["identical"].mean()) if evaluated.height else float("nan"),
+        "asr.repeat_final_differs_share": float((repeats["final"] != repeats["previous"]).mean())
+        if repeats.height else float("nan"),
+    }

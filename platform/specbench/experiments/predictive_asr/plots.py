@@ -1,6 +1,6 @@
 """Figures of the predictive-ASR job, drawn like the paper's: successful against failed prefetches with the
 mean prediction gain (ms) or the predicted words as labels (figures 2 and 4), the mean gain over all
-requests against failed prefetches (figure 3), the multi-attempt extension, and the sensitivity sweep."""
+requests against failed prefetches (figure 3), the multi-attempt extension, and success against habit (the habit sweep)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import polars as pl
 from specbench.reports.plots import pyplot
 
 LABELS = {"lm": "LM only", "personal": "personal only", "lm_personal": "LM + personal",
-          "lm_score": "LM score", "conf": "confidence", "conf_personal": "confidence + personal"}
+          "lm_score": "LM score", "conf": "confidence", "conf_personal": "confidence + personal",
+          "cost_aware": "cost-aware (P x expected gain > lambda)"}
 SHOWN = ("lm_personal.conf_personal", "lm_personal.conf", "lm_personal.lm_score", "lm.conf", "lm.lm_score",
          "personal.conf_personal")
 
@@ -37,7 +38,7 @@ def _curve(ax: Any, table: pl.DataFrame, y: str, name: str, labels: str | None =
 
 
 def plot_figures(sweeps: dict[str, pl.DataFrame], metrics: dict[str, float],
-                 sensitivity: list[dict[str, float]]) -> list[Path]:
+                 habit: list[dict[str, float]]) -> list[Path]:
     """Write the PNGs into a temporary folder; returns their paths."""
     plt = pyplot()
 
@@ -73,15 +74,56 @@ def plot_figures(sweeps: dict[str, pl.DataFrame], metrics: dict[str, float],
     fig.savefig(out / "multi_attempt.png", dpi=120)
     plt.close(fig)
     paths.append(out / "multi_attempt.png")
-    if sensitivity:
-        fig, ax = plt.subplots(figsize=(7, 4))
-        names = [f"{r['parameter'].replace('_', ' ')} {r['value']:g}" for r in sensitivity]
-        ax.barh(names, [r["personalization_gain"] for r in sensitivity])
-        ax.axvline(metrics["prefetch.personalization_gain"], color="grey", linestyle="--", label="job setting")
-        ax.set_xlabel("personalization gain in success at 10% failed")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(out / "sensitivity.png", dpi=120)
-        plt.close(fig)
-        paths.append(out / "sensitivity.png")
+    paths.append(_cost_figure(plt, sweeps, out / "cost_aware.png"))
+    if habit:
+        paths.append(_habit_figure(plt, habit, metrics, out / "habit_curve.png"))
     return paths
+
+
+def _cost_figure(plt: Any, sweeps: dict[str, pl.DataFrame], path: Path) -> Path:
+    """Mean latency saved per request against failed prefetches per request: the threshold policy, the
+    cost-aware policy and K attempts (LM + personal candidates, the personal confidence model), same axes."""
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for name in sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal") or n.endswith("cost_aware")):
+        _curve(ax, sweeps[name], "gain_ms_all", name)
+    ax.set_xlabel("failed prefetches (discarded responses) per request")
+    ax.set_ylabel("mean latency saved per request (ms)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _habit_figure(plt: Any, habit: list[dict[str, float]], metrics: dict[str, float], path: Path) -> Path:
+    """Success against habit: oracle and success at the devel thresholds (left), failed rate and mean gain
+    over all requests (right), for LM only, personal only and both, against the realized repeat rate."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+    x = [r["repeat_rate"] for r in habit]
+    names = {"both": "LM + personal", "lm": "LM only", "personal": "personal only"}
+    for key, label in names.items():
+        line = left.plot(x, [r[f"{key}.success_rate"] for r in habit], marker="o", label=f"{label}: success")[0]
+        left.plot(x, [r[f"{key}.oracle_rate"] for r in habit], linestyle=":", color=line.get_color(),
+                  label=f"{label}: oracle")
+        right.plot(x, [r[f"{key}.failed_rate"] for r in habit], marker="o", color=line.get_color(),
+                   label=f"{label}: failed")
+    gain = right.twinx()
+    gain.plot(x, [r["both.gain_ms_all"] for r in habit], marker="s", color="grey", label="LM + personal: mean gain")
+    gain.set_ylabel("mean gain over all requests (ms)")
+    if "prefetch.calibrated_routine_share" in metrics:
+        left.axvline(metrics["prefetch.repeat_rate"], color="grey", linestyle="--", label="calibrated population")
+        left.axhline(metrics["prefetch.calibration_target_oracle"], color="grey", linestyle=":", linewidth=0.8)
+    left.set_xlabel("repeat rate (requests whose text the user said before)")
+    left.set_ylabel("rate of evaluated test requests")
+    right.set_xlabel("repeat rate")
+    right.set_ylabel("failed prefetches at the devel threshold")
+    left.legend(fontsize=7)
+    right.legend(fontsize=7, loc="upper left")
+    gain.legend(fontsize=7, loc="upper right")
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
