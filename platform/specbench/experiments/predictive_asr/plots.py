@@ -63,31 +63,26 @@ def plot_figures(sweeps: dict[str, pl.DataFrame], metrics: dict[str, float],
         plt.close(fig)
         paths.append(out / filename)
     multi = sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal"))
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for name in multi:
-        _curve(ax, sweeps[name], "success_rate", name)
-    ax.set_xlabel("failed prefetch attempts per request")
-    ax.set_ylabel("successful prefetches")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(out / "multi_attempt.png", dpi=120)
-    plt.close(fig)
-    paths.append(out / "multi_attempt.png")
-    paths.append(_cost_figure(plt, sweeps, out / "cost_aware.png"))
+    paths.append(_curves_figure(plt, sweeps, multi, "success_rate", "failed prefetch attempts per request",
+                                "successful prefetches", out / "multi_attempt.png"))
+    # mean latency saved against responses wasted: the threshold policy, the cost-aware policy, K attempts
+    costed = sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal") or n.endswith("cost_aware"))
+    paths.append(_curves_figure(plt, sweeps, costed, "gain_ms_all",
+                                "failed prefetches (discarded responses) per request",
+                                "mean latency saved per request (ms)", out / "cost_aware.png"))
     if habit:
         paths.append(_habit_figure(plt, habit, metrics, out / "habit_curve.png"))
     return paths
 
 
-def _cost_figure(plt: Any, sweeps: dict[str, pl.DataFrame], path: Path) -> Path:
-    """Mean latency saved per request against failed prefetches per request: the threshold policy, the
-    cost-aware policy and K attempts (LM + personal candidates, the personal confidence model), same axes."""
+def _curves_figure(plt: Any, sweeps: dict[str, pl.DataFrame], names: list[str], y: str, xlabel: str,
+                   ylabel: str, path: Path) -> Path:
+    """`y` against the failed rate for the configurations `names`, on one axes."""
     fig, ax = plt.subplots(figsize=(7, 5))
-    for name in sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal") or n.endswith("cost_aware")):
-        _curve(ax, sweeps[name], "gain_ms_all", name)
-    ax.set_xlabel("failed prefetches (discarded responses) per request")
-    ax.set_ylabel("mean latency saved per request (ms)")
+    for name in names:
+        _curve(ax, sweeps[name], y, name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
