@@ -459,7 +459,7 @@ def _simulate_user(user: User, pool: tuple[UserSentence, ...], split: str, s: Us
     # and a sweep of the share changes only the requests whose kind changes.
     new_texts = _NewTexts(user, items, pool, g_one_off)
     one_off_text: list[tuple[UserSentence, str, bool]] = [None] * n  # type: ignore[list-item]
-    for i in np.argsort(-kind_draw, kind="stable"):
+    for i in np.lexsort((order, -kind_draw)):  # ties (never seen) broken by slot, not by time
         one_off_text[int(i)] = new_texts.draw()
     sentences, sources, matched = [], [], np.zeros(n, dtype=bool)
     for i in range(n):

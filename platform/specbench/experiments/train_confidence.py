@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from specbench.config import TrainConfidenceConfig, config_to_dict
+from specbench.errors import DataError
 from specbench.experiments.predictive_asr.habit import calibrate
 from specbench.experiments.predictive_asr.job import check_usage, lm_personal_oracle, predict_population
 from specbench.experiments.predictive_asr.lm_cache import LmCache
@@ -36,6 +37,12 @@ LICENCE = ("Trained on predictions for simulated usage of SLURP texts and speake
 
 def no_personal_path(output: Path) -> Path:
     return output.with_name(output.stem + "_nopersonal" + output.suffix)
+
+
+def _log_calibration(run: TrackedRun, sweep: list[dict[str, float]]) -> None:
+    """The devel oracle sweep: `confidence.calibration.<figure>`, one step per routine share."""
+    for step, row in enumerate(sweep):
+        run.log_metrics({f"confidence.calibration.{k}": float(v) for k, v in row.items()}, step=step)
 
 
 def _rows(predictions: pl.DataFrame) -> pl.DataFrame:
@@ -58,7 +65,13 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
             pop = predict_population("devel", config.devel_users, point, config, job_path, cache)
             sweep.append({"routine_share": share, "devel_oracle_rate": lm_personal_oracle(pop),
                           "repeat_rate": pop.repeat_rate})
-        usage = dataclasses.replace(config.usage, routine_share=calibrate(sweep, config.habit.target_oracle))
+        try:
+            share = calibrate(sweep, config.habit.target_oracle)
+        except DataError:
+            if run is not None:  # the sweep is logged before the error stops the job
+                _log_calibration(run, sweep)
+            raise
+        usage = dataclasses.replace(config.usage, routine_share=share)
     train = predict_population("train", config.train_users, usage, config, job_path, cache)
     devel = predict_population("devel", config.devel_users, usage, config, job_path, cache)
     train_rows, devel_rows = _rows(train.predictions), _rows(devel.predictions)
@@ -86,8 +99,7 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
     if run is not None:
         run.set_tags({"asr": config.asr.mode})
         run.log_metrics({f"confidence.{k}": float(v) for k, v in data.items() if isinstance(v, (int, float))})
-        for step, row in enumerate(sweep):
-            run.log_metrics({f"confidence.calibration.{k}": float(v) for k, v in row.items()}, step=step)
+        _log_calibration(run, sweep)
         for name, card in cards.items():
             run.log_metrics({f"confidence.{name}.{k}": float(v) for k, v in card["report"].items()
                              if isinstance(v, (int, float)) and not isinstance(v, bool)})

@@ -7,7 +7,7 @@ save. The cost-aware policy weighs both sides at every partial: a prediction is 
 
 where P(success) is the confidence model's probability, E[gain] the latency a correct prefetch would save, and
 C the cost of a discarded response. With C counted as 1 ms of saved latency, lambda is the exchange rate in
-ms; the policy prefetches the first partial whose best prediction has ``P * E[gain] > lambda`` (the best
+ms; the policy prefetches the first partial whose best prediction has ``P * E[gain] >= lambda`` (the best
 prediction of a partial is the one with the largest expected benefit), and sweeping lambda traces its
 trade-off between latency saved and responses wasted.
 

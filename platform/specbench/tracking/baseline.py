@@ -45,8 +45,9 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
                         "attributes.status = 'FINISHED'", "previous nightly")):
         for run in client.search_runs([experiment_id], filter_string=where,
                                       order_by=["attributes.start_time DESC"], max_results=50):
-            version = int(run.data.tags.get("metrics.version", "1"))
-            if run.data.tags.get("nightly.id") != nightly_id and metrics_version in (None, version):
+            tag = run.data.tags.get("metrics.version", "1")
+            version = int(tag) if tag.isdigit() else None  # a hand-edited, unreadable tag: not a baseline
+            if run.data.tags.get("nightly.id") != nightly_id and (metrics_version is None or version == metrics_version):
                 return run.info.run_id, dict(run.data.metrics), why
     return None
 

@@ -15,7 +15,7 @@ from specbench.reports.plots import pyplot
 
 LABELS = {"lm": "LM only", "personal": "personal only", "lm_personal": "LM + personal",
           "lm_score": "LM score", "conf": "confidence", "conf_personal": "confidence + personal",
-          "cost_aware": "cost-aware (P x expected gain > lambda)"}
+          "cost_aware": "cost-aware (P x expected gain >= lambda)"}
 SHOWN = ("lm_personal.conf_personal", "lm_personal.conf", "lm_personal.lm_score", "lm.conf", "lm.lm_score",
          "personal.conf_personal")
 
