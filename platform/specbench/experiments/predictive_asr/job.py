@@ -417,6 +417,8 @@ def summary(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {name:28s} success {m[f'prefetch.{name}.success_rate_at_fail10']:.3f} failed "
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
                      f"{m[f'prefetch.{name}.success_rate_curve_at_fail10']:.3f})")
+    if not np.isfinite(m.get("prefetch.ms_per_added_word", np.nan)):
+        lines.append("  cost-aware policy left out: no correct devel prediction to fit the ms per added word on")
     return lines + habit_lines(result)
 
 
