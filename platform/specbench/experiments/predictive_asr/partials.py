@@ -2,8 +2,8 @@
 every request is rendered anew (`request_rendition`): a speaking rate drawn uniformly from `asr.rate_range`,
 white noise at an SNR drawn uniformly from `asr.snr_db_range` with its own noise seed, and a pitch shift drawn
 uniformly from [-asr.pitch_cents, +asr.pitch_cents], all from a seed of the request (split, usage seed,
-request id), so no two requests are the same audio and a routine said fifty times is heard fifty ways. A
-rendition is synthesized once per (text, voice, rendering draw): a sweep that keeps a request (same id, same
+user, slot), so no two requests are the same audio and a routine said fifty times is heard fifty ways. A
+rendition is synthesized once per (text, voice, rendering draw): a sweep that keeps a request (same slot, same
 text) reuses its audio and transcript. Each is force-aligned (word times, end of speech), scored by the
 acoustic model and decoded by our streaming decoder with partials every `partial_every_ms`, which must be a
 whole number of the acoustic model's 40 ms output frames.
