@@ -59,6 +59,7 @@ target_oracle = 0.57
 rate_ranges = []
 snr_db_ranges = []
 pitch_cents = [0.0]
+knob_users = 2
 [usage]
 weeks = 2
 requests_per_day = 2.0
@@ -146,7 +147,9 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
     assert m["prefetch.confidence_routine_share"] == m["prefetch.calibrated_routine_share"]
     assert abs(m["prefetch.calibration_devel_oracle"] - 0.57) < 0.25  # a 3-user population: interpolation only
     knobs = pl.read_csv(client.download_artifacts(run.info.run_id, "tables/habit_knobs.csv", str(tmp_path)))
-    assert knobs["knob"].to_list() == ["pitch_cents"] and "habit.knob.pitch_cents.0.both.success_rate" in m
+    # the knob variants run on the first knob_users users, beside the headline settings on the same users
+    assert knobs["knob"].to_list() == ["reference", "pitch_cents"] and "habit.knob.pitch_cents.0.both.success_rate" in m
+    assert (knobs["requests"] < m["prefetch.requests"]).all() and knobs["requests"].n_unique() == 1
 
 
 def test_oracle_asr_mode_is_tagged_and_uses_reference_partials(tmp_path: Path, confidence_models: tuple) -> None:

@@ -7,7 +7,7 @@ import pytest
 
 from specbench.config import AsrSection, HabitSection, PredictiveAsrConfig
 from specbench.errors import DataError
-from specbench.experiments.predictive_asr.habit import calibrate, knob_variants
+from specbench.experiments.predictive_asr.habit import calibrate, knob_users, knob_variants
 
 pytestmark = pytest.mark.unit
 
@@ -43,10 +43,11 @@ def test_knob_variants_change_one_setting_each() -> None:
     config = PredictiveAsrConfig(habit=HabitSection(rate_ranges=((0.95, 1.05),), snr_db_ranges=((5.0, 25.0),),
                                                     pitch_cents=(20.0, 200.0)))
     variants = knob_variants(config)
-    assert [(k, s) for k, s, _ in variants] == [("rate_range", "0.95-1.05"), ("snr_db_range", "5-25"),
-                                                ("pitch_cents", "20"), ("pitch_cents", "200")]
+    assert [(k, s) for k, s, _ in variants] == [("reference", "headline"), ("rate_range", "0.95-1.05"),
+                                                ("snr_db_range", "5-25"), ("pitch_cents", "20"), ("pitch_cents", "200")]
     base = AsrSection()
-    for knob, _, asr in variants:
+    assert variants[0][2] == base
+    for knob, _, asr in variants[1:]:
         changed = [f for f in ("rate_range", "snr_db_range", "pitch_cents") if getattr(asr, f) != getattr(base, f)]
         assert changed == [knob]
 
@@ -56,3 +57,8 @@ def test_the_sweep_needs_two_shares_and_ordered_ranges() -> None:
         HabitSection(routine_shares=(0.5, 0.5))
     with pytest.raises(ValueError, match="snr_db_ranges"):
         HabitSection(snr_db_ranges=((30.0, 10.0),))
+
+
+def test_knob_users_take_the_smaller_population() -> None:
+    assert knob_users(0, 0) == 0 and knob_users(0, 12) == 12 and knob_users(8, 0) == 8
+    assert knob_users(8, 12) == 8 and knob_users(61, 12) == 12

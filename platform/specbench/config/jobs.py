@@ -325,7 +325,7 @@ class HabitSection:
     """Success against habit (`[habit]`, `experiments/predictive_asr/habit.py`): the sweep of the routine
     share (each point with its own devel-chosen thresholds), the calibration of the headline population to
     `target_oracle` (the devel users' LM + personal oracle rate; the seed's real users gave 0.57), and the
-    rendering knobs, each at one lower and one higher setting, at the calibrated share."""
+    rendering knobs, each at one lower and one higher setting, at the calibrated share, on `knob_users` users."""
 
     routine_shares: tuple[float, ...] = field(default=(0.2, 0.35, 0.5, 0.65, 0.8, 0.9), metadata=_range(0.0, 1.0))
     target_oracle: float = field(default=0.57, metadata=_range(0.0, 1.0))
@@ -334,6 +334,9 @@ class HabitSection:
     snr_db_ranges: tuple[tuple[float, float], ...] = field(default=((25.0, 45.0), (5.0, 25.0)),
                                                            metadata=_range(-10.0, 100.0))
     pitch_cents: tuple[float, ...] = field(default=(20.0, 200.0), metadata=_range(0.0, 1200.0))
+    # the knob variants render every request of their users anew: they run on the first knob_users devel and
+    # test users (0: all), beside the headline settings on the same users, so each knob is compared paired
+    knob_users: int = field(default=0, metadata=_range(0, 100000))
 
     def __post_init__(self) -> None:
         if len(set(self.routine_shares)) < 2:

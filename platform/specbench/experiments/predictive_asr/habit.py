@@ -14,7 +14,10 @@ calibration of the headline population to the seed's oracle, and the rendering k
   value. The job's headline population is simulated at that share; the confidence models should have been
   trained at it too (the job says when they were not).
 - **Rendering knobs** (`knob_variants`): at the calibrated share, each of the speaking-rate range, the noise
-  (SNR range) and the pitch variation at one lower and one higher setting, the others unchanged.
+  (SNR range) and the pitch variation at one lower and one higher setting, the others unchanged. A variant
+  renders every request anew, so the variants run on the first `knob_users` devel and test users (0: all),
+  each with thresholds chosen on its own devel users, beside a `reference` row: the headline settings on the
+  same users (its audio is the headline's, already transcribed), which is what each variant is compared to.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ POINT_KEYS = ("success_rate", "failed_rate", "gain_ms_all")
 def point_row(metrics: dict[str, float], devel_oracle: float) -> dict[str, float]:
     """One sweep point's figures from the job's `headline` metrics of that point."""
     row = {"repeat_rate": metrics["prefetch.repeat_rate"], "devel_oracle_rate": devel_oracle,
-           "requests": metrics["prefetch.requests"], "asr_wer": metrics["prefetch.asr_wer"]}
+           "requests": metrics["prefetch.requests"], "asr_wer": metrics["prefetch.asr_wer"],
+           "repeat_final_differs_share": metrics.get("prefetch.asr.repeat_final_differs_share", float("nan"))}
     for label, name in CURVES.items():
         source = name.split(".")[0]
         row[f"{label}.oracle_rate"] = metrics[f"prefetch.{source}.oracle_rate"]
@@ -78,9 +82,20 @@ def calibrate(rows: list[dict[str, float]], target: float) -> float:
     return round(float(points[int(np.argmin([abs(o - target) for o in oracles]))][0]), 2)
 
 
+REFERENCE = ("reference", "headline")  # the knob table's first row: the headline [asr] on the knob users
+
+
+def knob_users(total: int, knob: int) -> int:
+    """How many users a knob variant takes from a population of `total` users (0: all, in both)."""
+    if knob == 0 or total == 0:
+        return knob or total
+    return min(total, knob)
+
+
 def knob_variants(config: PredictiveAsrConfig) -> list[tuple[str, str, Any]]:
-    """(knob, its setting as text, the `[asr]` section with it) for every lower/higher rendering setting."""
-    out = []
+    """(knob, its setting as text, the `[asr]` section with it): the reference (the headline `[asr]`) first,
+    then every lower/higher rendering setting."""
+    out = [(*REFERENCE, config.asr)]
     for value in config.habit.rate_ranges:
         out.append(("rate_range", f"{value[0]:g}-{value[1]:g}", dataclasses.replace(config.asr, rate_range=value)))
     for value in config.habit.snr_db_ranges:
@@ -92,7 +107,8 @@ def knob_variants(config: PredictiveAsrConfig) -> list[tuple[str, str, Any]]:
 
 
 def sweep_knobs(config: PredictiveAsrConfig, evaluate_at: EvaluateAt, usage: Any) -> list[dict[str, Any]]:
-    """One row per rendering-knob variant at the headline `usage` (the calibrated routine share)."""
+    """One row per rendering-knob variant at the headline `usage` (the calibrated routine share), on the
+    knob users: `evaluate_at` should be bound to a config whose `users`/`tune_users` are `knob_users`'."""
     return [{"knob": knob, "setting": setting, **evaluate_at(usage, asr)}
             for knob, setting, asr in knob_variants(config)]
 

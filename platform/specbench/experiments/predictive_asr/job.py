@@ -34,6 +34,7 @@ from specbench.errors import DataError
 from specbench.experiments.predictive_asr.habit import (
     calibrate,
     confidence_share,
+    knob_users,
     point_row,
     sweep_knobs,
     sweep_routine_shares,
@@ -376,8 +377,11 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
                 "prefetch.devel_requests": float(tune.requests.height),
                 "prefetch.evaluate_seconds": time.perf_counter() - start, **stage_metrics([tune, pop])}
-    knobs = (sweep_knobs(config, partial(evaluate_point, config, job_path, cache, (conf, conf_np)), usage)
-             if config.run_habit_sweep else [])
+    knobs = []
+    if config.run_habit_sweep:
+        on_knob_users = dataclasses.replace(config, users=knob_users(config.users, config.habit.knob_users),
+                                            tune_users=knob_users(config.tune_users, config.habit.knob_users))
+        knobs = sweep_knobs(config, partial(evaluate_point, on_knob_users, job_path, cache, (conf, conf_np)), usage)
     metrics["prefetch.seconds"] = time.perf_counter() - start
     if run is not None:
         run.set_tags({"asr": config.asr.mode, "split": config.split, "users_simulated": "true",
@@ -441,7 +445,8 @@ def habit_lines(result: dict[str, Any]) -> list[str]:
                          "`specbench train confidence jobs/confidence.toml`, and rerun this job")
     for row in result["knobs"]:
         lines.append(f"  knob {row['knob']} = {row['setting']}: success {row['both.success_rate']:.3f}, failed "
-                     f"{row['both.failed_rate']:.3f}, ASR WER {row['asr_wer']:.3f}")
+                     f"{row['both.failed_rate']:.3f}, ASR WER {row['asr_wer']:.3f}, repeats recognized differently "
+                     f"{row['repeat_final_differs_share']:.3f} ({row['requests']:.0f} test requests)")
     return lines
 
 
