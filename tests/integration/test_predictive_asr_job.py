@@ -122,6 +122,10 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
     assert m["prefetch.bootstrap_users"] == 3
     assert m["prefetch.success_at_fail10_low"] <= m["prefetch.success_at_fail10_high"]
     assert m["prefetch.personalization_gain_low"] <= m["prefetch.personalization_gain_high"]
+    assert m["prefetch.gain_over_personal_only"] == (m["prefetch.success_at_fail10"]
+                                                     - m["prefetch.personal.conf_personal.success_rate_at_fail10"])
+    if "prefetch.gain_over_personal_only_low" in m:  # both thresholds defined on these few users
+        assert m["prefetch.gain_over_personal_only_low"] <= m["prefetch.gain_over_personal_only_high"]
     table = client.download_artifacts(run.info.run_id, "tables/prefetch_sweeps.csv", str(tmp_path))
     rows = list(csv.DictReader(io.StringIO(Path(table).read_text())))
     assert {r["configuration"] for r in rows} >= {"lm_personal.conf_personal", "lm.lm_score", "personal.conf",

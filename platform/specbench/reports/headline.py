@@ -44,4 +44,6 @@ HEADLINE_METRICS: dict[str, str] = {
                             "word and equals the final hypothesis",
     "prefetch.personalization_gain": "success_at_fail10 minus that of LM-only predictions with the "
                                      "confidence model without the personal feature",
+    "prefetch.gain_over_personal_only": "success_at_fail10 minus that of personal-only predictions with the "
+                                        "confidence model with the personal feature",
 }

@@ -203,7 +203,9 @@ def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
     m["prefetch.failed_at_fail10"] = m[f"prefetch.{MAIN}.failed_rate_at_fail10"]
     m["prefetch.gain_ms_all_at_fail10"] = m[f"prefetch.{MAIN}.gain_ms_all_at_fail10"]
     m["prefetch.oracle_rate"] = m["prefetch.lm_personal.oracle_rate"]
-    m["prefetch.personalization_gain"] = m["prefetch.success_at_fail10"] - m[f"prefetch.{BASELINE}.success_rate_at_fail10"]
+    for metric, (name, other) in COMPARISONS.items():
+        m[f"prefetch.{metric}"] = (m[f"prefetch.{name}.success_rate_at_fail10"]
+                                   - m[f"prefetch.{other}.success_rate_at_fail10"])
     return m
 
 
@@ -224,15 +226,23 @@ def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: flo
     return out.join(lengths, on=["request_id", "partial_index"], how="left", maintain_order="left")
 
 
+# paired comparisons at the devel-chosen thresholds, bootstrapped over users: metric -> (configuration, the
+# configuration it is compared with); `prefetch.<metric>` is the difference of their success at 10% failed
+COMPARISONS = {"personalization_gain": (MAIN, BASELINE), "gain_over_personal_only": (MAIN, "personal.conf_personal")}
+
+
 def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict[str, float],
                    samples: int) -> dict[str, float]:
-    """95% intervals of `prefetch.success_at_fail10` and `prefetch.personalization_gain` from a paired
+    """95% intervals of `prefetch.success_at_fail10` and of every `COMPARISONS` difference from a paired
     bootstrap over users (`metrics.cluster_bootstrap`): a user's requests share a voice, a history and
-    routines, so users, not requests, are the independent units. Empty when a threshold is undefined."""
-    thresholds = {name: metrics[f"prefetch.{name}.threshold_at_fail10"] for name in (MAIN, BASELINE)}
-    if not all(np.isfinite(t) for t in thresholds.values()):
+    routines, so users, not requests, are the independent units. A comparison whose thresholds are not both
+    defined is left out; empty when the main configuration's is not."""
+    names = {name for pair in COMPARISONS.values() for name in pair}
+    thresholds = {name: metrics[f"prefetch.{name}.threshold_at_fail10"] for name in names}
+    if not np.isfinite(thresholds[MAIN]):
         return {}
     users = pop.requests.select(["request_id", "user_id"])
+    clusters = users["user_id"].to_numpy()
 
     def hits(name: str) -> np.ndarray:
         out = _single_attempt(pop, scores, name, thresholds[name])
@@ -240,10 +250,17 @@ def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict
         joined = users.join(hit, on="request_id", how="left", maintain_order="left")
         return joined["hit"].fill_null(False).to_numpy()
 
-    r = paired_cluster_bootstrap(hits(MAIN), hits(BASELINE), users["user_id"].to_numpy(), samples)
-    return {"prefetch.success_at_fail10_low": r.low_a, "prefetch.success_at_fail10_high": r.high_a,
-            "prefetch.personalization_gain_low": r.low, "prefetch.personalization_gain_high": r.high,
-            "prefetch.bootstrap_users": float(r.clusters)}
+    main_hits = hits(MAIN)
+    out: dict[str, float] = {}
+    for metric, (name, other) in COMPARISONS.items():
+        if not np.isfinite(thresholds[other]):
+            continue
+        r = paired_cluster_bootstrap(main_hits if name == MAIN else hits(name), hits(other), clusters, samples)
+        out |= {f"prefetch.{metric}_low": r.low, f"prefetch.{metric}_high": r.high}
+        if name == MAIN:
+            out |= {"prefetch.success_at_fail10_low": r.low_a, "prefetch.success_at_fail10_high": r.high_a,
+                    "prefetch.bootstrap_users": float(r.clusters)}
+    return out
 
 
 def outcome_metrics(outcomes: pl.DataFrame) -> dict[str, float]:
@@ -414,9 +431,11 @@ def summary(result: dict[str, Any]) -> list[str]:
              f"{m['prefetch.personalization_gain']:+.3f}"]
     if "prefetch.success_at_fail10_low" in m:
         lines.append(f"  95% intervals over {int(m['prefetch.bootstrap_users'])} users: success "
-                     f"[{m['prefetch.success_at_fail10_low']:.3f}, {m['prefetch.success_at_fail10_high']:.3f}], "
-                     f"personalization gain [{m['prefetch.personalization_gain_low']:+.3f}, "
-                     f"{m['prefetch.personalization_gain_high']:+.3f}]")
+                     f"[{m['prefetch.success_at_fail10_low']:.3f}, {m['prefetch.success_at_fail10_high']:.3f}]")
+    for metric, (name, other) in COMPARISONS.items():
+        if f"prefetch.{metric}_low" in m:
+            lines.append(f"  {metric} ({name} - {other}): {m[f'prefetch.{metric}']:+.3f}, 95% interval over users "
+                         f"[{m[f'prefetch.{metric}_low']:+.3f}, {m[f'prefetch.{metric}_high']:+.3f}]")
     for name in result["sweeps"]:
         lines.append(f"  {name:28s} success {m[f'prefetch.{name}.success_rate_at_fail10']:.3f} failed "
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
