@@ -66,6 +66,10 @@ def test_personal_predictions_come_only_from_earlier_finished_requests(ray_clust
                                                     rows["in_personal"].to_list(), strict=True) if flag}
             assert personal == _expected(request, prefix), (request_id, prefix)
             seen += len(personal)
+    # the context columns too: the candidate was last said (its audio ended) before the request started
+    said = predictions.filter(predictions["in_personal"])
+    assert said["last_said_s"].null_count() == 0 and (said["last_said_s"] < said["timestamp_s"]).all()
+    assert predictions.filter(~predictions["in_personal"])["last_said_s"].null_count() == (~predictions["in_personal"]).sum()
     # the log exercises the history: a3, a4 and a5 see earlier finals of A; a2 none (a1 is still being
     # spoken), a5 not a4 (a4 ends after a5 starts), b2 not A's "play my music"
     assert seen >= 6 and _expected(by_id["a2"], ("play",)) == set()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from pathlib import Path
 
 import mlflow
@@ -21,7 +22,7 @@ GRAPH_JOB = ROOT / "jobs" / "graph_slurp.toml"
 CONFIDENCE_JOB = """kind = "train_confidence"
 name = "confidence_test"
 output = "{out}"
-train_users = 4
+train_users = 3
 devel_users = 3
 calibrate_routine_share = true
 [habit]
@@ -35,7 +36,7 @@ hidden = [32, 32]
 epochs = 3
 [usage]
 weeks = 2
-requests_per_day = 2.0
+requests_per_day = 1.5
 [tracking]
 experiment = "prediction_test"
 """
@@ -44,11 +45,13 @@ EVAL_JOB = """kind = "predictive_asr"
 name = "predictive_test"
 confidence = "{conf}"
 confidence_no_personal = "{conf_np}"
+confidence_context = "{conf_ctx}"
 users = {users}
 tune_users = 3
 thresholds = [0.1, 0.3, 0.5, 0.7, 0.9]
 lm_thresholds = [-12.0, -8.0, -4.0, -2.0, -1.0]
 max_attempts = [1, 2]
+cache_weights = [0.2, 0.6]
 run_habit_sweep = {sweep}
 [asr]
 mode = "{mode}"
@@ -62,7 +65,7 @@ pitch_cents = [0.0]
 knob_users = 2
 [usage]
 weeks = 2
-requests_per_day = 2.0
+requests_per_day = 1.5
 [tracking]
 experiment = "prediction_test"
 """
@@ -75,13 +78,13 @@ def confidence_models(tmp_path_factory: pytest.TempPathFactory, ray_cluster: obj
     job.write_text(CONFIDENCE_JOB.format(out=tmp / "conf.pt", graph=GRAPH_JOB))
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "train", "confidence", str(job)]) == 0
-    return tmp / "conf.pt", tmp / "conf_nopersonal.pt", uri
+    return tmp / "conf.pt", tmp / "conf_nopersonal.pt", tmp / "conf_context.pt", uri
 
 
 def _run(tmp_path: Path, models: tuple, mode: str, users: int, sweep: bool) -> mlflow.entities.Run:
-    conf, conf_np, _ = models
+    conf, conf_np, conf_ctx, _ = models
     job = tmp_path / "predictive.toml"
-    job.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, users=users, mode=mode, graph=GRAPH_JOB,
+    job.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=users, mode=mode, graph=GRAPH_JOB,
                                    sweep=str(sweep).lower()))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "run", str(job)]) == 0
@@ -92,12 +95,12 @@ def _run(tmp_path: Path, models: tuple, mode: str, users: int, sweep: bool) -> m
 
 
 def test_confidence_training_writes_both_models_with_cards(confidence_models: tuple) -> None:
-    conf, conf_np, _ = confidence_models
-    for path in (conf, conf_np):
+    conf, conf_np, conf_ctx, _ = confidence_models
+    for path in (conf, conf_np, conf_ctx):
         assert path.is_file() and path.with_suffix(".md").is_file()
         assert "ASR" in path.with_suffix(".md").read_text() or "asr" in path.with_suffix(".json").read_text()
     # the users were simulated at the calibrated share: a devel oracle per swept share, logged with steps
-    client = mlflow.MlflowClient(confidence_models[2])
+    client = mlflow.MlflowClient(confidence_models[3])
     (run,) = client.search_runs([client.get_experiment_by_name("prediction_test").experiment_id])
     history = client.get_metric_history(run.info.run_id, "confidence.calibration.devel_oracle_rate")
     assert sorted(h.step for h in history) == [0, 1]
@@ -135,6 +138,15 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
     figures = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
     assert {"figures/fig2_success_vs_failed.png", "figures/multi_attempt.png", "figures/habit_curve.png",
             "figures/cost_aware.png"} <= figures
+    # beyond the seed: the personal cache model (weight chosen on devel) and the context features, each
+    # compared with LM + personal by the same paired bootstrap
+    assert m["prefetch.cache_weight"] in (0.2, 0.6) and "prefetch.devel.cache_lm.success_at_weight_0.6" in m
+    for name, metric in (("lm_personal.cache_lm", "cache_lm_gain"), ("lm_personal.conf_context", "context_gain")):
+        assert name in {r["configuration"] for r in rows}
+        assert m[f"prefetch.{metric}"] == (m[f"prefetch.{name}.success_rate_at_fail10"]
+                                           - m["prefetch.success_at_fail10"]) or math.isnan(m[f"prefetch.{metric}"])
+    assert "cache_lm.success_rate" in pl.read_csv(client.download_artifacts(
+        run.info.run_id, "tables/habit_sweep.csv", str(tmp_path))).columns
     # the cost-aware policy: swept like the others, its lambda chosen on devel
     assert m["prefetch.ms_per_added_word"] > 0 and "prefetch.lm_personal.cost_aware.success_rate_at_fail10" in m
     per_request = pl.read_parquet(client.download_artifacts(run.info.run_id, "tables/requests_main.parquet",

@@ -21,6 +21,7 @@ from specbench.prediction.history import (
     HistoryPrediction,
     HistoryQuery,
     PersonalHistory,
+    circular_hour,
     personal_predictions,
     query_user,
 )
@@ -107,19 +108,30 @@ def test_worked_example() -> None:
     ]
     h = PersonalHistory(entries)
     assert h.matches(("set",), 50) == [
-        HistoryPrediction(("set", "an", "alarm"), 2, math.log(2 / 3), 20),
-        HistoryPrediction(("set", "the", "lights"), 1, math.log(1 / 3), 30),
+        HistoryPrediction(("set", "an", "alarm"), 2, math.log(2 / 3), 20, pytest.approx(15 / 3600)),
+        HistoryPrediction(("set", "the", "lights"), 1, math.log(1 / 3), 30, pytest.approx(30 / 3600)),
     ]
     assert [p.count for p in h.matches((), 51)] == [3, 1, 1]
     assert [p.words for p in h.matches((), 51)][1:] == [("play", "jazz"), ("set", "the", "lights")]  # recency
     assert h.matches(("set", "an", "alarm"), 10) == []  # never itself
-    assert h.matches(("set",), 35, window_s=10) == [HistoryPrediction(("set", "the", "lights"), 1, 0.0, 30)]
+    assert h.matches(("set",), 35, window_s=10) == [HistoryPrediction(("set", "the", "lights"), 1, 0.0, 30,
+                                                                      pytest.approx(30 / 3600))]
     assert h.log_frequency(("set",), ("play", "jazz"), 60) == FALLBACK_LOG_FREQ
     assert h.log_frequency(("set", "an"), ("set", "an", "alarm"), 60) == 0.0
     late = PersonalHistory([HistoryEntry("a", 0, ("x",)), HistoryEntry("b", HISTORY_WINDOW_S, ("x",))])
     assert late.matches(("x",), HISTORY_WINDOW_S + 1)[0].count == 1  # 28 days + 1 s: the first is out
     assert late.matches(("x",), HISTORY_WINDOW_S)[0].count == 1  # exactly 28 days back: still in
     assert HISTORY_WINDOW_S == 28 * day
+
+
+def test_mean_hour_is_the_circular_mean_of_the_times_of_day() -> None:
+    day, hour = 24 * 3600, 3600
+    entries = [HistoryEntry("a", 23 * hour, ("x",)), HistoryEntry("b", day + 1 * hour, ("x",)),  # 23:00, 01:00
+               HistoryEntry("c", 2 * day + 8 * hour, ("y",)), HistoryEntry("d", 3 * day + 10 * hour, ("y",))]
+    got = {p.words: p.mean_hour for p in PersonalHistory(entries).matches((), 4 * day)}
+    assert min(got[("x",)], 24.0 - got[("x",)]) == pytest.approx(0.0, abs=1e-9)  # around midnight, not noon
+    assert got[("y",)] == pytest.approx(9.0)
+    assert circular_hour(0.0, -1.0) == pytest.approx(18.0) and circular_hour(1.0, 0.0) == 0.0
 
 
 def test_bad_input_is_reported() -> None:
@@ -167,5 +179,6 @@ def test_arrow_entry_point_equals_per_user_queries(
     for u, q in queries:
         (preds,) = query_user(users.get(u, []), [q], window_s=window_s)
         expected += [{"user_id": u, "request_id": q.request_id, "prefix": list(q.prefix),
-                      "words": list(p.words), "count": p.count, "log_freq": p.log_freq} for p in preds]
+                      "words": list(p.words), "count": p.count, "log_freq": p.log_freq,
+                      "last_seen_s": p.last_seen_s, "mean_hour": p.mean_hour} for p in preds]
     assert table.to_pylist() == expected

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from specbench.errors import ConfigError, DataError
 from specbench.prediction.confidence import (
+    CONTEXT_FEATURES,
     ConfidenceSettings,
     feature_matrix,
     feature_names,
@@ -112,6 +113,31 @@ def test_feature_matrix_values_and_personal_switch() -> None:
         feature_matrix(table.drop("personal_log_freq"), use_personal=True)
     with pytest.raises(DataError, match="'lm_log_prob'"):
         feature_matrix(table.with_columns(lm_log_prob=pl.lit(-math.inf)), use_personal=True)
+
+
+def test_context_features_from_the_request_time_and_the_history() -> None:
+    day, hour = 86400, 3600
+    table = pl.DataFrame({
+        "partial_words": [["lights"]] * 3, "prediction_words": [["lights", "on"]] * 3, "added_words": [1] * 3,
+        "partial_time_ms": [120.0] * 3, "source": ["personal", "both", "lm"], "lm_log_prob": [-2.0] * 3,
+        "lm_rank": [-1, 0, 1], "personal_log_freq": [0.0, -0.5, -10.0],
+        "timestamp_s": [3 * day + 6 * hour, 3 * day + 23 * hour, 3 * day + 12 * hour],
+        "last_said_s": [2 * day + 6 * hour, 3 * day + 20 * hour, None],
+        "said_mean_hour": [7.5, 1.0, None]}, schema_overrides={"last_said_s": pl.Int64})
+    names = feature_names(True, True)
+    assert names[:len(feature_names(True))] == feature_names(True) and names[-4:] == CONTEXT_FEATURES
+    x = feature_matrix(table, use_personal=True, use_context=True)
+    got = [dict(zip(names, row, strict=True)) for row in x.tolist()]
+    assert got[0]["hour_sin"] == pytest.approx(1.0) and got[0]["hour_cos"] == pytest.approx(0.0, abs=1e-6)
+    assert got[0]["log_hours_since_said"] == pytest.approx(math.log1p(24.0))
+    assert got[0]["said_hour_gap"] == pytest.approx(1.5)
+    assert got[1]["log_hours_since_said"] == pytest.approx(math.log1p(3.0))
+    assert got[1]["said_hour_gap"] == pytest.approx(2.0)  # 23:00 against 01:00: around midnight
+    assert got[2]["log_hours_since_said"] == pytest.approx(math.log1p(672.0)) and got[2]["said_hour_gap"] == 12.0
+    with pytest.raises(DataError, match="'timestamp_s'"):
+        feature_matrix(table.drop("timestamp_s"), use_personal=True, use_context=True)
+    with pytest.raises(ValueError, match="use_personal"):
+        feature_names(False, True)
 
 
 def test_learns_synthetic_problem(trained: tuple, data: tuple[pl.DataFrame, ...]) -> None:

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_candidates_union_lm_and_personal() -> None:
     prefix = ("set", "an")
     lm = [(("alarm",), -1.0, 0), (("alarm", "for", "six"), -3.0, 1)]
-    personal = [(("set", "an", "alarm", "for", "six"), -0.5), (("set", "an", "appointment"), -1.2)]
+    personal = [(("set", "an", "alarm", "for", "six"), (-0.5, 7200, 8.5)),
+                (("set", "an", "appointment"), (-1.2, 3600, 9.0))]
     scores = {(prefix, ("appointment",)): -7.5}
     rows = {tuple(r["prediction_words"]): r for r in _candidates(prefix, lm, personal, scores)}
     assert set(rows) == {("set", "an", "alarm"), ("set", "an", "alarm", "for", "six"), ("set", "an", "appointment")}
@@ -37,6 +38,9 @@ def test_candidates_union_lm_and_personal() -> None:
     assert (both["source"], both["personal_log_freq"], both["lm_rank"], both["lm_log_prob"]) == ("both", -0.5, 1, -3.0)
     assert (only_personal["source"], only_personal["lm_rank"], only_personal["lm_log_prob"]) == ("personal", -1, -7.5)
     assert only_personal["in_personal"] and not only_personal["in_lm"]
+    # when and at which hour the user said a candidate: none for one never said
+    assert (both["last_said_s"], both["said_mean_hour"]) == (7200, 8.5)
+    assert (only_personal["last_said_s"], only_lm["last_said_s"], only_lm["said_mean_hour"]) == (3600, None, None)
 
 
 def test_candidates_of_a_user_without_history_are_the_lm_nbest() -> None:
@@ -159,17 +163,18 @@ def test_every_configuration_counts_each_request_once_and_headline_uses_devel_th
     import numpy as np
 
     from specbench.config import PredictiveAsrConfig
-    from specbench.experiments.predictive_asr.job import MAIN, evaluate, headline
+    from specbench.experiments.predictive_asr.job import BEYOND, COMPARISONS, MAIN, evaluate, headline
 
     pop, rng = _population()
     n = pop.predictions.height
     scores = {"lm_score": pop.predictions["lm_log_prob"].to_numpy(), "conf": rng.uniform(size=n),
-              "conf_personal": rng.uniform(size=n)}
+              "conf_personal": rng.uniform(size=n), "conf_context": rng.uniform(size=n),
+              "cache_lm": pop.predictions["lm_log_prob"].to_numpy() + rng.uniform(size=n)}
     config = PredictiveAsrConfig(thresholds=(0.2, 0.5, 0.8, 0.95), lm_thresholds=(-8.0, -4.0, -1.0),
                                  max_attempts=(1, 2))
     sweeps = evaluate(pop, scores, config, config.max_attempts)
     assert set(sweeps) == {f"{c}.{d}" for c in ("lm", "personal", "lm_personal")
-                           for d in ("lm_score", "conf", "conf_personal")} | {f"{MAIN}.k2"}
+                           for d in ("lm_score", "conf", "conf_personal")} | {f"{MAIN}.k2", *BEYOND}
     for table in sweeps.values():
         assert (table["success"] + table["failure"] + table["none"] == table["requests"]).all()
         assert (table["requests"] == 41).all()
@@ -181,6 +186,9 @@ def test_every_configuration_counts_each_request_once_and_headline_uses_devel_th
     assert m["prefetch.success_at_fail10"] == main["success_rate"][0]
     assert m["prefetch.failed_at_fail10"] == main["failed_rate"][0]
     assert m["prefetch.personalization_gain"] == m["prefetch.success_at_fail10"] - m["prefetch.lm.conf.success_rate_at_fail10"]
+    for metric, (name, other) in COMPARISONS.items():
+        np.testing.assert_equal(m[f"prefetch.{metric}"], m[f"prefetch.{name}.success_rate_at_fail10"]
+                                - m[f"prefetch.{other}.success_rate_at_fail10"])
     assert 0.0 <= m["prefetch.success_at_fail10"] <= m["prefetch.oracle_rate"] <= 1.0
 
 

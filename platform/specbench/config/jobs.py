@@ -31,7 +31,7 @@ MT_FULL_FIX = ("Fix: train it with `specbench train mt jobs/mt_full.toml`, or se
 BPE_FIX = ("Fix: `specbench train mt jobs/mt_waitk.toml` trains the BPE model first when it is missing; or "
            "set the key to an existing one.")
 LM_FIX = "Fix: train it with `specbench train lm jobs/lm.toml`, or set the key to an existing LM."
-CONFIDENCE_FIX = ("Fix: train both confidence models with `specbench train confidence jobs/confidence.toml`, "
+CONFIDENCE_FIX = ("Fix: train the confidence models with `specbench train confidence jobs/confidence.toml`, "
                   "or set the key to an existing one.")
 SPEECH_JOB_FIX = ('Fix: name an existing kind = "speech" job file, relative to this one (e.g. '
                   "speech_slurp.toml).")
@@ -356,7 +356,11 @@ class TrainConfidenceConfig:
     KIND: ClassVar[str] = "train_confidence"
     name: str = "confidence_slurp"
     lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX))  # project root
-    output: Path = Path("models/confidence_slurp.pt")  # the model without the personal feature: *_nopersonal.pt
+    output: Path = Path("models/confidence_slurp.pt")  # the others beside it: *_nopersonal.pt, *_context.pt
+    # which to train: "personal" (output), "no_personal" (*_nopersonal.pt), "context" (*_context.pt: personal
+    # and context features)
+    models: tuple[str, ...] = field(default=("personal", "no_personal", "context"),
+                                    metadata=_choices("personal", "no_personal", "context"))
     train_users: int = field(default=80, metadata=_range(0, 100000))  # 0: all
     devel_users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     usage: UsageSettings = UsageSettings()
@@ -366,6 +370,10 @@ class TrainConfidenceConfig:
     completion: CompletionSettings = CompletionSettings()
     model: ConfidenceSettings = ConfidenceSettings()
     tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+    def __post_init__(self) -> None:
+        if not self.models or len(set(self.models)) != len(self.models):
+            raise ValueError(f"models: name each model to train once, at least one, got {list(self.models)}")
 
 
 @dataclass(frozen=True)
@@ -381,6 +389,9 @@ class PredictiveAsrConfig:
     confidence: Path = field(default=Path("models/confidence_slurp.pt"), metadata=_input(CONFIDENCE_FIX))
     confidence_no_personal: Path = field(default=Path("models/confidence_slurp_nopersonal.pt"),
                                          metadata=_input(CONFIDENCE_FIX))
+    # with the context features too (time of day, hours since the candidate was said, gap to its usual hour)
+    confidence_context: Path = field(default=Path("models/confidence_slurp_context.pt"),
+                                     metadata=_input(CONFIDENCE_FIX))
     split: str = field(default="test", metadata=_choices("devel", "test"))
     users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     tune_users: int = field(default=0, metadata=_range(0, 100000))  # devel users that choose thresholds; 0: all
@@ -397,6 +408,13 @@ class PredictiveAsrConfig:
     cost_lambdas_ms: tuple[float, ...] = field(default=(0.0, 10.0, 25.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0,
                                                         400.0, 600.0, 800.0, 1000.0, 1500.0, 2000.0, 3000.0),
                                                metadata=_range(0.0, 100000.0))
+    # the personal cache model (prediction/cache_lm.py): interpolation weights, one chosen on devel, and the
+    # thresholds on its log probability (finer than the LM's near 0: a habitual request's mixture is near 1)
+    cache_weights: tuple[float, ...] = field(default=(0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9),
+                                             metadata=_range(0.0, 1.0))
+    cache_thresholds: tuple[float, ...] = field(default=tuple(float(x) for x in range(-14, -3))
+                                                + tuple(-3.0 + 0.25 * i for i in range(12))
+                                                + (-0.2, -0.15, -0.1, -0.05, -0.02), metadata=_range(-1000.0, 0.0))
     habit: HabitSection = HabitSection()
     run_habit_sweep: bool = True  # the sweep, the calibration of the headline share and the rendering knobs
     bootstrap_samples: int = field(default=1000, metadata=_range(1, 100000))  # user-level intervals

@@ -1,7 +1,9 @@
 """The `train_confidence` job: the paper's confidence model, trained on every prediction (that adds a word)
 of the training users' simulated requests, early-stopped on the devel users', with partials from the same
-ASR pipeline as the test users (held-out voices, our decoder). Two models: with the personal feature
-(`output`) and without it (`<output stem>_nopersonal.pt`).
+ASR pipeline as the test users (held-out voices, our decoder). Up to three models (`models`): with the
+personal feature (`output`), without it (`<output stem>_nopersonal.pt`), and with the personal and the
+context features (`<output stem>_context.pt`: time of day, hours since the user said the candidate, the gap
+to the hour the user usually says it at).
 
 With `calibrate_routine_share`, the users are simulated at the routine share the predictive-ASR job
 calibrates its headline population to (`predictive_asr/habit.py`): the devel users' LM + personal oracle is
@@ -37,6 +39,15 @@ LICENCE = ("Trained on predictions for simulated usage of SLURP texts and speake
 
 def no_personal_path(output: Path) -> Path:
     return output.with_name(output.stem + "_nopersonal" + output.suffix)
+
+
+def context_path(output: Path) -> Path:
+    return output.with_name(output.stem + "_context" + output.suffix)
+
+
+# model role -> (use_personal, use_context, its path from `output`)
+ROLES = {"personal": (True, False, lambda out: out), "no_personal": (False, False, no_personal_path),
+         "context": (True, True, context_path)}
 
 
 def _log_calibration(run: TrackedRun, sweep: list[dict[str, float]]) -> None:
@@ -84,18 +95,20 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
             "asr_mode": config.asr.mode, "routine_share": usage.routine_share,
             "devel_oracle_rate": lm_personal_oracle(devel), **{f"train_{k}": v for k, v in train.simulation.items()}}
     cards = {}
-    for use_personal, path in ((True, out), (False, no_personal_path(out))):
-        settings = dataclasses.replace(config.model, use_personal=use_personal)
+    for role in config.models:
+        use_personal, use_context, path_of = ROLES[role]
+        path = path_of(out)
+        settings = dataclasses.replace(config.model, use_personal=use_personal, use_context=use_context)
         model, report = train_confidence_model(train_rows, devel_rows, settings, progress=True)
         save_confidence(path, model, report, config_to_dict(dataclasses.replace(config, usage=usage)))
-        card = {"name": path.stem, "use_personal": use_personal, **data, "model": dataclasses.asdict(settings),
+        card = {"name": path.stem, "use_personal": use_personal, "use_context": use_context, **data, "model": dataclasses.asdict(settings),
                 "report": _plain_report(report), "licence": LICENCE,
                 "data": ("Predictions (LM n-best and personal history) from every partial of the simulated "
                          "requests of the SLURP training users (training sentences, held-out voices, our "
                          "decoder's partials every 120 ms); early stopping on the devel users.")}
         write_card(path, card, prediction_markdown(card, "Prefetch confidence model",
                                                    "`specbench train confidence jobs/confidence.toml`"))
-        cards["personal" if use_personal else "no_personal"] = card
+        cards[role] = card
     if run is not None:
         run.set_tags({"asr": config.asr.mode})
         run.log_metrics({f"confidence.{k}": float(v) for k, v in data.items() if isinstance(v, (int, float))})
@@ -113,7 +126,8 @@ def _plain_report(report: Any) -> dict[str, Any]:
 
 def summary(result: dict[str, Any]) -> list[str]:
     d = result["data"]
-    lines = [f"confidence models {result['output']} (+ _nopersonal): {d['train_predictions']:,} training and "
+    lines = [f"confidence models {', '.join(result['cards'])} ({result['output']} and beside it): "
+             f"{d['train_predictions']:,} training and "
              f"{d['devel_predictions']:,} devel predictions (positive {d['train_positive_rate']:.3f} / "
              f"{d['devel_positive_rate']:.3f}); ASR WER train users {d['asr_wer_train_users']:.3f}, devel users "
              f"{d['asr_wer_devel_users']:.3f}"]

@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from specbench.checkpoint_io import read_checkpoint
 from specbench.errors import DataError
+from specbench.prediction.history import HISTORY_WINDOW_S
 from specbench.prediction.prefetch import as_polars, require_columns
 from specbench.prediction.settings import ConfidenceSettings
 
@@ -45,17 +46,50 @@ FEATURES: dict[str, tuple[str, str]] = {
     "partial_time_ms": ("partial_time_ms", "time of the partial's last frame since utterance start, ms"),
     "personal_log_freq": ("personal_log_freq", "log frequency in the user's history (-10.0 when unseen)"),
     "source_personal": ("source", "1.0 when the prediction comes from the user's history, else 0.0"),
+    # context features (`use_context`): when the request is made, and when and at which hour the user said
+    # the candidate before (the simulation gives routine requests a preferred hour)
+    "hour_sin": ("timestamp_s", "sin(2 pi h / 24), h the request's time of day in hours"),
+    "hour_cos": ("timestamp_s", "cos(2 pi h / 24)"),
+    "log_hours_since_said": ("last_said_s", "log(1 + hours since the user last said the candidate); "
+                                            "log(1 + 672), the history window, when never"),
+    "said_hour_gap": ("said_mean_hour", "hours (0-12, around the clock) between the request's time of day and "
+                                        "the circular mean hour the user said the candidate at; 12 when never"),
 }
 PERSONAL_FEATURES = ("personal_log_freq",)
+CONTEXT_FEATURES = ("hour_sin", "hour_cos", "log_hours_since_said", "said_hour_gap")
+NEVER_SAID_HOURS = HISTORY_WINDOW_S / 3600.0
+NULL_MEANS_NEVER = {"last_said_s", "said_mean_hour"}  # history columns, null for a candidate never said
 
 
-def feature_names(use_personal: bool) -> tuple[str, ...]:
-    """Feature order of `feature_matrix`; without personal features `personal_log_freq` is left out."""
-    return tuple(n for n in FEATURES if use_personal or n not in PERSONAL_FEATURES)
+def feature_names(use_personal: bool, use_context: bool = False) -> tuple[str, ...]:
+    """Feature order of `feature_matrix`: without personal features `personal_log_freq` is left out, the
+    context features only with `use_context` (which needs the personal ones: they describe the history)."""
+    if use_context and not use_personal:
+        raise ValueError("context features describe the user's history: use_context needs use_personal")
+    return tuple(n for n in FEATURES if (use_personal or n not in PERSONAL_FEATURES)
+                 and (use_context or n not in CONTEXT_FEATURES))
+
+
+def _columns(name: str) -> tuple[str, ...]:
+    """The predictions-table columns a feature is computed from."""
+    return (FEATURES[name][0], "timestamp_s") if name in CONTEXT_FEATURES else (FEATURES[name][0],)
+
+
+def _hour_of_day() -> pl.Expr:
+    return (pl.col("timestamp_s") % 86400).cast(pl.Float64) / 3600.0
 
 
 def _expression(name: str) -> pl.Expr:
     column = pl.col(FEATURES[name][0])
+    if name in ("hour_sin", "hour_cos"):
+        angle = _hour_of_day() * (2.0 * math.pi / 24.0)
+        return angle.sin() if name == "hour_sin" else angle.cos()
+    if name == "log_hours_since_said":
+        hours = (pl.col("timestamp_s") - column).cast(pl.Float64) / 3600.0
+        return hours.fill_null(NEVER_SAID_HOURS).log1p()
+    if name == "said_hour_gap":
+        gap = (_hour_of_day() - column.cast(pl.Float64)).abs() % 24.0
+        return pl.min_horizontal(gap, 24.0 - gap).fill_null(12.0)
     if name == "lm_rank_missing":
         return (column == -1).cast(pl.Float64)
     if name in ("partial_words", "prediction_words"):
@@ -67,12 +101,16 @@ def _expression(name: str) -> pl.Expr:
     return column.cast(pl.Float64)
 
 
-def feature_matrix(table: Any, use_personal: bool) -> np.ndarray:
-    """Features of every row: `(N, F)` float32, columns in `feature_names(use_personal)` order.
-    Missing columns, nulls and non-finite values raise `DataError` naming the column."""
+def feature_matrix(table: Any, use_personal: bool, use_context: bool = False) -> np.ndarray:
+    """Features of every row: `(N, F)` float32, columns in `feature_names(use_personal, use_context)` order.
+    Missing columns, nulls (other than a never-said candidate's history times) and non-finite values raise
+    `DataError` naming the column."""
     frame = as_polars(table, "predictions")
-    names = feature_names(use_personal)
-    require_columns(frame, sorted({FEATURES[n][0] for n in names}), "predictions")
+    names = feature_names(use_personal, use_context)
+    needed = {c for n in names for c in _columns(n)}
+    require_columns(frame, sorted(needed - NULL_MEANS_NEVER), "predictions")
+    require_columns(frame.select(sorted(needed & NULL_MEANS_NEVER & set(frame.columns))).fill_null(0),
+                    sorted(needed & NULL_MEANS_NEVER), "predictions")  # present; null: never said
     values = frame.select([_expression(n).alias(n) for n in names]).to_numpy().astype(np.float64)
     values = values.reshape(frame.height, len(names))
     bad = ~np.isfinite(values).all(axis=0)
@@ -182,6 +220,10 @@ class ConfidenceModel:
     def use_personal(self) -> bool:
         return any(n in self.features for n in PERSONAL_FEATURES)
 
+    @property
+    def use_context(self) -> bool:
+        return any(n in self.features for n in CONTEXT_FEATURES)
+
     def standardize(self, x: np.ndarray) -> np.ndarray:
         """`(N, F)` float32 raw features -> standardized `(N, F)` float32."""
         return ((x - self.mean) / self.std).astype(np.float32)
@@ -199,10 +241,10 @@ class ConfidenceModel:
 
     def predict(self, table: Any, batch_size: int = 65536) -> np.ndarray:
         """Probability that each row's prediction is correct: `(N,)` float32 in [0, 1]."""
-        return self.predict_matrix(feature_matrix(table, self.use_personal), batch_size)
+        return self.predict_matrix(feature_matrix(table, self.use_personal, self.use_context), batch_size)
 
 
-def _labelled(table: Any, what: str, use_personal: bool) -> tuple[np.ndarray, np.ndarray]:
+def _labelled(table: Any, what: str, settings: ConfidenceSettings) -> tuple[np.ndarray, np.ndarray]:
     frame = as_polars(table, what)
     require_columns(frame, ("added_words", "correct"), what)
     if frame.height == 0:
@@ -211,7 +253,7 @@ def _labelled(table: Any, what: str, use_personal: bool) -> tuple[np.ndarray, np
     if zero:
         raise DataError(f"{what} table holds {zero} row(s) with added_words < 1; the confidence model scores only "
                         "predictions that add words. Fix: keep rows with added_words >= 1 before training.")
-    return feature_matrix(frame, use_personal), frame.get_column("correct").cast(pl.Boolean).to_numpy()
+    return feature_matrix(frame, settings.use_personal, settings.use_context), frame.get_column("correct").cast(pl.Boolean).to_numpy()
 
 
 def _member_log_loss(model: _Mlp, x: torch.Tensor, y: torch.Tensor) -> tuple[float, np.ndarray]:
@@ -270,12 +312,12 @@ def train_confidence_model(train_table: Any, devel_table: Any, settings: Confide
     for its weights, dropout and bootstrap sample. Returns the model (eval mode) and its report."""
     settings = settings or ConfidenceSettings()
     started = time.monotonic()
-    x_raw, y = _labelled(train_table, "train", settings.use_personal)
-    x_dev_raw, y_dev = _labelled(devel_table, "devel", settings.use_personal)
+    x_raw, y = _labelled(train_table, "train", settings)
+    x_dev_raw, y_dev = _labelled(devel_table, "devel", settings)
     mean = x_raw.mean(axis=0, dtype=np.float64).astype(np.float32)
     std = x_raw.std(axis=0, dtype=np.float64).astype(np.float32)
     std = np.where(std > 1e-6, std, 1.0).astype(np.float32)
-    model = ConfidenceModel(feature_names(settings.use_personal), mean, std, tuple(settings.hidden), [])
+    model = ConfidenceModel(feature_names(settings.use_personal, settings.use_context), mean, std, tuple(settings.hidden), [])
     data = (torch.from_numpy(model.standardize(x_raw)), torch.from_numpy(y.astype(np.float32)),
             torch.from_numpy(model.standardize(x_dev_raw)), torch.from_numpy(y_dev.astype(np.float32)))
     previous_threads = torch.get_num_threads()
@@ -343,7 +385,8 @@ def load_confidence(path: Path) -> ConfidenceModel:
     path = Path(path)
     blob = read_checkpoint(path, "confidence model", RETRAIN_FIX, {"format_version": FORMAT_VERSION})
     features = tuple(blob.get("features", ()))
-    expected = feature_names(any(n in features for n in PERSONAL_FEATURES))
+    personal, context = (any(n in features for n in group) for group in (PERSONAL_FEATURES, CONTEXT_FEATURES))
+    expected = feature_names(personal, personal and context)
     if features != expected:
         raise DataError(f"{path} was trained on features {list(features)}, but this code computes "
                         f"{list(expected)}. {RETRAIN_FIX}")

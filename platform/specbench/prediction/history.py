@@ -6,8 +6,9 @@ recognition of the same user that starts with that prefix, within a window of pe
 ``before_s - window_s <= timestamp_s < before_s``, so an utterance never sees itself or anything later.
 
 Each distinct word sequence among the matching entries is one `HistoryPrediction`: how often it occurs
-(`count`), its natural-log relative frequency among the matching entries (`log_freq = log(count / total)`)
-and when it was last seen. `log_frequency` gives that feature for one candidate, `FALLBACK_LOG_FREQ` (-10.0)
+(`count`), its natural-log relative frequency among the matching entries (`log_freq = log(count / total)`),
+when it was last seen and the circular mean of the times of day it was said at (`mean_hour`; a routine
+request has a preferred hour, so the gap between now and it is a context feature of the confidence model). `log_frequency` gives that feature for one candidate, `FALLBACK_LOG_FREQ` (-10.0)
 when the candidate is not among the matching entries.
 
 The index sorts the entries by time and maps every word prefix (lengths 0 .. n of each entry) to the
@@ -43,7 +44,10 @@ PREDICTIONS_SCHEMA = pa.schema([
     pa.field("words", pa.list_(pa.string()), nullable=False),
     pa.field("count", pa.int64(), nullable=False),
     pa.field("log_freq", pa.float64(), nullable=False),
+    pa.field("last_seen_s", pa.int64(), nullable=False),
+    pa.field("mean_hour", pa.float64(), nullable=False),
 ])
+SECONDS_PER_DAY = 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,14 @@ class HistoryPrediction:
         count: matching entries with exactly these words (>= 1).
         log_freq: natural log of count / number of matching entries (<= 0).
         last_seen_s: the latest timestamp (seconds) of those entries.
+        mean_hour: circular mean of their times of day, hours in [0, 24) (timestamps count from midnight).
     """
 
     words: tuple[str, ...]
     count: int
     log_freq: float
     last_seen_s: int
+    mean_hour: float
 
 
 def _check_window(window_s: int) -> None:
@@ -129,12 +135,17 @@ class PersonalHistory:
         entries = self._matching(prefix, before_s, window_s)
         counts: Counter[tuple[str, ...]] = Counter()
         last: dict[tuple[str, ...], int] = {}
+        clock: dict[tuple[str, ...], tuple[float, float]] = {}  # sums of the time of day as a unit vector
         for e in entries:  # time order: the last write is the latest
             words = tuple(e.words)
             counts[words] += 1
             last[words] = int(e.timestamp_s)
+            angle = 2.0 * math.pi * (int(e.timestamp_s) % SECONDS_PER_DAY) / SECONDS_PER_DAY
+            x, y = clock.get(words, (0.0, 0.0))
+            clock[words] = (x + math.cos(angle), y + math.sin(angle))
         total = len(entries)
-        out = [HistoryPrediction(w, c, math.log(c / total), last[w]) for w, c in counts.items()]
+        out = [HistoryPrediction(w, c, math.log(c / total), last[w], circular_hour(*clock[w]))
+               for w, c in counts.items()]
         out.sort(key=lambda p: (-p.count, -p.last_seen_s, p.words))
         return out
 
@@ -146,6 +157,11 @@ class PersonalHistory:
         target = tuple(prediction)
         count = sum(1 for e in entries if tuple(e.words) == target)
         return math.log(count / len(entries)) if count else FALLBACK_LOG_FREQ
+
+
+def circular_hour(x: float, y: float) -> float:
+    """The time of day, hours in [0, 24), of the direction (x, y) on a 24-hour clock (0 h along +x)."""
+    return (math.degrees(math.atan2(y, x)) / 15.0) % 24.0
 
 
 def query_user(entries: Sequence[HistoryEntry], queries: Sequence[HistoryQuery],
@@ -198,4 +214,6 @@ def personal_predictions(history: pa.Table, queries: pa.Table, window_s: int = H
             rows["words"].append(list(p.words))
             rows["count"].append(p.count)
             rows["log_freq"].append(p.log_freq)
+            rows["last_seen_s"].append(p.last_seen_s)
+            rows["mean_hour"].append(p.mean_hour)
     return pa.Table.from_pydict(rows, schema=PREDICTIONS_SCHEMA)

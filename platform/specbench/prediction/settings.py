@@ -80,6 +80,7 @@ class ConfidenceSettings:
     patience: int = 3
     seed: int = 0
     use_personal: bool = True
+    use_context: bool = False  # time of day, hours since the candidate was said, gap to its usual hour
     threads: int = 2
     max_minutes: float = 10.0
 
@@ -94,3 +95,5 @@ class ConfidenceSettings:
         check_range("patience", self.patience, 1, 100)
         check_range("threads", self.threads, 1, 256)
         check_range("max_minutes", self.max_minutes, 0, 24 * 60, lo_open=True)
+        if self.use_context and not self.use_personal:
+            raise ValueError("use_context needs use_personal: the context features describe the user's history")

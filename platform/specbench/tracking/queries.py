@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ class RunRow:
     started: str
     metrics: dict[str, float]
     tags: dict[str, str]
+    params: dict[str, str] = field(default_factory=dict)  # filled by `get_run`
 
 
 def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: str | None = None,
@@ -53,14 +54,14 @@ def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: st
 
 
 def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
-    """One run by id, with all its metrics."""
+    """One run by id, with all its metrics and params."""
     quiet_mlflow()
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
     r = client.get_run(run_id)
     exp = client.get_experiment(r.info.experiment_id)
     started = datetime.fromtimestamp(r.info.start_time / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     return RunRow(r.info.run_id, exp.name, r.info.run_name or "", r.info.status, started,
-                  dict(r.data.metrics), dict(r.data.tags))
+                  dict(r.data.metrics), dict(r.data.tags), dict(r.data.params))
 
 
 def run_minutes(run_id: str, tracking_uri: str | None = None) -> float | None:
@@ -72,6 +73,11 @@ def run_minutes(run_id: str, tracking_uri: str | None = None) -> float | None:
 
 def json_artifact(run_id: str, name: str, tracking_uri: str | None = None) -> Any:
     """A JSON artifact of a run (as `TrackedRun.log_dict` wrote it), parsed."""
+    return json.loads(text_artifact(run_id, name, tracking_uri))
+
+
+def text_artifact(run_id: str, name: str, tracking_uri: str | None = None) -> str:
+    """A text artifact of a run (a JSON or CSV file it logged)."""
     quiet_mlflow()
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
     with tempfile.TemporaryDirectory() as tmp:
@@ -80,7 +86,7 @@ def json_artifact(run_id: str, name: str, tracking_uri: str | None = None) -> An
         except MlflowException as exc:
             raise ConfigError(f"run {run_id} has no artifact {name!r} ({exc.message}). Fix: give the run id of a "
                               "finished run of the job that writes it") from exc
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return Path(path).read_text(encoding="utf-8")
 
 
 _SHOWN_MATCHES = 20

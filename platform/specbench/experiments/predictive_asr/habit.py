@@ -6,7 +6,9 @@ calibration of the headline population to the seed's oracle, and the rendering k
   and transcript), every configuration's threshold is chosen on that point's devel users, and the test users
   are measured there. Each point gives the realized repeat rate, the oracle rates (devel and test), and
   success, failed rate and mean gain over all requests for LM only (`lm.conf`), personal only
-  (`personal.conf_personal`) and both (`lm_personal.conf_personal`). The confidence models are the job's own,
+  (`personal.conf_personal`) and both (`lm_personal.conf_personal`), and on both's candidates the personal
+  cache model (`lm_personal.cache_lm`, its weight chosen on the point's devel users) and the confidence
+  model with the context features (`lm_personal.conf_context`). The confidence models are the job's own,
   trained once at the calibrated setting: the sweep reuses them.
 - **Calibration** (`calibrate`): the routine share at which the devel users' LM + personal oracle equals
   `target_oracle` (the seed's 57% on real users), by linear interpolation between the sweep's points, rounded
@@ -36,7 +38,8 @@ if TYPE_CHECKING:
 EvaluateAt = Callable[[Any, Any], dict[str, float]]  # (usage settings, [asr] section) -> a point's figures
 
 # configuration name -> label in the sweep's rows (the paper's three candidate sources, best decider each)
-CURVES = {"lm": "lm.conf", "personal": "personal.conf_personal", "both": "lm_personal.conf_personal"}
+CURVES = {"lm": "lm.conf", "personal": "personal.conf_personal", "both": "lm_personal.conf_personal",
+          "cache_lm": "lm_personal.cache_lm", "context": "lm_personal.conf_context"}
 POINT_KEYS = ("success_rate", "failed_rate", "gain_ms_all")
 
 
@@ -50,7 +53,7 @@ def point_row(metrics: dict[str, float], devel_oracle: float) -> dict[str, float
         row[f"{label}.oracle_rate"] = metrics[f"prefetch.{source}.oracle_rate"]
         row[f"{label}.oracle_gain_ms"] = metrics[f"prefetch.{source}.oracle_gain_ms"]
         for key in POINT_KEYS:
-            row[f"{label}.{key}"] = metrics[f"prefetch.{name}.{key}_at_fail10"]
+            row[f"{label}.{key}"] = metrics.get(f"prefetch.{name}.{key}_at_fail10", float("nan"))
     return row
 
 

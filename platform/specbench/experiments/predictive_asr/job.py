@@ -47,6 +47,7 @@ from specbench.experiments.registry import RunOptions
 from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
 from specbench.metrics.wer import wer
 from specbench.paths import from_root
+from specbench.prediction.cache_lm import cache_log_prob, choose_weight
 from specbench.prediction.confidence import load_confidence
 from specbench.prediction.cost_aware import expected_benefit, ms_per_added_word
 from specbench.prediction.prefetch import first_prefetch, operating_point, oracle_gain_ms, oracle_rate, sweep
@@ -61,6 +62,9 @@ CANDIDATES = {"lm": pl.col("in_lm"), "personal": pl.col("in_personal"),
               "lm_personal": pl.col("in_lm") | pl.col("in_personal")}
 DECIDERS = ("lm_score", "conf", "conf_personal")
 MAIN = "lm_personal.conf_personal"
+# beyond the seed, on the LM + personal candidates: the personal cache model's interpolated probability as
+# the decision score (prediction/cache_lm.py) and the confidence model with the context features
+BEYOND = {"lm_personal.cache_lm": "cache_lm", "lm_personal.conf_context": "conf_context"}
 COST_AWARE = "lm_personal.cost_aware"  # prefetch when P(success) * E[gain] reaches lambda (ms)
 BASELINE = "lm.conf"  # the personalization gain is MAIN minus this, both at the devel-chosen threshold
 FAILED_BUDGET = 0.10
@@ -131,12 +135,24 @@ def stage_metrics(pops: list[Population]) -> dict[str, float]:
     return {"prefetch.rendered_utterances": rendered, **{f"prefetch.stage_seconds.{k}": v for k, v in total.items()}}
 
 
-def score_columns(predictions: pl.DataFrame, conf: Any, conf_np: Any) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class Models:
+    """The confidence models: with the personal feature, without it, with the personal and context ones."""
+
+    personal: Any
+    no_personal: Any
+    context: Any
+
+
+def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float) -> dict[str, np.ndarray]:
     """The decision score of every prediction under each decider (added_words == 0 rows get -inf: never
-    candidates anyway, and the confidence models were not trained on them)."""
+    candidates anyway, and the confidence models were not trained on them); `cache_lm` with the personal
+    cache model at `cache_weight`."""
     cand = (predictions["added_words"] >= 1).to_numpy()
-    out = {"lm_score": predictions["lm_log_prob"].to_numpy().astype(np.float64)}
-    for name, model in (("conf", conf_np), ("conf_personal", conf)):
+    out = {"lm_score": predictions["lm_log_prob"].to_numpy().astype(np.float64),
+           "cache_lm": cache_log_prob(predictions, cache_weight)}
+    for name, model in (("conf", models.no_personal), ("conf_personal", models.personal),
+                        ("conf_context", models.context)):
         scores = np.full(predictions.height, -np.inf)
         if cand.any():
             scores[cand] = model.predict(predictions.filter(pl.Series(cand)))
@@ -144,7 +160,7 @@ def score_columns(predictions: pl.DataFrame, conf: Any, conf_np: Any) -> dict[st
     return out
 
 
-def _subset(pop: Population, scores: dict[str, np.ndarray], cand: str) -> tuple[pl.DataFrame, np.ndarray]:
+def _subset(pop: Population, cand: str) -> tuple[pl.DataFrame, np.ndarray]:
     mask = pop.predictions.select(CANDIDATES[cand].alias("m")).to_series().to_numpy()
     return pop.predictions.filter(pl.Series(mask)), mask
 
@@ -154,20 +170,38 @@ def evaluate(pop: Population, scores: dict[str, np.ndarray], config: PredictiveA
     """Threshold sweeps, `"{candidates}.{decider}"` -> sweep table (plus `".k{K}"` for K > 1 on MAIN)."""
     out: dict[str, pl.DataFrame] = {}
     for cand in CANDIDATES:
-        preds, mask = _subset(pop, scores, cand)
+        preds, mask = _subset(pop, cand)
         for decider in DECIDERS:
             thresholds = config.lm_thresholds if decider == "lm_score" else config.thresholds
             for k in attempts if f"{cand}.{decider}" == MAIN else (1,):
                 name = f"{cand}.{decider}" + (f".k{k}" if k > 1 else "")
                 out[name] = sweep(scores[decider][mask], preds, pop.requests, thresholds, max_attempts=k)
+    preds, mask = _subset(pop, "lm_personal")
+    for name, decider in BEYOND.items():
+        thresholds = config.cache_thresholds if decider == "cache_lm" else config.thresholds
+        out[name] = sweep(scores[decider][mask], preds, pop.requests, thresholds)
     return out
+
+
+def choose_cache_weight(tune: Population, config: PredictiveAsrConfig) -> tuple[float, dict[str, float]]:
+    """The personal cache model's weight (`config.cache_weights`) with the highest devel success at its devel
+    threshold for at most 10% failed; and each weight's devel success as metrics."""
+    preds, _ = _subset(tune, "lm_personal")
+
+    def devel_success(scores: np.ndarray) -> float:
+        op = operating_point(sweep(scores, preds, tune.requests, config.cache_thresholds), FAILED_BUDGET)
+        return np.nan if op["success_rate"] is None else float(op["success_rate"])
+
+    weight, rows = choose_weight(config.cache_weights, devel_success, preds)
+    return weight, {"prefetch.cache_weight": weight,
+                    **{f"prefetch.devel.cache_lm.success_at_weight_{r['weight']:g}": r["devel_success"] for r in rows}}
 
 
 def cost_aware_sweep(pop: Population, scores: dict[str, np.ndarray], ms_per_word: float,
                      config: PredictiveAsrConfig) -> pl.DataFrame:
     """The cost-aware policy (`prediction.cost_aware`) on LM + personal candidates, P(success) from the
     confidence model with the personal feature, swept over `config.cost_lambdas_ms`."""
-    preds, mask = _subset(pop, scores, "lm_personal")
+    preds, mask = _subset(pop, "lm_personal")
     benefit = expected_benefit(scores["conf_personal"][mask], preds, ms_per_word)
     return sweep(benefit, preds, pop.requests, config.cost_lambdas_ms)
 
@@ -204,15 +238,16 @@ def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
     m["prefetch.gain_ms_all_at_fail10"] = m[f"prefetch.{MAIN}.gain_ms_all_at_fail10"]
     m["prefetch.oracle_rate"] = m["prefetch.lm_personal.oracle_rate"]
     for metric, (name, other) in COMPARISONS.items():
-        m[f"prefetch.{metric}"] = (m[f"prefetch.{name}.success_rate_at_fail10"]
-                                   - m[f"prefetch.{other}.success_rate_at_fail10"])
+        if name in sweeps and other in sweeps:
+            m[f"prefetch.{metric}"] = (m[f"prefetch.{name}.success_rate_at_fail10"]
+                                       - m[f"prefetch.{other}.success_rate_at_fail10"])
     return m
 
 
 def _single_attempt(pop: Population, scores: dict[str, np.ndarray], name: str, threshold: float) -> pl.DataFrame:
     """Configuration `name` (``"{candidates}.{decider}"``): its outcome per request at `threshold`."""
     cand, decider = name.split(".")
-    preds, mask = _subset(pop, scores, cand)
+    preds, mask = _subset(pop, cand)
     return first_prefetch(scores[decider][mask], preds, pop.requests, [threshold])
 
 
@@ -228,7 +263,8 @@ def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: flo
 
 # paired comparisons at the devel-chosen thresholds, bootstrapped over users: metric -> (configuration, the
 # configuration it is compared with); `prefetch.<metric>` is the difference of their success at 10% failed
-COMPARISONS = {"personalization_gain": (MAIN, BASELINE), "gain_over_personal_only": (MAIN, "personal.conf_personal")}
+COMPARISONS = {"personalization_gain": (MAIN, BASELINE), "gain_over_personal_only": (MAIN, "personal.conf_personal"),
+               "cache_lm_gain": ("lm_personal.cache_lm", MAIN), "context_gain": ("lm_personal.conf_context", MAIN)}
 
 
 def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict[str, float],
@@ -283,14 +319,20 @@ def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, n
     run.log_text(tables.write_csv(), f"tables/{name}.csv")
 
 
-def load_models(config: PredictiveAsrConfig) -> tuple[Any, Any]:
-    """The two confidence models, checked for their roles (with and without the personal feature)."""
-    conf, conf_np = load_confidence(from_root(config.confidence)), load_confidence(from_root(config.confidence_no_personal))
-    if not conf.use_personal or conf_np.use_personal:
-        raise DataError(f"confidence = {config.confidence} must use the personal feature and confidence_no_personal "
-                        f"= {config.confidence_no_personal} must not. Fix: swap the two paths, or retrain with "
-                        "`specbench train confidence jobs/confidence.toml`")
-    return conf, conf_np
+def load_models(config: PredictiveAsrConfig) -> Models:
+    """The three confidence models, checked for their roles (with the personal feature, without it, with the
+    personal and the context features)."""
+    models = Models(*(load_confidence(from_root(p)) for p in (config.confidence, config.confidence_no_personal,
+                                                                config.confidence_context)))
+    roles = ((models.personal, True, False, "confidence"), (models.no_personal, False, False, "confidence_no_personal"),
+             (models.context, True, True, "confidence_context"))
+    for model, personal, context, key in roles:
+        if (model.use_personal, model.use_context) != (personal, context):
+            raise DataError(f"{key} = {getattr(config, key)} was trained with use_personal = {model.use_personal} "
+                            f"and use_context = {model.use_context}; the key needs {personal} and {context}. Fix: "
+                            "point it at the model of that role, or retrain with "
+                            "`specbench train confidence jobs/confidence.toml`")
+    return models
 
 
 def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> None:
@@ -304,16 +346,16 @@ def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> N
         run.log_artifact(path, "tables")
 
 
-def evaluate_point(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: tuple[Any, Any],
+def evaluate_point(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: Models,
                    usage: UsageSettings, asr: Any) -> dict[str, float]:
     """Simulate, transcribe and evaluate the devel and test users at one setting of the habit sweep
     (thresholds chosen on that point's devel users): `habit.point_row`."""
     point = dataclasses.replace(config, usage=usage, asr=asr)
-    conf, conf_np = models
     tune = predict_population("devel", config.tune_users, usage, point, job_path, cache)
     pop = predict_population(config.split, config.users, usage, point, job_path, cache)
-    tuning = evaluate(tune, score_columns(tune.predictions, conf, conf_np), config)
-    sweeps = evaluate(pop, score_columns(pop.predictions, conf, conf_np), config)
+    weight, _ = choose_cache_weight(tune, config)
+    tuning = evaluate(tune, score_columns(tune.predictions, models, weight), config)
+    sweeps = evaluate(pop, score_columns(pop.predictions, models, weight), config)
     return point_row(headline(pop, sweeps, tuning), lm_personal_oracle(tune))
 
 
@@ -335,7 +377,7 @@ def _log_habit(run: TrackedRun, habit: list[dict[str, float]], knobs: list[dict[
         run.log_text(pl.DataFrame(knobs).write_csv(), "tables/habit_knobs.csv")
 
 
-def _calibrated_usage(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: tuple[Any, Any],
+def _calibrated_usage(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: Models,
                       run: TrackedRun | None) -> tuple[UsageSettings, list[dict[str, float]], dict[str, float]]:
     """The headline population's usage settings: `[usage]` as written, or with the routine share calibrated
     on the habit sweep's devel oracle (`habit.py`); the sweep's rows; calibration metrics. An unreachable
@@ -349,7 +391,7 @@ def _calibrated_usage(config: PredictiveAsrConfig, job_path: Path, cache: LmCach
         if run is not None:
             _log_habit(run, rows, [])
         raise
-    trained = confidence_share(models[0])
+    trained = confidence_share(models.personal)
     metrics = {"prefetch.calibrated_routine_share": share, "prefetch.calibration_target_oracle": config.habit.target_oracle,
                "prefetch.confidence_routine_share": np.nan if trained is None else trained}
     return dataclasses.replace(config.usage, routine_share=share), rows, metrics
@@ -362,24 +404,26 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
     check_usage({"devel": config.tune_users, config.split: config.users},
                 [config.usage, *(variants if config.run_habit_sweep else [])])
-    conf, conf_np = load_models(config)
+    models = load_models(config)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
-    usage, habit, calibration = _calibrated_usage(config, job_path, cache, (conf, conf_np), run)
+    usage, habit, calibration = _calibrated_usage(config, job_path, cache, models, run)
     tune = predict_population("devel", config.tune_users, usage, config, job_path, cache)
     pop = predict_population(config.split, config.users, usage, config, job_path, cache)
-    scores = score_columns(pop.predictions, conf, conf_np)
-    tune_scores = score_columns(tune.predictions, conf, conf_np)
+    weight, weight_metrics = choose_cache_weight(tune, config)
+    scores = score_columns(pop.predictions, models, weight)
+    tune_scores = score_columns(tune.predictions, models, weight)
     sweeps = evaluate(pop, scores, config, config.max_attempts)
     tuning = evaluate(tune, tune_scores, config, config.max_attempts)
     try:
-        ms_per_word = ms_per_added_word(_subset(tune, tune_scores, "lm_personal")[0], tune.requests)
+        ms_per_word = ms_per_added_word(_subset(tune, "lm_personal")[0], tune.requests)
     except ValueError:  # no correct devel prediction to fit on: the cost-aware policy is left out, said so
         ms_per_word = float("nan")
     if np.isfinite(ms_per_word):
         sweeps[COST_AWARE] = cost_aware_sweep(pop, scores, ms_per_word, config)
         tuning[COST_AWARE] = cost_aware_sweep(tune, tune_scores, ms_per_word, config)
-    metrics = headline(pop, sweeps, tuning) | calibration | {"prefetch.ms_per_added_word": ms_per_word}
+    metrics = (headline(pop, sweeps, tuning) | calibration | weight_metrics
+               | {"prefetch.ms_per_added_word": ms_per_word})
     if calibration:
         metrics["prefetch.calibration_devel_oracle"] = lm_personal_oracle(tune)
     threshold = metrics[f"prefetch.{MAIN}.threshold_at_fail10"]
@@ -398,7 +442,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     if config.run_habit_sweep:
         on_knob_users = dataclasses.replace(config, users=knob_users(config.users, config.habit.knob_users),
                                             tune_users=knob_users(config.tune_users, config.habit.knob_users))
-        knobs = sweep_knobs(config, partial(evaluate_point, on_knob_users, job_path, cache, (conf, conf_np)), usage)
+        knobs = sweep_knobs(config, partial(evaluate_point, on_knob_users, job_path, cache, models), usage)
     metrics["prefetch.seconds"] = time.perf_counter() - start
     if run is not None:
         run.set_tags({"asr": config.asr.mode, "split": config.split, "users_simulated": "true",
@@ -440,6 +484,9 @@ def summary(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {name:28s} success {m[f'prefetch.{name}.success_rate_at_fail10']:.3f} failed "
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
                      f"{m[f'prefetch.{name}.success_rate_curve_at_fail10']:.3f})")
+    if "prefetch.cache_weight" in m:
+        lines.append(f"  personal cache model: weight {m['prefetch.cache_weight']:g} chosen on devel "
+                     f"(lm_personal.cache_lm); context features: lm_personal.conf_context")
     if not np.isfinite(m.get("prefetch.ms_per_added_word", np.nan)):
         lines.append("  cost-aware policy left out: no correct devel prediction to fit the ms per added word on")
     return lines + habit_lines(result)

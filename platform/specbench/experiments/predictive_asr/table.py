@@ -41,7 +41,8 @@ def _partial_rows(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _personal(frame: pl.DataFrame, queries: pl.DataFrame, shards: int) -> dict[tuple[str, Key], list]:
-    """(request_id, prefix) -> [(words, log_freq)] from each user's history, as Ray tasks over user groups.
+    """(request_id, prefix) -> [(words, (log_freq, last_seen_s, mean_hour))] from each user's history, as Ray
+    tasks over user groups (`prediction.history`).
     An earlier request enters the history when its audio ends (its start + duration, whole seconds up),
     since its final recognition exists only then."""
     available = pl.col("timestamp_s") + (pl.col("duration_ms") / 1000.0).ceil().cast(pl.Int64)
@@ -54,7 +55,8 @@ def _personal(frame: pl.DataFrame, queries: pl.DataFrame, shards: int) -> dict[t
     out: dict[tuple[str, Key], list] = {}
     for table in run_tasks(_query_partition, items, progress=f"history queries for {len(users)} users"):
         for r in table.to_pylist():
-            out.setdefault((r["request_id"], tuple(r["prefix"])), []).append((tuple(r["words"]), r["log_freq"]))
+            out.setdefault((r["request_id"], tuple(r["prefix"])), []).append(
+                (tuple(r["words"]), (r["log_freq"], r["last_seen_s"], r["mean_hour"])))
     return out
 
 
@@ -62,20 +64,28 @@ def _query_partition(item: tuple[pa.Table, pa.Table]) -> pa.Table:
     return personal_predictions(*item)
 
 
-def _candidates(key: Key, lm: list[tuple[Key, float, int]], personal: list[tuple[Key, float]],
+NOT_SAID = (FALLBACK_LOG_FREQ, None, None)  # a candidate the user has not said: no time, no hour
+
+
+def _said(seen: tuple[float, int | None, float | None]) -> dict:
+    """A candidate's history columns: its log frequency, when the user last said it, at which mean hour."""
+    return {"personal_log_freq": seen[0], "last_said_s": seen[1], "said_mean_hour": seen[2]}
+
+
+def _candidates(key: Key, lm: list[tuple[Key, float, int]], personal: list[tuple[Key, tuple]],
                 scores: dict[tuple[Key, Key], float]) -> list[dict]:
     """The union of the LM n-best and the personal predictions of one (request, prefix)."""
-    freq = dict(personal)
+    history = dict(personal)
     rows = []
     for words, log_prob, rank in lm:
         full = key + words
         rows.append({"prediction_words": list(full), "lm_log_prob": log_prob, "lm_rank": rank, "in_lm": True,
-                     "in_personal": full in freq, "personal_log_freq": freq.get(full, FALLBACK_LOG_FREQ)})
+                     "in_personal": full in history, **_said(history.get(full, NOT_SAID))})
     in_lm = {key + w for w, _, _ in lm}
-    for full, log_freq in personal:
+    for full, seen in personal:
         if full not in in_lm:
             rows.append({"prediction_words": list(full), "lm_log_prob": scores[(key, full[len(key):])],
-                         "lm_rank": -1, "in_lm": False, "in_personal": True, "personal_log_freq": log_freq})
+                         "lm_rank": -1, "in_lm": False, "in_personal": True, **_said(seen)})
     for r in rows:
         r["source"] = "both" if r["in_lm"] and r["in_personal"] else ("lm" if r["in_lm"] else "personal")
     return rows
@@ -106,7 +116,8 @@ def build_predictions(requests: pa.Table, transcripts: pa.Table, cache: LmCache,
     cands = pl.DataFrame(rows, schema={"request_id": pl.String, "prefix_key": pl.String,
                                        "prediction_words": pl.List(pl.String), "lm_log_prob": pl.Float64,
                                        "lm_rank": pl.Int32, "in_lm": pl.Boolean, "in_personal": pl.Boolean,
-                                       "personal_log_freq": pl.Float64, "source": pl.String})
+                                       "personal_log_freq": pl.Float64, "last_said_s": pl.Int64,
+                                       "said_mean_hour": pl.Float64, "source": pl.String})
     finals = frame.select(["request_id", "final_words"])
     preds = (partials.join(cands, on=["request_id", "prefix_key"], how="inner", maintain_order="left")
              .join(finals, on="request_id", how="left")

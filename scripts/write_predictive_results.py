@@ -1,0 +1,80 @@
+"""Write the committed results file of a finished `predictive_asr` run (benchmarks/results/predictive_asr_cpu.json):
+the run's identity and wall time, the headline population's usage settings (its routine share calibrated on
+devel), every scalar metric of the run (values rounded to 4 decimals: the tracked tree is kept small), the habit
+sweep and the rendering-knob variants, read back from the run's tables.
+
+    python scripts/write_predictive_results.py RUN_ID [--tracking-uri URI] [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "platform"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from write_simultrans_results import dump
+
+from specbench.errors import ConfigError
+from specbench.tracking.queries import get_run, resolve_run_id, run_minutes, text_artifact
+
+
+def _r(value: Any) -> Any:
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def _table(run_id: str, name: str, tracking_uri: str | None) -> dict[str, Any]:
+    """A CSV table of the run as {"columns": [...], "rows": [[...], ...]}, numbers rounded."""
+    reader = csv.reader(io.StringIO(text_artifact(run_id, name, tracking_uri)))
+    columns = next(reader)
+
+    def value(text: str) -> Any:
+        try:
+            return _r(float(text))
+        except ValueError:
+            return text
+    return {"columns": columns, "rows": [[value(v) for v in row] for row in reader]}
+
+
+def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
+    run = get_run(run_id, tracking_uri)
+    return {
+        "job": "jobs/predictive_asr.toml", "kind": "predictive_asr", "mlflow_run_id": run_id, "status": run.status,
+        "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
+        "metrics_version": run.tags.get("metrics.version", ""),
+        "wall_minutes": _r(run_minutes(run_id, tracking_uri)),
+        "protocol": "docs/prediction.md: thresholds, the cache model's weight and the calibrated routine share "
+                    "chosen on devel users only; test users measured once at the calibrated share",
+        "headline_usage": {k.removeprefix("headline_usage."): v for k, v in sorted(run.params.items())
+                           if k.startswith("headline_usage.")},
+        "tags": {k: v for k, v in sorted(run.tags.items()) if not k.startswith("mlflow.")},
+        "metrics": {k: _r(v) for k, v in sorted(run.metrics.items())},
+        "habit_sweep": _table(run_id, "tables/habit_sweep.csv", tracking_uri),
+        "habit_knobs": _table(run_id, "tables/habit_knobs.csv", tracking_uri),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_id", help="the run id (or a unique prefix) of a finished predictive_asr run")
+    parser.add_argument("--tracking-uri", default=None)
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "predictive_asr_cpu.json")
+    args = parser.parse_args()
+    try:
+        data = results(resolve_run_id(args.run_id, args.tracking_uri), args.tracking_uri)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    args.output.write_text(dump(data) + "\n", encoding="utf-8")
+    print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
