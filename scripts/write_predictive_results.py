@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,20 @@ from specbench.tracking.queries import get_run, resolve_run_id, run_minutes, tex
 
 
 def _r(value: Any) -> Any:
-    return round(value, 4) if isinstance(value, float) else value
+    """Floats rounded to 4 decimals; NaN and infinities as null (JSON has no NaN)."""
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    return value
 
 
-def _table(run_id: str, name: str, tracking_uri: str | None) -> dict[str, Any]:
-    """A CSV table of the run as {"columns": [...], "rows": [[...], ...]}, numbers rounded."""
-    reader = csv.reader(io.StringIO(text_artifact(run_id, name, tracking_uri)))
+def _table(run_id: str, name: str, tracking_uri: str | None) -> dict[str, Any] | None:
+    """A CSV table of the run as {"columns": [...], "rows": [[...], ...]}, numbers rounded; None when the run
+    has no such table (a run without the habit sweep)."""
+    try:
+        text = text_artifact(run_id, name, tracking_uri)
+    except ConfigError:
+        return None
+    reader = csv.reader(io.StringIO(text))
     columns = next(reader)
 
     def value(text: str) -> Any:

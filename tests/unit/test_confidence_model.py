@@ -138,6 +138,9 @@ def test_context_features_from_the_request_time_and_the_history() -> None:
         feature_matrix(table.drop("timestamp_s"), use_personal=True, use_context=True)
     with pytest.raises(ValueError, match="use_personal"):
         feature_names(False, True)
+    leaked = table.with_columns(last_said_s=pl.Series([3 * day + 7 * hour, None, None], dtype=pl.Int64))
+    with pytest.raises(DataError, match="last_said_s is not before"):  # said after the request started
+        feature_matrix(leaked, use_personal=True, use_context=True)
 
 
 def test_learns_synthetic_problem(trained: tuple, data: tuple[pl.DataFrame, ...]) -> None:

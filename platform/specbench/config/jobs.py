@@ -421,7 +421,9 @@ class PredictiveAsrConfig:
     tracking: TrackingSection = TrackingSection(experiment="prediction")
 
     def __post_init__(self) -> None:
-        for name in ("thresholds", "lm_thresholds", "cost_lambdas_ms"):
+        if not self.cache_weights:
+            raise ValueError("cache_weights: give at least one weight of the personal cache model, e.g. [0.2, 0.5]")
+        for name in ("thresholds", "lm_thresholds", "cost_lambdas_ms", "cache_thresholds"):
             values = getattr(self, name)
             if not values or any(b <= a for a, b in zip(values, values[1:])):
                 raise ValueError(f"{name} must be strictly increasing and non-empty, got {list(values)}")

@@ -63,7 +63,7 @@ def _rows(predictions: pl.DataFrame) -> pl.DataFrame:
 
 def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: TrackedRun | None,
                          ray_address: str | None = None) -> dict[str, Any]:
-    """Build the training and devel predictions, train both models, write them with cards."""
+    """Build the training and devel predictions, train the `models` named, write them with cards."""
     shares = config.habit.routine_shares if config.calibrate_routine_share else ()
     check_usage({"train": config.train_users, "devel": config.devel_users},
                 [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)])

@@ -111,6 +111,10 @@ def feature_matrix(table: Any, use_personal: bool, use_context: bool = False) ->
     require_columns(frame, sorted(needed - NULL_MEANS_NEVER), "predictions")
     require_columns(frame.select(sorted(needed & NULL_MEANS_NEVER & set(frame.columns))).fill_null(0),
                     sorted(needed & NULL_MEANS_NEVER), "predictions")  # present; null: never said
+    if "last_said_s" in needed and (frame["timestamp_s"] <= frame["last_said_s"]).any():
+        raise DataError("predictions table: a row's last_said_s is not before its request's timestamp_s, so the "
+                        "history saw the request itself or a later one. Fix: build the history only from requests "
+                        "whose audio ended before the request started (experiments/predictive_asr/table.py).")
     values = frame.select([_expression(n).alias(n) for n in names]).to_numpy().astype(np.float64)
     values = values.reshape(frame.height, len(names))
     bad = ~np.isfinite(values).all(axis=0)

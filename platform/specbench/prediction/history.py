@@ -8,7 +8,9 @@ recognition of the same user that starts with that prefix, within a window of pe
 Each distinct word sequence among the matching entries is one `HistoryPrediction`: how often it occurs
 (`count`), its natural-log relative frequency among the matching entries (`log_freq = log(count / total)`),
 when it was last seen and the circular mean of the times of day it was said at (`mean_hour`; a routine
-request has a preferred hour, so the gap between now and it is a context feature of the confidence model). `log_frequency` gives that feature for one candidate, `FALLBACK_LOG_FREQ` (-10.0)
+request has a preferred hour, so the gap between now and it is a context feature of the confidence model).
+An entry's time is when its final recognition became available (the job passes the end of its audio), so
+"said at" means "finished saying at"; the two differ by the request's few seconds. `log_frequency` gives that feature for one candidate, `FALLBACK_LOG_FREQ` (-10.0)
 when the candidate is not among the matching entries.
 
 The index sorts the entries by time and maps every word prefix (lengths 0 .. n of each entry) to the
@@ -161,7 +163,8 @@ class PersonalHistory:
 
 def circular_hour(x: float, y: float) -> float:
     """The time of day, hours in [0, 24), of the direction (x, y) on a 24-hour clock (0 h along +x)."""
-    return (math.degrees(math.atan2(y, x)) / 15.0) % 24.0
+    hour = (math.degrees(math.atan2(y, x)) / 15.0) % 24.0
+    return hour if hour < 24.0 else 0.0  # a tiny negative angle rounds up to 24.0 under %
 
 
 def query_user(entries: Sequence[HistoryEntry], queries: Sequence[HistoryQuery],

@@ -46,4 +46,8 @@ HEADLINE_METRICS: dict[str, str] = {
                                      "confidence model without the personal feature",
     "prefetch.gain_over_personal_only": "success_at_fail10 minus that of personal-only predictions with the "
                                         "confidence model with the personal feature",
+    "prefetch.cache_lm_gain": "success at 10% failed of LM + personal decided by the personal cache model "
+                              "(weight chosen on devel) minus success_at_fail10",
+    "prefetch.context_gain": "success at 10% failed of LM + personal decided by the confidence model with the "
+                             "context features minus success_at_fail10",
 }

@@ -190,10 +190,11 @@ def choose_cache_weight(tune: Population, config: PredictiveAsrConfig) -> tuple[
 
     def devel_success(scores: np.ndarray) -> float:
         op = operating_point(sweep(scores, preds, tune.requests, config.cache_thresholds), FAILED_BUDGET)
-        return np.nan if op["success_rate"] is None else float(op["success_rate"])
+        return float("nan") if op["success_rate"] is None else float(op["success_rate"])
 
     weight, rows = choose_weight(config.cache_weights, devel_success, preds)
-    return weight, {"prefetch.cache_weight": weight,
+    reached = any(np.isfinite(r["devel_success"]) for r in rows)
+    return weight, {"prefetch.cache_weight": weight if reached else float("nan"),
                     **{f"prefetch.devel.cache_lm.success_at_weight_{r['weight']:g}": r["devel_success"] for r in rows}}
 
 
@@ -286,16 +287,18 @@ def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict
         joined = users.join(hit, on="request_id", how="left", maintain_order="left")
         return joined["hit"].fill_null(False).to_numpy()
 
-    main_hits = hits(MAIN)
-    out: dict[str, float] = {}
+    cached = {MAIN: hits(MAIN)}
+    whole = paired_cluster_bootstrap(cached[MAIN], cached[MAIN], clusters, samples)
+    out = {"prefetch.success_at_fail10_low": whole.low_a, "prefetch.success_at_fail10_high": whole.high_a,
+           "prefetch.bootstrap_users": float(whole.clusters)}
     for metric, (name, other) in COMPARISONS.items():
-        if not np.isfinite(thresholds[other]):
-            continue
-        r = paired_cluster_bootstrap(main_hits if name == MAIN else hits(name), hits(other), clusters, samples)
+        if not (np.isfinite(thresholds[name]) and np.isfinite(thresholds[other])):
+            continue  # a configuration without a devel threshold: no interval (its difference is NaN)
+        for key in (name, other):
+            if key not in cached:
+                cached[key] = hits(key)
+        r = paired_cluster_bootstrap(cached[name], cached[other], clusters, samples)
         out |= {f"prefetch.{metric}_low": r.low, f"prefetch.{metric}_high": r.high}
-        if name == MAIN:
-            out |= {"prefetch.success_at_fail10_low": r.low_a, "prefetch.success_at_fail10_high": r.high_a,
-                    "prefetch.bootstrap_users": float(r.clusters)}
     return out
 
 
@@ -391,7 +394,8 @@ def _calibrated_usage(config: PredictiveAsrConfig, job_path: Path, cache: LmCach
         if run is not None:
             _log_habit(run, rows, [])
         raise
-    trained = confidence_share(models.personal)
+    shares = {key: confidence_share(getattr(models, key)) for key in ("personal", "no_personal", "context")}
+    trained = shares["personal"] if len(set(shares.values())) == 1 else None  # the models disagree: unknown
     metrics = {"prefetch.calibrated_routine_share": share, "prefetch.calibration_target_oracle": config.habit.target_oracle,
                "prefetch.confidence_routine_share": np.nan if trained is None else trained}
     return dataclasses.replace(config.usage, routine_share=share), rows, metrics
@@ -485,8 +489,9 @@ def summary(result: dict[str, Any]) -> list[str]:
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
                      f"{m[f'prefetch.{name}.success_rate_curve_at_fail10']:.3f})")
     if "prefetch.cache_weight" in m:
-        lines.append(f"  personal cache model: weight {m['prefetch.cache_weight']:g} chosen on devel "
-                     f"(lm_personal.cache_lm); context features: lm_personal.conf_context")
+        lines.append(f"  personal cache model (lm_personal.cache_lm): weight {m['prefetch.cache_weight']:g} chosen "
+                     "on devel" if np.isfinite(m["prefetch.cache_weight"]) else "  personal cache model: no weight "
+                     "reaches 10% failed on devel (its threshold, and so its figures, are undefined)")
     if not np.isfinite(m.get("prefetch.ms_per_added_word", np.nan)):
         lines.append("  cost-aware policy left out: no correct devel prediction to fit the ms per added word on")
     return lines + habit_lines(result)
@@ -506,9 +511,11 @@ def habit_lines(result: dict[str, Any]) -> list[str]:
                      f"target {target:.2f}); the sweep reuses the job's confidence models")
         trained = m["prefetch.confidence_routine_share"]
         if not np.isfinite(trained) or abs(trained - share) > 0.005:
-            lines.append(f"  NOTE: the confidence models were trained at routine share {trained:g}, not the calibrated "
-                         f"{share:.2f}. Fix: set routine_share = {share:.2f} in jobs/confidence.toml, retrain with "
-                         "`specbench train confidence jobs/confidence.toml`, and rerun this job")
+            at = (f"at routine share {trained:g}" if np.isfinite(trained) else
+                  "at no single recorded routine share (the three disagree, or one predates the record)")
+            lines.append(f"  NOTE: the confidence models were trained {at}, not at the calibrated {share:.2f}. Fix: "
+                         "retrain them with `specbench train confidence jobs/confidence.toml` (with "
+                         "calibrate_routine_share = true it lands on the same share) and rerun this job")
     for row in result["knobs"]:
         lines.append(f"  knob {row['knob']} = {row['setting']}: success {row['both.success_rate']:.3f}, failed "
                      f"{row['both.failed_rate']:.3f}, ASR WER {row['asr_wer']:.3f}, repeats recognized differently "
