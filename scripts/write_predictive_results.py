@@ -58,8 +58,10 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
         "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
         "metrics_version": run.tags.get("metrics.version", ""),
         "wall_minutes": _r(run_minutes(run_id, tracking_uri)),
-        "protocol": "docs/prediction.md: thresholds, the cache model's weight and the calibrated routine share "
-                    "chosen on devel users only; test users measured once at the calibrated share",
+        "protocol": "docs/prediction.md: thresholds" + (", the cache model's weight" if "prefetch.cache_weight" in
+                                                        run.metrics else "")
+                    + " and the calibrated routine share chosen on devel users only; test users measured at the "
+                      "calibrated share with those settings",
         "headline_usage": {k.removeprefix("headline_usage."): v for k, v in sorted(run.params.items())
                            if k.startswith("headline_usage.")},
         "tags": {k: v for k, v in sorted(run.tags.items()) if not k.startswith("mlflow.")},

@@ -123,16 +123,16 @@ def check_usage(splits: dict[str, int], variants: list[UsageSettings]) -> None:
             simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)  # checks the routine
 
 
-def stage_metrics(pops: list[Population]) -> dict[str, float]:
-    """Where the populations' time went: `prefetch.stage_seconds.<stage>` (simulate, synthesize, score,
-    align, decode, predict) summed over `pops`, and `prefetch.rendered_utterances` (renditions synthesized
-    and decoded anew, not found in the transcript cache)."""
+def stage_metrics(timings: list[dict[str, float]], prefix: str = "prefetch.") -> dict[str, float]:
+    """Where the populations' time went: `<prefix>stage_seconds.<stage>` (simulate, synthesize, score, align,
+    decode, predict) summed over the populations' `timings`, and `<prefix>rendered_utterances` (renditions
+    synthesized and decoded anew, not found in the transcript cache)."""
     total: dict[str, float] = {}
-    for pop in pops:
-        for key, value in pop.timings.items():
+    for timing in timings:
+        for key, value in timing.items():
             total[key] = total.get(key, 0.0) + value
     rendered = total.pop("rendered", 0.0)
-    return {"prefetch.rendered_utterances": rendered, **{f"prefetch.stage_seconds.{k}": v for k, v in total.items()}}
+    return {f"{prefix}rendered_utterances": rendered, **{f"{prefix}stage_seconds.{k}": v for k, v in total.items()}}
 
 
 @dataclass(frozen=True)
@@ -350,12 +350,14 @@ def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> N
 
 
 def evaluate_point(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: Models,
-                   usage: UsageSettings, asr: Any) -> dict[str, float]:
+                   spent: list[dict[str, float]], usage: UsageSettings, asr: Any) -> dict[str, float]:
     """Simulate, transcribe and evaluate the devel and test users at one setting of the habit sweep
-    (thresholds chosen on that point's devel users): `habit.point_row`."""
+    (thresholds chosen on that point's devel users): `habit.point_row`. Each population's stage timings are
+    appended to `spent`."""
     point = dataclasses.replace(config, usage=usage, asr=asr)
     tune = predict_population("devel", config.tune_users, usage, point, job_path, cache)
     pop = predict_population(config.split, config.users, usage, point, job_path, cache)
+    spent += [tune.timings, pop.timings]
     weight, _ = choose_cache_weight(tune, config)
     tuning = evaluate(tune, score_columns(tune.predictions, models, weight), config)
     sweeps = evaluate(pop, score_columns(pop.predictions, models, weight), config)
@@ -381,13 +383,13 @@ def _log_habit(run: TrackedRun, habit: list[dict[str, float]], knobs: list[dict[
 
 
 def _calibrated_usage(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, models: Models,
-                      run: TrackedRun | None) -> tuple[UsageSettings, list[dict[str, float]], dict[str, float]]:
+                      spent: list[dict[str, float]], run: TrackedRun | None) -> tuple[UsageSettings, list[dict[str, float]], dict[str, float]]:
     """The headline population's usage settings: `[usage]` as written, or with the routine share calibrated
     on the habit sweep's devel oracle (`habit.py`); the sweep's rows; calibration metrics. An unreachable
     target is raised after the sweep has been logged to `run`, so the sweep is not lost."""
     if not config.run_habit_sweep:
         return config.usage, [], {}
-    rows = sweep_routine_shares(config, partial(evaluate_point, config, job_path, cache, models))
+    rows = sweep_routine_shares(config, partial(evaluate_point, config, job_path, cache, models, spent))
     try:
         share = calibrate(rows, config.habit.target_oracle)
     except DataError:
@@ -411,7 +413,9 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     models = load_models(config)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
-    usage, habit, calibration = _calibrated_usage(config, job_path, cache, models, run)
+    spent: list[dict[str, float]] = []  # every population's stage timings: the whole job's profile
+    usage, habit, calibration = _calibrated_usage(config, job_path, cache, models, spent, run)
+    habit_seconds = time.perf_counter() - start
     tune = predict_population("devel", config.tune_users, usage, config, job_path, cache)
     pop = predict_population(config.split, config.users, usage, config, job_path, cache)
     weight, weight_metrics = choose_cache_weight(tune, config)
@@ -441,13 +445,18 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     metrics |= user_intervals(pop, scores, metrics, config.bootstrap_samples)
     metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
                 "prefetch.devel_requests": float(tune.requests.height),
-                "prefetch.evaluate_seconds": time.perf_counter() - start, **stage_metrics([tune, pop])}
+                "prefetch.evaluate_seconds": time.perf_counter() - start,
+                "prefetch.habit_sweep_seconds": habit_seconds, **stage_metrics([tune.timings, pop.timings])}
+    spent += [tune.timings, pop.timings]
+    knob_start = time.perf_counter()
     knobs = []
     if config.run_habit_sweep:
         on_knob_users = dataclasses.replace(config, users=knob_users(config.users, config.habit.knob_users),
                                             tune_users=knob_users(config.tune_users, config.habit.knob_users))
-        knobs = sweep_knobs(config, partial(evaluate_point, on_knob_users, job_path, cache, models), usage)
+        knobs = sweep_knobs(config, partial(evaluate_point, on_knob_users, job_path, cache, models, spent), usage)
+    metrics["prefetch.knob_seconds"] = time.perf_counter() - knob_start
     metrics["prefetch.seconds"] = time.perf_counter() - start
+    metrics |= stage_metrics(spent, "prefetch.job.")  # every population of the job: where its time went
     if run is not None:
         run.set_tags({"asr": config.asr.mode, "split": config.split, "users_simulated": "true",
                       "lm_device": cache.device})
@@ -488,6 +497,13 @@ def summary(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {name:28s} success {m[f'prefetch.{name}.success_rate_at_fail10']:.3f} failed "
                      f"{m[f'prefetch.{name}.failed_rate_at_fail10']:.3f} (test curve at 10%: "
                      f"{m[f'prefetch.{name}.success_rate_curve_at_fail10']:.3f})")
+    stages = {k.removeprefix("prefetch.job.stage_seconds."): v for k, v in m.items()
+              if k.startswith("prefetch.job.stage_seconds.")}
+    if stages:
+        lines.append(f"  time {m['prefetch.seconds']:.0f} s (habit sweep {m.get('prefetch.habit_sweep_seconds', 0):.0f} s, "
+                     f"knobs {m.get('prefetch.knob_seconds', 0):.0f} s); all populations, "
+                     f"{m['prefetch.job.rendered_utterances']:.0f} renditions new: "
+                     + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])))
     if "prefetch.cache_weight" in m:
         lines.append(f"  personal cache model (lm_personal.cache_lm): weight {m['prefetch.cache_weight']:g} chosen "
                      "on devel" if np.isfinite(m["prefetch.cache_weight"]) else "  personal cache model: no weight "
