@@ -56,6 +56,7 @@ run_habit_sweep = {sweep}
 [asr]
 mode = "{mode}"
 graph_job = "{graph}"
+adaptation_job = "{adaptation}"
 [habit]
 routine_shares = [0.0, 1.0]
 target_oracle = 0.57
@@ -68,6 +69,23 @@ weeks = 2
 requests_per_day = 1.5
 [tracking]
 experiment = "prediction_test"
+"""
+
+# the ASR headline's adaptation (per-voice VTLN and speaker transform, on the voices' devel audio), made small
+ADAPTATION_JOB = """kind = "eval_am"
+name = "adaptation_test"
+speech_job = "{speech}"
+graph_job = "{graph}"
+[vtln]
+enabled = true
+low = 0.95
+high = 1.05
+step = 0.05
+utterances = 3
+[speaker_transform]
+enabled = true
+utterances = 3
+epochs = 1
 """
 
 
@@ -84,8 +102,10 @@ def confidence_models(tmp_path_factory: pytest.TempPathFactory, ray_cluster: obj
 def _run(tmp_path: Path, models: tuple, mode: str, users: int, sweep: bool) -> mlflow.entities.Run:
     conf, conf_np, conf_ctx, _ = models
     job = tmp_path / "predictive.toml"
+    adaptation = tmp_path / "adaptation.toml"
+    adaptation.write_text(ADAPTATION_JOB.format(speech=ROOT / "jobs" / "speech_slurp.toml", graph=GRAPH_JOB))
     job.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=users, mode=mode, graph=GRAPH_JOB,
-                                   sweep=str(sweep).lower()))
+                                   sweep=str(sweep).lower(), adaptation=adaptation))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "run", str(job)]) == 0
     client = mlflow.MlflowClient(uri)
@@ -116,6 +136,12 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
     assert run.data.tags["asr"] == "decoder"
     assert 0.0 <= m["prefetch.success_at_fail10"] <= m["prefetch.oracle_rate"] <= 1.0
     assert m["prefetch.requests"] > 20 and m["prefetch.asr_failed"] == 0
+    # the requests were scored with each voice's VTLN warp (on the eval job's grid) and speaker transform
+    assert m["prefetch.asr.adapted"] == 1.0
+    for voice in ("flite_rms", "espeak_en-us_f4"):
+        assert m[f"prefetch.asr.vtln_warp.{voice}"] in (0.95, 1.0, 1.05)
+        assert m[f"prefetch.asr.vtln_utterances.{voice}"] == 3.0
+        assert m[f"prefetch.asr.speaker_transform_utterances.{voice}"] >= 1.0
     # every request rendered anew; one-offs new to the user, so only the routine repeats
     assert m["prefetch.asr.audio_identical_share"] == 0.0
     assert 0.0 <= m["prefetch.asr.repeat_final_differs_share"] <= 1.0

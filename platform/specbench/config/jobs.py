@@ -288,8 +288,9 @@ class AsrSection:
     """Where partial and final hypotheses come from (`[asr]`): `decoder` synthesizes each request with the
     user's held-out voice, rendered anew per request (a speaking rate drawn from `rate_range`, white noise at
     an SNR drawn from `snr_db_range`, a pitch shift drawn from [-pitch_cents, +pitch_cents]), scores it with
-    the acoustic model and decodes it with our streaming decoder (partials every `partial_every_ms`);
-    `oracle-asr` (ablations only) takes the reference words and their forced-alignment times instead."""
+    the acoustic model (with the ASR headline's speaker adaptation when `adaptation_job` names its eval job)
+    and decodes it with our streaming decoder (partials every `partial_every_ms`); `oracle-asr` (ablations
+    only) takes the reference words and their forced-alignment times instead."""
 
     mode: str = field(default="decoder", metadata=_choices("decoder", "oracle-asr"))
     checkpoint: Path = Path("models/am_slurp.pt")  # relative to the project root
@@ -304,6 +305,9 @@ class AsrSection:
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
     acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
     shard_size: int = field(default=64, metadata=_range(1, 10000))
+    # the eval_am job of the ASR headline: its per-voice VTLN and speaker transform are applied to the requests
+    # (`experiments/predictive_asr/adaptation.py`); relative to this job file; unset: the unadapted model
+    adaptation_job: Path | None = None
 
     def __post_init__(self) -> None:
         if not self.voices:

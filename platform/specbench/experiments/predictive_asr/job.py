@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from specbench.config import PredictiveAsrConfig
 from specbench.data.usage import UsageSettings, population, simulate_usage, usage_summary
@@ -35,12 +36,18 @@ from specbench.experiments.predictive_asr.habit import (
     calibrate,
     confidence_share,
     knob_users,
+    knob_variants,
     point_row,
     sweep_knobs,
     sweep_routine_shares,
 )
 from specbench.experiments.predictive_asr.lm_cache import LmCache
-from specbench.experiments.predictive_asr.partials import rendering_summary, transcribe_requests
+from specbench.experiments.predictive_asr.partials import (
+    adaptation_metrics,
+    rendering_summary,
+    transcribe_ahead,
+    transcribe_requests,
+)
 from specbench.experiments.predictive_asr.plots import plot_figures
 from specbench.experiments.predictive_asr.table import build_predictions
 from specbench.experiments.registry import RunOptions
@@ -86,11 +93,29 @@ class Population:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per stage, utterances rendered
 
 
+def simulate_population(split: str, users: int, usage: UsageSettings) -> pa.Table:
+    """The simulated request log of the first `users` users of `split` (0: all)."""
+    return simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)
+
+
+def render_ahead(config: PredictiveAsrConfig, job_path: Path, points: list[tuple[UsageSettings, Any, int, int]],
+                 spent: list[dict[str, float]]) -> None:
+    """Transcribe, in one pass, the devel and test populations of every (usage, `[asr]`, devel users, test
+    users) point that the job evaluates next (`partials.transcribe_ahead`); the timings go to `spent`."""
+    start = time.perf_counter()
+    logs = [(simulate_population(split, n, usage), asr, f"{split}/{usage.seed}")
+            for usage, asr, tune_users, users in points
+            for split, n in (("devel", tune_users), (config.split, users))]
+    timings = {"simulate": time.perf_counter() - start}
+    transcribe_ahead(logs, job_path, timings)
+    spent.append(timings)
+
+
 def predict_population(split: str, users: int, usage: UsageSettings, config: Any, job_path: Path,
                        cache: LmCache) -> Population:
     """Simulate, transcribe and predict one population (the job's and `train_confidence`'s front half)."""
     start = time.perf_counter()
-    requests = simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)
+    requests = simulate_population(split, users, usage)
     simulation = usage_summary(requests)
     timings = {"simulate": time.perf_counter() - start}
     transcripts = transcribe_requests(requests, config.asr, job_path, rendering_key=f"{split}/{usage.seed}",
@@ -120,7 +145,7 @@ def check_usage(splits: dict[str, int], variants: list[UsageSettings]) -> None:
     cheap (about a second per population)."""
     for split, users in splits.items():
         for usage in variants:
-            simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)  # checks the routine
+            simulate_population(split, users, usage)  # checks the routine
 
 
 def stage_metrics(timings: list[dict[str, float]], prefix: str = "prefetch.") -> dict[str, float]:
@@ -389,6 +414,8 @@ def _calibrated_usage(config: PredictiveAsrConfig, job_path: Path, cache: LmCach
     target is raised after the sweep has been logged to `run`, so the sweep is not lost."""
     if not config.run_habit_sweep:
         return config.usage, [], {}
+    render_ahead(config, job_path, [(dataclasses.replace(config.usage, routine_share=share), config.asr,
+                                     config.tune_users, config.users) for share in config.habit.routine_shares], spent)
     rows = sweep_routine_shares(config, partial(evaluate_point, config, job_path, cache, models, spent))
     try:
         share = calibrate(rows, config.habit.target_oracle)
@@ -416,6 +443,12 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     spent: list[dict[str, float]] = []  # every population's stage timings: the whole job's profile
     usage, habit, calibration = _calibrated_usage(config, job_path, cache, models, spent, run)
     habit_seconds = time.perf_counter() - start
+    points = [(usage, config.asr, config.tune_users, config.users)]
+    if config.run_habit_sweep:
+        on_knob_users = dataclasses.replace(config, users=knob_users(config.users, config.habit.knob_users),
+                                            tune_users=knob_users(config.tune_users, config.habit.knob_users))
+        points += [(usage, asr, on_knob_users.tune_users, on_knob_users.users) for _, _, asr in knob_variants(config)]
+    render_ahead(config, job_path, points, spent)
     tune = predict_population("devel", config.tune_users, usage, config, job_path, cache)
     pop = predict_population(config.split, config.users, usage, config, job_path, cache)
     weight, weight_metrics = choose_cache_weight(tune, config)
@@ -446,13 +479,12 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
                 "prefetch.devel_requests": float(tune.requests.height),
                 "prefetch.evaluate_seconds": time.perf_counter() - start,
-                "prefetch.habit_sweep_seconds": habit_seconds, **stage_metrics([tune.timings, pop.timings])}
+                "prefetch.habit_sweep_seconds": habit_seconds, **stage_metrics([tune.timings, pop.timings]),
+                **adaptation_metrics(config.asr, job_path)}
     spent += [tune.timings, pop.timings]
     knob_start = time.perf_counter()
     knobs = []
     if config.run_habit_sweep:
-        on_knob_users = dataclasses.replace(config, users=knob_users(config.users, config.habit.knob_users),
-                                            tune_users=knob_users(config.tune_users, config.habit.knob_users))
         knobs = sweep_knobs(config, partial(evaluate_point, on_knob_users, job_path, cache, models, spent), usage)
     metrics["prefetch.knob_seconds"] = time.perf_counter() - knob_start
     metrics["prefetch.seconds"] = time.perf_counter() - start

@@ -4,13 +4,16 @@ white noise at an SNR drawn uniformly from `asr.snr_db_range` with its own noise
 uniformly from [-asr.pitch_cents, +asr.pitch_cents], all from a seed of the request (split, usage seed,
 user, slot), so no two requests are the same audio and a routine said fifty times is heard fifty ways. A
 rendition is synthesized once per (text, voice, rendering draw): a sweep that keeps a request (same slot, same
-text) reuses its audio and transcript. Each is force-aligned (word times, end of speech), scored by the
-acoustic model and decoded by our streaming decoder with partials every `partial_every_ms`, which must be a
-whole number of the acoustic model's 40 ms output frames.
+text) reuses its audio and transcript. Each is scored by the acoustic model (with the voice's VTLN warp and
+speaker transform, the ASR headline's adaptation, when `asr.adaptation_job` names its eval job:
+`adaptation.py`), force-aligned (word times, end of speech) and decoded by our streaming decoder with
+partials every `partial_every_ms`, which must be a whole number of the acoustic model's 40 ms output frames.
 
 Transcripts are cached per utterance in `.specbench/predictive/asr-<key>/transcripts.parquet`, keyed by what
-they depend on (mode, acoustic model, graph, decoder settings), so a rerun or a second simulation (the
-habit sweep) only transcribes the utterances it has not seen. In `oracle-asr` mode (ablations only) the
+they depend on (mode, acoustic model, graph, decoder settings, adaptation), so a rerun or a second
+simulation (the habit sweep) only transcribes the utterances it has not seen. `transcribe_ahead` renders
+what several simulated logs need in one pass (the job calls it once before the habit sweep and once before
+the headline and the knobs), so the stages start once per pass rather than once per population. In `oracle-asr` mode (ablations only) the
 partials are the reference words whose aligned end lies at or before the partial's time, and the final
 hypothesis is the reference.
 """
@@ -39,9 +42,10 @@ from specbench.data.speech_corpus import synthesize_shard
 from specbench.data.voices import get_voice
 from specbench.decoder.stage import DecoderStage
 from specbench.errors import ConfigError, DataError
-from specbench.experiments.eval_am import score_rows
+from specbench.experiments.eval_am import score_rows, score_rows_by_voice
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.predictive_asr.adaptation import VoiceAdaptation, adapt_voices
 from specbench.paths import from_root, work_dir
 from specbench.runtime import run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
@@ -124,11 +128,15 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts) -> Path:
-    """`.specbench/predictive/asr-<key>`: the key hashes the mode, model, graph and decoder settings."""
+def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
+              adaptation: VoiceAdaptation | None = None) -> Path:
+    """`.specbench/predictive/asr-<key>`: the key hashes the mode, model, graph, decoder settings and the
+    speaker adaptation (its own cache key; none: unadapted)."""
     key = {"mode": asr.mode, "am": _file_digest(checkpoint), "graph": graph.directory.name,
            "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
            "acoustic_scale": asr.acoustic_scale, "version": 2}
+    if adaptation is not None:
+        key["adaptation"] = adaptation.key
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return work_dir() / "predictive" / f"asr-{digest}"
 
@@ -172,9 +180,10 @@ def oracle_partials(word_times: list[dict], duration_ms: float, every_ms: float)
 
 
 def _spoken(plan: list[dict], asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
-            timings: dict[str, float]) -> tuple[list[dict], pa.Table]:
-    """Synthesize (skipping WAVs that exist), score and force-align the planned utterances: the rows (with
-    word times) and the scores of the ok ones, computed once for the alignment and the decoder."""
+            timings: dict[str, float], adaptation: VoiceAdaptation | None) -> tuple[list[dict], pa.Table]:
+    """Synthesize (skipping WAVs that exist), score (with each voice's adaptation, when given) and
+    force-align the planned utterances: the rows (with word times) and the scores of the ok ones, computed
+    once for the alignment and the decoder."""
     root = work_dir() / "speech"
     with _clock(timings, "synthesize"):
         shards = [plan[i:i + asr.shard_size] for i in range(0, len(plan), asr.shard_size)]
@@ -182,7 +191,12 @@ def _spoken(plan: list[dict], asr: AsrSection, checkpoint: Path, graph: GraphArt
                                      progress=f"synthesizing {len(plan)} request utterances") for r in s]
     ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
     with _clock(timings, "score"):
-        scores = score_rows(checkpoint, root, ok) if ok else None
+        if not ok:
+            scores = None
+        elif adaptation is None:
+            scores = score_rows(checkpoint, root, ok)
+        else:
+            scores = score_rows_by_voice(adaptation.checkpoints, checkpoint, root, ok, adaptation.warps)
     with _clock(timings, "align"):
         loglikes = {} if scores is None else _loglikes_by_utterance(scores)
         items = [(rows[i:i + asr.shard_size], {r["utt_id"]: loglikes[r["utt_id"]] for r in rows[i:i + asr.shard_size]
@@ -273,6 +287,75 @@ def check_partial_interval(asr: AsrSection, job_path: Path) -> None:
                           f"of {OUTPUT_FRAME_SHIFT_MS:g}, e.g. {nearest:g}.")
 
 
+RENDER_CHUNK = 4000  # utterances rendered between two writes of the transcript cache
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What transcribing with one `[asr]` section needs: the model, graph, adaptation and the cache file."""
+
+    checkpoint: Path
+    graph: GraphArtifacts
+    adaptation: VoiceAdaptation | None
+    cache: Path
+
+
+def _setup(asr: AsrSection, job_path: Path) -> _Setup:
+    check_partial_interval(asr, job_path)
+    checkpoint = from_root(asr.checkpoint)
+    if not checkpoint.is_file():
+        raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "
+                        "`specbench train am jobs/am.toml`, or point asr.checkpoint at an acoustic model")
+    graph = build_graph(referenced_job(job_path, "asr.graph_job", asr.graph_job, GraphConfig))
+    adaptation = adapt_voices(asr, job_path, checkpoint, graph) if asr.mode == "decoder" else None
+    return _Setup(checkpoint, graph, adaptation, cache_dir(asr, checkpoint, graph, adaptation) / "transcripts.parquet")
+
+
+def _render(todo: list[dict], asr: AsrSection, setup: _Setup, cached: dict[str, dict],
+            timings: dict[str, float]) -> None:
+    """Synthesize, score, align and decode `todo` into `cached`, `RENDER_CHUNK` utterances at a time, writing
+    the cache after each chunk (an interrupted run keeps what it rendered)."""
+    words = SymbolTable.read(setup.graph.words)
+    for i in range(0, len(todo), RENDER_CHUNK):
+        chunk = todo[i:i + RENDER_CHUNK]
+        timings["rendered"] = timings.get("rendered", 0.0) + len(chunk)
+        spoken, scores = _spoken(chunk, asr, setup.checkpoint, setup.graph, timings, setup.adaptation)
+        decoded = _decode(scores, asr, setup.graph, timings) if asr.mode == "decoder" else {}
+        for row in spoken:
+            cached[row["utt_id"]] = _transcript(row, decoded.get(row["utt_id"]), asr, words)
+        with _clock(timings, "cache"):
+            _write_cache(list(cached.values()), setup.cache)
+
+
+def _missing(plan: list[dict], cached: dict[str, dict]) -> list[dict]:
+    return [p for p in plan if cached.get(p["utt_id"], {}).get("status") != STATUS_OK]  # failures retried
+
+
+def transcribe_ahead(logs: list[tuple[pa.Table, AsrSection, str]], job_path: Path,
+                     timings: dict[str, float] | None = None) -> int:
+    """Render, in one pass per transcript cache, every utterance that several simulated logs need and the
+    cache lacks: (requests, `[asr]` section, rendering key) per log, as `transcribe_requests` takes them.
+    One pass runs each stage once over all of them instead of once per log (a sweep's populations share
+    most of their fixed cost: actor start-up, model and graph loading, cache writes). Returns how many
+    utterances it rendered; `transcribe_requests` then finds them all cached."""
+    timings = {} if timings is None else timings
+    groups: dict[Path, tuple[AsrSection, _Setup, dict[str, dict]]] = {}
+    for requests, asr, key in logs:
+        setup = _setup(asr, job_path)
+        wanted = groups.setdefault(setup.cache, (asr, setup, {}))[2]
+        for row in plan_requests(requests, asr, key)[1]:
+            wanted.setdefault(row["utt_id"], row)
+    rendered = 0
+    for asr, setup, plan in groups.values():
+        with _clock(timings, "cache"):
+            cached = _read_cache(setup.cache)
+        todo = _missing(list(plan.values()), cached)
+        if todo:
+            _render(todo, asr, setup, cached, timings)
+            rendered += len(todo)
+    return rendered
+
+
 def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path, rendering_key: str,
                         timings: dict[str, float] | None = None) -> pa.Table:
     """One transcript row per request, in request order, with `request_id` added (see TRANSCRIPT_SCHEMA).
@@ -280,26 +363,22 @@ def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path, ren
     seeds the renditions (`plan_requests`). `timings` (when given) gains each stage's seconds and the
     number of utterances rendered (`rendered`)."""
     timings = {} if timings is None else timings
-    check_partial_interval(asr, job_path)
-    checkpoint = from_root(asr.checkpoint)
-    if not checkpoint.is_file():
-        raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "
-                        "`specbench train am jobs/am.toml`, or point asr.checkpoint at an acoustic model")
-    graph = build_graph(referenced_job(job_path, "asr.graph_job", asr.graph_job, GraphConfig))
+    setup = _setup(asr, job_path)
     ids, plan = plan_requests(requests, asr, rendering_key)
-    path = cache_dir(asr, checkpoint, graph) / "transcripts.parquet"
-    cached = _read_cache(path)
-    todo = [p for p in plan if cached.get(p["utt_id"], {}).get("status") != STATUS_OK]  # failures retried
+    with _clock(timings, "cache"):
+        cached = _read_cache(setup.cache)
+    todo = _missing(plan, cached)
     if todo:
-        timings["rendered"] = timings.get("rendered", 0.0) + len(todo)
-        spoken, scores = _spoken(todo, asr, checkpoint, graph, timings)
-        decoded = _decode(scores, asr, graph, timings) if asr.mode == "decoder" else {}
-        words = SymbolTable.read(graph.words)
-        for row in spoken:
-            cached[row["utt_id"]] = _transcript(row, decoded.get(row["utt_id"]), asr, words)
-        _write_cache(list(cached.values()), path)
+        _render(todo, asr, setup, cached, timings)
     table = pa.Table.from_pylist([cached[u] for u in ids], schema=TRANSCRIPT_SCHEMA)
     return table.append_column("request_id", requests.column("request_id"))
+
+
+def adaptation_metrics(asr: AsrSection, job_path: Path) -> dict[str, float]:
+    """`prefetch.asr.adapted` (1 or 0) and, when adapted, each voice's warp and transform figures."""
+    if asr.mode != "decoder" or asr.adaptation_job is None:
+        return {"prefetch.asr.adapted": 0.0}
+    return {"prefetch.asr.adapted": 1.0, **_setup(asr, job_path).adaptation.metrics()}
 
 
 def rendering_summary(requests: pa.Table, transcripts: pa.Table) -> dict[str, float]:

@@ -1,0 +1,147 @@
+"""Speaker adaptation of the request audio: the ASR headline's own, applied to the voices users speak with.
+
+`asr.adaptation_job` names the `eval_am` job whose figures are the ASR headline. For each voice in
+`asr.voices`, its `[vtln]` warp is chosen without transcripts from the first `vtln.utterances` devel
+utterances of that voice in the eval job's speech corpus, and its `[speaker_transform]` is fitted on the
+first-pass best paths of the first `speaker_transform.utterances` of them (no transcripts), with the
+functions `eval_am` uses (`choose_voice_warps`, `fit_voice_transforms`) on the same audio: only those
+devel rows are synthesized, into the corpus folder where the speech job puts them. No request audio and no
+test audio is used. The requests are then scored with their voice's warp and transformed checkpoint.
+
+The result is cached in `.specbench/predictive/adapt-<key>/` (`adaptation.json` and one checkpoint per
+voice), keyed by everything it depends on (acoustic model, graph, the eval job's adaptation and search
+settings, the corpus plan, the first-pass acoustic scale), and the key is part of the transcript cache's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from specbench.config import AsrSection, EvalAmConfig, SpeechConfig
+from specbench.data.speech_corpus import plan_utterances, synthesize_shard
+from specbench.errors import ConfigError, DataError
+from specbench.experiments.eval_am import choose_voice_warps, fit_voice_transforms
+from specbench.experiments.graph_recipe import GraphArtifacts
+from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.speech import corpus_plan, corpus_root
+from specbench.paths import work_dir
+from specbench.runtime import run_tasks
+from specbench.stage import STATUS_COLUMN, STATUS_OK
+
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class VoiceAdaptation:
+    """Per voice: the VTLN warp and the checkpoint with its speaker transform (a voice missing from
+    `checkpoints` is scored with the speaker-independent model), what each was estimated from, and the
+    cache key."""
+
+    key: str
+    warps: dict[str, float]
+    checkpoints: dict[str, Path]
+    details: dict[str, dict[str, float]]
+
+    def metrics(self, prefix: str = "prefetch.asr.") -> dict[str, float]:
+        """`<prefix>vtln_warp.<voice>`, `<prefix>adaptation_utterances.<voice>`, ... as flat floats."""
+        out = {}
+        for voice, info in sorted(self.details.items()):
+            slug = voice.replace(":", "_").replace("+", "_")
+            out |= {f"{prefix}{name}.{slug}": float(value) for name, value in info.items()}
+        return out
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _eval_job(asr: AsrSection, job_path: Path) -> tuple[EvalAmConfig, SpeechConfig]:
+    """The adaptation job (`eval_am`, with VTLN or the speaker transform on) and its speech job."""
+    assert asr.adaptation_job is not None
+    eval_cfg = referenced_job(job_path, "asr.adaptation_job", asr.adaptation_job, EvalAmConfig)
+    if not (eval_cfg.vtln.enabled or eval_cfg.speaker_transform.enabled):
+        raise ConfigError(f"{job_path}: asr.adaptation_job = '{asr.adaptation_job}' has neither [vtln] nor "
+                          "[speaker_transform] enabled, so there is no adaptation to apply. Fix: name the eval job "
+                          "of the ASR headline (e.g. \"am_eval.toml\"), or remove asr.adaptation_job.")
+    eval_path = asr.adaptation_job if asr.adaptation_job.is_absolute() else job_path.parent / asr.adaptation_job
+    speech_cfg = referenced_job(eval_path, "speech_job", eval_cfg.speech_job, SpeechConfig)
+    return eval_cfg, speech_cfg
+
+
+def adaptation_dir(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArtifacts) -> Path:
+    """`.specbench/predictive/adapt-<key>` for this job's adaptation settings."""
+    eval_cfg, speech_cfg = _eval_job(asr, job_path)
+    key = {"am": _digest(checkpoint), "graph": graph.directory.name, "voices": sorted(asr.voices),
+           "vtln": dataclasses.asdict(eval_cfg.vtln), "transform": dataclasses.asdict(eval_cfg.speaker_transform),
+           "beam": eval_cfg.decode.beam, "max_active": eval_cfg.decode.max_active,
+           "first_pass_scale": asr.acoustic_scale, "corpus": corpus_plan(speech_cfg).to_json(),
+           "version": VERSION}
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return work_dir() / "predictive" / f"adapt-{digest}"
+
+
+def _adaptation_rows(speech_cfg: SpeechConfig, voices: tuple[str, ...], per_voice: int) -> list[dict]:
+    """The first `per_voice` planned devel rows of each voice, synthesized (existing WAVs are kept)."""
+    planned = [r for r in plan_utterances(corpus_plan(speech_cfg)).to_pylist() if r["split"] == "devel"]
+    wanted = []
+    for voice in voices:
+        mine = [r for r in planned if r["voice"] == voice][:per_voice]
+        if not mine:
+            raise DataError(f"the speech job '{speech_cfg.name}' plans no devel utterance in voice {voice}, so "
+                            f"its requests cannot be adapted. Fix: add {voice} to its corpus.eval_voices, or "
+                            "remove asr.adaptation_job.")
+        wanted += mine
+    shards = [wanted[i:i + speech_cfg.shard_size] for i in range(0, len(wanted), speech_cfg.shard_size)]
+    done = run_tasks(partial(synthesize_shard, corpus_root=corpus_root(speech_cfg)), shards,
+                     progress=f"synthesizing {len(wanted)} adaptation utterances")
+    return [r for shard in done for r in shard if r[STATUS_COLUMN] == STATUS_OK]
+
+
+def adapt_voices(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArtifacts) -> VoiceAdaptation | None:
+    """The voices' adaptation (None without `asr.adaptation_job`), from the cache or estimated now."""
+    if asr.adaptation_job is None:
+        return None
+    out_dir = adaptation_dir(asr, job_path, checkpoint, graph)
+    summary_path = out_dir / "adaptation.json"
+    if not summary_path.is_file():
+        _estimate(asr, job_path, checkpoint, graph, out_dir)
+    saved = json.loads(summary_path.read_text())
+    return VoiceAdaptation(key=out_dir.name, warps={v: s["vtln_warp"] for v, s in saved.items()},
+                           checkpoints={v: out_dir / s["checkpoint"] for v, s in saved.items() if s["checkpoint"]},
+                           details={v: {k: x for k, x in s.items() if k != "checkpoint"} for v, s in saved.items()})
+
+
+def _estimate(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArtifacts, out_dir: Path) -> None:
+    """Choose the warps, fit the transforms, write the checkpoints and then `adaptation.json` (last, so a
+    folder without it is an unfinished estimate and is redone)."""
+    eval_cfg, speech_cfg = _eval_job(asr, job_path)
+    per_voice = max(eval_cfg.vtln.utterances if eval_cfg.vtln.enabled else 0,
+                    eval_cfg.speaker_transform.utterances if eval_cfg.speaker_transform.enabled else 0)
+    rows = _adaptation_rows(speech_cfg, asr.voices, per_voice)
+    root = corpus_root(speech_cfg)
+    voices = sorted(asr.voices)
+    warps = {v: 1.0 for v in voices}
+    summary: dict[str, dict] = {v: {"vtln_warp": 1.0, "vtln_utterances": 0.0, "checkpoint": None,
+                                    "speaker_transform_utterances": 0.0} for v in voices}
+    if eval_cfg.vtln.enabled:
+        for voice, chosen in choose_voice_warps(checkpoint, root, rows, voices, eval_cfg).items():
+            warps[voice] = chosen["warp"]
+            summary[voice] |= {"vtln_warp": chosen["warp"], "vtln_utterances": chosen["utterances"]}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if eval_cfg.speaker_transform.enabled:
+        fitted = fit_voice_transforms(checkpoint, root, rows, voices, warps, asr.acoustic_scale, graph.tlg,
+                                      eval_cfg, out_dir)
+        for voice, info in fitted.items():
+            summary[voice] |= {"checkpoint": info["checkpoint"].name if info["checkpoint"] else None,
+                               "speaker_transform_utterances": float(info["utterances"])}
+            summary[voice] |= {f"speaker_transform_{k}": float(info[k]) for k in ("loss_before", "loss_after")
+                               if k in info}
+    tmp = out_dir / f"adaptation.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(summary, indent=1, sort_keys=True))
+    tmp.replace(out_dir / "adaptation.json")
