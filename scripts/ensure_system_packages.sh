@@ -24,10 +24,11 @@ SPEECH_PACKAGES=(espeak-ng libespeak-ng1 flite festival festvox-us-slt-hts festv
   mbrola mbrola-us1 mbrola-us2 mbrola-us3 mbrola-en1)
 # passed to it as extra packages
 OTHER_PACKAGES=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-thread-dev
-  libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev iproute2 git chromium chromium-driver pocketsphinx)
+  libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev iproute2 git chromium chromium-driver pocketsphinx
+  pocketsphinx-testdata asterisk-core-sounds-en asterisk-core-sounds-en-g722 ffmpeg)
 # the commands checked where there is no dpkg (not Debian or Ubuntu)
 COMMANDS=(espeak-ng flite festival sox mbrola cmake g++ make ip git chromium chromedriver
-  pocketsphinx_mdef_convert)
+  pocketsphinx_mdef_convert ffmpeg)
 
 check_only=0
 case "${1:-}" in

@@ -1,0 +1,73 @@
+"""The recorded-speech sets from Debian packages (`data.recorded_speech`): Asterisk's prompts and
+pocketsphinx-testdata, and what happens with a transcript without audio, audio without a transcript, or a
+file ffmpeg cannot decode."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from specbench.data.recorded_speech import (
+    asterisk_prompts,
+    decode_g722,
+    prompt_half,
+    sphinx_testdata,
+)
+from specbench.data.synthesis import read_wav
+from specbench.errors import ToolError
+from specbench.stage import STATUS_OK
+
+
+def test_the_installed_asterisk_prompts_are_listed_with_their_halves() -> None:
+    prompts = asterisk_prompts()
+    ok = [p for p in prompts if p.status == STATUS_OK]
+    assert len(ok) == 563  # 568 G.722 files, five of them tones
+    assert sum(p.status.startswith("not speech") for p in prompts) == 5
+    assert all(p.text and p.audio_path.suffix == ".g722" for p in ok)
+    halves = {prompt_half(p.utt_id) for p in ok}
+    assert halves == {"tune", "test"} and prompt_half("vm-goodbye") == prompt_half("vm-goodbye")
+    letters = next(p for p in ok if p.utt_id == "letters/at")
+    assert letters.text == "at"  # the bracketed aside "[@]" is dropped
+
+
+def test_the_sphinx_testdata_sentences_and_card_commands() -> None:
+    rows = sphinx_testdata()
+    assert [r.set for r in rows].count("librivox") == 5 and [r.set for r in rows].count("cards") == 5
+    assert all(r.status == STATUS_OK and r.audio_path.is_file() for r in rows)
+    assert next(r for r in rows if r.utt_id == "001").text == "ten of clubs"
+
+
+def test_a_prompt_decodes_to_16_khz_mono(tmp_path: Path) -> None:
+    prompt = next(p for p in asterisk_prompts() if p.utt_id == "auth-thankyou")
+    decode_g722(prompt.audio_path, tmp_path / "thanks.wav")
+    samples, rate = read_wav(tmp_path / "thanks.wav")
+    assert rate == 16000 and 0.3 < len(samples) / rate < 5.0 and abs(samples).max() > 0.05
+
+
+def test_mismatched_transcripts_and_audio_are_flagged_rows(tmp_path: Path) -> None:
+    sounds = tmp_path / "sounds"
+    (sounds / "digits").mkdir(parents=True)
+    (sounds / "hello.g722").write_bytes(b"\x00" * 10)
+    (sounds / "digits" / "1.g722").write_bytes(b"\x00" * 10)
+    (sounds / "stray.g722").write_bytes(b"\x00" * 10)
+    (sounds / "beep.g722").write_bytes(b"\x00" * 10)
+    transcripts = tmp_path / "core.txt.gz"
+    with gzip.open(transcripts, "wt") as fh:
+        fh.write("; comment\nhello: Hello.\ndigits/1: one\nmissing: Not recorded.\nbeep: [a beep]\n")
+    rows = {r.utt_id: r for r in asterisk_prompts(sounds, transcripts)}
+    assert rows["hello"].status == STATUS_OK and rows["digits/1"].text == "one"
+    assert "has a transcript but no missing.g722" in rows["missing"].status and "Fix" in rows["missing"].status
+    assert "no transcript line 'stray: ...'" in rows["stray"].status
+    assert rows["beep"].status.startswith("not speech")
+    with pytest.raises(ToolError, match=r"hello.g722: ffmpeg cannot decode it.*Fix"):
+        decode_g722(sounds / "hello.g722", tmp_path / "out.wav")
+    assert not (tmp_path / "out.wav").exists()
+
+
+def test_missing_packages_name_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ToolError, match="apt-get install asterisk-core-sounds-en-g722"):
+        asterisk_prompts(tmp_path / "none", tmp_path / "none.txt.gz")
+    with pytest.raises(ToolError, match="pocketsphinx-testdata"):
+        sphinx_testdata(tmp_path)
