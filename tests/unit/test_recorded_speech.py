@@ -49,7 +49,7 @@ def test_a_prompt_decodes_to_16_khz_mono(tmp_path: Path) -> None:
 def test_mismatched_transcripts_and_audio_are_flagged_rows(tmp_path: Path) -> None:
     sounds = tmp_path / "sounds"
     (sounds / "digits").mkdir(parents=True)
-    (sounds / "hello.g722").write_bytes(b"\x00" * 10)
+    (sounds / "hello.g722").write_bytes(b"")  # raw G.722 has no header: only an empty file cannot decode
     (sounds / "digits" / "1.g722").write_bytes(b"\x00" * 10)
     (sounds / "stray.g722").write_bytes(b"\x00" * 10)
     (sounds / "beep.g722").write_bytes(b"\x00" * 10)

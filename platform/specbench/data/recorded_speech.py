@@ -18,6 +18,7 @@ from __future__ import annotations
 import gzip
 import re
 import subprocess
+import wave
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,14 @@ def sphinx_testdata(root: Path = SPHINX_TESTDATA) -> list[RecordedUtterance]:
                                                                                      "cards.transcription")
 
 
+def _samples(wav: Path) -> int:
+    try:
+        with wave.open(str(wav), "rb") as w:
+            return w.getnframes()
+    except (OSError, EOFError, wave.Error):
+        return 0
+
+
 def decode_g722(source: Path, wav: Path) -> None:
     """`source` (G.722) as a 16 kHz mono 16-bit WAV at `wav`, by ffmpeg; `ToolError` names the file and the fix."""
     wav.parent.mkdir(parents=True, exist_ok=True)
@@ -114,7 +123,7 @@ def decode_g722(source: Path, wav: Path) -> None:
                               capture_output=True, text=True, timeout=120, check=False)
     except FileNotFoundError as err:
         raise ToolError(f"{source}: ffmpeg is not installed, and it decodes G.722. Fix: apt-get install ffmpeg") from err
-    if proc.returncode != 0 or not wav.is_file() or wav.stat().st_size <= 44:
+    if proc.returncode != 0 or _samples(wav) == 0:
         wav.unlink(missing_ok=True)
         raise ToolError(f"{source}: ffmpeg cannot decode it as G.722 ({proc.stderr.strip()[-300:] or 'no audio'}). "
                         "Fix: reinstall asterisk-core-sounds-en-g722, or leave the file out.")
