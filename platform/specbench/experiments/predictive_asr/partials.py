@@ -141,12 +141,28 @@ def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
     return work_dir() / "predictive" / f"asr-{digest}"
 
 
+_READ: dict[Path, tuple[tuple[int, int], dict[str, dict]]] = {}  # path -> (mtime_ns, size), its rows by utt_id
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size
+
+
 def _read_cache(path: Path) -> dict[str, dict]:
+    """The transcript cache's rows by utterance id (a copy). The rows are kept in memory between calls
+    while the file is unchanged (same modification time and size), so the thirty populations of a job read
+    the file once rather than thirty times; another process's write changes the stamp and is read anew."""
     if not path.is_file():
         return {}
     import pyarrow.parquet as pq
 
-    return {r["utt_id"]: r for r in pq.read_table(path).to_pylist()}
+    stamp = _stamp(path)
+    kept = _READ.get(path)
+    if kept is None or kept[0] != stamp:
+        kept = (stamp, {r["utt_id"]: r for r in pq.read_table(path).to_pylist()})
+        _READ[path] = kept
+    return dict(kept[1])
 
 
 def _write_cache(rows: list[dict], path: Path) -> None:
@@ -154,8 +170,10 @@ def _write_cache(rows: list[dict], path: Path) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")  # one writer's temp file; the rename is atomic
-    pq.write_table(pa.Table.from_pylist(rows, schema=TRANSCRIPT_SCHEMA), tmp)
+    table = pa.Table.from_pylist(rows, schema=TRANSCRIPT_SCHEMA)
+    pq.write_table(table, tmp)
     tmp.replace(path)
+    _READ[path] = (_stamp(path), {r["utt_id"]: r for r in table.to_pylist()})  # as a read would give them
 
 
 def _end_of_speech(row: dict) -> tuple[float | None, str]:
