@@ -358,8 +358,11 @@ def transcribe_ahead(logs: list[tuple[pa.Table, AsrSection, str]], job_path: Pat
     utterances it rendered; `transcribe_requests` then finds them all cached."""
     timings = {} if timings is None else timings
     groups: dict[Path, tuple[AsrSection, _Setup, dict[str, dict]]] = {}
+    setups: dict[tuple, _Setup] = {}  # the rendering ranges do not change the setup: once per the rest
     for requests, asr, key in logs:
-        setup = _setup(asr, job_path)
+        same = dataclasses.astuple(dataclasses.replace(asr, rate_range=(1.0, 1.0), snr_db_range=(0.0, 0.0),
+                                                       pitch_cents=0.0))
+        setup = setups.get(same) or setups.setdefault(same, _setup(asr, job_path))
         wanted = groups.setdefault(setup.cache, (asr, setup, {}))[2]
         for row in plan_requests(requests, asr, key)[1]:
             wanted.setdefault(row["utt_id"], row)
