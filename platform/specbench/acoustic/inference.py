@@ -43,6 +43,31 @@ def scores_table(items: list[tuple[str, np.ndarray]], frame_shift_ms: float = OU
     ], schema=SCORES_SCHEMA)
 
 
+def resolve_audio(audio_path: str, audio_root: Path | None) -> Path:
+    """`audio_path` as given when absolute (or without a root), else under `audio_root`."""
+    path = Path(audio_path)
+    return path if path.is_absolute() or audio_root is None else audio_root / path
+
+
+def row_failure(err: Exception, audio_path: str) -> str:
+    """A scoring stage's per-row status for `err`, naming the file."""
+    reason = str(err).strip() or "the audio could not be scored"
+    return reason if str(audio_path) in reason else f"{audio_path}: {reason}"
+
+
+def batch_scores_table(ids: list[str], scores: list[np.ndarray | None], status: list[str], frame_shift_ms: float,
+                       num_classes: int | None) -> pa.Table:
+    """A scoring stage's output batch (`SCORES_SCHEMA`); a row without scores keeps its id and status."""
+    return pa.table({
+        "utt_id": ids,
+        "frame_shift_ms": pa.array([frame_shift_ms] * len(ids), pa.float32()),
+        "num_frames": pa.array([len(s) if s is not None else None for s in scores], pa.int32()),
+        "num_classes": pa.array([num_classes] * len(ids), pa.int32()),
+        "loglikes": pa.array([s.reshape(-1) if s is not None else None for s in scores], pa.list_(pa.float32())),
+        STATUS_COLUMN: status,
+    }, schema=SCORES_SCHEMA)
+
+
 def feature_batch(ckpt: AcousticCheckpoint, feats_list: list[np.ndarray], device: str | torch.device = "cpu",
                   warp: float = IDENTITY) -> tuple[torch.Tensor, torch.Tensor]:
     """Raw fbank `(T_i, F)` arrays -> the model's input: normalized by the checkpoint's CMVN, zero-padded to
@@ -91,10 +116,6 @@ class AcousticScorer(Stage):
     def setup(self) -> None:
         self._ckpt = load_checkpoint(self.checkpoint, self.expected_phones, self.device)
 
-    def _path(self, audio_path: str) -> Path:
-        path = Path(audio_path)
-        return path if path.is_absolute() or self.audio_root is None else self.audio_root / path
-
     def __call__(self, batch: pa.Table) -> pa.Table:
         if self._ckpt is None:
             self.setup()
@@ -110,21 +131,12 @@ class AcousticScorer(Stage):
                 if not (math.isfinite(warp) and warp > 0):
                     raise ValueError(f"vtln_warp must be a positive finite factor (1.0 or null: no warp), "
                                      f"got {warps[i]!r}")
-                samples, _ = read_wav(self._path(audio_path))
+                samples, _ = read_wav(resolve_audio(audio_path, self.audio_root))
                 feats.setdefault(warp, []).append((i, fbank(samples)))
             except Exception as err:  # noqa: BLE001 - reported per row
-                reason = str(err).strip() or "the audio could not be scored"
-                status[i] = reason if str(audio_path) in reason else f"{audio_path}: {reason}"
+                status[i] = row_failure(err, audio_path)
         scores: list[np.ndarray | None] = [None] * len(ids)
         for warp, items in feats.items():
             for (i, _), s in zip(items, score_features(self._ckpt, [f for _, f in items], self.device, warp)):
                 scores[i] = s
-        num_classes = self._ckpt.model.config.num_classes
-        return pa.table({
-            "utt_id": ids,
-            "frame_shift_ms": pa.array([OUTPUT_FRAME_SHIFT_MS] * len(ids), pa.float32()),
-            "num_frames": pa.array([len(s) if s is not None else None for s in scores], pa.int32()),
-            "num_classes": pa.array([num_classes] * len(ids), pa.int32()),
-            "loglikes": pa.array([s.reshape(-1) if s is not None else None for s in scores], pa.list_(pa.float32())),
-            STATUS_COLUMN: status,
-        }, schema=SCORES_SCHEMA)
+        return batch_scores_table(ids, scores, status, OUTPUT_FRAME_SHIFT_MS, self._ckpt.model.config.num_classes)

@@ -29,10 +29,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from specbench.acoustic.inference import SCORES_SCHEMA
+from specbench.acoustic.inference import batch_scores_table, resolve_audio, row_failure
 from specbench.data.synthesis import read_wav
 from specbench.errors import DataError
-from specbench.stage import STATUS_COLUMN, STATUS_OK, Resources, Stage
+from specbench.stage import STATUS_OK, Resources, Stage
 
 FRAME_SHIFT_MS = 10.0
 SCORE_SHIFT_BITS = 10
@@ -122,10 +122,6 @@ class SphinxSenoneScorer(Stage):
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
 
-    def _path(self, audio_path: str) -> Path:
-        path = Path(audio_path)
-        return path if path.is_absolute() or self.audio_root is None else self.audio_root / path
-
     def __call__(self, batch: pa.Table) -> pa.Table:
         if self._log_dir is None:
             self.setup()
@@ -134,16 +130,8 @@ class SphinxSenoneScorer(Stage):
         status = [STATUS_OK] * len(ids)
         for i, audio_path in enumerate(batch.column("audio_path").to_pylist()):
             try:
-                samples, _ = read_wav(self._path(audio_path))  # 16 kHz mono 16-bit, else a DataError with the fix
+                samples, _ = read_wav(resolve_audio(audio_path, self.audio_root))  # 16 kHz mono 16-bit, else a DataError with the fix
                 scores[i] = self.score_pcm(np.round(samples * 32768.0).astype(np.int16))
             except Exception as err:  # noqa: BLE001 - reported per row
-                reason = str(err).strip() or "the audio could not be scored"
-                status[i] = reason if str(audio_path) in reason else f"{audio_path}: {reason}"
-        return pa.table({
-            "utt_id": ids,
-            "frame_shift_ms": pa.array([FRAME_SHIFT_MS] * len(ids), pa.float32()),
-            "num_frames": pa.array([len(s) if s is not None else None for s in scores], pa.int32()),
-            "num_classes": pa.array([self._senones] * len(ids), pa.int32()),
-            "loglikes": pa.array([s.reshape(-1) if s is not None else None for s in scores], pa.list_(pa.float32())),
-            STATUS_COLUMN: status,
-        }, schema=SCORES_SCHEMA)
+                status[i] = row_failure(err, audio_path)
+        return batch_scores_table(ids, scores, status, FRAME_SHIFT_MS, self._senones)
