@@ -62,6 +62,26 @@ class SphinxMdef:
         hit = self.triphones.get(Triphone(base, left, right, position))
         return hit if hit is not None else self.ci_phones.index(base)
 
+    def nearest_phone(self, base: str, left: str, right: str, position: str) -> tuple[int, bool]:
+        """The phone pocketsphinx uses for a triphone, and whether it is the exact one: the triphone; else
+        the same contexts in another word position; else, with `SIL` as the left context of a word-initial
+        (or one-phone) centre and as the right context of a word-final one, the same two steps; else the
+        base phone (pocketsphinx's `bin_mdef_phone_id_nearest`). Filler contexts are `SIL` already."""
+        others = [p for p in WORD_POSITIONS if p != position]
+        hit = self.triphones.get(Triphone(base, left, right, position))
+        if hit is not None:
+            return hit, True
+        silence = self.ci_phones[self.silence]
+        new_left = silence if position in ("b", "s") else left
+        new_right = silence if position in ("e", "s") else right
+        contexts = [(left, right)] + ([(new_left, new_right)] if (new_left, new_right) != (left, right) else [])
+        for k, (lc, rc) in enumerate(contexts):
+            for pos in ([position] if k else []) + others:
+                hit = self.triphones.get(Triphone(base, lc, rc, pos))
+                if hit is not None:
+                    return hit, False
+        return self.ci_phones.index(base), False
+
 
 def _fail(path: Path, what: str) -> DataError:
     return DataError(f"{path}: {what}. {_FIX}")
