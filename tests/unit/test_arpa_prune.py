@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from specbench.wfst.arpa import BOS, EOS, ArpaModel
-from specbench.wfst.arpa_prune import context_prob, entropy_deltas, prune
+from specbench.wfst.arpa_prune import context_prob, entropy_deltas, prune, restrict_vocabulary
 
 WORDS = ["a", "b", "c", EOS]
 
@@ -129,3 +129,21 @@ def test_a_higher_threshold_keeps_a_subset() -> None:
 def test_a_negative_threshold_is_refused() -> None:
     with pytest.raises(ValueError, match="threshold"):
         prune(random_trigram_model(0), -1.0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_restricted_vocabulary_keeps_every_distribution_normalized(seed) -> None:
+    model = random_trigram_model(seed)
+    ranked = sorted((w for w in ("a", "b", "c")), key=lambda w: -model.ngrams[0][(w,)][0])
+    small = restrict_vocabulary(model, 2)
+    kept = [*ranked[:2], EOS]
+    assert {w for (w,) in small.ngrams[0]} == {*kept, BOS}
+    assert all(ranked[2] not in g for level in small.ngrams for g in level)
+    for context in [(BOS,), *((w,) for w in ranked[:2]), *((BOS, w) for w in ranked[:2]),
+                    *itertools.product(ranked[:2], ranked[:2])]:
+        total = sum(10 ** small.log10_prob(w, context) for w in kept)
+        assert total == pytest.approx(1.0, abs=1e-9), context
+        ratios = [10 ** (small.log10_prob(w, context) - model.log10_prob(w, context)) for w in kept]
+        assert ratios == pytest.approx([ratios[0]] * len(kept), rel=1e-9), context  # conditioned, not reshaped
+    with pytest.raises(ValueError, match="vocabulary size"):
+        restrict_vocabulary(model, 0)

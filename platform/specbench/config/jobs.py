@@ -66,13 +66,29 @@ class LexiconSection:
 
 
 @dataclass(frozen=True)
+class SphinxGraphSection:
+    """The HCLG of CMU Sphinx's en-us model (`recipe = "sphinx_hclg"`): its trigram pruned by relative entropy
+    (Stolcke), L with optional silence and noise, H from the model's HMMs."""
+
+    prune_threshold: float = field(default=1e-7, metadata=_range(0.0, 1.0))  # SRILM's -prune; 0: unpruned
+    silence_prob: float = field(default=0.5, metadata=_range(0.01, 0.99))    # between words (Kaldi's default)
+    noise_share: float = field(default=0.1, metadata=_range(0.0, 0.9))       # of the silence slot: noise fillers
+    self_loop_scale: float = field(default=0.1, metadata=_range(0.01, 1.0))  # Kaldi's mkgraph default
+    vocabulary: int = field(default=0, metadata=_range(0, 1_000_000))        # 0: all LM words; else the most
+                                                                             # probable unigrams (quick graphs)
+
+
+@dataclass(frozen=True)
 class GraphConfig:
-    """`kind = "graph"`: compile the CTC decoding graph TLG from SLURP text, CMUdict and an n-gram LM."""
+    """`kind = "graph"`: compile a decoding graph: the CTC TLG from SLURP text, CMUdict and an n-gram LM
+    (`recipe = "ctc_tlg"`), or the HCLG of CMU Sphinx's en-us acoustic model (`recipe = "sphinx_hclg"`)."""
 
     KIND: ClassVar[str] = "graph"
     name: str = "slurp"
+    recipe: str = field(default="ctc_tlg", metadata=_choices("ctc_tlg", "sphinx_hclg"))
     lm: LmSection = LmSection()
     lexicon: LexiconSection = LexiconSection()
+    sphinx: SphinxGraphSection = SphinxGraphSection()
     tracking: TrackingSection = TrackingSection(experiment="graph")
 
     def __post_init__(self) -> None:

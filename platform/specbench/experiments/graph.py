@@ -1,4 +1,5 @@
-"""The `graph` job: build the SLURP TLG (see `specbench.experiments.graph_recipe`) and log its statistics."""
+"""The `graph` job: build the SLURP TLG or the Sphinx HCLG (`graph_recipe`, `sphinx_graph_recipe`) and log its
+statistics."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from specbench.config import GraphConfig
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.registry import RunOptions
+from specbench.experiments.sphinx_graph_recipe import SphinxGraphStats
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
@@ -30,13 +32,31 @@ def run_graph(config: GraphConfig, run: TrackedRun | None, force: bool = False) 
     if run is not None:
         run.log_metrics({f"graph.{k}": v for k, v in art.stats.metrics().items()})
         run.set_tags({"graph_dir": str(art.directory), "graph_reused": str(art.reused).lower()})
-        for name in ("stats.json", "tokens.txt", "words.txt", "lexicon.txt"):
-            run.log_artifact(art.directory / name, "graph")
+        for name in ("stats.json", "tokens.txt", "phones.txt", "words.txt", "lexicon.txt"):
+            if (art.directory / name).is_file():
+                run.log_artifact(art.directory / name, "graph")
     return art
+
+
+def _sphinx_summary(art: GraphArtifacts) -> list[str]:
+    s = art.stats
+    return [
+        f"graph {art.directory} ({'reused' if art.reused else f'built in {s.build_seconds:.1f} s'}, "
+        f"peak {s.peak_rss_gb:.1f} GB)",
+        f"  HCLG: {s.states:,} states, {s.arcs:,} arcs ({s.epsilon_arcs:,} epsilon); {s.context_windows:,} "
+        f"triphone windows ({s.context_windows_backed_off:,} backed off), {s.entry_labels:,} HMM-state labels",
+        f"  LM: n-grams {', '.join(f'{c:,}' for c in s.ngrams)} (from {', '.join(f'{c:,}' for c in s.ngrams_before)}); "
+        f"vocabulary {s.vocabulary:,} ({s.words_without_pronunciation:,} without a pronunciation)",
+        f"  perplexity Asterisk {s.ppl_asterisk:.1f} (OOV {s.oov_rate_asterisk:.1%}), LibriVox "
+        f"{s.ppl_librivox:.1f} (OOV {s.oov_rate_librivox:.1%})",
+        "  stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in s.stage_seconds.items()),
+    ]
 
 
 def summary(art: GraphArtifacts) -> list[str]:
     s = art.stats
+    if isinstance(s, SphinxGraphStats):
+        return _sphinx_summary(art)
     return [
         f"graph {art.directory} ({'reused' if art.reused else f'built in {s.build_seconds:.1f} s'})",
         f"  TLG: {s.states:,} states, {s.arcs:,} arcs ({s.epsilon_arcs:,} epsilon)",

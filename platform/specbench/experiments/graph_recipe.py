@@ -1,4 +1,5 @@
-"""Build the SLURP decoding graph: normalized text -> lexicon -> trigram LM -> L, G, T -> TLG.
+"""Build the SLURP decoding graph: normalized text -> lexicon -> trigram LM -> L, G, T -> TLG (a job with
+`recipe = "sphinx_hclg"` builds the Sphinx model's HCLG instead: `sphinx_graph_recipe`).
 
 The output directory `.specbench/graphs/<name>-<hash>/` is keyed by the hash of everything that decides its
 contents (the config, the data files, the source of the modules that build it), written under a temporary
@@ -27,7 +28,9 @@ from pathlib import Path
 from specbench.config import GraphConfig, config_to_dict
 from specbench.data import slurp, text_norm
 from specbench.data.resolver import data_file
-from specbench.errors import DataError
+from specbench.errors import ConfigError, DataError
+from specbench.experiments import sphinx_graph_recipe
+from specbench.experiments.sphinx_graph_recipe import SphinxGraphStats
 from specbench.paths import work_dir
 from specbench.wfst import arpa as arpa_mod
 from specbench.wfst import compose, fst_binary, kenlm_tools, lexicon, symbols, topology
@@ -77,12 +80,23 @@ class GraphArtifacts:
     """A built graph directory and its statistics."""
 
     directory: Path
-    stats: GraphStats
+    stats: GraphStats | SphinxGraphStats
     reused: bool
 
     @property
     def tlg(self) -> Path:
+        """The CTC TLG; a graph job of another recipe is a ConfigError naming the fix."""
+        if (self.directory / "HCLG.fst").is_file():
+            raise ConfigError(f"{self.directory} holds the HCLG of the Sphinx model (recipe \"sphinx_hclg\"); "
+                              "this job decodes the project's CTC acoustic model and needs the TLG. Fix: point "
+                              "its graph_job at a recipe = \"ctc_tlg\" job such as graph_slurp.toml.")
         return self.directory / "TLG.fst"
+
+    @property
+    def fst(self) -> Path:
+        """The decoding graph, whichever the recipe: `HCLG.fst` or `TLG.fst`."""
+        hclg = self.directory / "HCLG.fst"
+        return hclg if hclg.is_file() else self.directory / "TLG.fst"
 
     @property
     def words(self) -> Path:
@@ -119,7 +133,12 @@ def _tool_versions() -> dict[str, str]:
 
 
 def graph_dir(config: GraphConfig) -> Path:
-    return work_dir() / "graphs" / f"{config.name}-{inputs_hash(config)[:16]}"
+    digest = sphinx_graph_recipe.inputs_hash(config) if _is_sphinx(config) else inputs_hash(config)
+    return work_dir() / "graphs" / f"{config.name}-{digest[:16]}"
+
+
+def _is_sphinx(config: GraphConfig) -> bool:
+    return config.recipe == "sphinx_hclg"
 
 
 def verify_graph(directory: Path) -> None:
@@ -153,14 +172,15 @@ Step = Callable[[str], None]
 def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = False) -> GraphArtifacts:
     """Build (or reuse) the graph of `config`; `step(name)` is called as each stage starts."""
     final = graph_dir(config)
+    sphinx = _is_sphinx(config)
     if (final / "stats.json").is_file() and not force:
-        verify_graph(final)
-        return GraphArtifacts(final, load_stats(final), reused=True)
+        (sphinx_graph_recipe.verify if sphinx else verify_graph)(final)
+        return GraphArtifacts(final, (sphinx_graph_recipe.load_stats if sphinx else load_stats)(final), reused=True)
     tmp = final.with_name(f"{final.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
-        stats = _build_into(config, tmp, step)
+        stats = (sphinx_graph_recipe.build_into if sphinx else _build_into)(config, tmp, step)
         (tmp / "stats.json").write_text(json.dumps(asdict(stats), indent=2))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)

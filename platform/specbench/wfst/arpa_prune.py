@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specbench.wfst.arpa import BOS, ArpaModel
+from specbench.wfst.arpa import BOS, EOS, ArpaModel
 
 LN10 = math.log(10.0)
 _EPS = 1e-12
@@ -123,3 +123,31 @@ def prune(model: ArpaModel, threshold: float) -> tuple[ArpaModel, PruneReport]:
     recompute_backoffs(pruned)
     return pruned, PruneReport(threshold=threshold, before=model.counts, after=pruned.counts,
                                kept_as_context=kept_as_context)
+
+
+def restrict_vocabulary(model: ArpaModel, size: int) -> ArpaModel:
+    """`model` conditioned on its `size` most probable words (with `</s>`; `<s>` stays as a context):
+    p'(w | h) = p(w | h) / Z(h) with Z(h) the mass of the kept words after h, so every context's distribution
+    over the kept words keeps its proportions and sums to one; n-grams with any other word are dropped and
+    the back-off weights recomputed. Z is computed without enumerating the vocabulary per context:
+    Z(h) = sum_{listed v} p(v | h) + bow(h) (Z(h') - sum_{listed v} p(v | h'))."""
+    if size <= 0:
+        raise ValueError(f"the vocabulary size must be positive, got {size}")
+    ranked = sorted((g for g in model.ngrams[0] if g not in {(BOS,), (EOS,)}), key=lambda g: -model.ngrams[0][g][0])
+    keep = {g[0] for g in ranked[:size]} | {BOS, EOS}
+    levels = [{g: e for g, e in level.items() if all(w in keep for w in g)} for level in model.ngrams]
+    mass = {(): sum(10.0 ** p for g, (p, _) in levels[0].items() if g != (BOS,))}
+    for n in range(2, model.order + 1):
+        listed = _listed_after(ArpaModel(order=model.order, ngrams=levels), n)
+        for context, (_, log_bow) in levels[n - 2].items():
+            ngrams = listed.get(context, [])
+            here = sum(10.0 ** levels[n - 1][g][0] for g in ngrams)
+            lower = sum(_prob(model, g[-1], context[1:]) for g in ngrams)
+            mass[context] = here + 10.0 ** log_bow * (mass[context[1:]] - lower)
+    for n, level in enumerate(levels):
+        for g, (logp, log_bow) in level.items():
+            if g != (BOS,):
+                level[g] = (logp - math.log10(mass[g[:-1]]), log_bow)
+    restricted = ArpaModel(order=model.order, ngrams=levels)
+    recompute_backoffs(restricted)
+    return restricted
