@@ -27,7 +27,16 @@ from specbench.config import GraphConfig, config_to_dict
 from specbench.data import recorded_speech
 from specbench.errors import DataError, ToolError
 from specbench.wfst import arpa as arpa_mod
-from specbench.wfst import arpa_prune, compose, graph, hclg, hmm_transducer, sphinx_lexicon, sphinx_lm, sphinx_mdef
+from specbench.wfst import (
+    arpa_prune,
+    compose,
+    graph,
+    hclg,
+    hmm_transducer,
+    sphinx_lexicon,
+    sphinx_lm,
+    sphinx_mdef,
+)
 from specbench.wfst.lexicon import read_cmudict
 from specbench.wfst.symbols import SymbolTable, word_table
 
