@@ -202,6 +202,55 @@ class EvalAmConfig:
     tracking: TrackingSection = TrackingSection(experiment="acoustic")
 
 
+REAL_SPEECH_SETS = ("asterisk", "librivox", "cards", "recordings")
+
+
+@dataclass(frozen=True)
+class RealSearchSection:
+    """`[search]` of the real-speech job: our decoders' beams; the acoustic scale is tuned on the Asterisk
+    `tune` half from `acoustic_scales`."""
+
+    backends: tuple[str, ...] = field(default=("cpu", "twin", "kaldi"), metadata=_choices("cpu", "twin", "kaldi", "gpu"))
+    beam: float = field(default=13.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=7000, metadata=_range(10, 10_000_000))
+    acoustic_scales: tuple[float, ...] = field(default=(0.06, 0.08, 0.1, 0.12), metadata=_range(0.001, 10.0))
+
+    def __post_init__(self) -> None:
+        if not self.acoustic_scales or not self.backends:
+            raise ValueError("acoustic_scales and backends must list at least one value")
+
+
+@dataclass(frozen=True)
+class PocketsphinxSection:
+    """`[pocketsphinx]`: its own decoder on the same audio, model and pruned LM; the language weight is tuned
+    on the Asterisk `tune` half from `language_weights` (its default is 6.5)."""
+
+    language_weights: tuple[float, ...] = field(default=(6.5, 8.0, 10.0), metadata=_range(0.1, 50.0))
+    word_insertion_penalty: float = field(default=0.65, metadata=_range(1e-6, 10.0))
+
+    def __post_init__(self) -> None:
+        if not self.language_weights:
+            raise ValueError("language_weights must list at least one value")
+
+
+@dataclass(frozen=True)
+class RealSpeechConfig:
+    """`kind = "real_speech"`: recorded speech (Asterisk prompts, pocketsphinx's LibriVox and card clips, the
+    shared recordings) scored by the Sphinx en-us model and decoded over its HCLG by our decoders and Kaldi's,
+    side by side with pocketsphinx's own decoder; WER per set with bootstrap intervals, and decode speed."""
+
+    KIND: ClassVar[str] = "real_speech"
+    name: str = "real_speech"
+    graph_job: Path = field(default=Path("graph_sphinx.toml"), metadata=_input(GRAPH_JOB_FIX, "job"))
+    sets: tuple[str, ...] = field(default=REAL_SPEECH_SETS, metadata=_choices(*REAL_SPEECH_SETS))
+    max_per_set: int = field(default=0, metadata=_range(0, 100000))  # 0: all (the quick job decodes a few)
+    chunk_utterances: int = field(default=64, metadata=_range(1, 10000))  # scored and decoded together
+    bootstrap_samples: int = field(default=1000, metadata=_range(10, 100000))
+    search: RealSearchSection = RealSearchSection()
+    pocketsphinx: PocketsphinxSection = PocketsphinxSection()
+    tracking: TrackingSection = TrackingSection(experiment="real_speech")
+
+
 @dataclass(frozen=True)
 class TrainMtConfig:
     """`kind = "train_mt"`: train a translation model (wait-k with a causal encoder, or full-sentence) on

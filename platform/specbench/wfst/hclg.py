@@ -3,9 +3,11 @@
     LG    = minimize_encoded(determinize_star(L o G))          (log semiring, disambiguation symbols kept)
     CLG   = compose_context(LG)                                 (triphone windows, Kaldi's ComposeContext)
     HCLGa = minimize_encoded(rm_disambig(determinize_star(Ha o CLG)))
-    HCLG  = add_self_loops(HCLGa)                               (then arc-sorted, written as a const FST)
+    HCLG  = nonnegative_epsilons(add_self_loops(HCLGa))         (then arc-sorted, written as a const FST)
 
-Ha, the self-loops and the label mapping are `hmm_transducer`'s; L is `sphinx_lexicon`'s. Each step is
+Ha, the self-loops and the label mapping are `hmm_transducer`'s; L is `sphinx_lexicon`'s; the last step
+(`wfst.reweight`) moves weight so that no epsilon arc costs less than 0 (every complete path keeps its
+cost), which the lane decoders' epsilon closure needs. Each step is
 timed and sized for the build's statistics.
 """
 
@@ -25,6 +27,7 @@ from specbench.wfst.compose import compile_text, compose_lg, remove_disambiguati
 from specbench.wfst.fst_binary import write_vector_fst
 from specbench.wfst.graph import CsrGraph, read_graph
 from specbench.wfst.hmm_transducer import HmmTransducer, add_self_loops, hmm_transducer
+from specbench.wfst.reweight import nonnegative_epsilons
 from specbench.wfst.sphinx_lexicon import LexiconGraph
 from specbench.wfst.sphinx_mdef import SphinxMdef
 
@@ -101,7 +104,7 @@ def compose_hclg(lexicon: LexiconGraph, g_path: Path, model: SphinxMdef, tmat: n
     kaldifst.minimize_encoded(hclga)
     done("HCLGa", *_size(hclga))
     step("adding self-loops")
-    graph = add_self_loops(_to_csr(hclga), h.senone, h.loop_prob, self_loop_scale)
+    graph = nonnegative_epsilons(add_self_loops(_to_csr(hclga), h.senone, h.loop_prob, self_loop_scale))
     del hclga
     _to_const(graph, out / "HCLG.fst")
     done("HCLG", graph.num_states, graph.num_arcs)
