@@ -186,6 +186,21 @@ def test_local_start_refused_when_ray_was_imported_first() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+def test_every_runtime_module_imports_ray_with_the_loopback_switch_set() -> None:
+    """Whichever runtime module comes first (run_tasks imports the metrics module before the cluster one),
+    Ray is imported with its loopback switch in place, so a later local start is allowed."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    env["PYTHONPATH"] = str(root / "platform")
+    for module in ("metrics", "stages", "cluster", "jobs"):
+        code = (f"import sys, specbench.runtime.{module}\n"
+                "if 'ray' in sys.modules:  # this module imported ray: with the switch?\n"
+                "    from ray._private import ray_constants\n"
+                "    assert not ray_constants.ENABLE_RAY_CLUSTER\n")
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, (module, proc.stderr)
+
+
 def test_cluster_summary(ray_cluster: object) -> None:
     summary = cluster_summary()
     assert summary["nodes"] == 1

@@ -50,3 +50,13 @@ def test_a_file_that_is_not_a_trie_lm_is_named_with_the_fix(tmp_path) -> None:
     truncated.write_bytes(LM.read_bytes()[:5000])
     with pytest.raises(DataError, match="truncated or damaged"):
         read_sphinx_lm(truncated)
+
+
+def test_reading_only_the_top_words_keeps_their_ngrams_unchanged(model) -> None:
+    small = read_sphinx_lm(LM, top_words=500)
+    ranked = sorted((g for g in model.ngrams[0] if g[0] not in ("<s>", "</s>")), key=lambda g: -model.ngrams[0][g][0])
+    kept = {g[0] for g in ranked[:500]} | {"<s>", "</s>"}
+    assert {w for (w,) in small.ngrams[0]} == kept
+    for n in range(3):
+        expected = {g: e for g, e in model.ngrams[n].items() if all(w in kept for w in g)}
+        assert small.ngrams[n] == expected

@@ -151,8 +151,8 @@ def build_into(config: GraphConfig, out: Path, step) -> SphinxGraphStats:
     model = sphinx_mdef.read_mdef(root / "en-us" / "mdef")
     tmat = sphinx_mdef.read_transition_matrices(root / "en-us" / "transition_matrices")
     step("reading pocketsphinx's en-us trigram")
-    full = sphinx_lm.read_sphinx_lm(root / "en-us.lm.bin")
-    before = tuple(full.counts)
+    full = sphinx_lm.read_sphinx_lm(root / "en-us.lm.bin", top_words=settings.vocabulary)
+    before = tuple(full.counts)  # with a vocabulary limit: the n-grams over those words
     if settings.vocabulary:
         step(f"restricting the LM to its {settings.vocabulary:,} most probable words")
         full = arpa_prune.restrict_vocabulary(full, settings.vocabulary)

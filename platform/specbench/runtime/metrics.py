@@ -13,11 +13,13 @@ gauges:   specbench_frames_per_second, specbench_active_tokens, specbench_queue_
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from typing import Any
 
-import ray
-from ray.util import metrics as ray_metrics
+from specbench.runtime.cluster import ray  # cluster puts Ray's environment in place before importing it
+
+ray_metrics = importlib.import_module("ray.util.metrics")  # only once ray is imported, by cluster
 
 COUNTERS = {
     "utterances_decoded": "utterances decoded",
