@@ -197,7 +197,7 @@ def test_every_runtime_module_imports_ray_with_the_loopback_switch_set() -> None
                 "if 'ray' in sys.modules:  # this module imported ray: with the switch?\n"
                 "    from ray._private import ray_constants\n"
                 "    assert not ray_constants.ENABLE_RAY_CLUSTER\n")
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60, check=False)
         assert proc.returncode == 0, (module, proc.stderr)
 
 
