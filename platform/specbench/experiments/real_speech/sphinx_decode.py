@@ -53,5 +53,5 @@ def decode_chunk(job: SphinxJob) -> list[tuple[str, list[str], float, int]]:
         hyp = decoder.hyp()
         seconds = time.perf_counter() - start
         words = normalize(hyp.hypstr).split() if hyp is not None and hyp.hypstr else []
-        out.append((key, words, seconds, int(decoder.n_frames)))
+        out.append((key, words, seconds, int(decoder.n_frames())))
     return out
