@@ -245,6 +245,7 @@ class RealSpeechConfig:
     sets: tuple[str, ...] = field(default=REAL_SPEECH_SETS, metadata=_choices(*REAL_SPEECH_SETS))
     max_per_set: int = field(default=0, metadata=_range(0, 100000))  # 0: all (the quick job decodes a few)
     chunk_utterances: int = field(default=64, metadata=_range(1, 10000))  # scored and decoded together
+    tune_utterances: int = field(default=0, metadata=_range(0, 100000))  # of the Asterisk tune half; 0: all
     bootstrap_samples: int = field(default=1000, metadata=_range(10, 100000))
     search: RealSearchSection = RealSearchSection()
     pocketsphinx: PocketsphinxSection = PocketsphinxSection()

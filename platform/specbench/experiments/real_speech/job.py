@@ -3,8 +3,9 @@
 1. The sets (`audio.gather`) as 16 kHz WAVs; unusable files are flagged rows, reported and skipped.
 2. Senone scores (`acoustic.sphinx_scores.SphinxSenoneScorer`, a Ray stage), `chunk_utterances` at a time,
    cached in `.specbench/real_speech/scores/` (keyed by pocketsphinx's version and the audio files).
-3. The acoustic scale is chosen on the Asterisk `tune` half with our CPU backend (lowest WER), and
-   pocketsphinx's language weight on the same half with its own decoder, before the other prompts count.
+3. The acoustic scale is chosen on the Asterisk `tune` half (its first `tune_utterances` prompts by name)
+   with our CPU backend (lowest WER), and pocketsphinx's language weight on the same prompts with its own
+   decoder, before the other prompts count.
 4. Every usable utterance is decoded by each backend of `[search] backends` (our `cpu`, the `twin`,
    Kaldi's `FasterDecoder` as `kaldi`) at that scale over the HCLG, one core each, and by pocketsphinx.
 5. WER per set and system with a bootstrap interval (text normalized the same way for every system), the
@@ -170,7 +171,7 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
     flagged = {u.key: u.status for u in rows if u.status != STATUS_OK}
     usable = [u for u in rows if u.status == STATUS_OK]
     _log(f"{len(usable)} usable utterances, {len(flagged)} flagged")
-    tune = [u for u in usable if u.set == "asterisk" and u.half == "tune"]
+    tune = [u for u in usable if u.set == "asterisk" and u.half == "tune"][:config.tune_utterances or None]
     tune_chunks = _chunks(tune, config.chunk_utterances)  # the tune half in chunks of its own, scored first
     score_files, failed = score_chunks(tune_chunks + _chunks([u for u in usable if u not in tune],
                                                              config.chunk_utterances), cache / "scores")

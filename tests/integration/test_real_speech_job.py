@@ -1,0 +1,46 @@
+"""The real-speech job end to end (`jobs/real_speech_quick.toml`): pocketsphinx's scores of recorded clips,
+the small Sphinx HCLG, our CPU backend and the twin, pocketsphinx's own decoder, WER per set with intervals
+in MLflow; and a graph job of the wrong recipe refused with the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mlflow
+import pytest
+
+from specbench.cli import main
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+SETS = ("asterisk_tune", "asterisk_test", "librivox", "cards", "recordings")
+
+
+def test_recorded_clips_are_decoded_by_every_system_and_reported_per_set(tmp_path: Path, ray_cluster: object) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["--tracking-uri", uri, "run", str(ROOT / "jobs" / "real_speech_quick.toml")]) == 0
+    mlflow.set_tracking_uri(uri)
+    run = mlflow.search_runs(experiment_names=["real_speech"], output_format="list")[0]
+    metrics = run.data.metrics
+    assert metrics["asr.real.utterances"] == 10  # two usable clips of each set (the Asterisk prompts per half)
+    assert metrics["asr.real.flagged"] == 6  # five Asterisk tones without speech, one transcript without audio
+    assert metrics["asr.real.cpu_twin_identical"] == 10  # the twin's 1-best equals the CPU backend's
+    assert metrics["asr.real.wer"] == metrics["asr.real.wer.asterisk_test.cpu"]
+    for group in SETS:
+        for system in ("cpu", "twin", "pocketsphinx"):
+            wer = metrics[f"asr.real.wer.{group}.{system}"]
+            assert metrics[f"asr.real.wer_low.{group}.{system}"] <= wer <= metrics[f"asr.real.wer_high.{group}.{system}"]
+        assert f"asr.real.vs_pocketsphinx.{group}.cpu" in metrics
+    # recorded read speech, recognized: far from chance on the LibriVox sentences even with 3,000 words
+    assert metrics["asr.real.wer.librivox.cpu"] < 0.7
+    for system in ("cpu", "twin", "pocketsphinx"):
+        assert metrics[f"asr.real.frames_per_second.{system}"] > 0
+
+
+def test_a_graph_job_of_the_ctc_recipe_is_refused_with_the_fix(tmp_path: Path, slurp_graph: object,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    job = tmp_path / "real.toml"
+    job.write_text(f'kind = "real_speech"\ngraph_job = "{ROOT / "jobs" / "graph_slurp.toml"}"\n')
+    assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "run", str(job)]) != 0
+    err = capsys.readouterr().err
+    assert "graph_job" in err and "sphinx_hclg" in err and "Fix" in err
