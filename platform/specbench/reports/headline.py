@@ -18,6 +18,8 @@ HEADLINE_METRICS: dict[str, str] = {
     "asr.wer": "word error rate on held-out-voice test speech (acoustic model + TLG, Kaldi FasterDecoder)",
     "asr.per_greedy": "greedy CTC phone error rate on the same utterances",
     "asr.real_recordings_wer": "word error rate on the six real recordings (mostly out-of-vocabulary book text)",
+    "asr.real.wer": "word error rate on the recorded Asterisk prompts' test half: CMU Sphinx's en-us model, its HCLG, "
+                    "our CPU decoder",
     "decoder.rtfx": "audio seconds decoded per second by the fastest GPU configuration (the CPU backend without "
                     "a GPU)",
     "decoder.speedup_vs_kaldi": "Kaldi FasterDecoder seconds on one core / fastest GPU configuration seconds, same "
