@@ -1,0 +1,60 @@
+"""Write the committed results file of a finished `real_speech` run (benchmarks/results/real_speech_cpu.json):
+the run's identity, wall time and conditions, and its report (`real_speech.json`: tuning, WER per set and
+system with intervals, speed), numbers rounded to 4 decimals.
+
+    python scripts/write_real_speech_results.py RUN_ID [--tracking-uri URI] [--output FILE] [--note TEXT] [--job FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "platform"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from write_simultrans_results import dump
+
+from specbench.tracking.queries import get_run, json_artifact, resolve_run_id, run_minutes
+
+
+def _r(value: Any) -> Any:
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _r(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_r(v) for v in value]
+    return value
+
+
+def results(run_id: str, tracking_uri: str | None, note: str, job: str) -> dict[str, Any]:
+    run = get_run(run_id, tracking_uri)
+    return {
+        "job": job, "kind": "real_speech", "mlflow_run_id": run_id, "status": run.status,
+        "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
+        "wall_minutes": _r(run_minutes(run_id, tracking_uri)), "conditions": note,
+        "params": dict(sorted(run.params.items())),
+        "report": _r(json_artifact(run_id, "real_speech.json", tracking_uri)),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_id")
+    parser.add_argument("--tracking-uri")
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "real_speech_cpu.json")
+    parser.add_argument("--note", default="", help="the conditions of the run (load, overridden settings)")
+    parser.add_argument("--job", default="jobs/real_speech.toml", help="the job file the run came from")
+    args = parser.parse_args()
+    run_id = resolve_run_id(args.run_id, args.tracking_uri)
+    args.output.write_text(dump(results(run_id, args.tracking_uri, args.note, args.job)) + "\n")
+    print(f"wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
