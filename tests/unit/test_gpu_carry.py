@@ -96,6 +96,30 @@ def test_npz_and_parquet_scores_read_the_same(tmp_path: Path) -> None:
         wl.load_workload("nope", tiny_graph(tmp_path), tmp_path / "s.parquet", 3)
 
 
+def test_real_speech_workload_reads_a_folder_of_score_files(tmp_path: Path) -> None:
+    """The HCLG workload: the first N ok rows by id across every Parquet file of a folder (any ids, no
+    held-out-voice filter), with the matrices and frame shift as written; a missing folder names the job."""
+    rng = np.random.default_rng(3)
+    written = {f"asterisk-{k:03d}": rng.normal(size=(k + 2, 4)).astype(np.float32) for k in range(7)}
+    folder = tmp_path / "scores"
+    folder.mkdir()
+    for part, keys in enumerate([["asterisk-004", "asterisk-000", "asterisk-006"],
+                                 ["asterisk-002", "asterisk-001", "asterisk-005", "asterisk-003"]]):
+        pq.write_table(pa.table({
+            "utt_id": keys, "frame_shift_ms": [10.0] * len(keys),
+            "num_frames": [len(written[k]) for k in keys], "num_classes": [4] * len(keys),
+            "loglikes": [written[k].ravel().tolist() for k in keys],
+            "status": ["bad audio" if k == "asterisk-001" else "ok" for k in keys]}), folder / f"{part}.parquet")
+    workload = wl.load_workload("real_speech", tiny_graph(tmp_path), folder, 3)
+    assert workload.name == "real_speech" and workload.frame_shift_ms == 10.0
+    assert workload.ids == ["asterisk-000", "asterisk-002", "asterisk-003"]
+    for utt_id, mat in workload.items:
+        np.testing.assert_array_equal(mat, written[utt_id])
+    assert len(wl.load_workload("real_speech", tiny_graph(tmp_path), folder, 100).items) == 6
+    with pytest.raises(DataError, match="real_speech.toml"):
+        wl.load_workload("real_speech", tiny_graph(tmp_path), tmp_path / "nothing", 3)
+
+
 # ---- wheels and sizes ----------------------------------------------------------------------------------
 
 def test_wheel_tags() -> None:

@@ -20,6 +20,9 @@ from specbench.config.loader import config_range as _range
 # cpu_scaling: the compiled backend on 1, 2, ..., all cores; cpu_startup: its start-up, cold and cached
 DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "cpu_numpy", "twin", "gpu", "gpu_lattice", "cpu_scaling",
                     "cpu_startup")
+# benchmarks.decoder.workloads.WORKLOADS: the SLURP TLG with held-out-voice scores; the Sphinx HCLG with the
+# real_speech job's scores of recorded speech
+DECODER_WORKLOADS = ("held_out_test", "real_speech")
 
 
 @dataclass(frozen=True)
@@ -57,13 +60,15 @@ class BenchDecoderConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_decoder"
     name: str = "decoder"
-    graph_job: Path = Path("graph_slurp.toml")  # its TLG, unless `graph` names one
+    workload: str = field(default="held_out_test", metadata=_choices(*DECODER_WORKLOADS))
+    graph_job: Path = Path("graph_slurp.toml")  # its graph (TLG or HCLG), unless `graph` names one
     graph: Path | None = None  # an OpenFst const graph (project root)
-    scores: Path = Path(".specbench/scores/am_slurp/test.parquet")  # project root; .parquet or .npz
+    # project root; .parquet or .npz (workload real_speech: a .parquet or a folder of them)
+    scores: Path = Path(".specbench/scores/am_slurp/test.parquet")
     # an `eval_am` job (relative to the job file) whose test scores to decode instead of `scores`: the ones
     # it writes to the work directory's scores/<its name>/test.parquet (a suite runs it first)
     scores_job: Path | None = None
-    utterances: int = field(default=1000, metadata=_range(1, 100000))  # the first N held-out-voice ids
+    utterances: int = field(default=1000, metadata=_range(1, 100000))  # the first N (held-out-voice) ids
     beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
     min_active: int = field(default=20, metadata=_range(0, 10_000_000))

@@ -58,21 +58,33 @@ def write_parquet(table: pa.Table, path: Path) -> None:
 
 def iter_rows(table: pa.Table, where: str = "scores") -> Iterator[tuple[str, np.ndarray, float]]:
     """(utt_id, (T, P) float32, frame_shift_ms or 0.0) for every ok row; a row whose size does not match
-    its shape is an error naming `where` and the utterance."""
-    for row in table.to_pylist():
-        if row.get(STATUS_COLUMN, STATUS_OK) != STATUS_OK:
-            continue
-        utt_id = row["utt_id"]
-        empty = [k for k in _REQUIRED if row[k] is None]
-        if empty:
-            raise DataError(f"{where}: utterance {utt_id!r} has no value in the column(s) {empty} although "
-                            f"its status is ok. {SCORES_FIX}")
-        flat = np.asarray(row["loglikes"], dtype=np.float32)
-        shape = (int(row["num_frames"]), int(row["num_classes"]))
-        if min(shape) < 0 or flat.size != shape[0] * shape[1]:
-            raise DataError(f"{where}: utterance {utt_id!r}: column 'loglikes' holds {flat.size} scores, not "
-                            f"num_frames x num_classes = {shape[0]} x {shape[1]}. {SCORES_FIX}")
-        yield utt_id, flat.reshape(shape), float(row.get("frame_shift_ms") or 0.0)
+    its shape is an error naming `where` and the utterance. Each matrix is copied from the table's buffers
+    (no per-score Python objects), one record batch at a time."""
+    for batch in table.to_batches():
+        columns = {name: batch.column(name) for name in batch.schema.names}
+        n = batch.num_rows
+        status = columns[STATUS_COLUMN].to_pylist() if STATUS_COLUMN in columns else [STATUS_OK] * n
+        shifts = columns["frame_shift_ms"].to_pylist() if "frame_shift_ms" in columns else [None] * n
+        ids, frames, classes = (columns[k].to_pylist() for k in ("utt_id", "num_frames", "num_classes"))
+        loglikes = columns["loglikes"]
+        valid = loglikes.is_valid().to_numpy(zero_copy_only=False)
+        offsets = loglikes.offsets.to_numpy()
+        values = loglikes.values.to_numpy(zero_copy_only=False)
+        for i in range(n):
+            if status[i] != STATUS_OK:
+                continue
+            utt_id = ids[i]
+            empty = [k for k, v in (("utt_id", utt_id), ("num_frames", frames[i]), ("num_classes", classes[i]),
+                                    ("loglikes", valid[i] or None)) if v is None]
+            if empty:
+                raise DataError(f"{where}: utterance {utt_id!r} has no value in the column(s) {empty} although "
+                                f"its status is ok. {SCORES_FIX}")
+            flat = values[offsets[i]:offsets[i + 1]]
+            shape = (int(frames[i]), int(classes[i]))
+            if min(shape) < 0 or flat.size != shape[0] * shape[1]:
+                raise DataError(f"{where}: utterance {utt_id!r}: column 'loglikes' holds {flat.size} scores, "
+                                f"not num_frames x num_classes = {shape[0]} x {shape[1]}. {SCORES_FIX}")
+            yield utt_id, np.array(flat, dtype=np.float32).reshape(shape), float(shifts[i] or 0.0)
 
 
 def iter_matrices(table: pa.Table) -> Iterator[tuple[str, np.ndarray]]:

@@ -188,7 +188,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     if any(int(n) < 1 for n in gpu_decoders):
         raise ValueError(f"gpu_decoders must be >= 1, got {list(gpu_decoders)}")
     threads = limit_threads()
-    say(f"reading {scores_path} ({utterances} held-out-voice utterances)")
+    say(f"reading {scores_path} ({utterances} utterances, workload {workload})")
     work = load_workload(workload, Path(graph_path), Path(scores_path), utterances, frame_shift_ms)
     result = _header(work, options, Path(scores_path), command, threads)
     status: dict[str, dict[str, Any]] = {}
@@ -203,7 +203,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
 
 def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
     """The benchmark of a `bench_decoder` config (see `benchmarks.harness`): the graph is `config.graph`,
-    else the TLG of `graph_job` (built when missing)."""
+    else the graph (TLG or HCLG) of `graph_job` (built when missing)."""
     limit_threads()
     if config.graph is not None:
         graph = from_root(config.graph)
@@ -211,7 +211,7 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
         from specbench.experiments.graph_recipe import build_graph
         from specbench.experiments.job_refs import referenced_job
 
-        graph = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).tlg
+        graph = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).fst
     scores = scores_path(config, job_path)
     options = SearchOptions(beam=float(config.beam), max_active=int(config.max_active),
                             min_active=int(config.min_active), acoustic_scale=float(config.acoustic_scale),
@@ -219,7 +219,7 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
     return bench_decoder(graph, scores, options, utterances=config.utterances,
                          gpu_decoders=config.gpu_decoders, include=config.backends,
                          frame_shift_ms=config.frame_shift_ms, cpu_cores=config.cpu_cores,
-                         ratio_rounds=config.ratio_rounds)
+                         ratio_rounds=config.ratio_rounds, workload=config.workload)
 
 
 def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
@@ -228,9 +228,10 @@ def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
     that says which job writes it."""
     if config.scores_job is None:
         scores = from_root(config.scores)
-        if not scores.is_file():
-            raise DataError(f"scores file {scores} does not exist. Fix: write it with `specbench run "
-                            "jobs/am_eval.toml`, or name another with `scores` (--scores)")
+        if not scores.exists():
+            writer = "real_speech.toml" if config.workload == "real_speech" else "am_eval.toml"
+            raise DataError(f"scores {scores} do not exist. Fix: write them with `specbench run "
+                            f"jobs/{writer}`, or name others with `scores` (--scores)")
         return scores
     from specbench.experiments.job_refs import referenced_job
 

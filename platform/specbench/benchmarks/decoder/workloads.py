@@ -1,8 +1,13 @@
 """The decoder benchmark's workloads: which graph and which scores every backend decodes.
 
 A workload is a name in WORKLOADS -> a loader `(graph_path, scores_path, utterances, frame_shift_ms) ->
-Workload` (adding one is adding an entry). Today's one, `held_out_test`: the graph given (the SLURP TLG) and
-the first `utterances` held-out-voice utterances of a scores file, sorted by id.
+Workload` (adding one is adding an entry):
+- `held_out_test`: the graph given (the SLURP TLG) and the first `utterances` held-out-voice utterances of a
+  scores file, sorted by id;
+- `real_speech`: the graph given (the Sphinx model's HCLG, `jobs/graph_sphinx.toml`) and the first
+  `utterances` ok rows, by id, of a scores file or of every `*.parquet` in a folder (the `real_speech` job's
+  score cache, `.specbench/real_speech/scores/`): recorded speech over a context-dependent graph of millions
+  of states, the realistic case for memory per lane.
 
 Scores come from a Parquet file (DESIGN.md's scores format, read with `data.scores.read_parquet_table`; rows
 whose status is not ok are left out) or a `.npz` of one (T, P) float32 array per utterance (the frame shift
@@ -77,7 +82,38 @@ def held_out_test(graph_path: Path, scores_path: Path, utterances: int,
     return Workload("held_out_test", GraphFile(graph_path), tuple(items), shift)
 
 
-WORKLOADS: dict[str, WorkloadLoader] = {"held_out_test": held_out_test}  # a new workload: one more entry
+def real_speech(graph_path: Path, scores_path: Path, utterances: int,
+                frame_shift_ms: float | None = None) -> Workload:
+    """The graph at `graph_path` and the first `utterances` ok rows (by id) of `scores_path`: a scores
+    Parquet file or a folder of them."""
+    from specbench.data.scores import iter_rows, read_parquet_table
+
+    if not graph_path.is_file():
+        raise DataError(f"--graph {graph_path}: no such file")
+    if utterances < 1:
+        raise ValueError(f"utterances must be >= 1, got {utterances}")
+    files = sorted(scores_path.glob("*.parquet")) if scores_path.is_dir() else [scores_path]
+    if not files or not files[0].is_file():
+        raise DataError(f"--scores {scores_path}: no scores Parquet file there. Fix: run the real-speech job "
+                        "(`specbench run jobs/real_speech.toml`), which writes them to "
+                        ".specbench/real_speech/scores/")
+    chosen: dict[str, tuple[np.ndarray, float]] = {}
+    for path in files:
+        for utt_id, mat, shift in iter_rows(read_parquet_table(path), str(path)):
+            chosen[utt_id] = (mat, shift)
+            if len(chosen) > utterances:  # keep the memory bounded: the first N by id survive
+                chosen.pop(max(chosen))
+    items = [(u, chosen[u][0]) for u in sorted(chosen)]
+    shift = frame_shift_ms or (chosen[items[0][0]][1] if items else 0.0)
+    if not items:
+        raise DataError(f"--scores {scores_path}: no usable utterance (every row's status is an error)")
+    if not shift or shift <= 0:
+        raise DataError(f"{scores_path}: the scores carry no frame shift. Fix: pass --frame-shift-ms")
+    return Workload("real_speech", GraphFile(graph_path), tuple(items), float(shift))
+
+
+# a new workload: one more entry (and its name in config.benchmarks.DECODER_WORKLOADS)
+WORKLOADS: dict[str, WorkloadLoader] = {"held_out_test": held_out_test, "real_speech": real_speech}
 
 
 # ---- utterances and score files --------------------------------------------------------------------------

@@ -31,7 +31,9 @@ import pyarrow.parquet as pq
 
 from specbench.acoustic.sphinx_scores import SphinxSenoneScorer
 from specbench.config import GraphConfig, RealSpeechConfig
+from specbench.data.scores import iter_rows, read_parquet_table
 from specbench.data.text_norm import normalize
+from specbench.decoder.stage import DecoderStage
 from specbench.errors import ConfigError
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import referenced_job
@@ -41,11 +43,11 @@ from specbench.experiments.registry import RunOptions
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import work_dir
 from specbench.runtime import run_stage, run_tasks
+from specbench.wfst.symbols import SymbolTable
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
 
-SCORE_COLUMNS = ("utt_id", "frame_shift_ms", "num_frames", "num_classes", "loglikes")
 SPHINX = "pocketsphinx"
 
 
@@ -84,34 +86,33 @@ def score_chunks(chunks: list[list[RealUtterance]], cache: Path) -> tuple[list[P
     return paths, failed
 
 
-def _ok_scores(path: Path) -> Path:
-    """The chunk's scores without failed rows, as the decoder reads them."""
-    table = pq.read_table(path)
-    ok = table.filter(pa.compute.equal(table["status"], STATUS_OK)).select(list(SCORE_COLUMNS))
-    out = path.with_name(path.stem + ".ok.parquet")
-    if not out.is_file():
-        pq.write_table(ok, out, compression="none")
-    return out
-
-
 def decode_ours(score_files: list[Path], graph: GraphArtifacts, backend: str, scale: float,
                 config: RealSpeechConfig, out_dir: Path) -> tuple[dict[str, list[str]], float, int, dict]:
-    """Words per key, search seconds and frames, and the rows' other fields, for one backend and scale."""
-    from specbench.experiments.decode import decode_file
-
+    """Words per key, search seconds and frames, and the rows' other fields, for one backend and scale.
+    One decoder over the graph serves every chunk; its setup (reading and mapping the graph) and the reading
+    of the scores are not in the seconds, which time the search alone. Each chunk's rows are also written
+    to `out_dir/<backend>-<scale>-<chunk>.jsonl`."""
+    stage = DecoderStage(graph.fst, backend, beam=config.search.beam, max_active=config.search.max_active,
+                         acoustic_scale=scale)
+    stage.setup()
+    symbols = SymbolTable.read(graph.directory / "words.txt").symbols
     words, extra, seconds, frames = {}, {}, 0.0, 0
+    out_dir.mkdir(parents=True, exist_ok=True)
     for k, path in enumerate(score_files):
-        out = out_dir / f"{backend}-{scale:g}-{k}.jsonl"
+        items = list(iter_rows(read_parquet_table(path), str(path)))  # the ok rows only
         start = time.perf_counter()
-        summary = decode_file(graph.fst, _ok_scores(path), out, backend=backend, beam=config.search.beam,
-                              max_active=config.search.max_active, acoustic_scale=scale,
-                              words=graph.directory / "words.txt", workers=1)
+        rows = stage.decode_many(items) if items else []
         seconds += time.perf_counter() - start
-        frames += summary["frames"]
-        for line in out.read_text().splitlines():
-            row = json.loads(line)
-            words[row["id"]] = normalize(" ".join(row.get("words") or [])).split()
-            extra[row["id"]] = {"status": row["status"], "word_ids": row["word_ids"]}
+        frames += sum(len(m) for _, m, _ in items)
+        with open(out_dir / f"{backend}-{scale:g}-{k}.jsonl", "w") as out:
+            for row in rows:
+                spelled = [symbols[w] if 0 <= w < len(symbols) else f"<{w}>" for w in row["word_ids"] or []]
+                out.write(json.dumps({"id": row["id"], "status": row["status"], "word_ids": row["word_ids"],
+                                      "words": spelled}) + "\n")
+                words[row["id"]] = normalize(" ".join(spelled)).split()
+                extra[row["id"]] = {"status": row["status"], "word_ids": row["word_ids"]}
+        _log(f"{backend} (scale {scale:g}): chunk {k + 1}/{len(score_files)}, {frames:,} frames in "
+             f"{seconds:.1f} s of search")
     return words, seconds, frames, extra
 
 
