@@ -1,8 +1,10 @@
 """Write the committed results file of a finished `real_speech` run (benchmarks/results/real_speech_cpu.json):
 the run's identity, wall time and conditions, and its report (`real_speech.json`: tuning, WER per set and
-system with intervals, speed), numbers rounded to 4 decimals.
+system with intervals, speed), numbers rounded to 4 decimals; with --graph-run, the build of its graph (the
+`graph` job's run: build seconds, peak memory, sizes, per-stage seconds, LM sizes and perplexities).
 
-    python scripts/write_real_speech_results.py RUN_ID [--tracking-uri URI] [--output FILE] [--note TEXT] [--job FILE]
+    python scripts/write_real_speech_results.py RUN_ID [--tracking-uri URI] [--output FILE] [--note TEXT]
+        [--job FILE] [--graph-run GRAPH_RUN_ID] [--graph-note TEXT]
 """
 
 from __future__ import annotations
@@ -31,6 +33,13 @@ def _r(value: Any) -> Any:
     return value
 
 
+def graph_build(run_id: str, tracking_uri: str | None, note: str) -> dict[str, Any]:
+    run = get_run(run_id, tracking_uri)
+    return {"mlflow_run_id": run_id, "job": "jobs/graph_sphinx.toml", "hardware": run.tags.get("hardware", ""),
+            "git_commit": run.tags.get("git_commit", ""), "conditions": note,
+            "metrics": _r(dict(sorted(run.metrics.items()))), "params": dict(sorted(run.params.items()))}
+
+
 def results(run_id: str, tracking_uri: str | None, note: str, job: str) -> dict[str, Any]:
     run = get_run(run_id, tracking_uri)
     return {
@@ -49,9 +58,15 @@ def main() -> int:
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "real_speech_cpu.json")
     parser.add_argument("--note", default="", help="the conditions of the run (load, overridden settings)")
     parser.add_argument("--job", default="jobs/real_speech.toml", help="the job file the run came from")
+    parser.add_argument("--graph-run", help="the MLflow run of the graph job that built the run's HCLG")
+    parser.add_argument("--graph-note", default="", help="the conditions of the graph build (load)")
     args = parser.parse_args()
     run_id = resolve_run_id(args.run_id, args.tracking_uri)
-    args.output.write_text(dump(results(run_id, args.tracking_uri, args.note, args.job)) + "\n")
+    written = results(run_id, args.tracking_uri, args.note, args.job)
+    if args.graph_run:
+        written["graph_build"] = graph_build(resolve_run_id(args.graph_run, args.tracking_uri), args.tracking_uri,
+                                             args.graph_note)
+    args.output.write_text(dump(written) + "\n")
     print(f"wrote {args.output}")
     return 0
 

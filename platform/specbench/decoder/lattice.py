@@ -257,7 +257,19 @@ class WordLattice:
         return finals
 
     def best_path(self) -> tuple[tuple[int, ...], float, float]:
-        """(word ids, graph cost incl. final weight, acoustic cost) of the cheapest complete path.
+        """(word ids, graph cost incl. final weight, acoustic cost) of the cheapest complete path (its arcs:
+        `best_path_arcs`)."""
+        path, end = self._best_path()
+        words = tuple(int(w) for w in self.olabel[path] if w != 0)
+        graph = sum(self.graph_cost[path].tolist(), 0.0) + float(self.final_cost[end])
+        return words, graph, sum(self.acoustic_cost[path].tolist(), 0.0)
+
+    def best_path_arcs(self) -> list[int]:
+        """The arc indices of the cheapest complete path, from the start node."""
+        return self._best_path()[0]
+
+    def _best_path(self) -> tuple[list[int], int]:
+        """The cheapest complete path's arcs and its final node.
 
         Ties: the final node with the lowest id; into each node, the path of the frame-synchronous
         relaxation (`_shortest`): a node's predecessor changes only for a strictly cheaper cost, and among
@@ -275,9 +287,7 @@ class WordLattice:
             node = int(self.src[back[node]])
         if node != 0:
             raise RuntimeError("WordLattice.best_path: the traceback does not reach the start node")
-        words = tuple(int(w) for w in self.olabel[path] if w != 0)
-        graph = sum(self.graph_cost[path].tolist(), 0.0) + float(self.final_cost[end])
-        return words, graph, sum(self.acoustic_cost[path].tolist(), 0.0)
+        return path, end
 
     def _successors(self) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in range(self.num_nodes)]
