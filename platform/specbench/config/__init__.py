@@ -30,6 +30,7 @@ from specbench.config.jobs import (
     TrainConfidenceConfig,
     TrainLmConfig,
     TrainMtConfig,
+    WordConfidenceConfig,
     VtlnSection,
 )
 from specbench.config.loader import (
@@ -72,6 +73,7 @@ __all__ = [
     "TrainConfidenceConfig",
     "TrainLmConfig",
     "TrainMtConfig",
+    "WordConfidenceConfig",
     "VtlnSection",
     "build_config",
     "config_choices",

@@ -252,6 +252,38 @@ class RealSpeechConfig:
     tracking: TrackingSection = TrackingSection(experiment="real_speech")
 
 
+EVAL_AM_JOB_FIX = ('Fix: name an existing kind = "eval_am" job file, relative to this one (e.g. '
+                   "am_eval.toml), and run it first: it writes the devel and test scores.")
+CONFIDENCE_BACKENDS = ("cpu", "twin", "gpu")
+
+
+@dataclass(frozen=True)
+class WordConfidenceConfig:
+    """`kind = "word_confidence"`: the seed's confidence-measure task. The devel and test scores of an
+    `eval_am` job decoded with lattices by each backend, each 1-best word's lattice posterior
+    (`decoder.word_confidence`) labelled correct or not against the reference: NCE, AUC and calibration;
+    the lattice beam and posterior scale chosen on devel (highest NCE, CPU backend)."""
+
+    KIND: ClassVar[str] = "word_confidence"
+    name: str = "word_confidence"
+    scores_job: Path = field(default=Path("am_eval.toml"), metadata=_input(EVAL_AM_JOB_FIX, "job"))
+    backends: tuple[str, ...] = field(default=CONFIDENCE_BACKENDS, metadata=_choices(*CONFIDENCE_BACKENDS))
+    beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
+    max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
+    acoustic_scale: float = field(default=1.2, metadata=_range(0.01, 10.0))  # the decoding scale
+    lattice_beams: tuple[float, ...] = field(default=(4.0, 6.0, 8.0), metadata=_range(0.1, 100.0))
+    posterior_scales: tuple[float, ...] = field(default=(0.25, 0.5, 1.0, 1.5), metadata=_range(0.01, 10.0))
+    devel_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    test_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
+    calibration_bins: int = field(default=10, metadata=_range(2, 100))
+    tracking: TrackingSection = TrackingSection(experiment="confidence")
+
+    def __post_init__(self) -> None:
+        if "cpu" not in self.backends or not self.lattice_beams or not self.posterior_scales:
+            raise ValueError("backends must include cpu (it chooses the settings on devel), and lattice_beams and "
+                             "posterior_scales must each list at least one value")
+
+
 @dataclass(frozen=True)
 class TrainMtConfig:
     """`kind = "train_mt"`: train a translation model (wait-k with a causal encoder, or full-sentence) on

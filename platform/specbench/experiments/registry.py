@@ -63,6 +63,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",)),
     JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy")),
     JobKind(cfg.RealSpeechConfig, f"{_EXP}.real_speech.job:execute", ("asr.real.wer",)),
+    JobKind(cfg.WordConfidenceConfig, f"{_EXP}.word_confidence:execute"),
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu")),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),

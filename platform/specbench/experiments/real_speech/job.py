@@ -10,8 +10,9 @@
    Kaldi's `FasterDecoder` as `kaldi`) at that scale over the HCLG, one core each, and by pocketsphinx.
 5. WER per set and system with a bootstrap interval (text normalized the same way for every system), the
    paired difference of our CPU backend and pocketsphinx on the Asterisk test half (the target), 1-best
-   identity of the CPU backend and the twin, and decode speed (frames per second of search on one core;
-   pocketsphinx's includes its front end and scoring). `asr.real.wer` is the CPU backend's WER on the
+   identity of the CPU backend and the twin, and decode speed (frames per second of search on one core:
+   one decoder per backend, its setup and the reading of the scores left out; pocketsphinx's includes its
+   front end and scoring). The decoder benchmark's `real_speech` workload measures the speed side by side. `asr.real.wer` is the CPU backend's WER on the
    Asterisk test half.
 """
 

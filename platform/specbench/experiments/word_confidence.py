@@ -1,0 +1,249 @@
+"""The `word_confidence` job: the seed's confidence-measure task on our lattices.
+
+1. The devel and test scores an `eval_am` job wrote (`.specbench/scores/<its name>/{devel,test}.parquet`,
+   adapted where it adapts), its graph (the SLURP TLG) and its corpus's reference texts.
+2. Devel, CPU backend: decoded with lattices at each `lattice_beams` value; each 1-best word's posterior
+   (`decoder.word_confidence`) at each `posterior_scales` value, labelled correct or not by aligning the
+   1-best with the reference (`metrics.confidence_measures`); the (lattice beam, posterior scale) of the
+   highest NCE is chosen before test is decoded.
+3. Test, every backend of `backends` (the GPU only where one is usable; otherwise reported unavailable):
+   NCE, AUC and a calibration table and plot; each backend's 1-best and posteriors compared with the CPU
+   backend's (same lattices give the same posteriors). `confidence.nce` and `confidence.auc` are the CPU
+   backend's on test.
+
+An utterance whose lattice gives no posteriors (no lattice, no complete path) is counted under
+`confidence.undefined_utterances.<backend>` and contributes no words; nothing becomes NaN.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig, WordConfidenceConfig
+from specbench.data.scores import iter_rows, read_parquet_table
+from specbench.decoder.backends import GraphFile, make_decoder
+from specbench.decoder.options import SearchOptions
+from specbench.decoder.word_confidence import WordPosteriors, word_posteriors
+from specbench.errors import DataError
+from specbench.experiments.graph_recipe import build_graph
+from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.registry import RunOptions
+from specbench.experiments.speech import corpus_root
+from specbench.metrics import confidence_measures as cm
+from specbench.paths import work_dir
+from specbench.reports.plots import pyplot
+from specbench.wfst.symbols import SymbolTable
+
+if TYPE_CHECKING:
+    from specbench.decoder.result import DecodeResult
+    from specbench.tracking.runs import TrackedRun
+
+Items = list[tuple[str, np.ndarray]]
+
+
+def _log(message: str) -> None:
+    print(f"[word_confidence] {message}", file=sys.stderr, flush=True)
+
+
+def _inputs(config: WordConfidenceConfig, path: Path) -> tuple[Path, dict[str, list[str]], Items, Items]:
+    """The graph, the reference words by utterance id, and the devel and test scores."""
+    eval_path = config.scores_job if config.scores_job.is_absolute() else path.parent / config.scores_job
+    evaluation = referenced_job(path, "scores_job", config.scores_job, EvalAmConfig)
+    speech = referenced_job(eval_path, "speech_job", evaluation.speech_job, SpeechConfig)
+    manifest = corpus_root(speech) / "manifest.parquet"
+    files = {split: work_dir() / "scores" / evaluation.name / f"{split}.parquet" for split in ("devel", "test")}
+    for missing in [f for f in (*files.values(), manifest) if not f.is_file()][:1]:
+        raise DataError(f"{missing} does not exist: scores_job = '{config.scores_job}' writes it. Fix: run "
+                        f"`specbench run {eval_path}` first (a suite lists it before this job)")
+    graph = build_graph(referenced_job(eval_path, "graph_job", evaluation.graph_job, GraphConfig))
+    splits = {}
+    for split, limit in (("devel", config.devel_utterances), ("test", config.test_utterances)):
+        items = [(u, m) for u, m, _ in iter_rows(read_parquet_table(files[split]), str(files[split]))]
+        splits[split] = items[:limit] if limit else items
+    refs = {r["utt_id"]: r["normalized_text"].split()
+            for r in pq.read_table(manifest, columns=["utt_id", "normalized_text"]).to_pylist()}
+    missing = [u for items in splits.values() for u, _ in items if u not in refs]
+    if missing:
+        raise DataError(f"{manifest}: no reference text for {len(missing)} scored utterance(s), e.g. "
+                        f"{missing[0]!r}. Fix: run the eval_am job again so that its scores and corpus match")
+    return graph.tlg, refs, splits["devel"], splits["test"]
+
+
+def decode(graph: GraphFile, backend: str, items: Items, config: WordConfidenceConfig,
+           lattice_beam: float) -> tuple[list[DecodeResult], float]:
+    """Every utterance decoded with a lattice, and the seconds it took."""
+    options = SearchOptions(beam=config.beam, max_active=config.max_active, acoustic_scale=config.acoustic_scale,
+                            lattice_beam=lattice_beam)
+    decoder = make_decoder(backend, graph.csr, options)
+    start = time.perf_counter()
+    results = decoder.decode_batch(items)
+    return results, time.perf_counter() - start
+
+
+def confidences(results: list[DecodeResult], refs: dict[str, list[str]], symbols: list[str],
+                scale: float) -> tuple[list[float], list[bool], dict[str, WordPosteriors], int]:
+    """The 1-best words' posteriors and labels over all utterances, the posteriors by utterance, and how
+    many utterances had none (no lattice or no complete path)."""
+    values, labels, by_utt, undefined = [], [], {}, 0
+    for res in results:
+        post = word_posteriors(res.lattice if res.ok else None, scale)
+        by_utt[res.utt_id] = post
+        if not post.ok:
+            undefined += 1
+            continue
+        words = [symbols[w] for w in post.word_ids]
+        values += post.posteriors
+        labels += cm.hypothesis_correct(refs[res.utt_id], words)
+    return values, labels, by_utt, undefined
+
+
+def _measures(values: list[float], labels: list[bool], bins: int) -> dict[str, Any]:
+    return {"nce": cm.normalized_cross_entropy(values, labels), "auc": cm.auc(values, labels),
+            "words": len(values), "share_correct": float(np.mean(labels)) if labels else None,
+            "mean_confidence": float(np.mean(values)) if values else None,
+            "calibration": cm.calibration_table(values, labels, bins)}
+
+
+def choose_on_devel(graph: GraphFile, devel: Items, refs: dict[str, list[str]], symbols: list[str],
+                    config: WordConfidenceConfig) -> tuple[float, float, dict[str, float]]:
+    """The (lattice beam, posterior scale) of the highest devel NCE (ties: the smaller beam, then the scale
+    listed first), and the NCE of every pair."""
+    grid: dict[str, float] = {}
+    best: tuple[float, float, float] | None = None
+    for beam in config.lattice_beams:
+        results, _ = decode(graph, "cpu", devel, config, beam)
+        for scale in config.posterior_scales:
+            values, labels, _, _ = confidences(results, refs, symbols, scale)
+            nce = cm.normalized_cross_entropy(values, labels)
+            grid[f"beam{beam:g}.scale{scale:g}"] = nce if nce is not None else float("nan")
+            _log(f"devel: lattice beam {beam:g}, posterior scale {scale:g}: NCE {nce}")
+            if nce is not None and (best is None or nce > best[0]):
+                best = (nce, beam, scale)
+    if best is None:
+        raise DataError("devel: no NCE could be computed (every devel word is correct, or every one wrong, or "
+                        "no lattice gave posteriors). Fix: give the job more devel utterances (devel_utterances)")
+    return best[1], best[2], grid
+
+
+def _agreement(ours: dict[str, WordPosteriors], cpu: dict[str, WordPosteriors]) -> dict[str, Any]:
+    """1-best identity with the CPU backend and the largest posterior difference where the 1-best agree."""
+    same, diff = 0, 0.0
+    for utt, post in cpu.items():
+        other = ours.get(utt)
+        if other is not None and other.word_ids == post.word_ids and other.status == post.status:
+            same += 1
+            if post.posteriors:
+                diff = max(diff, float(np.max(np.abs(np.subtract(other.posteriors, post.posteriors)))))
+    return {"onebest_identical": same / max(len(cpu), 1), "max_posterior_difference": diff}
+
+
+def _available(backend: str) -> bool:
+    if backend != "gpu":
+        return True
+    from specbench.decoder.gpu import gpu_available
+
+    return gpu_available()
+
+
+def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRun | None) -> dict[str, Any]:
+    start = time.perf_counter()
+    graph_path, refs, devel, test = _inputs(config, path)
+    graph = GraphFile(graph_path)
+    symbols = SymbolTable.read(graph_path.parent / "words.txt").symbols
+    _log(f"{len(devel)} devel and {len(test)} test utterances over {graph_path}")
+    beam, scale, grid = choose_on_devel(graph, devel, refs, symbols, config)
+    _log(f"chosen on devel: lattice beam {beam:g}, posterior scale {scale:g}")
+    backends: dict[str, Any] = {}
+    posteriors: dict[str, dict[str, WordPosteriors]] = {}
+    for backend in config.backends:
+        if not _available(backend):
+            backends[backend] = {"status": "unavailable (no usable CUDA device here)"}
+            continue
+        results, seconds = decode(graph, backend, test, config, beam)
+        values, labels, posteriors[backend], undefined = confidences(results, refs, symbols, scale)
+        backends[backend] = {"status": "ok", "decode_seconds": seconds, "undefined_utterances": undefined,
+                             **_measures(values, labels, config.calibration_bins)}
+        _log(f"test, {backend}: NCE {backends[backend]['nce']}, AUC {backends[backend]['auc']}, "
+             f"{undefined} utterances without posteriors")
+    for backend in posteriors:
+        if backend != "cpu":
+            backends[backend].update(_agreement(posteriors[backend], posteriors["cpu"]))
+    result = {"devel_utterances": len(devel), "test_utterances": len(test), "lattice_beam": beam,
+              "posterior_scale": scale, "devel_nce": grid, "backends": backends,
+              "seconds": time.perf_counter() - start}
+    if run is not None:
+        run.log_metrics(metrics(result))
+        run.log_dict(result, "word_confidence.json")
+        run.log_artifact(calibration_plot(backends))
+    return result
+
+
+def metrics(result: dict[str, Any]) -> dict[str, float]:
+    out = {"confidence.lattice_beam": result["lattice_beam"], "confidence.posterior_scale": result["posterior_scale"],
+           "confidence.test_utterances": float(result["test_utterances"])}
+    out.update({f"confidence.devel_nce.{k}": v for k, v in result["devel_nce"].items() if math.isfinite(v)})
+    for backend, b in result["backends"].items():
+        if b["status"] != "ok":
+            continue
+        for key in ("nce", "auc", "words", "share_correct", "mean_confidence", "undefined_utterances",
+                    "onebest_identical", "max_posterior_difference"):
+            if b.get(key) is not None:
+                out[f"confidence.{key}.{backend}"] = float(b[key])
+    cpu = result["backends"]["cpu"]
+    for key in ("nce", "auc"):
+        if cpu.get(key) is not None:
+            out[f"confidence.{key}"] = float(cpu[key])
+    return out
+
+
+def calibration_plot(backends: dict[str, Any]) -> Path:
+    """Share of correct words against mean posterior per bin, one line per backend, on the diagonal."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 5))
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfectly calibrated")
+    for backend, b in backends.items():
+        if b["status"] == "ok" and b["calibration"]:
+            table = b["calibration"]
+            ax.plot([r["mean_confidence"] for r in table], [r["share_correct"] for r in table], marker="o",
+                    label=f"{backend} (NCE {b['nce'] or 0:.3f}, AUC {b['auc'] or 0:.3f})")
+    ax.set_xlabel("word posterior (bin mean)")
+    ax.set_ylabel("share of words correct")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = Path(tempfile.mkdtemp(prefix="specbench-confidence-")) / "calibration.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def summary(result: dict[str, Any]) -> list[str]:
+    lines = [f"word confidence: {result['test_utterances']} test utterances, lattice beam "
+             f"{result['lattice_beam']:g} and posterior scale {result['posterior_scale']:g} chosen on "
+             f"{result['devel_utterances']} devel utterances"]
+    for backend, b in result["backends"].items():
+        if b["status"] != "ok":
+            lines.append(f"  {backend}: {b['status']}")
+            continue
+        nce, auc = b["nce"], b["auc"]
+        line = (f"  {backend}: NCE {nce if nce is None else f'{nce:.3f}'}, AUC {auc if auc is None else f'{auc:.3f}'}"
+                f", {b['words']} words ({b['share_correct']:.1%} correct), {b['undefined_utterances']} "
+                "utterances without posteriors")
+        if "max_posterior_difference" in b:
+            line += (f"; vs cpu: 1-best identical {b['onebest_identical']:.3f}, max posterior difference "
+                     f"{b['max_posterior_difference']:.2e}")
+        lines.append(line)
+    return lines
+
+
+def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
+    """The job's runner (see `experiments.registry`)."""
+    return summary(run_word_confidence(config, path, run))
