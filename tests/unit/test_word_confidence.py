@@ -67,11 +67,12 @@ def brute_force(lat: WordLattice, scale: float) -> tuple[np.ndarray, tuple[int, 
     best = min(paths, key=lambda pc: pc[1])[0]
     word_arcs = [a for a in best if lat.olabel[a]]
     frames = [int(lat.node_frame[lat.src[a]]) for a in word_arcs]
-    cuts = [0.0] + [(a + b) / 2 for a, b in zip(frames, frames[1:])] + [lat.num_frames + 1.0]
+    bounds = [-1] + frames + [lat.num_frames + 1]  # word k: strictly between its 1-best neighbours' frames
     posteriors = []
     for k, a in enumerate(word_arcs):
         def hits(arcs: list[int]) -> bool:
-            return any(lat.olabel[b] == lat.olabel[a] and cuts[k] <= lat.node_frame[lat.src[b]] < cuts[k + 1]
+            return any(lat.olabel[b] == lat.olabel[a] and (bounds[k] < lat.node_frame[lat.src[b]] < bounds[k + 2]
+                                                           or lat.node_frame[lat.src[b]] == frames[k])
                        for b in arcs)
         posteriors.append(sum(p for (arcs, _), p in zip(paths, probs) if hits(arcs)))
     return gamma, tuple(int(lat.olabel[a]) for a in word_arcs), posteriors
@@ -124,14 +125,16 @@ def test_the_path_sum_equals_kaldis_n_best_paths() -> None:
         np.testing.assert_allclose(arcs, gamma / total, atol=1e-10)
 
 
-def test_a_single_path_is_certain_and_windows_tile_the_utterance() -> None:
+def test_a_single_path_is_certain_and_windows_reach_the_neighbours() -> None:
     lat = WordLattice(num_frames=2, node_frame=np.array([0, 1, 2], np.int32), node_state=np.arange(3, dtype=np.int32),
                       final_cost=np.array([np.inf, np.inf, 0.5]), src=np.array([0, 1], np.int32),
                       dst=np.array([1, 2], np.int32), ilabel=np.array([1, 2]), olabel=np.array([7, 9]),
                       graph_cost=np.array([1.0, 2.0]), acoustic_cost=np.array([0.5, 0.25]))
     result = wc.word_posteriors(lat)
     assert result.word_ids == (7, 9) and result.frames == (0, 1) and result.posteriors == (1.0, 1.0)
-    assert wc.word_windows((0, 1), 2) == [(0.0, 0.5), (0.5, 3.0)]
+    assert wc.word_windows((0, 1), 2) == [(0.0, 1.0), (1.0, 3.0)]
+    assert wc.word_windows((2, 5, 9), 12) == [(0.0, 5.0), (3.0, 9.0), (6.0, 13.0)]
+    assert wc.word_windows((4, 4, 7), 9) == [(0.0, 5.0), (4.0, 7.0), (5.0, 10.0)]  # two labels leave frame 4
 
 
 def test_unusable_lattices_and_scales_say_why_and_give_no_numbers() -> None:

@@ -272,7 +272,7 @@ class WordConfidenceConfig:
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))
     acoustic_scale: float = field(default=1.2, metadata=_range(0.01, 10.0))  # the decoding scale
     lattice_beams: tuple[float, ...] = field(default=(4.0, 6.0, 8.0), metadata=_range(0.1, 100.0))
-    posterior_scales: tuple[float, ...] = field(default=(0.25, 0.5, 1.0, 1.5), metadata=_range(0.01, 10.0))
+    posterior_scales: tuple[float, ...] = field(default=(0.1, 0.2, 0.35, 0.5, 0.75, 1.0), metadata=_range(0.01, 10.0))
     devel_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     test_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     calibration_bins: int = field(default=10, metadata=_range(2, 100))

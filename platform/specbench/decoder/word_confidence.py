@@ -6,12 +6,14 @@ acoustic scale, so 1.0 means the decoder's own weighting, as Kaldi's `lattice-to
 the decoding acoustic weight). `arc_posteriors` gives each arc the probability that a path uses it.
 
 The confidence of the k-th word of the 1-best path (its word arc leaves frame f_k) is the probability that
-a path emits the same word within the k-th window: from halfway between f_(k-1) and f_k to halfway between
-f_k and f_(k+1) (the first window starts at frame 0, the last ends at frame T), so the windows of the
-1-best words cover the utterance without overlapping. It is computed exactly, paths that emit the word
-twice in the window counted once, by a forward pass over two copies of the lattice (before and after a
-matching arc): the word's posterior in [0, 1], time-localized as Wessel et al.'s word posteriors are, and
-with no sausage alignment to approximate it.
+a path emits the same word between the 1-best's neighbouring words: at a frame after f_(k-1) and before
+f_(k+1), or at f_k itself (the graph emits word labels on epsilon arcs, so several can leave one frame; the
+first word's window starts at frame 0, the last word's ends after frame T). Other paths place
+a word's label a few frames earlier or later than the 1-best does (other alignments, labels the graph's
+determinization moved), so a window that stopped halfway to the neighbours would miss them. It is computed
+exactly, paths that emit the word twice in the window counted once, by a forward pass over two copies of
+the lattice (before and after a matching arc): the word's posterior in [0, 1], time-localized as Wessel et
+al.'s word posteriors are, and with no sausage alignment to approximate it.
 
 A lattice that is missing, has no complete path, or has a cycle of epsilon arcs (its forward sum would be
 an infinite series), and a scale that is not > 0, give a status saying why and no posteriors (never NaN).
@@ -184,9 +186,12 @@ def best_path_words(lattice: WordLattice) -> tuple[tuple[int, ...], tuple[int, .
 
 
 def word_windows(frames: tuple[int, ...], num_frames: int) -> list[tuple[float, float]]:
-    """[lo, hi) frame windows of the 1-best words (see the module docstring); they tile [0, num_frames]."""
-    cuts = [0.0] + [(a + b) / 2 for a, b in zip(frames, frames[1:])] + [float(num_frames) + 1]
-    return list(zip(cuts, cuts[1:]))
+    """[lo, hi) frame windows of the 1-best words: after the previous word's frame and before the next
+    one's, always including the word's own frame (several words' labels can leave one frame: the graph
+    emits labels on epsilon arcs). See the module docstring."""
+    before = [-1] + list(frames[:-1])
+    after = list(frames[1:]) + [num_frames + 1]
+    return [(float(min(b + 1, f)), float(max(a, f + 1))) for b, f, a in zip(before, frames, after)]
 
 
 def word_posteriors(lattice: WordLattice | None, scale: float = 1.0) -> WordPosteriors:
