@@ -92,7 +92,7 @@ def test_ui_shows_a_nightly_run_and_a_comparison(server: str, browser) -> None:
 # What a suite's parent run is for: these side by side, one row per suite (decoder.speedup_vs_kaldi too where
 # a GPU ran)
 SUITE_HEADLINES = ("prefetch.success_at_fail10", "prefetch.failed_at_fail10", "prefetch.gain_ms_all_at_fail10",
-                   "decoder.cpu_vs_kaldi", "asr.real.wer")
+                   "decoder.cpu_vs_kaldi", "asr.real.wer", "confidence.nce")
 
 
 def _shown(value: float) -> str:
@@ -111,12 +111,13 @@ def test_ui_shows_the_quick_suite_parent_run(server: str, browser) -> None:
     exp = client.get_experiment_by_name("quick")
     (parent,) = client.search_runs([exp.experiment_id], filter_string="tags.kind = 'suite'")
     children = client.search_runs([exp.experiment_id], filter_string=f"tags.`{PARENT_TAG}` = '{parent.info.run_id}'")
-    assert len(children) == 7 and {c.info.status for c in children} == {"FINISHED"}
+    assert len(children) == 8 and {c.info.status for c in children} == {"FINISHED"}
     metrics = parent.data.metrics
     wanted = [*SUITE_HEADLINES, *(m for m in ("decoder.speedup_vs_kaldi",) if m in metrics)]
     assert set(wanted) <= set(metrics), sorted(metrics)
     assert all(m in parent.data.tags[DESCRIPTION_TAG] for m in wanted)
     texts = [*wanted, *(_shown(metrics[m]) for m in wanted), "predictive_asr-predictive_asr_quick",
-             "bench_decoder-decoder_quick_corpus", "real_speech-real_speech_quick"]  # the metrics table and the child runs
+             "bench_decoder-decoder_quick_corpus", "real_speech-real_speech_quick",
+             "word_confidence-word_confidence_quick"]  # the metrics table and the child runs
     _page_shows(browser, f"{server}/#/experiments/{exp.experiment_id}/runs/{parent.info.run_id}", texts,
                 "quick_suite_parent.png", timeout=120.0)
