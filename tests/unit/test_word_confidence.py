@@ -70,11 +70,10 @@ def brute_force(lat: WordLattice, scale: float) -> tuple[np.ndarray, tuple[int, 
     bounds = [-1] + frames + [lat.num_frames + 1]  # word k: strictly between its 1-best neighbours' frames
     posteriors = []
     for k, a in enumerate(word_arcs):
-        def hits(arcs: list[int]) -> bool:
-            return any(lat.olabel[b] == lat.olabel[a] and (bounds[k] < lat.node_frame[lat.src[b]] < bounds[k + 2]
-                                                           or lat.node_frame[lat.src[b]] == frames[k])
-                       for b in arcs)
-        posteriors.append(sum(p for (arcs, _), p in zip(paths, probs) if hits(arcs)))
+        word, lo, hi, own = lat.olabel[a], bounds[k], bounds[k + 2], frames[k]
+        hit = [b for b in range(lat.num_arcs) if lat.olabel[b] == word
+               and (lo < lat.node_frame[lat.src[b]] < hi or lat.node_frame[lat.src[b]] == own)]
+        posteriors.append(sum(p for (arcs, _), p in zip(paths, probs) if set(arcs) & set(hit)))
     return gamma, tuple(int(lat.olabel[a]) for a in word_arcs), posteriors
 
 

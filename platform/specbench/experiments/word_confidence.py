@@ -173,9 +173,9 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
                              **_measures(values, labels, config.calibration_bins)}
         _log(f"test, {backend}: NCE {backends[backend]['nce']}, AUC {backends[backend]['auc']}, "
              f"{undefined} utterances without posteriors")
-    for backend in posteriors:
+    for backend, found in posteriors.items():
         if backend != "cpu":
-            backends[backend].update(_agreement(posteriors[backend], posteriors["cpu"]))
+            backends[backend].update(_agreement(found, posteriors["cpu"]))
     result = {"devel_utterances": len(devel), "test_utterances": len(test), "lattice_beam": beam,
               "posterior_scale": scale, "devel_nce": grid, "backends": backends,
               "seconds": time.perf_counter() - start}
@@ -226,9 +226,9 @@ def calibration_plot(backends: dict[str, Any]) -> Path:
 
 
 def summary(result: dict[str, Any]) -> list[str]:
-    lines = [f"word confidence: {result['test_utterances']} test utterances, lattice beam "
-             f"{result['lattice_beam']:g} and posterior scale {result['posterior_scale']:g} chosen on "
-             f"{result['devel_utterances']} devel utterances"]
+    lines = [(f"word confidence: {result['test_utterances']} test utterances, lattice beam "
+              f"{result['lattice_beam']:g} and posterior scale {result['posterior_scale']:g} chosen on "
+              f"{result['devel_utterances']} devel utterances")]
     for backend, b in result["backends"].items():
         if b["status"] != "ok":
             lines.append(f"  {backend}: {b['status']}")
