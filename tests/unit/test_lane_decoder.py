@@ -174,6 +174,21 @@ def test_queue_overflow_is_counted_and_reported() -> None:
     assert any(r.status == STATUS_OVERFLOW for r in results)
 
 
+def test_lanes_that_overflow_together_are_decoded_again_apart() -> None:
+    """With an arena just big enough for each utterance alone, a batch of them overflows the shared queue;
+    the overflowed lanes are decoded again in smaller batches and end with the results of ample queues."""
+    graph = compile_graph(CHAIN)
+    items = _utterances(7, 3, [5, 4, 5, 3, 5, 4])
+    ample = TwinDecoder(graph, INFINITE_BEAM).decode_batch(items)
+    assert all(r.ok for r in ample)
+    capacity = next(c for c in range(1, 10_000)
+                    if all(TwinDecoder(graph, INFINITE_BEAM, arena_capacity=c).decode(m, u).ok for u, m in items))
+    tight = TwinDecoder(graph, INFINITE_BEAM, arena_capacity=capacity)
+    assert any(r.status == STATUS_OVERFLOW for r in tight._decode_lanes(
+        [(i, u, tight._checked_costs(u, m)) for i, (u, m) in enumerate(items)], None))  # together they overflow
+    assert tight.decode_batch(items) == ample
+
+
 def test_partial_frames_and_bad_options() -> None:
     assert partial_frame_indices(10, 3) == (2, 5, 8) and partial_frame_indices(10, None) == ()
     graph = compile_graph(CHAIN)

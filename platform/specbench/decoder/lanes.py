@@ -35,8 +35,11 @@ Epsilon arcs: the epsilon closure is iterated to its fixed point once per graph 
 (`epsilon.ClosedArcs`), so a frame's emitting and epsilon steps are the one expansion above; this is the
 CPU decoder's default mode, with the same tokens. Graphs with negative epsilon weights need the CPU backend.
 
-Queues have fixed capacities (tokens, candidate arcs, arena entries, lattice records); anything that does
-not fit is dropped and counted in `DecodeStats.queue_overflows` (and the lane's result says so).
+Queues have fixed capacities (tokens, candidate arcs, arena entries, lattice records) shared by the lanes of
+a batch; anything that does not fit is dropped and counted in `DecodeStats.queue_overflows`. The lanes that
+overflowed are decoded again in two halves, down to a lane alone (each lane's search is independent of the
+others, so a retried lane gets exactly the result it would have had with room to spare); a lane that
+overflows alone keeps the overflow as its result's status.
 
 Difference from the CPU decoder: Kaldi bounds the next cutoff also by the best token's arcs when the best
 token itself is not expanded (possible only when the max_active-th cost ties with the best); the lane
@@ -261,9 +264,23 @@ class LaneDecoder:
             good.append((position, str(utt_id), costs))
         for begin in range(0, len(good), self.max_lanes):
             chunk = good[begin:begin + self.max_lanes]
-            for (position, _, _), result in zip(chunk, self._decode_lanes(chunk, partial_every), strict=True):
+            for (position, _, _), result in zip(chunk, self._decode_splitting(chunk, partial_every), strict=True):
                 results[position] = result
         return [r for r in results if r is not None]
+
+    def _decode_splitting(self, chunk: list[tuple[int, str, np.ndarray]],
+                          partial_every: int | None) -> list[DecodeResult]:
+        """The lanes of `chunk` decoded together; those that overflowed the shared queues decoded again in
+        two halves (recursively), so that only a lane that overflows alone keeps the overflow."""
+        results = self._decode_lanes(chunk, partial_every)
+        again = [i for i, r in enumerate(results) if r.status == STATUS_OVERFLOW]
+        if len(chunk) == 1 or not again:
+            return results
+        halves = [again[:(len(again) + 1) // 2], again[(len(again) + 1) // 2:]] if len(again) > 1 else [again]
+        for half in halves:
+            for i, result in zip(half, self._decode_splitting([chunk[i] for i in half], partial_every), strict=True):
+                results[i] = result
+        return results
 
     def _checked_costs(self, utt_id: str, loglikes: np.ndarray) -> np.ndarray:
         """(T, P) float32 acoustic costs -acoustic_scale * loglikes, after `inputs.checked_scores`."""
