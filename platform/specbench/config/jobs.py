@@ -223,8 +223,10 @@ class RealSearchSection:
 @dataclass(frozen=True)
 class PocketsphinxSection:
     """`[pocketsphinx]`: its own decoder on the same audio, model and pruned LM; the language weight is tuned
-    on the Asterisk `tune` half from `language_weights` (its default is 6.5)."""
+    on the Asterisk `tune` half from `language_weights` (its default is 6.5). `enabled = false` leaves it out
+    (a rerun of our decoders alone; the report then has no comparison with it)."""
 
+    enabled: bool = True
     language_weights: tuple[float, ...] = field(default=(6.5, 8.0, 10.0), metadata=_range(0.1, 50.0))
     word_insertion_penalty: float = field(default=0.65, metadata=_range(1e-6, 10.0))
 

@@ -190,7 +190,7 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
     scale = min(scales, key=lambda s: tuning["acoustic_scale"].get(f"{s:g}", 0.0))
     lm = graph.directory / "lm.arpa"
     weights = config.pocketsphinx.language_weights
-    for weight in weights if len(weights) > 1 and tune else ():
+    for weight in weights if config.pocketsphinx.enabled and len(weights) > 1 and tune else ():
         tuning["language_weight"][f"{weight:g}"] = _wer(tune, decode_sphinx(tune, lm, weight, config)[0])
     weight = min(weights, key=lambda w: tuning["language_weight"].get(f"{w:g}", 0.0))
     _log(f"acoustic scale {scale:g}, pocketsphinx language weight {weight:g}")
@@ -199,9 +199,10 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
         words, seconds, frames, extra = decode_ours(score_files, graph, backend, scale, config, out_dir)
         systems[backend], extras[backend] = words, extra
         speed[backend] = {"seconds": seconds, "frames": frames, "frames_per_second": frames / max(seconds, 1e-9)}
-    words, seconds, frames = decode_sphinx(usable, lm, weight, config)
-    systems[SPHINX] = words
-    speed[SPHINX] = {"seconds": seconds, "frames": frames, "frames_per_second": frames / max(seconds, 1e-9)}
+    if config.pocketsphinx.enabled:
+        words, seconds, frames = decode_sphinx(usable, lm, weight, config)
+        systems[SPHINX] = words
+        speed[SPHINX] = {"seconds": seconds, "frames": frames, "frames_per_second": frames / max(seconds, 1e-9)}
     report = _report(usable, systems, config.bootstrap_samples)
     identical = None
     if "cpu" in extras and "twin" in extras:
@@ -223,10 +224,11 @@ def _metrics(result: dict[str, Any]) -> dict[str, float]:
     headline = result["wer"].get("asterisk_test.cpu")
     if headline is not None:
         out["asr.real.wer"] = headline["wer_a"]
+    compared = _with_pocketsphinx(result)
     for key, cmp in result["wer"].items():
         out[f"asr.real.wer.{key}"] = cmp["wer_a"]
         out[f"asr.real.wer_low.{key}"], out[f"asr.real.wer_high.{key}"] = cmp["low_a"], cmp["high_a"]
-        if not key.endswith(SPHINX):
+        if compared and not key.endswith(SPHINX):
             out[f"asr.real.vs_pocketsphinx.{key}"] = cmp["difference"]
             out[f"asr.real.vs_pocketsphinx_low.{key}"], out[f"asr.real.vs_pocketsphinx_high.{key}"] = cmp["low"], cmp["high"]
     for name, s in result["speed"].items():
@@ -238,12 +240,18 @@ def _metrics(result: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _with_pocketsphinx(result: dict[str, Any]) -> bool:
+    """Whether pocketsphinx decoded (`[pocketsphinx] enabled`): else there is nothing to compare with."""
+    return any(key.endswith(f".{SPHINX}") for key in result["wer"])
+
+
 def summary(result: dict[str, Any]) -> list[str]:
-    lines = [f"real speech: {result['utterances']} utterances ({len(result['flagged'])} flagged), acoustic scale "
-             f"{result['acoustic_scale']:g}, pocketsphinx lw {result['language_weight']:g}"]
+    compared = _with_pocketsphinx(result)
+    lines = [(f"real speech: {result['utterances']} utterances ({len(result['flagged'])} flagged), acoustic scale "
+              f"{result['acoustic_scale']:g}" + (f", pocketsphinx lw {result['language_weight']:g}" if compared else ""))]
     for key, cmp in sorted(result["wer"].items()):
         lines.append(f"  {key:<28} WER {cmp['wer_a']:6.1%} [{cmp['low_a']:.1%}, {cmp['high_a']:.1%}]"
-                     + ("" if key.endswith(SPHINX) else
+                     + ("" if key.endswith(SPHINX) or not compared else
                         f"  vs pocketsphinx {cmp['difference']:+.1%} [{cmp['low']:+.1%}, {cmp['high']:+.1%}]"))
     for name, s in result["speed"].items():
         lines.append(f"  speed {name:<13} {s['frames_per_second']:8.0f} frames/s ({s['frames']:,} frames)")
