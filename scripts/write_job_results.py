@@ -1,10 +1,12 @@
-"""Write the committed results file of a finished `real_speech` run (benchmarks/results/real_speech_cpu.json):
-the run's identity, wall time and conditions, and its report (`real_speech.json`: tuning, WER per set and
-system with intervals, speed), numbers rounded to 4 decimals; with --graph-run, the build of its graph (the
-`graph` job's run: build seconds, peak memory, sizes, per-stage seconds, LM sizes and perplexities).
+"""Write the committed results file of a finished job run whose report is one JSON artifact: the run's
+identity, wall time and conditions, and the report, numbers rounded to 4 decimals. `--kind real_speech`
+(the default; `real_speech.json`: tuning, WER per set and system with intervals, speed; with --graph-run,
+also the build of its graph: the `graph` job's run with build seconds, peak memory, sizes, per-stage
+seconds, LM sizes and perplexities) or `--kind word_confidence` (`word_confidence.json`: the devel grid,
+NCE, AUC and calibration per backend).
 
-    python scripts/write_real_speech_results.py RUN_ID [--tracking-uri URI] [--output FILE] [--note TEXT]
-        [--job FILE] [--graph-run GRAPH_RUN_ID] [--graph-note TEXT]
+    python scripts/write_job_results.py RUN_ID [--kind real_speech|word_confidence] [--tracking-uri URI]
+        [--output FILE] [--note TEXT] [--job FILE] [--graph-run GRAPH_RUN_ID] [--graph-note TEXT]
 """
 
 from __future__ import annotations
@@ -40,14 +42,14 @@ def graph_build(run_id: str, tracking_uri: str | None, note: str) -> dict[str, A
             "metrics": _r(dict(sorted(run.metrics.items()))), "params": dict(sorted(run.params.items()))}
 
 
-def results(run_id: str, tracking_uri: str | None, note: str, job: str) -> dict[str, Any]:
+def results(run_id: str, tracking_uri: str | None, note: str, job: str, kind: str = "real_speech") -> dict[str, Any]:
     run = get_run(run_id, tracking_uri)
     return {
-        "job": job, "kind": "real_speech", "mlflow_run_id": run_id, "status": run.status,
+        "job": job, "kind": kind, "mlflow_run_id": run_id, "status": run.status,
         "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
         "wall_minutes": _r(run_minutes(run_id, tracking_uri)), "conditions": note,
         "params": dict(sorted(run.params.items())),
-        "report": _r(json_artifact(run_id, "real_speech.json", tracking_uri)),
+        "report": _r(json_artifact(run_id, f"{kind}.json", tracking_uri)),
     }
 
 
@@ -55,19 +57,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_id")
     parser.add_argument("--tracking-uri")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "real_speech_cpu.json")
+    parser.add_argument("--kind", choices=("real_speech", "word_confidence"), default="real_speech")
+    parser.add_argument("--output", type=Path, help="default: benchmarks/results/<kind>_cpu.json")
     parser.add_argument("--note", default="", help="the conditions of the run (load, overridden settings)")
-    parser.add_argument("--job", default="jobs/real_speech.toml", help="the job file the run came from")
+    parser.add_argument("--job", help="the job file the run came from (default: jobs/<kind>.toml)")
     parser.add_argument("--graph-run", help="the MLflow run of the graph job that built the run's HCLG")
     parser.add_argument("--graph-note", default="", help="the conditions of the graph build (load)")
     args = parser.parse_args()
     run_id = resolve_run_id(args.run_id, args.tracking_uri)
-    written = results(run_id, args.tracking_uri, args.note, args.job)
+    output = args.output or ROOT / "benchmarks" / "results" / f"{args.kind}_cpu.json"
+    written = results(run_id, args.tracking_uri, args.note, args.job or f"jobs/{args.kind}.toml", args.kind)
     if args.graph_run:
         written["graph_build"] = graph_build(resolve_run_id(args.graph_run, args.tracking_uri), args.tracking_uri,
                                              args.graph_note)
-    args.output.write_text(dump(written) + "\n")
-    print(f"wrote {args.output}")
+    output.write_text(dump(written) + "\n")
+    print(f"wrote {output}")
     return 0
 
 
