@@ -246,10 +246,10 @@ def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
 def summary(result: dict[str, Any]) -> list[str]:
     gpu = (f"GPU {result['decoder.speedup_vs_kaldi']:.2f}x Kaldi" if "decoder.speedup_vs_kaldi" in result
            else f"GPU {result['gpu']}")
+    agreement = (f"1-best identical {result['decoder.onebest_identical']:.3f}" if "decoder.onebest_identical" in result
+                 else f"CPU 1-best = Kaldi's {result.get('decoder.cpu_kaldi_identical', float('nan')):.3f}")
     return [(f"decoder benchmark ({result.get('workload', DEFAULT_WORKLOAD)}) on {result['utterances']} utterances: "
-             "1-best identical "
-             f"{result.get('decoder.onebest_identical', float('nan')):.3f}, CPU backend "
-             f"{result.get('decoder.cpu_vs_kaldi', float('nan')):.2f}x Kaldi, {gpu}")]
+             f"{agreement}, CPU backend {result.get('decoder.cpu_vs_kaldi', float('nan')):.2f}x Kaldi, {gpu}")]
 
 
 execute = harness.runner(measure, summary)
