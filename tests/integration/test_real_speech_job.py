@@ -44,3 +44,23 @@ def test_a_graph_job_of_the_ctc_recipe_is_refused_with_the_fix(tmp_path: Path, s
     assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "run", str(job)]) != 0
     err = capsys.readouterr().err
     assert "graph_job" in err and "sphinx_hclg" in err and "Fix" in err
+
+
+def test_the_scale_then_the_beam_are_tuned_on_the_tune_half(tmp_path: Path, ray_cluster: object) -> None:
+    """Our decoders alone (`[pocketsphinx] enabled = false`): the acoustic scale tuned at `beam`, then the beam
+    from `beams` at that scale (lowest tune WER, ties to the narrower); nothing compared with pocketsphinx."""
+    job = tmp_path / "real.toml"
+    job.write_text(f'kind = "real_speech"\nname = "real_tuned"\ngraph_job = "{ROOT / "jobs" / "graph_sphinx_quick.toml"}"\n'
+                   'max_per_set = 2\nbootstrap_samples = 50\n[search]\nbackends = ["cpu"]\nbeam = 13.0\n'
+                   'beams = [9.0, 13.0]\nacoustic_scales = [0.08, 0.1]\n[pocketsphinx]\nenabled = false\n')
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["--tracking-uri", uri, "run", str(job)]) == 0
+    mlflow.set_tracking_uri(uri)
+    run = mlflow.search_runs(experiment_names=["real_speech"], output_format="list")[0]
+    report = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/real_speech.json")
+    tuning = report["tuning"]
+    assert set(tuning["acoustic_scale"]) == {"0.08", "0.1"} and set(tuning["beam"]) == {"9", "13"}
+    assert report["acoustic_scale"] == min((0.08, 0.1), key=lambda s: tuning["acoustic_scale"][f"{s:g}"])
+    assert report["beam"] == min((9.0, 13.0), key=lambda b: (tuning["beam"][f"{b:g}"], b))
+    assert run.data.metrics["asr.real.beam"] == report["beam"] and tuning["language_weight"] == {}
+    assert not any("pocketsphinx" in key for key in run.data.metrics)

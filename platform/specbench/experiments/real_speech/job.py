@@ -4,7 +4,8 @@
 2. Senone scores (`acoustic.sphinx_scores.SphinxSenoneScorer`, a Ray stage), `chunk_utterances` at a time,
    cached in `.specbench/real_speech/scores/` (keyed by pocketsphinx's version and the audio files).
 3. The acoustic scale is chosen on the Asterisk `tune` half (its first `tune_utterances` prompts by name)
-   with our CPU backend (lowest WER), and pocketsphinx's language weight on the same prompts with its own
+   with our CPU backend (lowest WER) at `[search] beam`, then the beam from `[search] beams` at that scale
+   (lowest WER, ties to the narrower), and pocketsphinx's language weight on the same prompts with its own
    decoder, before the other prompts count.
 4. Every usable utterance is decoded by each backend of `[search] backends` (our `cpu`, the `twin`,
    Kaldi's `FasterDecoder` as `kaldi`) at that scale over the HCLG, one core each, and by pocketsphinx.
@@ -23,7 +24,7 @@ import importlib.metadata
 import json
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,7 +93,7 @@ def decode_ours(score_files: list[Path], graph: GraphArtifacts, backend: str, sc
     """Words per key, search seconds and frames, and the rows' other fields, for one backend and scale.
     One decoder over the graph serves every chunk; its setup (reading and mapping the graph) and the reading
     of the scores are not in the seconds, which time the search alone. Each chunk's rows are also written
-    to `out_dir/<backend>-<scale>-<chunk>.jsonl`."""
+    to `out_dir/<backend>-<scale>-b<beam>-<chunk>.jsonl`."""
     stage = DecoderStage(graph.fst, backend, beam=config.search.beam, max_active=config.search.max_active,
                          acoustic_scale=scale)
     stage.setup()
@@ -105,7 +106,7 @@ def decode_ours(score_files: list[Path], graph: GraphArtifacts, backend: str, sc
         rows = stage.decode_many(items) if items else []
         seconds += time.perf_counter() - start
         frames += sum(len(m) for _, m, _ in items)
-        with open(out_dir / f"{backend}-{scale:g}-{k}.jsonl", "w") as out:
+        with open(out_dir / f"{backend}-{scale:g}-b{config.search.beam:g}-{k}.jsonl", "w") as out:
             for row in rows:
                 spelled = [symbols[w] if 0 <= w < len(symbols) else f"<{w}>" for w in row["word_ids"] or []]
                 out.write(json.dumps({"id": row["id"], "status": row["status"], "word_ids": row["word_ids"],
@@ -182,18 +183,26 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
     tune = [u for u in tune if u.key not in failed]
     tune_files = score_files[:len(tune_chunks)]
     out_dir = cache / "decodes" / config.name
-    tuning: dict[str, dict[str, float]] = {"acoustic_scale": {}, "language_weight": {}}
+    tuning: dict[str, dict[str, float]] = {"acoustic_scale": {}, "beam": {}, "language_weight": {}}
     scales = config.search.acoustic_scales
     for scale in scales if len(scales) > 1 and tune else ():
         words = decode_ours(tune_files, graph, "cpu", scale, config, out_dir / "tune")[0]
         tuning["acoustic_scale"][f"{scale:g}"] = _wer(tune, words)
     scale = min(scales, key=lambda s: tuning["acoustic_scale"].get(f"{s:g}", 0.0))
+    beams = config.search.beams
+    for beam in beams if len(beams) > 1 and tune else ():
+        at_beam = replace(config, search=replace(config.search, beam=beam))
+        tuning["beam"][f"{beam:g}"] = _wer(tune, decode_ours(tune_files, graph, "cpu", scale, at_beam,
+                                                            out_dir / "tune")[0])
+    if beams:
+        beam = min(beams, key=lambda b: (tuning["beam"].get(f"{b:g}", 0.0), b))  # ties: the narrower
+        config = replace(config, search=replace(config.search, beam=beam))
     lm = graph.directory / "lm.arpa"
     weights = config.pocketsphinx.language_weights
     for weight in weights if config.pocketsphinx.enabled and len(weights) > 1 and tune else ():
         tuning["language_weight"][f"{weight:g}"] = _wer(tune, decode_sphinx(tune, lm, weight, config)[0])
     weight = min(weights, key=lambda w: tuning["language_weight"].get(f"{w:g}", 0.0))
-    _log(f"acoustic scale {scale:g}, pocketsphinx language weight {weight:g}")
+    _log(f"acoustic scale {scale:g}, beam {config.search.beam:g}, pocketsphinx language weight {weight:g}")
     systems, speed, extras = {}, {}, {}
     for backend in config.search.backends:
         words, seconds, frames, extra = decode_ours(score_files, graph, backend, scale, config, out_dir)
@@ -207,7 +216,8 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
     identical = None
     if "cpu" in extras and "twin" in extras:
         identical = sum(extras["cpu"][k]["word_ids"] == extras["twin"].get(k, {}).get("word_ids") for k in extras["cpu"])
-    result = {"utterances": len(usable), "flagged": flagged, "acoustic_scale": scale, "language_weight": weight,
+    result = {"utterances": len(usable), "flagged": flagged, "acoustic_scale": scale, "beam": config.search.beam,
+              "language_weight": weight,
               "tuning": tuning, "wer": report, "speed": speed, "cpu_twin_identical": identical,
               "graph": {"directory": str(graph.directory), "states": graph.stats.states, "arcs": graph.stats.arcs},
               "seconds": time.perf_counter() - start}
@@ -219,7 +229,8 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
 
 def _metrics(result: dict[str, Any]) -> dict[str, float]:
     out = {"asr.real.utterances": float(result["utterances"]), "asr.real.flagged": float(len(result["flagged"])),
-           "asr.real.acoustic_scale": result["acoustic_scale"], "asr.real.language_weight": result["language_weight"],
+           "asr.real.acoustic_scale": result["acoustic_scale"], "asr.real.beam": result.get("beam", 0.0),
+           "asr.real.language_weight": result["language_weight"],
            "asr.real.seconds": result["seconds"]}
     headline = result["wer"].get("asterisk_test.cpu")
     if headline is not None:
