@@ -13,8 +13,8 @@
    paired difference of our CPU backend and pocketsphinx on the Asterisk test half (the target), 1-best
    identity of the CPU backend and the twin, and decode speed (frames per second of search on one core:
    one decoder per backend, its setup and the reading of the scores left out; pocketsphinx's includes its
-   front end and scoring). The decoder benchmark's `real_speech` workload measures the speed side by side. `asr.real.wer` is the CPU backend's WER on the
-   Asterisk test half.
+   front end and scoring); the decoder benchmark's `real_speech` workload measures it side by side.
+   `asr.real.wer` is the CPU backend's WER on the Asterisk test half.
 """
 
 from __future__ import annotations
