@@ -121,7 +121,13 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
 
 def _plain_report(report: Any) -> dict[str, Any]:
     raw = dataclasses.asdict(report) if dataclasses.is_dataclass(report) else dict(report)
-    return {k: v for k, v in raw.items() if isinstance(v, (int, float, str, bool, list))}
+    plain = {k: v for k, v in raw.items() if isinstance(v, (int, float, str, bool, list))}
+    members = raw.get("members") or ()
+    if members:  # what each member ran, so a card says whether the epoch cap, patience or the time budget ended it
+        plain["members_epochs_run"] = ", ".join(str(m["epochs_run"]) for m in members)
+        plain["members_best_epoch"] = ", ".join(str(m["best_epoch"]) for m in members)
+        plain["members_stopped"] = ", ".join(str(m["stopped"]) for m in members)
+    return plain
 
 
 def summary(result: dict[str, Any]) -> list[str]:
