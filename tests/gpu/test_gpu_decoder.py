@@ -157,6 +157,32 @@ def test_slurp_lattices_equal_cpu() -> None:
     _write_summary()
 
 
+def test_slurp_word_posteriors_equal_cpu() -> None:
+    """Word posteriors from the GPU's lattices against the CPU's on every test utterance, at the word-confidence
+    job's settings (jobs/word_confidence.toml: acoustic scale 1.2, lattice beam 8, posterior scale 0.5)."""
+    from specbench.decoder.word_confidence import word_posteriors
+
+    graph_path, items = _real_scores(1000)
+    graph = read_graph(graph_path)
+    options = SearchOptions(beam=15.0, max_active=10000, acoustic_scale=1.2, lattice_beam=8.0)
+    gpu = _gpu_decoder(graph, options).decode_batch(items)
+    cpu = CpuDecoder(graph, options)
+    worst, words, undefined = 0.0, 0, 0
+    for (utt, mat), got in zip(items, gpu, strict=True):
+        res = cpu.decode(mat, utt)
+        want = word_posteriors(res.lattice if res.ok else None, 0.5)
+        mine = word_posteriors(got.lattice if got.ok else None, 0.5)
+        assert (mine.status, mine.word_ids) == (want.status, want.word_ids), utt
+        undefined += not want.ok
+        if want.posteriors:
+            worst = max(worst, float(np.max(np.abs(np.subtract(mine.posteriors, want.posteriors)))))
+            words += len(want.posteriors)
+    SUMMARY["slurp_word_posteriors"] = {"utterances": len(items), "words": words, "undefined": undefined,
+                                        "max_posterior_difference": worst}
+    _write_summary()
+    assert worst < 1e-4
+
+
 def test_bad_utterances_fail_alone_on_the_gpu() -> None:
     graph_path, items = _real_scores(3)
     graph = read_graph(graph_path)
