@@ -7,6 +7,7 @@ the GPU itself with the CPU backend on the H200."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.cpu_compiled import CompiledCpuDecoder
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.twin import TwinDecoder
+from specbench.decoder.word_confidence import word_posteriors
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.wfst.graph import read_graph
 
@@ -73,3 +75,23 @@ def test_lattices_equal_numpy_cpu_on_real_scores(slurp_graph: GraphArtifacts, re
         _, graph_cost, acoustic_cost = want.lattice.best_path()
         assert graph_cost + acoustic_cost == pytest.approx(want.total_cost, abs=1e-3)
         assert want.lattice.oracle_errors(want.word_ids) == 0
+
+
+def test_partial_lattices_on_real_scores(slurp_graph: GraphArtifacts, real_test_scores: list) -> None:
+    """Partial lattices on real scores: each equals the lattice of decoding its frames alone with every state
+    final at cost 0, and its best path carries the partial hypothesis's words with posteriors in [0, 1]."""
+    graph = read_graph(slurp_graph.tlg)
+    plain = SearchOptions(beam=15.0, max_active=10000, acoustic_scale=1.2, lattice_beam=8.0)
+    decoder = CompiledCpuDecoder(graph, replace(plain, partial_lattices=True))
+    prefix_decoder = CompiledCpuDecoder(replace(graph, final=np.zeros(graph.num_states, np.float32)), plain)
+    checked = 0
+    for utt, loglikes in real_test_scores[:6]:
+        for partial in decoder.decode(loglikes, utt, partial_every=3).partials[::4]:
+            prefix = prefix_decoder.decode(loglikes[:partial.frame + 1], utt).lattice
+            for name in LATTICE_FIELDS:
+                assert np.array_equal(getattr(partial.lattice, name), getattr(prefix, name)), (utt, name)
+            post = word_posteriors(partial.lattice, 0.5)
+            assert post.ok and post.word_ids[:len(partial.word_ids)] == partial.word_ids, utt
+            assert all(0.0 <= p <= 1.0 + 1e-9 for p in post.posteriors)
+            checked += 1
+    assert checked >= 20

@@ -44,14 +44,14 @@ end frames and costs.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, build_moves, close_emitting_arcs
 from specbench.decoder.inputs import checked_scores
 from specbench.decoder.lattice import WordLattice, prune_lattice
-from specbench.decoder.lattice_paths import epsilon_links, lattice_from_records
+from specbench.decoder.lattice_paths import epsilon_links, lattice_from_records, partial_lattice
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions, call_partial_every, require_options
 from specbench.decoder.pruning import BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, get_cutoff
 from specbench.decoder.result import (
@@ -181,11 +181,21 @@ class CpuDecoder:
 
     def _partial_results(self, costs: np.ndarray) -> tuple[PartialHypothesis, ...]:
         found = []
+        lattice_of = self._partial_lattices(costs) if self.options.partial_lattices else None
         for frame, entry, last_state in self._partials:
             path = read_path(self._state.arena.path(entry), self._code_base, self.graph, self.moves,
                              costs[:frame + 1], last_state)
-            found.append(PartialHypothesis(frame, partial_words(path.word_ids, last_state, self._final)))
+            lattice = None if lattice_of is None else lattice_of(frame + 1)
+            found.append(PartialHypothesis(frame, partial_words(path.word_ids, last_state, self._final), lattice))
         return tuple(found)
+
+    def _all_records(self) -> np.ndarray:
+        return np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
+
+    def _partial_lattices(self, costs: np.ndarray) -> Callable[[int], WordLattice | None]:
+        """frames -> the lattice of the first `frames` frames (see `lattice_paths.partial_lattice`)."""
+        records = self._all_records()
+        return lambda frames: partial_lattice(self.graph, costs, records, frames, self.lattice_beam)
 
     # ---- helpers ----------------------------------------------------------------------------------
 
@@ -351,8 +361,8 @@ class CpuDecoder:
 
     def _lattice(self, costs: np.ndarray) -> WordLattice | None:
         """The pruned lattice of the utterance from its records (costs: (T, P) float32)."""
-        records = np.concatenate(self._records) if self._records else np.zeros((0, 3), dtype=np.int64)
-        return lattice_from_records(self.graph, costs, records, self.lattice_beam, prune_lattice, self._final)
+        return lattice_from_records(self.graph, costs, self._all_records(), self.lattice_beam, prune_lattice,
+                                    self._final)
 
     def _traceback(self, token_id: int, final_state: int, stats: DecodeStats) -> DecodeResult:
         """The DecodeResult of the path ending at arena entry `token_id` in `final_state`."""

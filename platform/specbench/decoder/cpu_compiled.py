@@ -15,6 +15,7 @@ backend runs the numpy loop.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import fields
 from typing import Any
 
@@ -81,6 +82,24 @@ class CompiledCpuDecoder(CpuDecoder):
                                self.lattice_beam, self._final)
         finally:
             self.profile["lattice_prune"] += time.perf_counter() - start
+
+    def _partial_lattices(self, costs: np.ndarray) -> Callable[[int], WordLattice | None]:
+        """frames -> the lattice of the first `frames` frames, from the frame loop's links cut at that frame
+        (the numpy records where the numpy loop ran)."""
+        if self._tables is None:
+            return super()._partial_lattices(costs)
+        parts = list(zip(*self._links))
+        emit_links, emit_cost, eps_links, eps_cost = (np.concatenate(p) for p in parts[:4])
+        token_states, counts = np.concatenate(parts[4]), np.concatenate(parts[5])
+        zero = np.zeros(self.graph.num_states, dtype=np.float64)
+
+        def lattice(frames: int) -> WordLattice | None:
+            emit, eps = emit_links[:, 0] < frames, eps_links[:, 0] <= frames
+            kept = counts[:frames + 1]
+            return prune_links(self.graph, costs[:frames], kept, token_states[:int(kept.sum())],
+                               self._start_index, (emit_links[emit], emit_cost[emit], eps_links[eps], eps_cost[eps]),
+                               self.lattice_beam, zero)
+        return lattice
 
     def _record_epsilon_links(self, frame: int) -> None:
         """The start's epsilon links as links between frame 0's tokens (the compiled loop makes the others);

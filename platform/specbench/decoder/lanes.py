@@ -233,6 +233,7 @@ class LaneDecoder:
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
                  max_lanes: int = 256, **capacities: int) -> None:
         self.options = require_options(type(self).__name__, options)
+        self.options.require_no_partial_lattices(type(self).__name__)
         self.settings = LaneSettings(options, **capacities)
         self.lane_graph = LaneGraph.build(graph)
         if not isinstance(max_lanes, int) or max_lanes < 1:

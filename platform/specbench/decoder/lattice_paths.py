@@ -48,6 +48,22 @@ def lattice_from_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray
     return prune(raw, graph.final if final is None else final, lattice_beam)
 
 
+def partial_records(records: np.ndarray, frames: int) -> np.ndarray:
+    """The (K, 3) records (frame, src state, code) of the first `frames` frames: emitting links that end by
+    frame `frames` (recorded at frame < frames) and epsilon links among the tokens of frames 0..frames."""
+    emitting = records[:, 2] >= 0
+    return records[np.where(emitting, records[:, 0] < frames, records[:, 0] <= frames)]
+
+
+def partial_lattice(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, frames: int, lattice_beam: float,
+                    prune: Callable[..., WordLattice | None] = prune_lattice) -> WordLattice | None:
+    """The pruned lattice of the audio up to `frames` frames, as the utterance's lattice would be if it ended
+    there with every state final at cost 0 (Kaldi's `use_final_probs = false`). The search is causal, so this
+    is the lattice of decoding the first `frames` frames alone over the graph with all final costs 0."""
+    zero = np.zeros(graph.num_states, dtype=np.float64)
+    return lattice_from_records(graph, costs[:frames], partial_records(records, frames), lattice_beam, prune, zero)
+
+
 def epsilon_links(graph: CsrGraph, states: np.ndarray, costs: np.ndarray, token_cost: np.ndarray,
                   lattice_beam: float) -> tuple[np.ndarray, np.ndarray]:
     """Epsilon links among one frame's tokens: for each token (states (N,), costs (N,)) every epsilon arc to

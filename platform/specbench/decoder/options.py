@@ -30,6 +30,9 @@ class SearchOptions:
         the arcs on paths within this of the best path.
     partial_every: None (no partial hypotheses) or int >= 1, frames: the best partial path is taken after
         every that many frames (`DecodeResult.partials`).
+    partial_lattices: with a lattice beam, each partial hypothesis also carries the pruned lattice of the
+        audio so far (`PartialHypothesis.lattice`: every state final at cost 0, Kaldi's `use_final_probs =
+        false`), built in the same pass from the links recorded up to that frame.
     """
 
     beam: float = 15.0
@@ -39,6 +42,7 @@ class SearchOptions:
     acoustic_scale: float = 1.0
     lattice_beam: float | None = None
     partial_every: int | None = None
+    partial_lattices: bool = False
 
     def __post_init__(self) -> None:
         check_pruning("SearchOptions", self.beam, self.max_active, self.min_active, self.beam_delta)
@@ -52,6 +56,8 @@ class SearchOptions:
         if every is not None and not (is_int(every) and every >= 1):
             raise ValueError("SearchOptions.partial_every must be an int >= 1 (frames), or None for no partial "
                              f"hypotheses, got {every!r}")
+        if self.partial_lattices and self.lattice_beam is None:
+            raise ValueError("SearchOptions.partial_lattices needs a lattice: set lattice_beam (e.g. 8.0) too")
 
     @cached_property
     def pruning(self) -> PruningConfig:
@@ -65,6 +71,12 @@ class SearchOptions:
         if self.lattice_beam is not None or self.partial_every or partials:
             raise ValueError(f"the {backend} backend gives 1-best only: lattices and partials need cpu, twin "
                              "or gpu (leave lattice_beam and partial_every unset)")
+
+    def require_no_partial_lattices(self, backend: str) -> None:
+        """Raise ValueError when a backend without partial lattices is asked for them."""
+        if self.partial_lattices:
+            raise ValueError(f"the {backend} backend has no partial lattices yet: use the cpu or cpu_numpy "
+                             "backend, or leave partial_lattices unset")
 
 
 DEFAULT_OPTIONS = SearchOptions()

@@ -62,10 +62,13 @@ class PartialHypothesis:
 
     frame: the last frame used (0-based); its end time is (frame + 1) * frame shift.
     word_ids: the complete words of the best partial path, in order.
+    lattice: with `SearchOptions.partial_lattices`, the pruned lattice of frames 0..frame with every state
+        final at cost 0 (`lattice.WordLattice`, None when no path survives); not part of equality.
     """
 
     frame: int
     word_ids: tuple[int, ...]
+    lattice: object | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
