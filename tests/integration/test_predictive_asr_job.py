@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 
 from specbench.cli import main
+from specbench.config import PredictiveAsrConfig
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,8 +172,17 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
         assert name in {r["configuration"] for r in rows}
         assert m[f"prefetch.{metric}"] == (m[f"prefetch.{name}.success_rate_at_fail10"]
                                            - m["prefetch.success_at_fail10"]) or math.isnan(m[f"prefetch.{metric}"])
-    assert "cache_lm.success_rate" in pl.read_csv(client.download_artifacts(
-        run.info.run_id, "tables/habit_sweep.csv", str(tmp_path))).columns
+    # per-source thresholds: MAIN's confidence with the LM-only candidates' threshold lowered by an offset
+    # chosen on devel, compared with personal only and with LM only
+    assert "lm_personal.conf_by_source" in {r["configuration"] for r in rows}
+    assert m["prefetch.source_offset"] in PredictiveAsrConfig().source_offsets
+    assert "prefetch.devel.by_source.success_at_offset_0" in m
+    for metric, other in (("by_source_gain_over_personal_only", "personal.conf_personal"),
+                          ("by_source_gain_over_lm_only", "lm.conf")):
+        assert m[f"prefetch.{metric}"] == (m["prefetch.lm_personal.conf_by_source.success_rate_at_fail10"]
+                                           - m[f"prefetch.{other}.success_rate_at_fail10"]) or math.isnan(m[f"prefetch.{metric}"])
+    assert {"cache_lm.success_rate", "by_source.success_rate"} <= set(pl.read_csv(client.download_artifacts(
+        run.info.run_id, "tables/habit_sweep.csv", str(tmp_path))).columns)
     # the cost-aware policy: swept like the others, its lambda chosen on devel
     assert m["prefetch.ms_per_added_word"] > 0 and "prefetch.lm_personal.cost_aware.success_rate_at_fail10" in m
     per_request = pl.read_parquet(client.download_artifacts(run.info.run_id, "tables/requests_main.parquet",

@@ -169,6 +169,7 @@ def test_every_configuration_counts_each_request_once_and_headline_uses_devel_th
     n = pop.predictions.height
     scores = {"lm_score": pop.predictions["lm_log_prob"].to_numpy(), "conf": rng.uniform(size=n),
               "conf_personal": rng.uniform(size=n), "conf_context": rng.uniform(size=n),
+              "conf_by_source": rng.uniform(size=n),
               "cache_lm": pop.predictions["lm_log_prob"].to_numpy() + rng.uniform(size=n)}
     config = PredictiveAsrConfig(thresholds=(0.2, 0.5, 0.8, 0.95), lm_thresholds=(-8.0, -4.0, -1.0),
                                  max_attempts=(1, 2))

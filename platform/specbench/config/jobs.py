@@ -521,6 +521,10 @@ class PredictiveAsrConfig:
     cache_thresholds: tuple[float, ...] = field(default=tuple(float(x) for x in range(-14, -3))
                                                 + tuple(-3.0 + 0.25 * i for i in range(12))
                                                 + (-0.2, -0.15, -0.1, -0.05, -0.02), metadata=_range(-1000.0, 0.0))
+    # per-source thresholds (prediction/by_source.py): the LM-only candidates' threshold lies this much below
+    # the history's; one offset chosen on devel (0: a single threshold)
+    source_offsets: tuple[float, ...] = field(default=(0.0, 0.1, 0.2, 0.3, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7),
+                                              metadata=_range(0.0, 1.0))
     habit: HabitSection = HabitSection()
     run_habit_sweep: bool = True  # the sweep, the calibration of the headline share and the rendering knobs
     bootstrap_samples: int = field(default=1000, metadata=_range(1, 100000))  # user-level intervals
@@ -529,7 +533,7 @@ class PredictiveAsrConfig:
     def __post_init__(self) -> None:
         if not self.cache_weights:
             raise ValueError("cache_weights: give at least one weight of the personal cache model, e.g. [0.2, 0.5]")
-        for name in ("thresholds", "lm_thresholds", "cost_lambdas_ms", "cache_thresholds"):
+        for name in ("thresholds", "lm_thresholds", "cost_lambdas_ms", "cache_thresholds", "source_offsets"):
             values = getattr(self, name)
             if not values or any(b <= a for a, b in zip(values, values[1:])):
                 raise ValueError(f"{name} must be strictly increasing and non-empty, got {list(values)}")

@@ -39,7 +39,8 @@ EvaluateAt = Callable[[Any, Any], dict[str, float]]  # (usage settings, [asr] se
 
 # configuration name -> label in the sweep's rows (the paper's three candidate sources, best decider each)
 CURVES = {"lm": "lm.conf", "personal": "personal.conf_personal", "both": "lm_personal.conf_personal",
-          "cache_lm": "lm_personal.cache_lm", "context": "lm_personal.conf_context"}
+          "cache_lm": "lm_personal.cache_lm", "context": "lm_personal.conf_context",
+          "by_source": "lm_personal.conf_by_source"}
 POINT_KEYS = ("success_rate", "failed_rate", "gain_ms_all")
 
 

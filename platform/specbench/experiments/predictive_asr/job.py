@@ -54,6 +54,7 @@ from specbench.experiments.registry import RunOptions
 from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
 from specbench.metrics.wer import wer
 from specbench.paths import from_root
+from specbench.prediction.by_source import choose_offset, offset_scores
 from specbench.prediction.cache_lm import cache_log_prob, choose_weight
 from specbench.prediction.confidence import load_confidence
 from specbench.prediction.cost_aware import expected_benefit, ms_per_added_word
@@ -70,8 +71,10 @@ CANDIDATES = {"lm": pl.col("in_lm"), "personal": pl.col("in_personal"),
 DECIDERS = ("lm_score", "conf", "conf_personal")
 MAIN = "lm_personal.conf_personal"
 # beyond the seed, on the LM + personal candidates: the personal cache model's interpolated probability as
-# the decision score (prediction/cache_lm.py) and the confidence model with the context features
-BEYOND = {"lm_personal.cache_lm": "cache_lm", "lm_personal.conf_context": "conf_context"}
+# the decision score (prediction/cache_lm.py), the confidence model with the context features, and MAIN's
+# confidence with a lower threshold for the candidates only the LM proposed (prediction/by_source.py)
+BY_SOURCE = "lm_personal.conf_by_source"
+BEYOND = {"lm_personal.cache_lm": "cache_lm", "lm_personal.conf_context": "conf_context", BY_SOURCE: "conf_by_source"}
 COST_AWARE = "lm_personal.cost_aware"  # prefetch when P(success) * E[gain] reaches lambda (ms)
 BASELINE = "lm.conf"  # the personalization gain is MAIN minus this, both at the devel-chosen threshold
 FAILED_BUDGET = 0.10
@@ -169,10 +172,12 @@ class Models:
     context: Any
 
 
-def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float) -> dict[str, np.ndarray]:
+def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float,
+                  source_offset: float = 0.0) -> dict[str, np.ndarray]:
     """The decision score of every prediction under each decider (added_words == 0 rows get -inf: never
     candidates anyway, and the confidence models were not trained on them); `cache_lm` with the personal
-    cache model at `cache_weight`."""
+    cache model at `cache_weight`; `conf_by_source`, `conf_personal` with the LM-only candidates raised by
+    `source_offset`."""
     cand = (predictions["added_words"] >= 1).to_numpy()
     out = {"lm_score": predictions["lm_log_prob"].to_numpy().astype(np.float64),
            "cache_lm": cache_log_prob(predictions, cache_weight)}
@@ -182,6 +187,7 @@ def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float
         if cand.any():
             scores[cand] = model.predict(predictions.filter(pl.Series(cand)))
         out[name] = scores
+    out["conf_by_source"] = offset_scores(out["conf_personal"], predictions, source_offset)
     return out
 
 
@@ -221,6 +227,29 @@ def choose_cache_weight(tune: Population, config: PredictiveAsrConfig) -> tuple[
     reached = any(np.isfinite(r["devel_success"]) for r in rows)
     return weight, {"prefetch.cache_weight": weight if reached else float("nan"),
                     **{f"prefetch.devel.cache_lm.success_at_weight_{r['weight']:g}": r["devel_success"] for r in rows}}
+
+
+def choose_source_offset(tune: Population, tune_scores: dict[str, np.ndarray],
+                         config: PredictiveAsrConfig) -> tuple[float, dict[str, float]]:
+    """The offset of the LM-only candidates' threshold (`config.source_offsets`, `prediction.by_source`) with
+    the highest devel success at its devel threshold for at most 10% failed; each offset's devel success as
+    metrics."""
+    preds, mask = _subset(tune, "lm_personal")
+    base = tune_scores["conf_personal"][mask]
+
+    def devel_success(offset: float) -> float:
+        table = sweep(offset_scores(base, preds, offset), preds, tune.requests, config.thresholds)
+        op = operating_point(table, FAILED_BUDGET)
+        return float("nan") if op["success_rate"] is None else float(op["success_rate"])
+
+    offset, rows = choose_offset(config.source_offsets, devel_success)
+    return offset, {"prefetch.source_offset": offset,
+                    **{f"prefetch.devel.by_source.success_at_offset_{r['offset']:g}": r["devel_success"] for r in rows}}
+
+
+def with_source_offset(scores: dict[str, np.ndarray], predictions: pl.DataFrame, offset: float) -> dict[str, np.ndarray]:
+    """`scores` (`score_columns`) with `conf_by_source` at `offset`."""
+    return scores | {"conf_by_source": offset_scores(scores["conf_personal"], predictions, offset)}
 
 
 def cost_aware_sweep(pop: Population, scores: dict[str, np.ndarray], ms_per_word: float,
@@ -290,7 +319,9 @@ def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: flo
 # paired comparisons at the devel-chosen thresholds, bootstrapped over users: metric -> (configuration, the
 # configuration it is compared with); `prefetch.<metric>` is the difference of their success at 10% failed
 COMPARISONS = {"personalization_gain": (MAIN, BASELINE), "gain_over_personal_only": (MAIN, "personal.conf_personal"),
-               "cache_lm_gain": ("lm_personal.cache_lm", MAIN), "context_gain": ("lm_personal.conf_context", MAIN)}
+               "cache_lm_gain": ("lm_personal.cache_lm", MAIN), "context_gain": ("lm_personal.conf_context", MAIN),
+               "by_source_gain_over_personal_only": (BY_SOURCE, "personal.conf_personal"),
+               "by_source_gain_over_lm_only": (BY_SOURCE, BASELINE)}
 
 
 def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict[str, float],
@@ -384,8 +415,10 @@ def evaluate_point(config: PredictiveAsrConfig, job_path: Path, cache: LmCache, 
     pop = predict_population(config.split, config.users, usage, point, job_path, cache)
     spent += [tune.timings, pop.timings]
     weight, _ = choose_cache_weight(tune, config)
-    tuning = evaluate(tune, score_columns(tune.predictions, models, weight), config)
-    sweeps = evaluate(pop, score_columns(pop.predictions, models, weight), config)
+    tune_scores = score_columns(tune.predictions, models, weight)
+    offset, _ = choose_source_offset(tune, tune_scores, config)
+    tuning = evaluate(tune, with_source_offset(tune_scores, tune.predictions, offset), config)
+    sweeps = evaluate(pop, score_columns(pop.predictions, models, weight, offset), config)
     return point_row(headline(pop, sweeps, tuning), lm_personal_oracle(tune))
 
 
@@ -452,8 +485,10 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     tune = predict_population("devel", config.tune_users, usage, config, job_path, cache)
     pop = predict_population(config.split, config.users, usage, config, job_path, cache)
     weight, weight_metrics = choose_cache_weight(tune, config)
-    scores = score_columns(pop.predictions, models, weight)
     tune_scores = score_columns(tune.predictions, models, weight)
+    offset, offset_metrics = choose_source_offset(tune, tune_scores, config)
+    tune_scores = with_source_offset(tune_scores, tune.predictions, offset)
+    scores = score_columns(pop.predictions, models, weight, offset)
     sweeps = evaluate(pop, scores, config, config.max_attempts)
     tuning = evaluate(tune, tune_scores, config, config.max_attempts)
     try:
@@ -463,7 +498,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     if np.isfinite(ms_per_word):
         sweeps[COST_AWARE] = cost_aware_sweep(pop, scores, ms_per_word, config)
         tuning[COST_AWARE] = cost_aware_sweep(tune, tune_scores, ms_per_word, config)
-    metrics = (headline(pop, sweeps, tuning) | calibration | weight_metrics
+    metrics = (headline(pop, sweeps, tuning) | calibration | weight_metrics | offset_metrics
                | {"prefetch.ms_per_added_word": ms_per_word})
     if calibration:
         metrics["prefetch.calibration_devel_oracle"] = lm_personal_oracle(tune)
@@ -540,6 +575,9 @@ def summary(result: dict[str, Any]) -> list[str]:
         lines.append(f"  personal cache model (lm_personal.cache_lm): weight {m['prefetch.cache_weight']:g} chosen "
                      "on devel" if np.isfinite(m["prefetch.cache_weight"]) else "  personal cache model: no weight "
                      "reaches 10% failed on devel (its threshold, and so its figures, are undefined)")
+    if "prefetch.source_offset" in m:
+        lines.append(f"  per-source thresholds ({BY_SOURCE}): LM-only candidates at the threshold minus "
+                     f"{m['prefetch.source_offset']:g}, chosen on devel")
     if not np.isfinite(m.get("prefetch.ms_per_added_word", np.nan)):
         lines.append("  cost-aware policy left out: no correct devel prediction to fit the ms per added word on")
     return lines + habit_lines(result)

@@ -93,8 +93,8 @@ def _curves_figure(plt: Any, sweeps: dict[str, pl.DataFrame], names: list[str], 
 
 def _habit_figure(plt: Any, habit: list[dict[str, float]], metrics: dict[str, float], path: Path) -> Path:
     """Success against habit: oracle and success at the devel thresholds (left), failed rate and mean gain
-    over all requests (right), for LM only, personal only and both (and the cache model and the context
-features on the same candidates), against the realized repeat rate."""
+    over all requests (right), for LM only, personal only and both (and the cache model, the context
+    features and the per-source thresholds on the same candidates), against the realized repeat rate."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     x = [r["repeat_rate"] for r in habit]
     names = {"both": "LM + personal", "lm": "LM only", "personal": "personal only"}
@@ -104,7 +104,8 @@ features on the same candidates), against the realized repeat rate."""
                   label=f"{label}: oracle")
         right.plot(x, [r[f"{key}.failed_rate"] for r in habit], marker="o", color=line.get_color(),
                    label=f"{label}: failed")
-    for key, label in {"cache_lm": "cache model", "context": "LM + personal, context features"}.items():
+    for key, label in {"cache_lm": "cache model", "context": "LM + personal, context features",
+                       "by_source": "LM + personal, per-source thresholds"}.items():
         if f"{key}.success_rate" in habit[0]:  # the same candidates as both: the oracle is theirs
             line = left.plot(x, [r[f"{key}.success_rate"] for r in habit], marker="^", linestyle="--",
                              label=f"{label}: success")[0]
