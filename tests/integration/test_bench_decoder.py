@@ -27,7 +27,8 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     out = tmp_path / "decoder.json"
     proc = subprocess.run([sys.executable, "-m", "specbench", "bench", "decoder", "--graph", str(slurp_graph.tlg),
                            "--scores", str(scores), "--utterances", "8", "--no-mlflow", "--output", str(out),
-                           "--backends", "kaldi,cpu,cpu_lattice,twin,gpu"],
+                           "--backends", "kaldi,cpu,cpu_lattice,twin,gpu,cpu_partial_posteriors",
+                           "--ratio-rounds", "1"],
                           cwd=ROOT, capture_output=True, text=True, timeout=600)
     result = json.loads(out.read_text())
     assert proc.returncode == 0, (proc.stderr[-3000:], result.get("backends"))
@@ -41,3 +42,9 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     assert 0.0 <= result["decoder.onebest_identical"] <= 1.0
     assert result["decoder.lattice_density"] >= 1.0  # at least the best path's arc per frame
     assert result["decoder.max_active_bound_utterances"] + result["decoder.max_active_free_utterances"] == 8
+    # what partial posteriors cost, side by side: every configuration timed, posteriors defined
+    assert result["backends"]["cpu_partial_posteriors"] == {"status": "ok"}
+    rounds = result["partial_posteriors_seconds_rounds"]
+    assert set(rounds) == {"partials", "partials_lattice", "partial_lattices", "partial_posteriors"}
+    assert result["decoder.partial_posterior_overhead_median"] > 1.0 and result["partial_posteriors_partials"] > 0
+    assert result["partial_posteriors_undefined_share"] == 0.0

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from specbench.decoder.cpu import CpuDecoder
@@ -95,3 +96,40 @@ def test_partial_lattices_on_real_scores(slurp_graph: GraphArtifacts, real_test_
             assert all(0.0 <= p <= 1.0 + 1e-9 for p in post.posteriors)
             checked += 1
     assert checked >= 20
+
+
+def test_decoder_stage_gives_each_partial_its_words_posteriors(ray_cluster: object, slurp_graph: GraphArtifacts,
+                                                                real_test_scores: list) -> None:
+    """`DecoderStage(partial_posterior_scale=...)` (the predictive-ASR job's partial posteriors): each
+    partial's posteriors are those of its words in the lattice of decoding its frames alone with every state
+    final at cost 0, computed independently here; the same rows through Ray actors; refused by the twin."""
+    from specbench.decoder.stage import DecoderStage
+    from specbench.runtime import run_local, run_ray
+
+    items = real_test_scores[:4]
+    table = pa.table({"utt_id": [u for u, _ in items], "num_frames": [len(m) for _, m in items],
+                      "num_classes": [m.shape[1] for _, m in items], "loglikes": [m.reshape(-1) for _, m in items],
+                      "frame_shift_ms": [40.0] * len(items)})
+    stage = DecoderStage(slurp_graph.tlg, "cpu", beam=15.0, max_active=10000, lattice_beam=8.0,
+                         partial_every_ms=120.0, partial_posterior_scale=0.5)
+    rows = run_local(stage, table, batch_size=2)
+    assert rows.equals(run_ray(stage, table, batch_size=2, mode="actors", num_actors=2))
+    graph = read_graph(slurp_graph.tlg)
+    prefix_decoder = CompiledCpuDecoder(replace(graph, final=np.zeros(graph.num_states, np.float32)),
+                                        SearchOptions(beam=15.0, max_active=10000, lattice_beam=8.0))
+    checked = 0
+    for (utt, loglikes), row in zip(items, rows.to_pylist(), strict=True):
+        assert row["status"] == "ok" and row["partials"]
+        for partial in row["partials"]:
+            assert partial["time_ms"] == pytest.approx(40.0 * (partial["frame"] + 1))
+            want = word_posteriors(prefix_decoder.decode(loglikes[:partial["frame"] + 1], utt).lattice, 0.5)
+            assert want.ok and want.word_ids[:len(partial["word_ids"])] == tuple(partial["word_ids"])
+            np.testing.assert_allclose(partial["posteriors"], want.posteriors[:len(partial["word_ids"])],
+                                       rtol=0, atol=1e-6)
+            checked += len(partial["word_ids"])
+    assert checked >= 20
+    plain = run_local(DecoderStage(slurp_graph.tlg, "cpu", partial_every_ms=120.0), table, batch_size=2)
+    assert all(p["posteriors"] is None for r in plain.to_pylist() for p in r["partials"])
+    assert plain.column("word_ids").equals(rows.column("word_ids"))  # lattices do not change the 1-best
+    with pytest.raises(ValueError, match="partial lattices"):
+        DecoderStage(slurp_graph.tlg, "twin", lattice_beam=8.0, partial_every_ms=120.0, partial_posterior_scale=0.5)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from specbench.cli import main
 from specbench.config import PredictiveAsrConfig
+from specbench.prediction.confidence import load_confidence
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -208,3 +210,39 @@ def test_oracle_asr_mode_is_tagged_and_uses_reference_partials(tmp_path: Path, c
     _, run = _run(tmp_path, confidence_models, "oracle-asr", users=2, sweep=False)
     assert run.data.tags["asr"] == "oracle-asr"
     assert run.data.metrics["prefetch.asr_wer"] == 0.0
+
+
+def test_partial_posteriors_train_and_decide_a_configuration_of_their_own(tmp_path: Path,
+                                                                          confidence_models: tuple) -> None:
+    """The lattice-posterior confidence model end to end: the users' partials carry their words' posteriors
+    (decoded once, lattices built in the same pass), a model with the posterior features trains on them, and
+    the job evaluates it as `lm_personal.conf_posterior` beside MAIN, with its paired comparison."""
+    job = tmp_path / "confidence_posterior.toml"
+    job.write_text(CONFIDENCE_JOB.format(out=tmp_path / "conf.pt", graph=GRAPH_JOB)
+                   .replace("calibrate_routine_share = true", 'calibrate_routine_share = false\nmodels = ["posterior"]\n'
+                            "half_precision_file = true")
+                   .replace("[asr]\n", "[asr]\npartial_posteriors = true\n"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["--tracking-uri", uri, "train", "confidence", str(job)]) == 0
+    posterior = tmp_path / "conf_posterior.pt"
+    assert posterior.is_file() and not (tmp_path / "conf.pt").exists()
+    conf, conf_np, conf_ctx, _ = confidence_models
+    adaptation = tmp_path / "adaptation.toml"
+    adaptation.write_text(ADAPTATION_JOB.format(speech=ROOT / "jobs" / "speech_slurp.toml", graph=GRAPH_JOB))
+    evaluation = tmp_path / "predictive.toml"
+    evaluation.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=3, mode="decoder",
+                                          graph=GRAPH_JOB, sweep="false", adaptation=adaptation)
+                          .replace(f'confidence_context = "{conf_ctx}"\n',
+                                   f'confidence_context = "{conf_ctx}"\nconfidence_posterior = "{posterior}"\n')
+                          .replace("[asr]\n", "[asr]\npartial_posteriors = true\n"))
+    assert main(["--tracking-uri", uri, "run", str(evaluation)]) == 0
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("prediction_test").experiment_id])
+    (m,) = [r.data.metrics for r in runs if "prefetch.requests" in r.data.metrics]
+    assert "prefetch.lm_personal.conf_posterior.success_rate_at_fail10" in m
+    assert m["prefetch.posterior_gain"] == (m["prefetch.lm_personal.conf_posterior.success_rate_at_fail10"]
+                                            - m["prefetch.success_at_fail10"]) or math.isnan(m["prefetch.posterior_gain"])
+    # the transcripts carried each partial's posteriors, or training would have refused the all-null column
+    card = json.loads(posterior.with_suffix(".json").read_text())
+    assert card["use_posterior"] is True and card["model"]["use_posterior"] is True
+    assert "partial_min_posterior" in load_confidence(posterior).features

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from specbench.errors import ConfigError, DataError
 from specbench.prediction.confidence import (
     CONTEXT_FEATURES,
+    POSTERIOR_FEATURES,
     ConfidenceSettings,
     feature_matrix,
     feature_names,
@@ -141,6 +142,46 @@ def test_context_features_from_the_request_time_and_the_history() -> None:
     leaked = table.with_columns(last_said_s=pl.Series([3 * day + 7 * hour, None, None], dtype=pl.Int64))
     with pytest.raises(DataError, match="last_said_s is not before"):  # said after the request started
         feature_matrix(leaked, use_personal=True, use_context=True)
+
+
+def test_posterior_features_from_the_partial_posteriors() -> None:
+    """The lowest and the last posterior of the partial's words, 1.0 for a partial without words, and an
+    undefined posterior (null) as 0.0 with its indicator: never NaN."""
+    table = pl.DataFrame({
+        "partial_words": [["set", "an"], [], ["play"]], "prediction_words": [["set", "an", "alarm"], ["hi"],
+                                                                             ["play", "it"]],
+        "added_words": [1, 1, 1], "partial_time_ms": [360.0, 120.0, 240.0], "source": ["lm"] * 3,
+        "lm_log_prob": [-3.5] * 3, "lm_rank": [0] * 3, "personal_log_freq": [-10.0] * 3,
+        "partial_posteriors": [[0.9, 0.4], [], None]}, schema_overrides={"partial_posteriors": pl.List(pl.Float32)})
+    names = feature_names(True, use_posterior=True)
+    assert names[-3:] == POSTERIOR_FEATURES and names[:-3] == feature_names(True)
+    got = [dict(zip(names, row, strict=True)) for row in feature_matrix(table, True, use_posterior=True).tolist()]
+    assert [(g["partial_min_posterior"], g["partial_last_posterior"], g["partial_posterior_missing"]) for g in got] \
+        == [(pytest.approx(0.4), pytest.approx(0.4), 0.0), (1.0, 1.0, 0.0), (0.0, 0.0, 1.0)]
+    assert got[0]["partial_last_posterior"] == pytest.approx(0.4)
+    first = feature_matrix(table.with_columns(partial_posteriors=pl.Series([[0.4, 0.9], [], None],
+                                                                           dtype=pl.List(pl.Float32))),
+                           True, use_posterior=True)[0].tolist()
+    assert dict(zip(names, first))["partial_last_posterior"] == pytest.approx(0.9)
+    with pytest.raises(DataError, match="asr.partial_posteriors = true"):  # transcripts without posteriors
+        feature_matrix(table.with_columns(partial_posteriors=pl.lit(None, pl.List(pl.Float32))), True,
+                       use_posterior=True)
+    with pytest.raises(DataError, match="no column 'partial_posteriors'"):
+        feature_matrix(table.drop("partial_posteriors"), True, use_posterior=True)
+    assert feature_matrix(table.drop("partial_posteriors"), True).shape == (3, len(feature_names(True)))
+
+
+def test_a_half_precision_file_is_half_the_size_and_loads_as_float32(trained: tuple, data: tuple[pl.DataFrame, ...],
+                                                                     tmp_path: Path) -> None:
+    model, report = trained
+    save_confidence(tmp_path / "full.pt", model, report, {})
+    save_confidence(tmp_path / "half.pt", model, report, {}, half=True)
+    half = load_confidence(tmp_path / "half.pt")
+    weights = sum(p.numel() for m in model.members for p in m.state_dict().values())
+    saved = (tmp_path / "full.pt").stat().st_size - (tmp_path / "half.pt").stat().st_size
+    assert saved >= 2 * weights - 1024  # two bytes a weight, give or take the archive's alignment
+    assert all(p.dtype == torch.float32 for m in half.members for p in m.parameters())
+    np.testing.assert_allclose(half.predict(data[2]), model.predict(data[2]), atol=5e-3)
 
 
 def test_learns_synthetic_problem(trained: tuple, data: tuple[pl.DataFrame, ...]) -> None:

@@ -169,7 +169,7 @@ def test_every_configuration_counts_each_request_once_and_headline_uses_devel_th
     n = pop.predictions.height
     scores = {"lm_score": pop.predictions["lm_log_prob"].to_numpy(), "conf": rng.uniform(size=n),
               "conf_personal": rng.uniform(size=n), "conf_context": rng.uniform(size=n),
-              "conf_by_source": rng.uniform(size=n),
+              "conf_by_source": rng.uniform(size=n), "conf_posterior": rng.uniform(size=n),
               "cache_lm": pop.predictions["lm_log_prob"].to_numpy() + rng.uniform(size=n)}
     config = PredictiveAsrConfig(thresholds=(0.2, 0.5, 0.8, 0.95), lm_thresholds=(-8.0, -4.0, -1.0),
                                  max_attempts=(1, 2))
@@ -217,3 +217,26 @@ def test_partial_interval_must_be_whole_output_frames() -> None:
     for bad, nearest in ((100.0, "e.g. 80"), (130.0, "e.g. 120"), (10.0, "e.g. 40")):
         with pytest.raises(ConfigError, match=rf"job\.toml: asr\.partial_every_ms = {bad:g} .*40 ms.*{nearest}"):
             check_partial_interval(AsrSection(partial_every_ms=bad), Path("job.toml"))
+
+
+def test_partial_posteriors_settings_are_checked_before_anything_runs() -> None:
+    """The posterior features need transcripts with posteriors, and those need a backend with partial
+    lattices: each mismatch is refused with the key and the fix."""
+    import dataclasses
+    from pathlib import Path
+
+    import pytest
+
+    from specbench.config import AsrSection, PredictiveAsrConfig, TrainConfidenceConfig
+    from specbench.errors import ConfigError
+    from specbench.experiments.predictive_asr.job import load_models
+
+    with pytest.raises(ValueError, match='asr.backend = "cpu"'):
+        AsrSection(partial_posteriors=True, backend="twin")
+    assert AsrSection(partial_posteriors=True, backend="cpu_numpy").partial_posteriors
+    with pytest.raises(ValueError, match="asr.partial_posteriors = true"):
+        TrainConfidenceConfig(models=("posterior",))
+    TrainConfidenceConfig(models=("posterior",), asr=AsrSection(partial_posteriors=True))
+    config = dataclasses.replace(PredictiveAsrConfig(), confidence_posterior=Path("models/x_posterior.pt"))
+    with pytest.raises(ConfigError, match="set asr.partial_posteriors = true"):
+        load_models(config)

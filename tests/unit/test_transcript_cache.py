@@ -33,3 +33,48 @@ def test_rows_are_kept_in_memory_until_the_file_changes(tmp_path: Path) -> None:
     os.utime(path, ns=(1, 1))
     assert set(partials._read_cache(path)) == {"u1", "u3"}
     assert partials._read_cache(tmp_path / "missing.parquet") == {}
+
+
+def test_a_cache_written_before_partial_posteriors_reads_with_null_posteriors(tmp_path: Path) -> None:
+    """Transcripts cached before partials carried posteriors (no `posteriors` field) stay valid: read back,
+    written again and read as a transcripts table, their partials' posteriors are null (undefined)."""
+    import pyarrow as pa
+
+    old_partial = pa.struct([("time_ms", pa.float32()), ("words", pa.list_(pa.string()))])
+    old_schema = pa.schema([f if f.name != "partials" else pa.field("partials", pa.list_(old_partial))
+                            for f in partials.TRANSCRIPT_SCHEMA])
+    path = tmp_path / "transcripts.parquet"
+    pq.write_table(pa.Table.from_pylist([_row("u1", 500.0)], schema=old_schema), path)
+    rows = partials._read_cache(path)
+    table = pa.Table.from_pylist(list(rows.values()), schema=partials.TRANSCRIPT_SCHEMA)
+    assert table.column("partials").to_pylist() == [[{"time_ms": 120.0, "words": ["a"], "posteriors": None}]]
+    partials._write_cache(list(rows.values()) + [{**_row("u2", 9.0), "partials": [
+        {"time_ms": 120.0, "words": ["a"], "posteriors": [0.75]}]}], path)
+    again = partials._read_cache(path)
+    assert again["u1"]["partials"][0]["posteriors"] is None and again["u2"]["partials"][0]["posteriors"] == [0.75]
+
+
+def test_partial_posteriors_have_a_cache_of_their_own(tmp_path: Path) -> None:
+    """The cache key of transcripts without posteriors is what it was; with them it differs, and it
+    follows the lattice beam and the posterior scale."""
+    import dataclasses
+    import hashlib
+    import json
+
+    from specbench.config import AsrSection
+    from specbench.experiments.graph_recipe import GraphArtifacts
+
+    checkpoint = tmp_path / "am.pt"
+    checkpoint.write_bytes(b"model")
+    graph = GraphArtifacts(directory=tmp_path / "graph-abc", stats=None, reused=True)  # the key reads its name only
+    asr = AsrSection()
+    legacy = {"mode": asr.mode, "am": hashlib.sha256(b"model").hexdigest(), "graph": "graph-abc",
+              "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
+              "acoustic_scale": asr.acoustic_scale, "version": 2}
+    digest = hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()[:16]
+    assert partials.cache_dir(asr, checkpoint, graph).name == f"asr-{digest}"
+    keys = {partials.cache_dir(dataclasses.replace(asr, **change), checkpoint, graph).name
+            for change in ({}, {"partial_posteriors": True},
+                           {"partial_posteriors": True, "lattice_beam": 6.0},
+                           {"partial_posteriors": True, "posterior_scale": 1.0})}
+    assert len(keys) == 4

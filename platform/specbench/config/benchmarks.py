@@ -19,7 +19,7 @@ from specbench.config.loader import config_range as _range
 
 # cpu_scaling: the compiled backend on 1, 2, ..., all cores; cpu_startup: its start-up, cold and cached
 DECODER_BACKENDS = ("kaldi", "cpu", "cpu_lattice", "cpu_numpy", "twin", "gpu", "gpu_lattice", "cpu_scaling",
-                    "cpu_startup")
+                    "cpu_startup", "cpu_partial_posteriors")
 # benchmarks.decoder.workloads.WORKLOADS: the SLURP TLG with held-out-voice scores; the Sphinx HCLG with the
 # real_speech job's scores of recorded speech
 DECODER_WORKLOADS = ("held_out_test", "real_speech")

@@ -410,6 +410,12 @@ class AsrSection:
     # the eval_am job of the ASR headline: its per-voice VTLN and speaker transform are applied to the requests
     # (`experiments/predictive_asr/adaptation.py`); relative to this job file; unset: the unadapted model
     adaptation_job: Path | None = None
+    # each partial also carries its words' posteriors from the lattice of the audio so far (the decoder's
+    # partial lattices at `lattice_beam`, posteriors at `posterior_scale`; the word-confidence job's devel
+    # choice is 8 and 0.5); a confidence model with the posterior features needs them (cpu backends only)
+    partial_posteriors: bool = False
+    lattice_beam: float = field(default=8.0, metadata=_range(0.0, 100.0))
+    posterior_scale: float = field(default=0.5, metadata=_range(0.01, 10.0))
 
     def __post_init__(self) -> None:
         if not self.voices:
@@ -418,6 +424,9 @@ class AsrSection:
             pair = tuple(getattr(self, name))
             if len(pair) != 2 or pair[0] > pair[1]:
                 raise ValueError(f"asr.{name} must be [low, high] with low <= high, got {list(pair)}")
+        if self.partial_posteriors and self.backend not in ("cpu", "cpu_numpy"):
+            raise ValueError(f"asr.partial_posteriors needs partial lattices, which the {self.backend} backend "
+                             "does not make yet: set asr.backend = \"cpu\"")
         from specbench.data.voices import get_voice
 
         trained = [v for v in self.voices if not get_voice(v).held_out]
@@ -465,8 +474,9 @@ class TrainConfidenceConfig:
     output: Path = Path("models/confidence_slurp.pt")  # the others beside it: *_nopersonal.pt, *_context.pt
     # which to train: "personal" (output), "no_personal" (*_nopersonal.pt), "context" (*_context.pt: personal
     # and context features)
+    # and "posterior" (*_posterior.pt: personal and the partial's lattice posteriors; needs asr.partial_posteriors)
     models: tuple[str, ...] = field(default=("personal", "no_personal", "context"),
-                                    metadata=_choices("personal", "no_personal", "context"))
+                                    metadata=_choices("personal", "no_personal", "context", "posterior"))
     train_users: int = field(default=80, metadata=_range(0, 100000))  # 0: all
     devel_users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     usage: UsageSettings = UsageSettings()
@@ -475,11 +485,15 @@ class TrainConfidenceConfig:
     asr: AsrSection = AsrSection()
     completion: CompletionSettings = CompletionSettings()
     model: ConfidenceSettings = ConfidenceSettings()
+    half_precision_file: bool = False  # members' weights stored as fp16 (half the file; read back as fp32)
     tracking: TrackingSection = TrackingSection(experiment="prediction")
 
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) != len(self.models):
             raise ValueError(f"models: name each model to train once, at least one, got {list(self.models)}")
+        if "posterior" in self.models and not self.asr.partial_posteriors:
+            raise ValueError("models lists \"posterior\", whose features are the partials' lattice posteriors: "
+                             "set asr.partial_posteriors = true")
 
 
 @dataclass(frozen=True)
@@ -498,6 +512,10 @@ class PredictiveAsrConfig:
     # with the context features too (time of day, hours since the candidate was said, gap to its usual hour)
     confidence_context: Path = field(default=Path("models/confidence_slurp_context.pt"),
                                      metadata=_input(CONFIDENCE_FIX))
+    # with the personal and the partial's lattice posterior features (needs asr.partial_posteriors); unset:
+    # no posterior configuration
+    confidence_posterior: Path | None = field(default=None, metadata=_input(
+        "Fix: train it with `specbench train confidence jobs/confidence_posterior.toml`, or leave the key unset."))
     split: str = field(default="test", metadata=_choices("devel", "test"))
     users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     tune_users: int = field(default=0, metadata=_range(0, 100000))  # devel users that choose thresholds; 0: all

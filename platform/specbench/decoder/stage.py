@@ -4,8 +4,14 @@ workers of a machine map one copy of the graph (`wfst.mapped`; `share_graph` wri
 Input columns: `utt_id`, `num_frames`, `num_classes`, `loglikes` (row-major T x P), optionally
 `frame_shift_ms`. Output columns follow DESIGN.md's decoder output: `id`, `status`, `word_ids`,
 `graph_cost`, `acoustic_cost`, `num_frames`, `word_end_frames`, `partials` (a list of {frame, time_ms,
-word_ids}, empty unless asked for), `lattice_arcs` and `lattice_path` (when lattices are written),
+word_ids, posteriors}, empty unless asked for), `lattice_arcs` and `lattice_path` (when lattices are written),
 `tokens_created` and `beam_narrowings` (search counters; 0 for the kaldi backend).
+
+With `partial_posterior_scale`, each partial also carries the posterior of each of its words
+(`decoder.word_confidence`, at that posterior scale) from the lattice of the audio so far, built in the same
+pass (`SearchOptions.partial_lattices`; the cpu backends only); `posteriors` is null where they are
+undefined (no lattice, no complete path, or a lattice whose best path does not start with the partial's
+words), never NaN, and null for every partial without the option.
 
 Backends (`backends.make_decoder`): `cpu` (ours), `kaldi` (kaldi-decoder's FasterDecoder), `twin` (the GPU
 algorithm in numpy) and `gpu`, all given one `SearchOptions` and all returning `DecodeResult`, which one row
@@ -26,11 +32,19 @@ import pyarrow.compute  # noqa: F401 - pa.compute
 
 from specbench.decoder.backends import LANE_BACKENDS, GraphFile, make_decoder, resolve_backend
 from specbench.decoder.options import SearchOptions
-from specbench.decoder.result import STATUS_BAD_SCORES, STATUS_DECODER_ERROR, STATUS_MALFORMED, DecodeResult
+from specbench.decoder.result import (
+    STATUS_BAD_SCORES,
+    STATUS_DECODER_ERROR,
+    STATUS_MALFORMED,
+    DecodeResult,
+    PartialHypothesis,
+)
+from specbench.decoder.word_confidence import word_posteriors
 from specbench.stage import Resources, Stage, failure_status
 from specbench.wfst.mapped import mapped_graph
 
-PARTIAL_TYPE = pa.struct([("frame", pa.int32()), ("time_ms", pa.float32()), ("word_ids", pa.list_(pa.int32()))])
+PARTIAL_TYPE = pa.struct([("frame", pa.int32()), ("time_ms", pa.float32()), ("word_ids", pa.list_(pa.int32())),
+                          ("posteriors", pa.list_(pa.float32()))])
 OUTPUT_SCHEMA = pa.schema([
     ("id", pa.string()), ("status", pa.string()), ("word_ids", pa.list_(pa.int32())),
     ("graph_cost", pa.float64()), ("acoustic_cost", pa.float64()), ("num_frames", pa.int32()),
@@ -47,7 +61,9 @@ class DecoderStage(Stage):
     min_active, acoustic_scale, lattice_beam: `SearchOptions`' (lattice_beam 8.0 when a `lattice_dir` is
     given without one). partial_every_ms: partial hypotheses every that many ms (converted to frames with
     the scores' frame shift, else `frame_shift_ms`). gpu_fraction: the GPU share a `gpu` actor asks Ray for.
-    max_lanes: utterances decoded together by the lane backends.
+    max_lanes: utterances decoded together by the lane backends. partial_posterior_scale: when set (> 0),
+    each partial carries its words' posteriors at that scale from the lattice of the audio so far (needs a
+    lattice_beam and the cpu or cpu_numpy backend).
     """
 
     stateful = True
@@ -55,16 +71,24 @@ class DecoderStage(Stage):
     def __init__(self, graph_path: Path, backend: str = "cpu", beam: float = 15.0, max_active: int = 10000,
                  min_active: int = 20, acoustic_scale: float = 1.0, lattice_beam: float | None = None,
                  lattice_dir: Path | None = None, partial_every_ms: float | None = None,
-                 frame_shift_ms: float | None = None, gpu_fraction: float = 0.25, max_lanes: int = 256) -> None:
+                 frame_shift_ms: float | None = None, gpu_fraction: float = 0.25, max_lanes: int = 256,
+                 partial_posterior_scale: float | None = None) -> None:
         self.graph_path, self.backend = Path(graph_path), resolve_backend(backend)
         if lattice_dir is not None and lattice_beam is None:
             lattice_beam = 8.0
         if partial_every_ms is not None and not partial_every_ms > 0:
             raise ValueError(f"partial_every_ms must be > 0, got {partial_every_ms!r}")
+        if partial_posterior_scale is not None and not partial_posterior_scale > 0:
+            raise ValueError(f"partial_posterior_scale must be > 0 (1.0: the decoder's own weighting), got "
+                             f"{partial_posterior_scale!r}")
         self.options = SearchOptions(beam=beam, max_active=max_active, min_active=min_active,
-                                     acoustic_scale=acoustic_scale, lattice_beam=lattice_beam)
+                                     acoustic_scale=acoustic_scale, lattice_beam=lattice_beam,
+                                     partial_lattices=partial_posterior_scale is not None)
+        self.partial_posterior_scale = partial_posterior_scale
         if self.backend == "kaldi":
             self.options.require_one_best("kaldi", partials=bool(partial_every_ms))
+        if self.backend in LANE_BACKENDS:
+            self.options.require_no_partial_lattices(self.backend)
         self.backend_args = {"max_lanes": max_lanes} if self.backend in LANE_BACKENDS else {}
         self.lattice_dir = Path(lattice_dir) if lattice_dir else None
         self.partial_every_ms, self.frame_shift_ms = partial_every_ms, frame_shift_ms
@@ -129,7 +153,7 @@ class DecoderStage(Stage):
         """The output row of any backend's result (the kaldi backend's search counters are 0)."""
         row = res.output_row()
         row.update(partials=[{"frame": p.frame, "time_ms": (p.frame + 1) * shift if shift else None,
-                              "word_ids": list(p.word_ids)} for p in res.partials],
+                              "word_ids": list(p.word_ids), "posteriors": self._posteriors(p)} for p in res.partials],
                    lattice_arcs=res.lattice.num_arcs if res.lattice is not None else None, lattice_path=None,
                    tokens_created=res.stats.tokens_created, beam_narrowings=res.stats.beam_narrowings)
         if res.lattice is not None and self.lattice_dir is not None:
@@ -137,6 +161,16 @@ class DecoderStage(Stage):
             res.lattice.write(path)
             row["lattice_path"] = str(path)
         return row
+
+    def _posteriors(self, partial: PartialHypothesis) -> list[float] | None:
+        """The posterior of each word of `partial` from its lattice; None when not asked for or undefined."""
+        if self.partial_posterior_scale is None:
+            return None
+        post = word_posteriors(partial.lattice, self.partial_posterior_scale)
+        words = len(partial.word_ids)
+        if not post.ok or post.word_ids[:words] != partial.word_ids:
+            return None
+        return list(post.posteriors[:words])
 
     def metrics(self, out: pa.Table, seconds: float) -> dict[str, float]:
         """Utterances and frames decoded, frames per second, mean created tokens per frame, beam narrowings."""

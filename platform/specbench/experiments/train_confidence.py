@@ -3,7 +3,8 @@ of the training users' simulated requests, early-stopped on the devel users', wi
 ASR pipeline as the test users (held-out voices, our decoder). Up to three models (`models`): with the
 personal feature (`output`), without it (`<output stem>_nopersonal.pt`), and with the personal and the
 context features (`<output stem>_context.pt`: time of day, hours since the user said the candidate, the gap
-to the hour the user usually says it at).
+to the hour the user usually says it at); and, on request, with the personal and the partial's lattice
+posterior features (`<output stem>_posterior.pt`; the transcripts need `asr.partial_posteriors`).
 
 With `calibrate_routine_share`, the users are simulated at the routine share the predictive-ASR job
 calibrates its headline population to (`predictive_asr/habit.py`): the devel users' LM + personal oracle is
@@ -45,9 +46,13 @@ def context_path(output: Path) -> Path:
     return output.with_name(output.stem + "_context" + output.suffix)
 
 
-# model role -> (use_personal, use_context, its path from `output`)
-ROLES = {"personal": (True, False, lambda out: out), "no_personal": (False, False, no_personal_path),
-         "context": (True, True, context_path)}
+def posterior_path(output: Path) -> Path:
+    return output.with_name(output.stem + "_posterior" + output.suffix)
+
+
+# model role -> (use_personal, use_context, use_posterior, its path from `output`)
+ROLES = {"personal": (True, False, False, lambda out: out), "no_personal": (False, False, False, no_personal_path),
+         "context": (True, True, False, context_path), "posterior": (True, False, True, posterior_path)}
 
 
 def _log_calibration(run: TrackedRun, sweep: list[dict[str, float]]) -> None:
@@ -96,12 +101,15 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
             "devel_oracle_rate": lm_personal_oracle(devel), **{f"train_{k}": v for k, v in train.simulation.items()}}
     cards = {}
     for role in config.models:
-        use_personal, use_context, path_of = ROLES[role]
+        use_personal, use_context, use_posterior, path_of = ROLES[role]
         path = path_of(out)
-        settings = dataclasses.replace(config.model, use_personal=use_personal, use_context=use_context)
+        settings = dataclasses.replace(config.model, use_personal=use_personal, use_context=use_context,
+                                       use_posterior=use_posterior)
         model, report = train_confidence_model(train_rows, devel_rows, settings, progress=True)
-        save_confidence(path, model, report, config_to_dict(dataclasses.replace(config, usage=usage)))
-        card = {"name": path.stem, "use_personal": use_personal, "use_context": use_context, **data, "model": dataclasses.asdict(settings),
+        save_confidence(path, model, report, config_to_dict(dataclasses.replace(config, usage=usage)),
+                        half=config.half_precision_file)
+        card = {"name": path.stem, "use_personal": use_personal, "use_context": use_context,
+                "use_posterior": use_posterior, **data, "model": dataclasses.asdict(settings),
                 "report": _plain_report(report), "licence": LICENCE,
                 "data": ("Predictions (LM n-best and personal history) from every partial of the simulated "
                          "requests of the SLURP training users (training sentences, held-out voices, our "

@@ -54,20 +54,33 @@ FEATURES: dict[str, tuple[str, str]] = {
                                             "log(1 + 672), the history window, when never"),
     "said_hour_gap": ("said_mean_hour", "hours (0-12, around the clock) between the request's time of day and "
                                         "the circular mean hour the user said the candidate at; 12 when never"),
+    # posterior features (`use_posterior`): the recognizer's own doubt about the partial, from the lattice of
+    # the audio so far (`asr.partial_posteriors`); a partial without words is not in doubt (1.0)
+    "partial_min_posterior": ("partial_posteriors", ("lowest lattice posterior of the partial's words; 1.0 "
+                                                     "without words, 0.0 when undefined")),
+    "partial_last_posterior": ("partial_posteriors", ("lattice posterior of the partial's last word; 1.0 without "
+                                                      "words, 0.0 when undefined")),
+    "partial_posterior_missing": ("partial_posteriors", ("1.0 when the partial's posteriors are undefined (no "
+                                                         "lattice, or no complete path), else 0.0")),
 }
 PERSONAL_FEATURES = ("personal_log_freq",)
 CONTEXT_FEATURES = ("hour_sin", "hour_cos", "log_hours_since_said", "said_hour_gap")
+POSTERIOR_FEATURES = ("partial_min_posterior", "partial_last_posterior", "partial_posterior_missing")
+NULL_MEANS_UNDEFINED = "partial_posteriors"  # null: the partial's posteriors are undefined (never NaN)
+POSTERIOR_FIX = ("Fix: transcribe with asr.partial_posteriors = true in the job's [asr] section (the transcripts "
+                 "then carry each partial's word posteriors)")
 NEVER_SAID_HOURS = HISTORY_WINDOW_S / 3600.0
 NULL_MEANS_NEVER = {"last_said_s", "said_mean_hour"}  # history columns, null for a candidate never said
 
 
-def feature_names(use_personal: bool, use_context: bool = False) -> tuple[str, ...]:
+def feature_names(use_personal: bool, use_context: bool = False, use_posterior: bool = False) -> tuple[str, ...]:
     """Feature order of `feature_matrix`: without personal features `personal_log_freq` is left out, the
-    context features only with `use_context` (which needs the personal ones: they describe the history)."""
+    context features only with `use_context` (which needs the personal ones: they describe the history), the
+    posterior features only with `use_posterior`."""
     if use_context and not use_personal:
         raise ValueError("context features describe the user's history: use_context needs use_personal")
     return tuple(n for n in FEATURES if (use_personal or n not in PERSONAL_FEATURES)
-                 and (use_context or n not in CONTEXT_FEATURES))
+                 and (use_context or n not in CONTEXT_FEATURES) and (use_posterior or n not in POSTERIOR_FEATURES))
 
 
 def _columns(name: str) -> tuple[str, ...]:
@@ -90,6 +103,12 @@ def _expression(name: str) -> pl.Expr:
     if name == "said_hour_gap":
         gap = (_hour_of_day() - column.cast(pl.Float64)).abs() % 24.0
         return pl.min_horizontal(gap, 24.0 - gap).fill_null(12.0)
+    if name in POSTERIOR_FEATURES:
+        if name == "partial_posterior_missing":
+            return column.is_null().cast(pl.Float64)
+        value = column.list.min() if name == "partial_min_posterior" else column.list.last()
+        return (pl.when(column.is_null()).then(0.0).when(column.list.len() == 0).then(1.0)
+                .otherwise(value.cast(pl.Float64)))
     if name == "lm_rank_missing":
         return (column == -1).cast(pl.Float64)
     if name in ("partial_words", "prediction_words"):
@@ -101,13 +120,22 @@ def _expression(name: str) -> pl.Expr:
     return column.cast(pl.Float64)
 
 
-def feature_matrix(table: Any, use_personal: bool, use_context: bool = False) -> np.ndarray:
-    """Features of every row: `(N, F)` float32, columns in `feature_names(use_personal, use_context)` order.
-    Missing columns, nulls (other than a never-said candidate's history times) and non-finite values raise
-    `DataError` naming the column."""
+def feature_matrix(table: Any, use_personal: bool, use_context: bool = False, use_posterior: bool = False) -> np.ndarray:
+    """Features of every row: `(N, F)` float32, columns in `feature_names(use_personal, use_context,
+    use_posterior)` order. Missing columns, nulls (other than a never-said candidate's history times and an
+    undefined partial posterior) and non-finite values raise `DataError` naming the column; so do posteriors
+    undefined in every row (transcripts made without them)."""
     frame = as_polars(table, "predictions")
-    names = feature_names(use_personal, use_context)
+    names = feature_names(use_personal, use_context, use_posterior)
     needed = {c for n in names for c in _columns(n)}
+    if use_posterior:
+        if NULL_MEANS_UNDEFINED not in frame.columns:
+            raise DataError(f"predictions table has no column {NULL_MEANS_UNDEFINED!r}, which the posterior "
+                            f"features need. {POSTERIOR_FIX}.")
+        if frame.height and frame[NULL_MEANS_UNDEFINED].null_count() == frame.height:
+            raise DataError(f"predictions table column {NULL_MEANS_UNDEFINED!r} is null in every row: the "
+                            f"transcripts carry no word posteriors. {POSTERIOR_FIX}.")
+        needed.discard(NULL_MEANS_UNDEFINED)
     require_columns(frame, sorted(needed - NULL_MEANS_NEVER), "predictions")
     require_columns(frame.select(sorted(needed & NULL_MEANS_NEVER & set(frame.columns))).fill_null(0),
                     sorted(needed & NULL_MEANS_NEVER), "predictions")  # present; null: never said
@@ -228,6 +256,10 @@ class ConfidenceModel:
     def use_context(self) -> bool:
         return any(n in self.features for n in CONTEXT_FEATURES)
 
+    @property
+    def use_posterior(self) -> bool:
+        return any(n in self.features for n in POSTERIOR_FEATURES)
+
     def standardize(self, x: np.ndarray) -> np.ndarray:
         """`(N, F)` float32 raw features -> standardized `(N, F)` float32."""
         return ((x - self.mean) / self.std).astype(np.float32)
@@ -245,7 +277,8 @@ class ConfidenceModel:
 
     def predict(self, table: Any, batch_size: int = 65536) -> np.ndarray:
         """Probability that each row's prediction is correct: `(N,)` float32 in [0, 1]."""
-        return self.predict_matrix(feature_matrix(table, self.use_personal, self.use_context), batch_size)
+        return self.predict_matrix(feature_matrix(table, self.use_personal, self.use_context, self.use_posterior),
+                                   batch_size)
 
 
 def _labelled(table: Any, what: str, settings: ConfidenceSettings) -> tuple[np.ndarray, np.ndarray]:
@@ -257,7 +290,8 @@ def _labelled(table: Any, what: str, settings: ConfidenceSettings) -> tuple[np.n
     if zero:
         raise DataError(f"{what} table holds {zero} row(s) with added_words < 1; the confidence model scores only "
                         "predictions that add words. Fix: keep rows with added_words >= 1 before training.")
-    return feature_matrix(frame, settings.use_personal, settings.use_context), frame.get_column("correct").cast(pl.Boolean).to_numpy()
+    features = feature_matrix(frame, settings.use_personal, settings.use_context, settings.use_posterior)
+    return features, frame.get_column("correct").cast(pl.Boolean).to_numpy()
 
 
 def _member_log_loss(model: _Mlp, x: torch.Tensor, y: torch.Tensor) -> tuple[float, np.ndarray]:
@@ -321,7 +355,8 @@ def train_confidence_model(train_table: Any, devel_table: Any, settings: Confide
     mean = x_raw.mean(axis=0, dtype=np.float64).astype(np.float32)
     std = x_raw.std(axis=0, dtype=np.float64).astype(np.float32)
     std = np.where(std > 1e-6, std, 1.0).astype(np.float32)
-    model = ConfidenceModel(feature_names(settings.use_personal, settings.use_context), mean, std, tuple(settings.hidden), [])
+    names = feature_names(settings.use_personal, settings.use_context, settings.use_posterior)
+    model = ConfidenceModel(names, mean, std, tuple(settings.hidden), [])
     data = (torch.from_numpy(model.standardize(x_raw)), torch.from_numpy(y.astype(np.float32)),
             torch.from_numpy(model.standardize(x_dev_raw)), torch.from_numpy(y_dev.astype(np.float32)))
     previous_threads = torch.get_num_threads()
@@ -361,15 +396,17 @@ def _plain(value: Any, where: str) -> Any:
 
 
 def save_confidence(path: Path, model: ConfidenceModel, report: ConfidenceReport | dict[str, Any],
-                    train_config: dict[str, Any]) -> None:
-    """Write the model atomically (temp file + rename): fp32 tensors, feature list and plain metadata."""
+                    train_config: dict[str, Any], half: bool = False) -> None:
+    """Write the model atomically (temp file + rename): fp32 tensors (the members' weights as fp16 with
+    `half`: half the file, read back into fp32), feature list and plain metadata."""
+    dtype = torch.float16 if half else torch.float32
     blob = {
         "format_version": FORMAT_VERSION,
         "features": list(model.features),
         "hidden": list(model.hidden),
         "mean": torch.from_numpy(model.mean.copy()),
         "std": torch.from_numpy(model.std.copy()),
-        "members": [{k: v.detach().cpu().clone() for k, v in m.state_dict().items()} for m in model.members],
+        "members": [{k: v.detach().cpu().to(dtype).clone() for k, v in m.state_dict().items()} for m in model.members],
         "report": _plain(report.to_dict() if isinstance(report, ConfidenceReport) else report, "report"),
         "train_config": _plain(train_config, "train_config"),
     }
@@ -389,8 +426,9 @@ def load_confidence(path: Path) -> ConfidenceModel:
     path = Path(path)
     blob = read_checkpoint(path, "confidence model", RETRAIN_FIX, {"format_version": FORMAT_VERSION})
     features = tuple(blob.get("features", ()))
-    personal, context = (any(n in features for n in group) for group in (PERSONAL_FEATURES, CONTEXT_FEATURES))
-    expected = feature_names(personal, personal and context)
+    personal, context, posterior = (any(n in features for n in group)
+                                    for group in (PERSONAL_FEATURES, CONTEXT_FEATURES, POSTERIOR_FEATURES))
+    expected = feature_names(personal, personal and context, posterior)
     if features != expected:
         raise DataError(f"{path} was trained on features {list(features)}, but this code computes "
                         f"{list(expected)}. {RETRAIN_FIX}")

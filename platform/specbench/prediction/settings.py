@@ -81,6 +81,7 @@ class ConfidenceSettings:
     seed: int = 0
     use_personal: bool = True
     use_context: bool = False  # time of day, hours since the candidate was said, gap to its usual hour
+    use_posterior: bool = False  # the partial's lattice word posteriors (transcripts with asr.partial_posteriors)
     threads: int = 2
     max_minutes: float = 10.0
 

@@ -54,6 +54,9 @@ HEADLINE_METRICS: dict[str, str] = {
                               "(weight chosen on devel) minus success_at_fail10",
     "prefetch.context_gain": "success at 10% failed of LM + personal decided by the confidence model with the "
                              "context features minus success_at_fail10",
+    "prefetch.posterior_gain": "success at 10% failed of LM + personal decided by the confidence model with the "
+                               "partial's lattice word posteriors minus success_at_fail10 (jobs with "
+                               "confidence_posterior)",
     "prefetch.by_source_gain_over_personal_only": "success at 10% failed of LM + personal decided by the "
                                                   "confidence model with the personal feature at per-source "
                                                   "thresholds (the LM-only candidates' lower by an offset chosen "

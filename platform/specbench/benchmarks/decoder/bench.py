@@ -32,6 +32,7 @@ from specbench.benchmarks.decoder.cpu_scaling import (
     time_cpu_cores,
 )
 from specbench.benchmarks.decoder.gpu_processes import gpu_state, run_gpu_processes
+from specbench.benchmarks.decoder.partial_posteriors import CPU_PARTIAL_POSTERIORS, partial_posterior_cost
 from specbench.benchmarks.decoder.workloads import Workload, load_scores, load_workload
 from specbench.config import BenchDecoderConfig, EvalAmConfig, GraphConfig
 from specbench.decoder.options import SearchOptions
@@ -48,8 +49,8 @@ DEFAULT_OPTIONS = SearchOptions(lattice_beam=8.0)
 
 def backend_names() -> tuple[str, ...]:
     """Every backend the benchmark can run: the registered in-process ones, the GPU modes, then the compiled
-    CPU backend's multi-core and start-up measurements."""
-    return (*IN_PROCESS, *GPU_MODES, *CPU_MEASUREMENTS)
+    CPU backend's multi-core and start-up measurements, and what partial posteriors cost it."""
+    return (*IN_PROCESS, *GPU_MODES, *CPU_MEASUREMENTS, CPU_PARTIAL_POSTERIORS)
 
 
 def say(message: str) -> None:
@@ -142,8 +143,8 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
 
 def _time_cpu_cores(workload: Workload, options: SearchOptions, include: Sequence[str], cores: Sequence[int],
                     status: dict[str, Any], result: dict[str, Any], rounds: int = 1) -> dict[str, Timed]:
-    """`cpu_scaling` (the compiled backend on 1, 2, ..., all cores; `rounds` alternating rounds) and
-    `cpu_startup` when included."""
+    """`cpu_scaling` (the compiled backend on 1, 2, ..., all cores; `rounds` alternating rounds),
+    `cpu_startup` and `cpu_partial_posteriors` (`partial_posteriors.py`, `rounds` rounds) when included."""
     runs: dict[str, Timed] = {}
     if "cpu_scaling" in include:
         scaling = lambda: time_cpu_cores(workload, one_best(options), cores, rounds)  # noqa: E731
@@ -154,6 +155,9 @@ def _time_cpu_cores(workload: Workload, options: SearchOptions, include: Sequenc
     if "cpu_startup" in include:
         probe = lambda: startup_seconds(workload.graph_path, workload.items[0][1])  # noqa: E731
         result.update(_attempt(status, "cpu_startup", probe) or {})
+    if CPU_PARTIAL_POSTERIORS in include:
+        result.update(_attempt(status, CPU_PARTIAL_POSTERIORS,
+                               lambda: partial_posterior_cost(workload, options, rounds)) or {})
     return runs
 
 

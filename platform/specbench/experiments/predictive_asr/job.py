@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from specbench.config import PredictiveAsrConfig
 from specbench.data.usage import UsageSettings, population, simulate_usage, usage_summary
-from specbench.errors import DataError
+from specbench.errors import ConfigError, DataError
 from specbench.experiments.predictive_asr.habit import (
     calibrate,
     confidence_share,
@@ -74,7 +74,10 @@ MAIN = "lm_personal.conf_personal"
 # the decision score (prediction/cache_lm.py), the confidence model with the context features, and MAIN's
 # confidence with a lower threshold for the candidates only the LM proposed (prediction/by_source.py)
 BY_SOURCE = "lm_personal.conf_by_source"
-BEYOND = {"lm_personal.cache_lm": "cache_lm", "lm_personal.conf_context": "conf_context", BY_SOURCE: "conf_by_source"}
+# with a posterior model (`confidence_posterior`): the personal features plus the partial's lattice posteriors
+POSTERIOR = "lm_personal.conf_posterior"
+BEYOND = {"lm_personal.cache_lm": "cache_lm", "lm_personal.conf_context": "conf_context", BY_SOURCE: "conf_by_source",
+          POSTERIOR: "conf_posterior"}
 COST_AWARE = "lm_personal.cost_aware"  # prefetch when P(success) * E[gain] reaches lambda (ms)
 BASELINE = "lm.conf"  # the personalization gain is MAIN minus this, both at the devel-chosen threshold
 FAILED_BUDGET = 0.10
@@ -165,11 +168,13 @@ def stage_metrics(timings: list[dict[str, float]], prefix: str = "prefetch.") ->
 
 @dataclass(frozen=True)
 class Models:
-    """The confidence models: with the personal feature, without it, with the personal and context ones."""
+    """The confidence models: with the personal feature, without it, with the personal and context ones, and
+    (optional) with the personal and the posterior ones."""
 
     personal: Any
     no_personal: Any
     context: Any
+    posterior: Any = None
 
 
 def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float,
@@ -188,6 +193,10 @@ def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float
             scores[cand] = model.predict(predictions.filter(pl.Series(cand)))
         out[name] = scores
     out["conf_by_source"] = offset_scores(out["conf_personal"], predictions, source_offset)
+    if models.posterior is not None:
+        out["conf_posterior"] = np.full(predictions.height, -np.inf)
+        if cand.any():
+            out["conf_posterior"][cand] = models.posterior.predict(predictions.filter(pl.Series(cand)))
     return out
 
 
@@ -209,6 +218,8 @@ def evaluate(pop: Population, scores: dict[str, np.ndarray], config: PredictiveA
                 out[name] = sweep(scores[decider][mask], preds, pop.requests, thresholds, max_attempts=k)
     preds, mask = _subset(pop, "lm_personal")
     for name, decider in BEYOND.items():
+        if decider not in scores:  # the posterior model is optional
+            continue
         thresholds = config.cache_thresholds if decider == "cache_lm" else config.thresholds
         out[name] = sweep(scores[decider][mask], preds, pop.requests, thresholds)
     return out
@@ -321,7 +332,7 @@ def main_outcomes(pop: Population, scores: dict[str, np.ndarray], threshold: flo
 COMPARISONS = {"personalization_gain": (MAIN, BASELINE), "gain_over_personal_only": (MAIN, "personal.conf_personal"),
                "cache_lm_gain": ("lm_personal.cache_lm", MAIN), "context_gain": ("lm_personal.conf_context", MAIN),
                "by_source_gain_over_personal_only": (BY_SOURCE, "personal.conf_personal"),
-               "by_source_gain_over_lm_only": (BY_SOURCE, BASELINE)}
+               "by_source_gain_over_lm_only": (BY_SOURCE, BASELINE), "posterior_gain": (POSTERIOR, MAIN)}
 
 
 def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict[str, float],
@@ -331,7 +342,7 @@ def user_intervals(pop: Population, scores: dict[str, np.ndarray], metrics: dict
     routines, so users, not requests, are the independent units. A comparison whose thresholds are not both
     defined is left out; empty when the main configuration's is not."""
     names = {name for pair in COMPARISONS.values() for name in pair}
-    thresholds = {name: metrics[f"prefetch.{name}.threshold_at_fail10"] for name in names}
+    thresholds = {name: metrics.get(f"prefetch.{name}.threshold_at_fail10", np.nan) for name in names}
     if not np.isfinite(thresholds[MAIN]):
         return {}
     users = pop.requests.select(["request_id", "user_id"])
@@ -381,16 +392,24 @@ def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, n
 def load_models(config: PredictiveAsrConfig) -> Models:
     """The three confidence models, checked for their roles (with the personal feature, without it, with the
     personal and the context features)."""
-    models = Models(*(load_confidence(from_root(p)) for p in (config.confidence, config.confidence_no_personal,
-                                                                config.confidence_context)))
-    roles = ((models.personal, True, False, "confidence"), (models.no_personal, False, False, "confidence_no_personal"),
-             (models.context, True, True, "confidence_context"))
-    for model, personal, context, key in roles:
-        if (model.use_personal, model.use_context) != (personal, context):
-            raise DataError(f"{key} = {getattr(config, key)} was trained with use_personal = {model.use_personal} "
-                            f"and use_context = {model.use_context}; the key needs {personal} and {context}. Fix: "
-                            "point it at the model of that role, or retrain with "
-                            "`specbench train confidence jobs/confidence.toml`")
+    if config.confidence_posterior is not None and not config.asr.partial_posteriors:
+        raise ConfigError(f"confidence_posterior = {config.confidence_posterior} scores the partials' lattice "
+                          "posteriors, but asr.partial_posteriors is false, so the transcripts carry none. Fix: "
+                          "set asr.partial_posteriors = true, or leave confidence_posterior unset")
+    paths = (config.confidence, config.confidence_no_personal, config.confidence_context, config.confidence_posterior)
+    models = Models(*(None if p is None else load_confidence(from_root(p)) for p in paths))
+    roles = ((models.personal, (True, False, False), "confidence"),
+             (models.no_personal, (False, False, False), "confidence_no_personal"),
+             (models.context, (True, True, False), "confidence_context"),
+             (models.posterior, (True, False, True), "confidence_posterior"))
+    for model, wanted, key in roles:
+        if model is None:
+            continue
+        trained = (model.use_personal, model.use_context, model.use_posterior)
+        if trained != wanted:
+            raise DataError(f"{key} = {getattr(config, key)} was trained with (use_personal, use_context, "
+                            f"use_posterior) = {trained}; the key needs {wanted}. Fix: point it at the model of that "
+                            "role, or retrain it with `specbench train confidence` and the job file of that model")
     return models
 
 

@@ -8,6 +8,8 @@ text) reuses its audio and transcript. Each is scored by the acoustic model (wit
 speaker transform, the ASR headline's adaptation, when `asr.adaptation_job` names its eval job:
 `adaptation.py`), force-aligned (word times, end of speech) and decoded by our streaming decoder with
 partials every `partial_every_ms`, which must be a whole number of the acoustic model's 40 ms output frames.
+With `asr.partial_posteriors`, each partial also carries its words' lattice posteriors, from the lattice of
+the audio so far built in the same decoding pass (`decoder.stage`).
 
 Transcripts are cached per utterance in `.specbench/predictive/asr-<key>/transcripts.parquet`, keyed by what
 they depend on (mode, acoustic model, graph, decoder settings, adaptation), so a rerun or a second
@@ -51,7 +53,9 @@ from specbench.runtime import run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
 from specbench.wfst.symbols import SymbolTable
 
-PARTIAL = pa.struct([("time_ms", pa.float32()), ("words", pa.list_(pa.string()))])
+# posteriors: each word's lattice posterior (`asr.partial_posteriors`), null when not computed or undefined
+PARTIAL = pa.struct([("time_ms", pa.float32()), ("words", pa.list_(pa.string())),
+                     ("posteriors", pa.list_(pa.float32()))])
 TRANSCRIPT_SCHEMA = pa.schema([
     ("utt_id", pa.string()), ("status", pa.string()), ("voice", pa.string()), ("rate", pa.float32()),
     ("snr_db", pa.float32()), ("pitch_cents", pa.float32()), ("audio_sha256", pa.string()),
@@ -137,6 +141,8 @@ def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
            "acoustic_scale": asr.acoustic_scale, "version": 2}
     if adaptation is not None:
         key["adaptation"] = adaptation.key
+    if asr.partial_posteriors:  # a cache of its own; the caches without posteriors keep their keys
+        key["partial_posteriors"] = {"lattice_beam": asr.lattice_beam, "posterior_scale": asr.posterior_scale}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     return work_dir() / "predictive" / f"asr-{digest}"
 
@@ -258,8 +264,11 @@ def _decode(scores: pa.Table | None, asr: AsrSection, graph: GraphArtifacts,
     if scores is None or scores.num_rows == 0:
         return {}
     with _clock(timings, "decode"):
+        posteriors = asr.partial_posteriors
         stage = DecoderStage(graph.tlg, backend=asr.backend, beam=asr.beam, max_active=asr.max_active,
-                             acoustic_scale=asr.acoustic_scale, partial_every_ms=asr.partial_every_ms)
+                             acoustic_scale=asr.acoustic_scale, partial_every_ms=asr.partial_every_ms,
+                             lattice_beam=asr.lattice_beam if posteriors else None,
+                             partial_posterior_scale=asr.posterior_scale if posteriors else None)
         stage.share_graph()
         out = run_ray(stage, scores, batch_size=32)
         return {r["id"]: r for r in out.to_pylist()}
@@ -291,7 +300,8 @@ def _transcript(row: dict, decoded: dict | None, asr: AsrSection, words: SymbolT
     if decoded["status"] != STATUS_OK:
         return {**out, "status": f"decoding: {decoded['status']}"}
     spell = words.symbols
-    parts = [{"time_ms": p["time_ms"], "words": [spell[w] for w in p["word_ids"]]} for p in decoded["partials"]]
+    parts = [{"time_ms": p["time_ms"], "words": [spell[w] for w in p["word_ids"]], "posteriors": p.get("posteriors")}
+             for p in decoded["partials"]]
     return {**out, "status": STATUS_OK, "final_words": [spell[w] for w in decoded["word_ids"]], "partials": parts}
 
 

@@ -34,7 +34,8 @@ def _partial_rows(frame: pl.DataFrame) -> pl.DataFrame:
             .with_columns(pl.int_ranges(pl.col("partials").list.len()).alias("partial_index"))
             .explode(["partials", "partial_index"]).drop_nulls("partials")
             .with_columns(pl.col("partials").struct.field("time_ms").cast(pl.Float64).alias("partial_time_ms"),
-                          pl.col("partials").struct.field("words").alias("partial_words"))
+                          pl.col("partials").struct.field("words").alias("partial_words"),
+                          pl.col("partials").struct.field("posteriors").alias("partial_posteriors"))
             .drop("partials")
             .with_columns(pl.col("partial_words").list.join(" ").alias("prefix_key"),
                           pl.col("partial_index").cast(pl.Int32)))
