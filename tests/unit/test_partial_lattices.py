@@ -64,3 +64,25 @@ def test_partial_lattices_need_a_lattice_and_a_backend_that_has_them() -> None:
         TwinDecoder(graph, SearchOptions(lattice_beam=4.0, partial_lattices=True))
     result = CpuDecoder(graph, SearchOptions(lattice_beam=4.0)).decode(np.zeros((3, 1), np.float32), "u", 1)
     assert [p.lattice for p in result.partials] == [None, None, None]
+
+
+@FAST
+@given(random_graphs(), st.integers(1, 7), st.integers(0, 2**32 - 1), st.booleans())
+def test_compiled_best_path_relaxation_equals_the_reference(graph_spec, frames, seed, ties) -> None:
+    """`WordLattice._relaxed` (the compiled kernel `best_path` uses) gives the numpy reference's costs and
+    predecessor arcs, array for array, on final and partial lattices; with whole-number scores (`ties`),
+    equally cheap paths are everywhere and the tie rule must hold too."""
+    arcs, finals, width = graph_spec
+    graph = compile_graph(fst_text(arcs, finals))
+    rng = np.random.default_rng(seed)
+    loglikes = (-rng.integers(0, 3, size=(frames, width)) if ties else rng.uniform(-5.0, 0.0, size=(frames, width)))
+    options = SearchOptions(beam=1e9, max_active=2**31 - 1, min_active=0, lattice_beam=math.inf, partial_lattices=True)
+    result = CpuDecoder(graph, options).decode(loglikes.astype(np.float32), "u", partial_every=1)
+    lattices = [p.lattice for p in result.partials if p.lattice is not None]
+    if result.lattice is not None:
+        lattices.append(result.lattice)
+    for lattice in lattices:
+        init = np.full(lattice.num_nodes, np.inf)
+        init[0] = 0.0
+        got, want = lattice._relaxed(init), lattice._relaxed_reference(init)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
