@@ -1,9 +1,11 @@
 """Write the committed results file of a finished `predictive_asr` run (benchmarks/results/predictive_asr_cpu.json):
 the run's identity and wall time, the headline population's usage settings (its routine share calibrated on
 devel), every scalar metric of the run (values rounded to 4 decimals: the tracked tree is kept small), the habit
-sweep and the rendering-knob variants, read back from the run's tables.
+sweep and the rendering-knob variants, read back from the run's tables. With `--slim` (a run kept for one
+figure, such as a time, beside the headline's file), the habit sweep, the knob variants, the test curves and
+the devel sweeps are left out and the file says so; the MLflow run keeps them.
 
-    python scripts/write_predictive_results.py RUN_ID [--tracking-uri URI] [--output FILE]
+    python scripts/write_predictive_results.py RUN_ID [--tracking-uri URI] [--output FILE] [--slim]
 """
 
 from __future__ import annotations
@@ -71,18 +73,33 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
     }
 
 
+SLIM_NOTE = ("slim: the habit sweep, the knob variants, the test curves (*_curve_at_failNN) and the devel sweeps "
+             "(prefetch.devel.*) are left out; the MLflow run holds them")
+
+
+def slim(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` without the habit sweep, the knob variants, the test curves and the devel sweeps."""
+    out = {k: v for k, v in data.items() if k not in ("habit_sweep", "habit_knobs")}
+    out["metrics"] = {k: v for k, v in data["metrics"].items()
+                      if not k.startswith(("habit.", "prefetch.devel.")) and "_curve_at_fail" not in k}
+    out["slim"] = SLIM_NOTE
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_id", help="the run id (or a unique prefix) of a finished predictive_asr run")
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "predictive_asr_cpu.json")
+    parser.add_argument("--slim", action="store_true", help="leave out the habit sweep, the knobs, the test "
+                        "curves and the devel sweeps (a run kept for one figure)")
     args = parser.parse_args()
     try:
         data = results(resolve_run_id(args.run_id, args.tracking_uri), args.tracking_uri)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    args.output.write_text(dump(data) + "\n", encoding="utf-8")
+    args.output.write_text(dump(slim(data) if args.slim else data) + "\n", encoding="utf-8")
     print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)")
     return 0
 

@@ -115,7 +115,7 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
                          "requests of the SLURP training users (training sentences, held-out voices, our "
                          "decoder's partials every 120 ms); early stopping on the devel users.")}
         write_card(path, card, prediction_markdown(card, "Prefetch confidence model",
-                                                   "`specbench train confidence jobs/confidence.toml`"))
+                                                   f"`specbench train confidence jobs/{job_path.name}`"))
         cards[role] = card
     if run is not None:
         run.set_tags({"asr": config.asr.mode})
