@@ -56,7 +56,8 @@ def _table(run_id: str, name: str, tracking_uri: str | None) -> dict[str, Any] |
 def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
     run = get_run(run_id, tracking_uri)
     return {
-        "job": "jobs/predictive_asr.toml", "kind": "predictive_asr", "mlflow_run_id": run_id, "status": run.status,
+        "job": run.tags.get("job_file", "jobs/predictive_asr.toml"), "kind": "predictive_asr", "mlflow_run_id": run_id,
+        "status": run.status,
         "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
         "metrics_version": run.tags.get("metrics.version", ""),
         "wall_minutes": _r(run_minutes(run_id, tracking_uri)),
