@@ -182,21 +182,19 @@ def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float
     """The decision score of every prediction under each decider (added_words == 0 rows get -inf: never
     candidates anyway, and the confidence models were not trained on them); `cache_lm` with the personal
     cache model at `cache_weight`; `conf_by_source`, `conf_personal` with the LM-only candidates raised by
-    `source_offset`."""
+    `source_offset`; `conf_posterior` only with a posterior model."""
     cand = (predictions["added_words"] >= 1).to_numpy()
     out = {"lm_score": predictions["lm_log_prob"].to_numpy().astype(np.float64),
            "cache_lm": cache_log_prob(predictions, cache_weight)}
     for name, model in (("conf", models.no_personal), ("conf_personal", models.personal),
-                        ("conf_context", models.context)):
+                        ("conf_context", models.context), ("conf_posterior", models.posterior)):
+        if model is None:  # the posterior model is optional
+            continue
         scores = np.full(predictions.height, -np.inf)
         if cand.any():
             scores[cand] = model.predict(predictions.filter(pl.Series(cand)))
         out[name] = scores
     out["conf_by_source"] = offset_scores(out["conf_personal"], predictions, source_offset)
-    if models.posterior is not None:
-        out["conf_posterior"] = np.full(predictions.height, -np.inf)
-        if cand.any():
-            out["conf_posterior"][cand] = models.posterior.predict(predictions.filter(pl.Series(cand)))
     return out
 
 
@@ -390,8 +388,9 @@ def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, n
 
 
 def load_models(config: PredictiveAsrConfig) -> Models:
-    """The three confidence models, checked for their roles (with the personal feature, without it, with the
-    personal and the context features)."""
+    """The confidence models, checked for their roles (with the personal feature, without it, with the
+    personal and the context features, and, when `confidence_posterior` names one, with the personal and the
+    posterior features, which need `asr.partial_posteriors`)."""
     if config.confidence_posterior is not None and not config.asr.partial_posteriors:
         raise ConfigError(f"confidence_posterior = {config.confidence_posterior} scores the partials' lattice "
                           "posteriors, but asr.partial_posteriors is false, so the transcripts carry none. Fix: "
