@@ -46,7 +46,7 @@ from numba import njit, types
 
 from specbench.paths import work_dir
 
-KERNEL_MODULES = ("compiled_kernels.py", "lattice_kernels.py")
+KERNEL_MODULES = ("compiled_kernels.py", "lattice_kernels.py", "relax_kernels.py")
 
 
 def kernel_hash() -> str:

@@ -97,11 +97,17 @@ class RawLatticeBuilder:
 # ---------------------------------------------------------------------------------------------- relaxation
 
 
-def _frame_groups(arc_frame: np.ndarray, emitting: np.ndarray, num_frames: int) -> list:
-    """Per frame f: (epsilon arcs of f, emitting arcs leaving f), as arc index arrays."""
+def _frame_order(arc_frame: np.ndarray, emitting: np.ndarray, num_frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """(arc indices by frame, epsilon arcs before emitting ones, index order within; bounds): frame f's
+    epsilon arcs are order[bounds[2f]:bounds[2f + 1]], its emitting arcs order[bounds[2f + 1]:bounds[2f + 2]]."""
     key = 2 * arc_frame.astype(np.int64) + emitting
     order = np.argsort(key, kind="stable")
-    bounds = np.searchsorted(key[order], np.arange(2 * num_frames + 3))
+    return order, np.searchsorted(key[order], np.arange(2 * num_frames + 3))
+
+
+def _frame_groups(arc_frame: np.ndarray, emitting: np.ndarray, num_frames: int) -> list:
+    """Per frame f: (epsilon arcs of f, emitting arcs leaving f), as arc index arrays."""
+    order, bounds = _frame_order(arc_frame, emitting, num_frames)
     return [(order[bounds[2 * f]:bounds[2 * f + 1]], order[bounds[2 * f + 1]:bounds[2 * f + 2]])
             for f in range(num_frames + 1)]
 
@@ -290,15 +296,15 @@ class WordLattice:
 
     def _relaxed(self, init: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Costs from `init` and the predecessor arcs (`_shortest`, forward), by the compiled kernel
-        (`lattice_kernels.best_back`, the same arrays; about 20x faster on a partial lattice's few hundred arcs)."""
-        from specbench.decoder.lattice_kernels import best_back
+        (`relax_kernels.best_back`, the same arrays; about 20x faster on a partial lattice's few hundred arcs)."""
+        from specbench.decoder.relax_kernels import best_back
 
-        frame = self.node_frame[self.src].astype(np.int64)
-        emitting = self.node_frame[self.dst] != self.node_frame[self.src]
+        frame = self.node_frame[self.src]
+        order, bounds = _frame_order(frame, self.node_frame[self.dst] != frame, self.num_frames)
         sizes = np.bincount(self.node_frame, minlength=self.num_frames + 1).astype(np.int64)
         cost = (self.graph_cost + self.acoustic_cost).astype(np.float64)
-        dist, back, converged = best_back(init, self.src.astype(np.int64), self.dst.astype(np.int64), cost, frame,
-                                          np.ascontiguousarray(emitting), sizes)
+        dist, back, converged = best_back(init, self.src.astype(np.int64), self.dst.astype(np.int64), cost,
+                                          order.astype(np.int64), bounds.astype(np.int64), sizes)
         if not converged:
             raise RuntimeError("lattice: epsilon relaxation did not converge (negative cycle?)")
         return dist, back

@@ -19,8 +19,7 @@ from specbench.decoder.lattice import RawLattice, WordLattice
 from specbench.wfst.graph import CsrGraph
 
 
-SMALL_GROUP = 24
-_NO_ARC = np.iinfo(np.int64).max  # a node's predecessor while a round chooses among its winning arcs  # groups up to this size are handled by insertion sort, larger ones by np.argsort
+SMALL_GROUP = 24  # groups up to this size are handled by insertion sort, larger ones by np.argsort
 
 
 @kernel
@@ -146,60 +145,6 @@ def _shortest(init, tail, head, cost, eps_start, eps_arcs, emit_start, emit_arcs
         if not reverse and emit.shape[0]:
             _relax(dist, tail, head, cost, emit, emit.shape[0])
     return dist, True
-
-
-@kernel
-def _step_back(dist, back, tail, head, cost, arcs, cand, old):  # noqa: ANN001, ANN201
-    """One round of the reference's relaxation with predecessors (`lattice._shortest`'s step): every arc reads
-    the costs of the round before; a node that gets strictly cheaper takes, among this round's arcs that
-    reach its new cost, the lowest index. True when some node got cheaper."""
-    n = arcs.shape[0]
-    for i in range(n):
-        a = arcs[i]
-        cand[i] = dist[tail[a]] + cost[a]
-        old[i] = dist[head[a]]
-    for i in range(n):
-        h = head[arcs[i]]
-        if cand[i] < dist[h]:
-            dist[h] = cand[i]
-    won = False
-    for i in range(n):
-        h = head[arcs[i]]
-        if cand[i] < old[i] and cand[i] == dist[h]:
-            back[h] = _NO_ARC
-            won = True
-    for i in range(n):
-        h = head[arcs[i]]
-        if cand[i] < old[i] and cand[i] == dist[h] and arcs[i] < back[h]:
-            back[h] = arcs[i]
-    return won
-
-
-@entry("(float64[::1], int64[::1], int64[::1], float64[::1], int64[::1], boolean[::1], int64[::1])")
-def best_back(init, tail, head, cost, arc_frame, emitting, sizes):  # noqa: ANN001, ANN201
-    """`lattice._shortest(..., reverse=False)` compiled, the same costs and predecessor arcs: frame by frame,
-    the epsilon arcs of a frame (`emitting` False) to their fixed point, then its emitting arcs one round.
-    Returns (dist, back, converged)."""
-    frames = sizes.shape[0]
-    eps_start, eps_arcs = _bucket(arc_frame, ~emitting, frames)
-    emit_start, emit_arcs = _bucket(arc_frame, emitting, frames)
-    dist = init.copy()
-    back = np.full(init.shape[0], -1, dtype=np.int64)
-    cand = np.empty(tail.shape[0], dtype=np.float64)
-    old = np.empty(tail.shape[0], dtype=np.float64)
-    for f in range(frames):
-        eps = eps_arcs[eps_start[f]:eps_start[f + 1]]
-        converged = False
-        for _ in range(sizes[f] + 1):
-            if eps.shape[0] == 0 or not _step_back(dist, back, tail, head, cost, eps, cand, old):
-                converged = True
-                break
-        if not converged:
-            return dist, back, False
-        emit = emit_arcs[emit_start[f]:emit_start[f + 1]]
-        if emit.shape[0]:
-            _step_back(dist, back, tail, head, cost, emit, cand, old)
-    return dist, back, True
 
 
 @kernel
