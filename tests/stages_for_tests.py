@@ -30,10 +30,20 @@ def word_table(num_rows: int) -> pa.Table:
 
 
 def _log_setup(path: str | None) -> None:
-    """Append this process's pid to `path` (one line per `setup()` call, across processes)."""
+    """Append this process's pid to `path`, and "actor" where the call runs in a Ray actor (one line per
+    `setup()` call, across processes)."""
     if path is not None:
         with open(path, "a", encoding="utf-8") as handle:
-            handle.write(f"{os.getpid()}\n")
+            handle.write(f"{os.getpid()}{' actor' if _in_actor() else ''}\n")
+
+
+def _in_actor() -> bool:
+    """Whether this code runs inside a Ray actor (a task or the driver is not one)."""
+    try:
+        import ray
+    except ImportError:
+        return False
+    return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
 
 
 def _jitter(batch: pa.Table, max_s: float) -> None:

@@ -217,10 +217,11 @@ def test_partial_posteriors_train_and_decide_a_configuration_of_their_own(tmp_pa
     """The lattice-posterior confidence model end to end: the users' partials carry their words' posteriors
     (decoded once, lattices built in the same pass), a model with the posterior features trains on them, and
     the job evaluates it as `lm_personal.conf_posterior` beside MAIN, with its paired comparison."""
-    job = tmp_path / "confidence_posterior.toml"
+    job = tmp_path / "confidence_posterior.toml"  # two users of each kind: lattices at every partial cost time
     job.write_text(CONFIDENCE_JOB.format(out=tmp_path / "conf.pt", graph=GRAPH_JOB)
                    .replace("calibrate_routine_share = true", 'calibrate_routine_share = false\nmodels = ["posterior"]\n'
                             "half_precision_file = true")
+                   .replace("train_users = 3\ndevel_users = 3", "train_users = 2\ndevel_users = 2")
                    .replace("[asr]\n", "[asr]\npartial_posteriors = true\n"))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "train", "confidence", str(job)]) == 0
@@ -230,8 +231,9 @@ def test_partial_posteriors_train_and_decide_a_configuration_of_their_own(tmp_pa
     adaptation = tmp_path / "adaptation.toml"
     adaptation.write_text(ADAPTATION_JOB.format(speech=ROOT / "jobs" / "speech_slurp.toml", graph=GRAPH_JOB))
     evaluation = tmp_path / "predictive.toml"
-    evaluation.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=3, mode="decoder",
+    evaluation.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=2, mode="decoder",
                                           graph=GRAPH_JOB, sweep="false", adaptation=adaptation)
+                          .replace("tune_users = 3", "tune_users = 2")
                           .replace(f'confidence_context = "{conf_ctx}"\n',
                                    f'confidence_context = "{conf_ctx}"\nconfidence_posterior = "{posterior}"\n')
                           .replace("[asr]\n", "[asr]\npartial_posteriors = true\n"))

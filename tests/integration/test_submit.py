@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One Ray head of its own for this module's tests (started with `ray start`, as a user would)."""
     temp = Path("/tmp") / f"sbh{os.getpid()}"  # Ray's socket paths must stay short
     # the job's entrypoint runs `python` from the PATH the cluster was started with: the project's environment
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
@@ -55,16 +56,27 @@ def _stop_cluster(temp: Path) -> None:
                 mine.append(int(entry.name))
         except OSError:
             continue
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+    # Ray's GCS server and raylet outlive a SIGTERM by far more than a test should wait: 3 s, then SIGKILL
+    for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 15)):
         for pid in mine:
             try:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in mine):
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and any(_running(pid) for pid in mine):
             time.sleep(0.2)
     shutil.rmtree(temp, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs: a zombie has exited (`ray start` daemonizes, and in a container nobody may
+    reap it), so waiting for its /proc entry to go would wait for nothing."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
 
 
 def test_submitted_job_runs_on_the_cluster_and_logs_to_mlflow(ray_head: str, tmp_path: Path,

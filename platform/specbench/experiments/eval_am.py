@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import sys
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import torch
 
 from specbench.acoustic.checkpoint import AcousticCheckpoint, load_checkpoint, save_checkpoint
@@ -201,6 +202,19 @@ def score_rows_by_voice(checkpoints: Mapping[str, Path], default: Path, audio_ro
     return table.take(sorted(range(len(ids)), key=lambda i: position[ids[i]]))
 
 
+def score_devel_and_test(score: Callable[[list[dict]], pa.Table], devel: list[dict],
+                         test: list[dict]) -> tuple[pa.Table, pa.Table]:
+    """`score(rows)` (`score_rows` or `score_rows_by_voice` with their other arguments bound) over devel and
+    test in one pass, so that one actor pool (one model load per actor) serves both; the result split again
+    by utterance. Rows that share an utt_id across the two splits are scored apart."""
+    devel_ids = {r["utt_id"] for r in devel}
+    if devel_ids & {r["utt_id"] for r in test}:
+        return score(devel), score(test)
+    table = score(devel + test)
+    in_devel = pc.is_in(table.column("utt_id"), value_set=pa.array(sorted(devel_ids), pa.string()))
+    return table.filter(in_devel), table.filter(pc.invert(in_devel))
+
+
 def _voice_key(voice: str) -> str:
     return voice.replace(":", "_").replace("+", "_")
 
@@ -253,10 +267,9 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     metrics: dict[str, float] = {}
     warps: dict[str, float] = {}
     if config.vtln.enabled:
-        plain, plain_tuning, _ = _scored_metrics(graph.tlg, devel, test,
-                                                 score_rows(checkpoint, corpus.root, devel),
-                                                 score_rows(checkpoint, corpus.root, test), config, words, prons,
-                                                 train_vocab)
+        plain_devel, plain_test = score_devel_and_test(partial(score_rows, checkpoint, corpus.root), devel, test)
+        plain, plain_tuning, _ = _scored_metrics(graph.tlg, devel, test, plain_devel, plain_test, config, words,
+                                                 prons, train_vocab)
         metrics.update({k.replace("asr.", "asr.no_vtln.", 1): v for k, v in plain.items()})
         voices = sorted({r["voice"] for r in test} | {r["voice"] for r in devel})
         chosen = choose_voice_warps(checkpoint, corpus.root, all_devel, voices, config)
@@ -264,8 +277,8 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
         for voice, c in chosen.items():
             metrics[f"asr.vtln_warp.{_voice_key(voice)}"] = c["warp"]
             metrics[f"asr.vtln_utterances.{_voice_key(voice)}"] = c["utterances"]
-    devel_scores = score_rows(checkpoint, corpus.root, devel, warps=warps)
-    test_scores = score_rows(checkpoint, corpus.root, test, warps=warps)
+    devel_scores, test_scores = score_devel_and_test(partial(score_rows, checkpoint, corpus.root, warps=warps),
+                                                     devel, test)
     if config.speaker_transform.enabled:
         before, before_tuning, _ = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config,
                                                    words, prons, train_vocab)
@@ -278,8 +291,8 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
                 if key in info:
                     metrics[f"asr.speaker_transform_{key}.{_voice_key(voice)}"] = float(info[key])
         adapted = {voice: info["checkpoint"] for voice, info in fitted.items() if info["checkpoint"]}
-        devel_scores = score_rows_by_voice(adapted, checkpoint, corpus.root, devel, warps)
-        test_scores = score_rows_by_voice(adapted, checkpoint, corpus.root, test, warps)
+        devel_scores, test_scores = score_devel_and_test(
+            lambda rows: score_rows_by_voice(adapted, checkpoint, corpus.root, rows, warps), devel, test)
     for split, table in (("devel", devel_scores), ("test", test_scores)):
         scores_io.write_parquet(table, out_dir / f"{split}.parquet")
         scores_io.write_kaldi(table, out_dir / f"{split}.ark")

@@ -10,7 +10,10 @@ All three ways give the same table (same rows, same order, same values), because
   stage's output need not keep its input columns, nor even one output row per input row.)
 
 A stage whose `uses_actors` is true (state loaded in `setup()`, or a GPU) runs in a fixed pool of actors
-that call `setup()` once each; any other runs as Ray tasks that call `setup()` before every batch. Every
+that call `setup()` once each; any other runs as Ray tasks that call `setup()` before every batch. One
+exception in "auto" mode: a CPU stage whose input has no more batches than the cluster runs at once would
+give each actor a single batch, so it runs as tasks, with the same `setup()` calls (one per batch) on
+Ray's already started worker processes instead of new actor processes (about 3 s each on 2 cores). Every
 batch's output is checked against the stage contract (`check_output`) where it is produced. Stages travel to
 the workers through Ray's own serialization (cloudpickle), in flight only.
 
@@ -100,7 +103,7 @@ def run_ray(
         data: an Arrow table (cut into blocks here), or a Ray Dataset (its blocks are used as they are).
         batch_size: rows per stage call.
         mode: "actors" (a pool of `num_actors` actors, `setup()` once each), "tasks" (`setup()` per batch),
-            or "auto" (`execution_mode`).
+            or "auto" (`execution_mode`; tasks for a CPU stage with no more batches than worker slots).
         num_actors: pool size; default: as many as the cluster holds at once, at most one per batch.
 
     Raises:
@@ -123,6 +126,8 @@ def run_ray(
             return _run_empty(stage, data.schema)
         dataset = _dataset_from_table(data, batch_size, slots)
         num_batches: int | None = math.ceil(data.num_rows / batch_size)
+        if _one_batch_per_actor(mode, chosen, num_actors, resources.num_gpus, num_batches, slots):
+            chosen = "tasks"
     else:
         dataset, num_batches = data, None
     dataset.context.execution_options.preserve_order = True
@@ -231,6 +236,14 @@ def _dataset_from_table(table: pa.Table, batch_size: int, slots: int) -> ray.dat
     block_rows = batch_size * max(1, math.ceil(num_batches / target_blocks))
     blocks = [table.slice(start, block_rows) for start in range(0, table.num_rows, block_rows)]
     return ray.data.from_arrow(blocks)
+
+
+def _one_batch_per_actor(mode: Mode, chosen: str, num_actors: int | None, num_gpus: float, num_batches: int,
+                         slots: int) -> bool:
+    """Whether an "auto" actor pool of a CPU stage would give every actor one batch (no more batches than
+    the cluster runs at once, pool size not asked for): then tasks do the same `setup()` calls without
+    starting actor processes. GPU stages keep their actors (a decoder pinned to its GPU share)."""
+    return mode == "auto" and chosen == "actors" and num_actors is None and num_gpus == 0 and num_batches <= slots
 
 
 def _pool_size(num_actors: int | None, slots: int, num_batches: int | None, name: str) -> int:
