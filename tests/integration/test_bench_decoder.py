@@ -37,6 +37,8 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     for name in ("kaldi", "cpu", "cpu_lattice", "twin"):
         assert result["backends"][name] == {"status": "ok"}
         assert result[f"{name}_rtfx"] > 0
+    use = result["twin_lane_use"]  # the 8 utterances as one batch: as many frame steps as the longest
+    assert use["lane_frames"] == result["frames"] and 0.0 < use["occupancy"] <= 1.0
     assert result["gpu"] in ("available", "unavailable")
     assert result["decoder.cpu_kaldi_identical"] >= 0.75
     assert 0.0 <= result["decoder.onebest_identical"] <= 1.0

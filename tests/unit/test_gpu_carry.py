@@ -161,7 +161,12 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
         assert timed.seconds > 0
         assert [(o.ok, o.word_ids, o.total_cost) for o in timed.outcomes] == [
             (o.ok, o.word_ids, o.total_cost) for o in reference]
-        assert timed.extra == {"peak_memory_bytes_per_process": 0, "peak_memory_bytes_total": 0}
+        # each process decodes its strided shard as one batch: as many frame steps as its longest utterance
+        steps = sum(max(len(m) for _, m in items[r::3]) for r in range(3))
+        frames = sum(len(m) for _, m in items)
+        assert timed.extra == {"peak_memory_bytes_per_process": 0, "peak_memory_bytes_total": 0,
+                               "lane_use": {"frame_steps": steps, "lane_frames": frames, "max_lanes": 256,
+                                            "occupancy": frames / (steps * 256)}}
     assert all(o.lattice_arcs for o in runs["gpu_lattice"].outcomes if o.ok)
 
 

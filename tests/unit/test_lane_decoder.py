@@ -165,6 +165,20 @@ def test_lane_splitting_does_not_change_results() -> None:
     assert one == many
 
 
+def test_lanes_are_grouped_by_length() -> None:
+    """Batches of utterances of similar length: with two lanes, lengths 10, 50, 12, 48 run as (10, 12) and
+    (48, 50), 12 + 50 frame steps instead of 50 + 48 in the given order; results as decoded one by one."""
+    graph = compile_graph(CHAIN)
+    items = _utterances(3, 3, [10, 50, 12, 48])
+    options = SearchOptions(beam=3.0, max_active=3, min_active=1)
+    twin = TwinDecoder(graph, options, max_lanes=2)
+    results = twin.decode_batch(items, 4)
+    assert (twin.frame_steps, twin.lane_frames) == (62, 120)
+    alone = TwinDecoder(graph, options, max_lanes=1)
+    assert results == [alone.decode(m, u, 4) for u, m in items]
+    assert [r.utt_id for r in results] == ["u0", "u1", "u2", "u3"]
+
+
 def test_queue_overflow_is_counted_and_reported() -> None:
     graph = compile_graph(CHAIN)
     items = _utterances(1, 3, [4, 4])

@@ -227,7 +227,11 @@ class LaneDecoder:
     kernels_factory(lane_graph, settings) -> LaneKernels; options: the search settings (`SearchOptions`);
     capacities: LaneSettings' queue capacities. `decode_batch(items)` takes (utt_id, loglikes (T, P)
     float32) pairs and returns one DecodeResult per item, in order; a bad item gets a failed result with
-    the reason and never stops the others. At most `max_lanes` utterances are decoded together.
+    the reason and never stops the others. At most `max_lanes` utterances are decoded together, grouped by
+    length (shortest first), so that a batch, which runs as many frames as its longest utterance, does not
+    run on with most of its lanes finished. `frame_steps` counts the frames the kernels ran (over all
+    batches, the retries of overflowed lanes included) and `lane_frames` the frames of the utterances in
+    them: lane_frames / (frame_steps * lanes) is how busy the lanes were.
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
@@ -241,6 +245,8 @@ class LaneDecoder:
         self.max_lanes = max_lanes
         self.kernels: LaneKernels = kernels_factory(self.lane_graph, self.settings)
         self._max_ilabel = graph.max_ilabel
+        self.frame_steps = 0
+        self.lane_frames = 0
 
     def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
         """One utterance (a batch of one)."""
@@ -263,6 +269,7 @@ class LaneDecoder:
                 results[position] = DecodeResult.failed(str(utt_id), STATUS_EMPTY, 0, DecodeStats())
                 continue
             good.append((position, str(utt_id), costs))
+        good.sort(key=lambda item: item[2].shape[0])  # lanes of similar length share a batch
         for begin in range(0, len(good), self.max_lanes):
             chunk = good[begin:begin + self.max_lanes]
             for (position, _, _), result in zip(chunk, self._decode_splitting(chunk, partial_every), strict=True):
@@ -297,6 +304,8 @@ class LaneDecoder:
             costs[lane, :mat.shape[0], :mat.shape[1]] = mat
         partials = partial_frame_indices(int(lengths.max()), partial_every)
         batch = LaneBatch([c[1] for c in chunk], lengths, costs, partials)
+        self.frame_steps += int(lengths.max())
+        self.lane_frames += int(lengths.sum())
         self.kernels.start(batch)
         slot_of = {f: i for i, f in enumerate(partials)}
         for f in range(int(lengths.max())):

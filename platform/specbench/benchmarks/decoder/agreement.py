@@ -31,11 +31,20 @@ class Outcome(NamedTuple):
 @dataclass
 class Timed:
     """seconds: wall time of the decoding (float, s); outcomes: one per utterance, in the workload's order;
-    extra: what else a run reports (the GPU runs: peak device memory in bytes)."""
+    extra: what else a run reports (the GPU runs: peak device memory in bytes; the lane backends:
+    `lane_use`)."""
 
     seconds: float
     outcomes: list[Outcome]
     extra: dict[str, Any]
+
+
+def lane_use(frame_steps: int, lane_frames: int, max_lanes: int) -> dict[str, Any]:
+    """How busy a lane decoder's lanes were: frame steps the kernels ran (every batch runs as many as its
+    longest utterance), frames of the utterances decoded, and their ratio to frame steps x max_lanes (1.0:
+    every lane busy at every step)."""
+    return {"frame_steps": frame_steps, "lane_frames": lane_frames, "max_lanes": max_lanes,
+            "occupancy": lane_frames / (frame_steps * max_lanes) if frame_steps else None}
 
 
 def outcome_of(result: Any, num_frames: int) -> Outcome:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from specbench.benchmarks import harness
-from specbench.benchmarks.decoder.agreement import Timed, outcome_of
+from specbench.benchmarks.decoder.agreement import Timed, lane_use, outcome_of
 from specbench.benchmarks.decoder.workloads import Workload
 from specbench.decoder.backends import make_decoder
 from specbench.decoder.options import SearchOptions
@@ -72,9 +72,11 @@ def all_as_lanes(backend: str, workload: Workload, options: SearchOptions) -> Ti
     decoder = make_decoder(backend, workload.graph, options)
     items = list(workload.items)
     decoder.decode_batch(items[:1])  # warm-up
+    decoder.frame_steps = decoder.lane_frames = 0
     harness.say("decoder", f"{backend}: decoding {len(items)} utterances as lanes")
     seconds, results = harness.timed(lambda: decoder.decode_batch(items))
-    return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)], {})
+    return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)],
+                 {"lane_use": lane_use(decoder.frame_steps, decoder.lane_frames, decoder.max_lanes)})
 
 
 def _register_one_at_a_time(name: str, backend: str,

@@ -80,6 +80,8 @@ def _record(result: dict[str, Any], key: str, timed: Timed, audio_s: float) -> N
     result[f"{key}_seconds"] = timed.seconds
     if "profile_seconds" in timed.extra:  # where the time went, per stage (the compiled CPU backend)
         result[f"{key}_profile_seconds"] = timed.extra["profile_seconds"]
+    if "lane_use" in timed.extra:  # the lane backends: frame steps run and how busy the lanes were
+        result[f"{key}_lane_use"] = timed.extra["lane_use"]
     result[f"{key}_rtfx"] = audio_s / timed.seconds
     say(f"{key}: {timed.seconds:.3f} s, {audio_s / timed.seconds:.0f}x real time")
 

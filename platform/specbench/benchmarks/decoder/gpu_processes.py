@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from specbench.benchmarks.decoder.agreement import Outcome, Timed, outcome_of
+from specbench.benchmarks.decoder.agreement import Outcome, Timed, lane_use, outcome_of
 from specbench.decoder.options import SearchOptions
 
 GPU_DECODER = "specbench.decoder.gpu.backend:GpuDecoder"
@@ -62,12 +62,15 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
             decoders[mode] = getattr(module, class_name)(graph, replace(options, lattice_beam=lattice_beam))
             decoders[mode].decode_batch(items[:GPU_WARMUP_UTTERANCES])
         for mode, _ in modes:
+            lanes = decoders[mode]
+            lanes.frame_steps = lanes.lane_frames = 0  # the timed call's alone
             barrier.wait(timeout=GPU_TIMEOUT_S)
             t0 = time.perf_counter()
-            decoded = decoders[mode].decode_batch(items)
+            decoded = lanes.decode_batch(items)
             t1 = time.perf_counter()
             outcomes = [outcome_of(r, len(m)) for r, (_, m) in zip(decoded, items)]
-            results.put(("done", rank, mode, t0, t1, outcomes, int(peak())))
+            results.put(("done", rank, mode, t0, t1, outcomes, int(peak()),
+                         lane_use(lanes.frame_steps, lanes.lane_frames, lanes.max_lanes)))
     except threading.BrokenBarrierError:
         return  # another worker failed and reported it
     except BaseException:  # noqa: BLE001 - reported to the parent, which fails the configuration
@@ -122,12 +125,15 @@ def _collect(results: Any, workers: list, expected: int, timeout_s: float) -> di
 
 def _assemble(done: dict[tuple[str, int], tuple], mode: str, processes: int, count: int) -> Timed:
     """One mode's Timed: first start to last end, outcomes back in item order, peak memory per process
-    (the largest) and in total."""
+    (the largest) and in total, and the lanes' use (`lane_use`) over all processes."""
     starts = [done[(mode, r)][0] for r in range(processes)]
     ends = [done[(mode, r)][1] for r in range(processes)]
     outcomes: list[Outcome | None] = [None] * count
     for r in range(processes):
         outcomes[r::processes] = done[(mode, r)][2]
     peaks = [done[(mode, r)][3] for r in range(processes)]
+    uses = [done[(mode, r)][4] for r in range(processes)]
+    use = lane_use(sum(u["frame_steps"] for u in uses), sum(u["lane_frames"] for u in uses), uses[0]["max_lanes"])
     return Timed(max(ends) - min(starts), outcomes,  # type: ignore[arg-type]
-                 {"peak_memory_bytes_per_process": max(peaks), "peak_memory_bytes_total": sum(peaks)})
+                 {"peak_memory_bytes_per_process": max(peaks), "peak_memory_bytes_total": sum(peaks),
+                  "lane_use": use})
