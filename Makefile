@@ -33,7 +33,7 @@ run: setup
 	$(BIN)/specbench run jobs/quick.toml
 
 test: setup
-	$(BIN)/python -m pytest tests -m "not gpu" --durations=40
+	$(BIN)/python -m pytest tests -m "not gpu" -n 2 --dist loadgroup --durations=40
 
 test-unit: setup
 	$(BIN)/python -m pytest tests -m "unit"
