@@ -135,6 +135,26 @@ def test_slurp_one_best_equals_cpu(max_active: int) -> None:
     assert identical == len(items)
 
 
+def test_kernel_log_equals_the_twins() -> None:
+    """The frame loop's launches and host reads, counted by the GPU backend as it runs them, equal the twin's
+    count of the same batch (1-best and lattices, with partials); with timing, every launch has its time."""
+    from specbench.decoder.gpu import GpuDecoder
+
+    graph_path, items = _real_scores(64)
+    graph = read_graph(graph_path)
+    for lattice_beam in (None, 8.0):
+        options = SearchOptions(beam=15.0, max_active=200, min_active=20, lattice_beam=lattice_beam)
+        gpu, twin = GpuDecoder(graph, options, timing=True), TwinDecoder(graph, options)
+        gpu.decode_batch(items, 3)
+        twin.decode_batch(items, 3)
+        assert gpu.frame_steps == twin.frame_steps
+        assert gpu.kernel_log.launches == twin.kernel_log.launches
+        assert gpu.kernel_log.syncs == twin.kernel_log.syncs and gpu.kernel_log.arcs == twin.kernel_log.arcs
+        assert set(gpu.kernel_log.kernel_ms) == set(gpu.kernel_log.launches)
+        SUMMARY[f"kernel_log_lattice_{lattice_beam}"] = gpu.kernel_log.report(gpu.frame_steps)
+    _write_summary()
+
+
 def test_slurp_lattices_equal_cpu() -> None:
     graph_path, items = _real_scores(100)
     graph = read_graph(graph_path)

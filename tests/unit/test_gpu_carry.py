@@ -21,6 +21,7 @@ import pytest
 from specbench.benchmarks.decoder import agreement as ag
 from specbench.benchmarks.decoder import workloads as wl
 from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
+from specbench.benchmarks.decoder.backends import gpu_profile
 from specbench.benchmarks.decoder.gpu_processes import run_gpu_processes
 from specbench.decoder.backends import GraphFile
 from specbench.decoder.options import SearchOptions
@@ -168,6 +169,21 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
                                "lane_use": {"frame_steps": steps, "lane_frames": frames, "max_lanes": 256,
                                             "occupancy": frames / (steps * 256)}}
     assert all(o.lattice_arcs for o in runs["gpu_lattice"].outcomes if o.ok)
+
+
+def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
+    """The profile's report on the twin (the GPU's adds kernel milliseconds): per frame step two host reads
+    of the 1-best loop plus the finals' mask uploads, launches by kernel, arcs per second, the lanes' use."""
+    graph_path, items = tiny_graph(tmp_path), scores(7)
+    workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0, lattice_beam=8.0)
+    report = gpu_profile(workload, options, backend="twin")
+    steps = max(len(m) for _, m in items)  # one batch, lanes grouped by length
+    assert report["frame_steps"] == report["lane_use"]["frame_steps"] == steps
+    assert report["syncs"]["candidate arcs"] == steps and "epsilon links" not in report["syncs"]  # 1-best
+    assert report["syncs"]["lane mask upload"] == len({len(m) for _, m in items})  # a step per length that ends
+    assert report["launches"]["radix_histogram"] == 4 * steps and report["arcs_per_second"] > 0
+    assert "kernel_ms" not in report and report["seconds"] > 0
 
 
 def test_gpu_process_failure_is_reported(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ LANE_BACKENDS = ("twin", "gpu")
 LANE_ARGS = ("max_lanes", "token_capacity", "arc_capacity", "arena_capacity", "lattice_capacity")
 BACKEND_ARGS: dict[str, tuple[str, ...]] = {
     "cpu": ("epsilon_mode",), "cpu_numpy": ("epsilon_mode",), "kaldi": (), "twin": LANE_ARGS,
-    "gpu": ("device", *LANE_ARGS),
+    "gpu": ("device", "timing", *LANE_ARGS),
 }
 
 

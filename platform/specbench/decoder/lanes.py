@@ -48,8 +48,9 @@ algorithm expands what lies below the cutoff and leaves that case out.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -195,12 +196,48 @@ class LaneOutput:
     lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame, src state, code: see lattice_paths)
 
 
+@dataclass
+class KernelLog:
+    """What the frame loop (`LaneKernels.frame`) asked of the device, counted by each backend under the same
+    rules: kernel launches by name (the GPU's own kernels and the cupy scans, stacks and fills it launches;
+    the twin counts the kernels its numpy steps stand for, under the GPU backend's launch conditions),
+    host reads of device memory by what they read (each one a synchronization: the host waits for the
+    device), candidate arcs expanded, and on the GPU, when timed, milliseconds per kernel (CUDA events).
+    A batch's upload in `start` and download in `finish` are not counted."""
+
+    launches: Counter = field(default_factory=Counter)
+    syncs: Counter = field(default_factory=Counter)
+    arcs: int = 0
+    kernel_ms: Counter = field(default_factory=Counter)
+
+    def launch(self, name: str, times: int = 1) -> None:
+        self.launches[name] += times
+
+    def sync(self, what: str) -> None:
+        self.syncs[what] += 1
+
+    def report(self, frame_steps: int, seconds: float | None = None) -> dict:
+        """Per frame step of the loop: launches and synchronizations (totals by name beside them), candidate
+        arcs, and with `seconds` the arcs expanded per second; kernel milliseconds where they were timed."""
+        steps = max(frame_steps, 1)
+        out = {"frame_steps": frame_steps, "launches_per_frame": sum(self.launches.values()) / steps,
+               "syncs_per_frame": sum(self.syncs.values()) / steps, "arcs": self.arcs,
+               "launches": dict(sorted(self.launches.items())), "syncs": dict(sorted(self.syncs.items()))}
+        if seconds:
+            out["arcs_per_second"] = self.arcs / seconds
+        if self.kernel_ms:
+            out["kernel_ms"] = dict(sorted(self.kernel_ms.items(), key=lambda kv: -kv[1]))
+        return out
+
+
 class LaneKernels:
     """The kernels of the lane algorithm; `twin.NumpyLaneKernels` and `gpu.CudaLaneKernels` implement them.
 
     `start(batch)` uploads the batch and the frame-0 tokens, `frame(f)` runs one frame over every lane,
-    `finish()` returns the LaneOutput.
+    `finish()` returns the LaneOutput. `log` counts what the frames asked of the device (`KernelLog`).
     """
+
+    log: KernelLog
 
     def start(self, batch: LaneBatch) -> None:
         raise NotImplementedError
@@ -231,7 +268,8 @@ class LaneDecoder:
     length (shortest first), so that a batch, which runs as many frames as its longest utterance, does not
     run on with most of its lanes finished. `frame_steps` counts the frames the kernels ran (over all
     batches, the retries of overflowed lanes included) and `lane_frames` the frames of the utterances in
-    them: lane_frames / (frame_steps * lanes) is how busy the lanes were.
+    them: lane_frames / (frame_steps * lanes) is how busy the lanes were; `kernel_log` what the frames asked
+    of the device (`KernelLog`). `reset_counts()` zeroes all three.
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
@@ -247,6 +285,15 @@ class LaneDecoder:
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
         self.lane_frames = 0
+
+    @property
+    def kernel_log(self) -> KernelLog:
+        return self.kernels.log
+
+    def reset_counts(self) -> None:
+        """Zero `frame_steps`, `lane_frames` and `kernel_log` (e.g. after a warm-up)."""
+        self.frame_steps = self.lane_frames = 0
+        self.kernels.log = KernelLog()
 
     def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
         """One utterance (a batch of one)."""

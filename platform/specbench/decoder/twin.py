@@ -4,7 +4,9 @@ Every method of `NumpyLaneKernels` does what the CUDA kernel of the same name in
 over the same fixed-capacity queues: `np.minimum.at` on the same order-preserving uint64 keys stands for
 `atomicMin`, `np.searchsorted` on the prefix sums for the kernels' binary search, `np.add.at` on 256-bin
 histograms for their atomicAdd. `TwinDecoder` is the lane decoder on these kernels; tests compare it with
-the CPU backend on every commit, so the GPU algorithm is checked without a GPU.
+the CPU backend on every commit, so the GPU algorithm is checked without a GPU. Its `KernelLog` counts the
+launches and host reads that the GPU backend's frame loop makes for the same batch, under its conditions
+(`tests/gpu` compares the two logs), so the counts are known and checked on any machine.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from specbench.decoder.lanes import (
-    STAT, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings,
+    STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.search import gather_arcs
@@ -57,6 +59,7 @@ class NumpyLaneKernels(LaneKernels):
     def __init__(self, lg: LaneGraph, settings: LaneSettings) -> None:
         self.lg, self.s = lg, settings
         self.beam32 = settings.pruning.beam32
+        self.log = KernelLog()
 
     # ---- batch start: frame-0 tokens (the start state closed over epsilons) -------------------------
 
@@ -97,11 +100,13 @@ class NumpyLaneKernels(LaneKernels):
     # ---- one frame ------------------------------------------------------------------------------------
 
     def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+        queued = self.tok_lane.shape[0]  # the GPU's queue still holds the tokens of lanes that just ended
         self._drop_finished_lanes(f)
         best, worst, count = self.lane_reduce()
         selected = self.radix_select(best, worst, count)
         cutoff, adaptive = self.lane_cutoff(best, worst, count, selected)
         deg, cum = self.token_degree(cutoff)
+        self._count_expansion(queued, int(cum[-1]) if cum.shape[0] else 0)
         slot_tok, entry, new = self.expand_min(f, deg, cum)
         keep, index = self.expand_recombine(slot_tok, entry, new, adaptive)
         win = self.resolve(keep, index, entry, new)
@@ -113,6 +118,30 @@ class NumpyLaneKernels(LaneKernels):
             self.lane_best(finishing, with_final=True, slot=-1)
         if partial_slot >= 0:
             self.lane_best((self.batch.lengths > f).nonzero()[0], with_final=False, slot=partial_slot)
+
+    def _count_expansion(self, queued: int, total: int) -> None:
+        """The GPU backend's launches and reads of a frame up to its winners: none with an empty queue; else
+        the selection, the degrees and their scan, then the read of the candidate arcs' count; the count of
+        lost arcs past the capacity; without arcs nothing more; else the expansion, recombination,
+        resolution and marking kernels, two scans, a stack and its read, and the compaction of the winners."""
+        if not queued:
+            return
+        log = self.log
+        for name, times in (("lane_reset", 1), ("lane_reduce", 1), ("select_setup", 1), ("radix_histogram", 4),
+                            ("radix_scan", 4), ("lane_cutoff", 1), ("token_degree", 1), ("cumsum", 1)):
+            log.launch(name, times)
+        log.sync("candidate arcs")
+        slots = min(total, self.s.arc_capacity)
+        log.arcs += slots
+        if total > slots:
+            log.launch("count_lost")
+        if slots == 0:
+            return
+        for name, times in (("expand_min", 1), ("expand_recombine", 1), ("resolve_cost", 1), ("resolve_index", 1),
+                            ("mark", 1), ("cumsum", 2), ("stack", 1)):
+            log.launch(name, times)
+        log.sync("winners and lattice links")
+        log.launch("emit_winners")
 
     def _drop_finished_lanes(self, f: int) -> None:
         """Tokens of lanes whose utterance has ended take no part (the kernels skip them)."""
@@ -278,6 +307,12 @@ class NumpyLaneKernels(LaneKernels):
         """`dense_tok_set`, `eps_link_count` + prefix sums, `eps_link_write`, `dense_tok_clear`: every
         epsilon arc between two tokens of the frame within the lattice beam of its destination token."""
         lg, states = self.lg, self.token_index()
+        if states.shape[0]:  # the GPU backend's launches and read for them
+            for name in ("dense_tok_set", "eps_link_count", "cumsum"):
+                self.log.launch(name)
+            self.log.sync("epsilon links")
+            self.log.launch("eps_link_write")
+            self.log.launch("dense_tok_set")
         self.dense_tok[states] = self.tok_cost
         index, counts = gather_arcs(lg.eps_offsets, lg.eps_degree.astype(np.int64), self.tok_state)
         reach = self.tok_cost.repeat(counts) + lg.eps_weight[index]
@@ -294,6 +329,11 @@ class NumpyLaneKernels(LaneKernels):
 
     def lane_best(self, lanes: np.ndarray, with_final: bool, slot: int) -> None:
         """Best token of each of `lanes`: lowest cost (+ final weight), then lowest state."""
+        if self.tok_lane.shape[0]:  # the GPU backend: the lanes' mask uploaded, two fills, three kernels
+            self.log.sync("lane mask upload")
+            self.log.launch("fill", 2)
+            for name in ("best_cost", "best_state", "best_pick"):
+                self.log.launch(name)
         mine = np.isin(self.tok_lane, lanes)
         lane, state = self.tok_lane[mine], self.tok_state[mine]
         cost = self.tok_cost[mine] + (self.lg.final[state] if with_final else 0.0)

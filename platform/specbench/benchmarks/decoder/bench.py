@@ -24,7 +24,7 @@ from typing import Any
 from specbench.benchmarks import harness
 from specbench.benchmarks.decoder.agreement import Timed, summary_metrics
 from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
-from specbench.benchmarks.decoder.backends import alternating_ratio, one_best
+from specbench.benchmarks.decoder.backends import alternating_ratio, gpu_profile, one_best
 from specbench.benchmarks.decoder.cpu_scaling import (
     CPU_MEASUREMENTS,
     scaling_metrics,
@@ -80,8 +80,9 @@ def _record(result: dict[str, Any], key: str, timed: Timed, audio_s: float) -> N
     result[f"{key}_seconds"] = timed.seconds
     if "profile_seconds" in timed.extra:  # where the time went, per stage (the compiled CPU backend)
         result[f"{key}_profile_seconds"] = timed.extra["profile_seconds"]
-    if "lane_use" in timed.extra:  # the lane backends: frame steps run and how busy the lanes were
-        result[f"{key}_lane_use"] = timed.extra["lane_use"]
+    for name in ("lane_use", "kernel_log"):  # the lane backends: how busy the lanes were, what the frames launched
+        if name in timed.extra:
+            result[f"{key}_{name}"] = timed.extra[name]
     result[f"{key}_rtfx"] = audio_s / timed.seconds
     say(f"{key}: {timed.seconds:.3f} s, {audio_s / timed.seconds:.0f}x real time")
 
@@ -135,6 +136,10 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
             result[f"{key}_peak_memory_bytes_total"] = t.extra["peak_memory_bytes_total"]
             peak = max(peak, t.extra["peak_memory_bytes_per_process"])
     result["gpu_peak_memory_bytes"] = peak
+    if "gpu" in include:  # last, in this process: where the frame loop's time goes, per kernel
+        profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
+        if profile is not None:
+            result["gpu_profile"] = profile
     for mode, _ in modes:
         if any(k.endswith("_lattice") == (mode == "gpu_lattice") for k in gpu_runs):
             status.setdefault(mode, {"status": "ok"})

@@ -63,7 +63,7 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
             decoders[mode].decode_batch(items[:GPU_WARMUP_UTTERANCES])
         for mode, _ in modes:
             lanes = decoders[mode]
-            lanes.frame_steps = lanes.lane_frames = 0  # the timed call's alone
+            lanes.reset_counts()  # the timed call's alone
             barrier.wait(timeout=GPU_TIMEOUT_S)
             t0 = time.perf_counter()
             decoded = lanes.decode_batch(items)

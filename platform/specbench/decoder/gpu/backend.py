@@ -3,7 +3,10 @@
 `GpuDecoder` decodes many utterances together (lanes), frame by frame, with the kernels of `lanes.cu`;
 `twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. Per frame the
 host waits twice for the device: for the number of candidate arcs (to size the expansion) and for the number
-of winners (the next token count).
+of winners (the next token count); three times with lattices (the epsilon links), and once more for each
+set of lanes that ends or takes a partial hypothesis (the upload of their mask). Every launch and every host
+read of the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin
+counts the same); `GpuDecoder(timing=True)` also times every launch with CUDA events.
 
 cupy is imported lazily, only here: `gpu_available()` says whether a CUDA device is usable, and building a
 `GpuDecoder` without one raises `GpuUnavailableError` with the reason. Several processes (or Ray actors
@@ -12,12 +15,14 @@ with fractional `num_gpus`) may each hold a GpuDecoder on one GPU, each with its
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from specbench.decoder.lanes import (
     STAT,
+    KernelLog,
     LaneBatch,
     LaneDecoder,
     LaneGraph,
@@ -71,9 +76,10 @@ def peak_memory_bytes() -> int:
 class CudaLaneKernels(LaneKernels):
     """The lane algorithm's kernels on the GPU (mirrors twin.NumpyLaneKernels method by method)."""
 
-    def __init__(self, lg: LaneGraph, settings: LaneSettings) -> None:
+    def __init__(self, lg: LaneGraph, settings: LaneSettings, timing: bool = False) -> None:
         cp = self.cp = _cupy()
         self.lg, self.s = lg, settings
+        self.log, self.timing, self._events = KernelLog(), timing, []
         self.module = cp.RawModule(code=KERNEL_SOURCE.read_text(encoding="utf-8"), options=("--std=c++14",))
         self.fn = {}
         g = {}
@@ -95,7 +101,33 @@ class CudaLaneKernels(LaneKernels):
         fn = self.fn.get(name)
         if fn is None:
             fn = self.fn[name] = self.module.get_function(name)
-        fn(((int(count) + BLOCK - 1) // BLOCK,), (BLOCK,), args)
+        self._on_device(name, lambda: fn(((int(count) + BLOCK - 1) // BLOCK,), (BLOCK,), args))
+
+    def _on_device(self, name: str, call):
+        """`call()`: one kernel launch (ours, or a cupy scan, stack or fill), counted in `log` under `name`;
+        with `timing`, between two CUDA events that `_collect_times` reads."""
+        self.log.launch(name)
+        if not self.timing:
+            return call()
+        start, end = self.cp.cuda.Event(), self.cp.cuda.Event()
+        start.record()
+        out = call()
+        end.record()
+        self._events.append((name, start, end))
+        return out
+
+    def _read(self, array, what: str) -> np.ndarray:
+        """A device array on the host: the host waits for the device, counted in `log` under `what`."""
+        self.log.sync(what)
+        return array.get()
+
+    def _collect_times(self) -> None:
+        """Milliseconds per kernel name from the recorded CUDA events (after the last one completes)."""
+        if self._events:
+            self._events[-1][2].synchronize()
+            for name, start, end in self._events:
+                self.log.kernel_ms[name] += self.cp.cuda.get_elapsed_time(start, end)
+            self._events.clear()
 
     def start(self, batch: LaneBatch) -> None:
         cp, lg, lanes = self.cp, self.lg, len(batch.utt_ids)
@@ -159,9 +191,10 @@ class CudaLaneKernels(LaneKernels):
             deg = cp.empty(n, cp.int64)
             self._launch("token_degree", n, i32(n), i32(f), self.tok_lane, self.tok_state, self.tok_cost,
                          self.lengths, self.cutoff, self.g["degree"], deg, self.stats)
-            cum = cp.cumsum(deg)
-            total = int(cum[-1])  # device -> host: the number of candidate arcs
+            cum = self._on_device("cumsum", lambda: cp.cumsum(deg))
+            total = int(self._read(cum[-1:], "candidate arcs")[0])
             slots = min(total, self.s.arc_capacity)
+            self.log.arcs += slots
             if total > slots:
                 self._launch("count_lost", n, i32(n), i64(slots), self.tok_lane, deg, cum, self.stats)
             self._expand(f, n, slots, deg, cum)
@@ -190,8 +223,10 @@ class CudaLaneKernels(LaneKernels):
         self._launch("mark", slots, i64(slots), i32(with_lattice), np.float64(s.lattice_beam or 0.0), c_keep,
                      c_key, c_index, c_cost, c_entry, g["bare_arc"], self.dense_key, self.dense_cost, self.dense_entry,
                      win, lat)
-        cum_win, cum_lat = cp.cumsum(win), cp.cumsum(lat)
-        winners, near = (int(v) for v in cp.stack([cum_win[-1], cum_lat[-1]]).get())  # device -> host
+        cum_win = self._on_device("cumsum", lambda: cp.cumsum(win))
+        cum_lat = self._on_device("cumsum", lambda: cp.cumsum(lat))
+        both = self._on_device("stack", lambda: cp.stack([cum_win[-1], cum_lat[-1]]))
+        winners, near = (int(v) for v in self._read(both, "winners and lattice links"))
         room = max(0, min(s.token_capacity, s.arena_capacity - self.arena_size))
         emitted = min(winners, room)
         lattice_room = max(0, s.lattice_capacity - self.lattice_size)
@@ -229,8 +264,8 @@ class CudaLaneKernels(LaneKernels):
         beam = np.float64(self.s.lattice_beam)
         self._launch("eps_link_count", n, i32(n), i32(states), beam, *common, g["eps_offsets"], g["eps_dest"],
                      g["eps_weight"], self.dense_tok, links)
-        cum = cp.cumsum(links)
-        total = int(cum[-1])  # device -> host
+        cum = self._on_device("cumsum", lambda: cp.cumsum(links))
+        total = int(self._read(cum[-1:], "epsilon links")[0])
         room = max(0, self.s.lattice_capacity - self.lattice_size)
         kept = min(total, room)
         records = cp.empty(4 * max(kept, 1), cp.int64)
@@ -256,9 +291,10 @@ class CudaLaneKernels(LaneKernels):
             return
         want = np.zeros(self.num_lanes, dtype=np.uint8)
         want[lanes] = 1
+        self.log.sync("lane mask upload")  # from pageable memory: the host waits for the stream first
         want_d = cp.asarray(want)
-        best = cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64)
-        low = cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64)
+        best = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
+        low = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
         common = (np.int32(n), np.int32(with_final), want_d, self.tok_lane, self.tok_state, self.tok_cost,
                   self.g["final"])
         self._launch("best_cost", n, *common, best)
@@ -268,6 +304,7 @@ class CudaLaneKernels(LaneKernels):
 
     def finish(self) -> LaneOutput:
         cp, lanes = self.cp, self.num_lanes
+        self._collect_times()
         stats = self.stats.get().reshape(lanes, len(STAT)).astype(np.int64)
         created, rounds = self.init_counts
         stats[:, STAT["tokens_created"]] += created
@@ -289,12 +326,13 @@ class GpuDecoder(LaneDecoder):
 
     options: the search settings (`SearchOptions`); max_lanes and the queue capacities (`LaneSettings`):
     see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current device, which
-    Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction).
+    Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction). timing: time every kernel launch
+    of the frame loop with CUDA events (`kernel_log.kernel_ms`; for profiles, it adds two events a launch).
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, device: int | None = None,
-                 max_lanes: int = 256, **capacities: int) -> None:
+                 max_lanes: int = 256, timing: bool = False, **capacities: int) -> None:
         cp = _cupy()
         if device is not None:
             cp.cuda.Device(device).use()
-        super().__init__(graph, CudaLaneKernels, options, max_lanes=max_lanes, **capacities)
+        super().__init__(graph, partial(CudaLaneKernels, timing=timing), options, max_lanes=max_lanes, **capacities)
