@@ -22,8 +22,9 @@ from specbench.benchmarks.decoder import agreement as ag
 from specbench.benchmarks.decoder import workloads as wl
 from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
 from specbench.benchmarks.decoder.backends import gpu_profile
+from specbench.benchmarks.decoder.ceiling import ceiling_token_set
 from specbench.benchmarks.decoder.gpu_processes import run_gpu_processes
-from specbench.decoder.backends import GraphFile
+from specbench.decoder.backends import GraphFile, make_decoder
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.wfst.fst_binary import write_vector_fst
@@ -184,6 +185,23 @@ def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
     assert report["syncs"]["lane mask upload"] == len({len(m) for _, m in items})  # a step per length that ends
     assert report["launches"]["radix_histogram"] == 4 * steps and report["arcs_per_second"] > 0
     assert "kernel_ms" not in report and report["seconds"] > 0
+
+
+def test_the_arc_ceilings_token_set_is_the_cpu_backends_halfway(tmp_path: Path) -> None:
+    """The ceiling's tokens: per utterance (a lane) the CPU backend's tokens after half its frames, and the
+    acoustic costs of its next frame."""
+    graph_path, items = tiny_graph(tmp_path), scores(5)
+    workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=0.5)
+    tok_lane, tok_state, tok_cost, ac = ceiling_token_set(workload, options, lanes=3)
+    assert ac.shape[0] == 3 and set(tok_lane.tolist()) == {0, 1, 2}
+    cpu = make_decoder("cpu", graph_path, options)
+    for lane, (utt_id, mat) in enumerate(items[:3]):
+        cpu.init(utt_id)
+        cpu.advance(mat[: len(mat) // 2])
+        states, costs = cpu.active_tokens()
+        assert np.array_equal(tok_state[tok_lane == lane], states) and np.array_equal(tok_cost[tok_lane == lane], costs)
+        assert np.array_equal(ac[lane, : mat.shape[1]], mat[len(mat) // 2] * np.float32(-0.5))
 
 
 def test_gpu_process_failure_is_reported(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from specbench.decoder.gpu import backend as gpu
+from specbench.decoder.gpu.ceiling import CEILING_SOURCE
 from specbench.decoder.gpu.nvrtc import KERNELS, compile_ptx, kernel_names
 
 pytestmark = pytest.mark.unit
@@ -21,6 +22,14 @@ def test_kernels_compile_without_warnings(arch: str) -> None:
     assert not re.search(r"cvt[.a-z0-9]*\.ftz", ptx), re.findall(r"cvt[.a-z0-9]*\.ftz[^;]*", ptx)[:3]
     for name in kernel_names(KERNELS.read_text(encoding="utf-8")):
         assert f".entry {name}(" in ptx
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+def test_the_arc_ceiling_kernel_compiles_without_warnings(arch: str) -> None:
+    source = CEILING_SOURCE.read_text(encoding="utf-8")
+    ptx, log = compile_ptx(source, arch, name="ceiling.cu")
+    assert "warning" not in log.lower(), log
+    assert kernel_names(source) == ["ceiling_expand"] and ".entry ceiling_expand(" in ptx
 
 
 def test_every_launched_kernel_is_defined() -> None:

@@ -128,6 +128,11 @@ class CpuDecoder:
         if self.lattice_beam is not None:
             self._record_epsilon_links(0)
 
+    def active_tokens(self) -> tuple[np.ndarray, np.ndarray]:
+        """(states, costs) of the tokens the search holds now (after `init` and `advance`)."""
+        tokens = self._require_state().tokens
+        return tokens.states.copy(), tokens.costs.copy()
+
     def advance(self, loglikes: np.ndarray) -> None:
         """Decode the next frames: loglikes (t, P) float32 (other float dtypes are converted)."""
         state = self._require_state()

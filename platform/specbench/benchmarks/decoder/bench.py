@@ -25,6 +25,7 @@ from specbench.benchmarks import harness
 from specbench.benchmarks.decoder.agreement import Timed, summary_metrics
 from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
 from specbench.benchmarks.decoder.backends import alternating_ratio, gpu_profile, one_best
+from specbench.benchmarks.decoder.ceiling import gpu_arc_ceiling
 from specbench.benchmarks.decoder.cpu_scaling import (
     CPU_MEASUREMENTS,
     scaling_metrics,
@@ -111,6 +112,25 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
     return runs
 
 
+def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_runs: dict[str, Timed],
+                             status: dict[str, Any], result: dict[str, Any]) -> None:
+    """`gpu_profile` (kernel times, launches and host reads per frame) and the arc-rate ceiling of this GPU
+    (`gpu_arc_ceiling`); each 1-best configuration's candidate arcs per second (the profile's arcs, the same
+    for every configuration, over its time) and its fraction of the ceiling."""
+    profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
+    ceiling = _attempt(status, "gpu_arc_ceiling", lambda: gpu_arc_ceiling(workload, options))
+    if profile is not None:
+        result["gpu_profile"] = profile
+    if ceiling is not None:
+        result["gpu_arc_ceiling"] = ceiling
+    for key, timed in gpu_runs.items():
+        if profile is not None and not key.endswith("_lattice"):
+            result[f"{key}_arcs_per_second"] = profile["arcs"] / timed.seconds
+            if ceiling is not None:
+                result[f"decoder.{key}_arc_ceiling_fraction"] = result[f"{key}_arcs_per_second"] / ceiling[
+                    "arcs_per_second"]
+
+
 def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str], gpu_decoders: Sequence[int],
               status: dict[str, Any], result: dict[str, Any]) -> dict[str, Timed]:
     """The GPU modes of `include` with each number of processes in `gpu_decoders`: runs named gpu4,
@@ -136,10 +156,8 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
             result[f"{key}_peak_memory_bytes_total"] = t.extra["peak_memory_bytes_total"]
             peak = max(peak, t.extra["peak_memory_bytes_per_process"])
     result["gpu_peak_memory_bytes"] = peak
-    if "gpu" in include:  # last, in this process: where the frame loop's time goes, per kernel
-        profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
-        if profile is not None:
-            result["gpu_profile"] = profile
+    if "gpu" in include:  # last, in this process: where the frame loop's time goes, against what the GPU can
+        _profile_against_ceiling(workload, options, gpu_runs, status, result)
     for mode, _ in modes:
         if any(k.endswith("_lattice") == (mode == "gpu_lattice") for k in gpu_runs):
             status.setdefault(mode, {"status": "ok"})

@@ -1,7 +1,8 @@
 """The GPU backend: the only package that imports cupy (lazily, behind `gpu_available()`).
 
 `backend.py`: `GpuDecoder`, the lane algorithm (`decoder/lanes.py`) on CUDA kernels through cupy;
-`kernels/lanes.cu`: the kernels; `nvrtc.py`: compiles them without a GPU (a check that runs in CI).
+`kernels/lanes.cu`: the kernels; `ceiling.py` and `kernels/ceiling.cu`: the arc-rate ceiling the decoder
+benchmark compares the decoder with; `nvrtc.py`: compiles the kernels without a GPU (a check that runs in CI).
 """
 
 from specbench.decoder.gpu.backend import GpuDecoder, GpuUnavailableError, gpu_available, peak_memory_bytes
