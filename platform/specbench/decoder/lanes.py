@@ -198,12 +198,10 @@ class LaneOutput:
 
 @dataclass
 class KernelLog:
-    """What the frame loop (`LaneKernels.frame`) asked of the device, counted by each backend under the same
-    rules: kernel launches by name (the GPU's own kernels and the cupy scans, stacks and fills it launches;
-    the twin counts the kernels its numpy steps stand for, under the GPU backend's launch conditions),
-    host reads of device memory by what they read (each one a synchronization: the host waits for the
-    device), candidate arcs expanded, and on the GPU, when timed, milliseconds per kernel (CUDA events).
-    A batch's upload in `start` and download in `finish` are not counted."""
+    """What the frame loop asked of the device: kernel launches by name (ours and cupy's scans, stacks and
+    fills; the twin counts those its numpy steps stand for, under the GPU's launch conditions), host reads
+    of device memory (synchronizations) by what they read, candidate arcs, and when the GPU times them,
+    milliseconds per kernel. A batch's upload and its final download are not counted."""
 
     launches: Counter = field(default_factory=Counter)
     syncs: Counter = field(default_factory=Counter)

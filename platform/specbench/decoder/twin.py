@@ -5,8 +5,7 @@ over the same fixed-capacity queues: `np.minimum.at` on the same order-preservin
 `atomicMin`, `np.searchsorted` on the prefix sums for the kernels' binary search, `np.add.at` on 256-bin
 histograms for their atomicAdd. `TwinDecoder` is the lane decoder on these kernels; tests compare it with
 the CPU backend on every commit, so the GPU algorithm is checked without a GPU. Its `KernelLog` counts the
-launches and host reads that the GPU backend's frame loop makes for the same batch, under its conditions
-(`tests/gpu` compares the two logs), so the counts are known and checked on any machine.
+launches and host reads the GPU backend makes for the same batch (`tests/gpu` compares the two logs).
 """
 
 from __future__ import annotations
@@ -120,10 +119,7 @@ class NumpyLaneKernels(LaneKernels):
             self.lane_best((self.batch.lengths > f).nonzero()[0], with_final=False, slot=partial_slot)
 
     def _count_expansion(self, queued: int, total: int) -> None:
-        """The GPU backend's launches and reads of a frame up to its winners: none with an empty queue; else
-        the selection, the degrees and their scan, then the read of the candidate arcs' count; the count of
-        lost arcs past the capacity; without arcs nothing more; else the expansion, recombination,
-        resolution and marking kernels, two scans, a stack and its read, and the compaction of the winners."""
+        """The GPU backend's launches and reads of a frame up to its winners (`CudaLaneKernels.frame`)."""
         if not queued:
             return
         log = self.log
