@@ -21,7 +21,10 @@ def ceiling_token_set(workload: Workload, options: SearchOptions,
     """(tok_lane int32, tok_state int32, tok_cost float64, ac (lanes, P) float32): per utterance of the
     first `lanes` with at least two frames, the CPU backend's tokens after the first half of its frames
     and the acoustic costs (-acoustic_scale x loglikes) of the next frame."""
-    decoder = make_decoder("cpu", workload.graph, one_best(options))
+    try:
+        decoder = make_decoder("cpu", workload.graph, one_best(options))
+    except ImportError:  # no numba: the numpy backend holds the same tokens
+        decoder = make_decoder("cpu_numpy", workload.graph, one_best(options))
     chosen = [(u, m) for u, m in workload.items if m.shape[0] >= 2][:lanes]
     if not chosen:
         raise ValueError("the arc-rate ceiling needs an utterance of at least two frames")
