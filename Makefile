@@ -33,7 +33,7 @@ run: setup
 	$(BIN)/specbench run jobs/quick.toml
 
 test: setup
-	$(BIN)/python -m pytest tests -m "not gpu" -n 2 --dist loadgroup --durations=40
+	bash scripts/test_all.sh $(BIN)
 
 test-unit: setup
 	$(BIN)/python -m pytest tests -m "unit"

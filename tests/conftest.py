@@ -31,15 +31,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("filterwarnings", "error::ray.util.annotations.RayDeprecationWarning:specbench")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The integration tests form one pytest-xdist group: under `pytest -n 2 --dist loadgroup` (`make test`)
-    they run in order on one worker (one local Ray and one test at a time on the shared caches, as without
-    xdist) while the unit tests run on the other."""
-    for item in items:
-        if item.get_closest_marker("integration") is not None:
-            item.add_marker(pytest.mark.xdist_group("integration"))
-
-
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[Any]:
     """A new local Ray with 2 CPUs and no GPU, bound to 127.0.0.1, for the whole session ($RAY_ADDRESS is
