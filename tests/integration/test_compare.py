@@ -12,7 +12,7 @@ from specbench.reports.compare import render_html, render_text
 from specbench.tracking.compare import compare_runs
 from specbench.tracking.runs import TrackedRun
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
 def _runs(uri: str) -> list[str]:

@@ -14,7 +14,7 @@ from specbench.errors import ConfigError
 from specbench.tracking.queries import resolve_run_id
 from specbench.tracking.runs import TrackedRun
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
 @pytest.fixture(scope="module")

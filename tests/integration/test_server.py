@@ -15,7 +15,7 @@ import pytest
 from specbench.tracking.runs import TrackedRun
 from specbench.tracking.ui import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
 def test_server_serves_runs_and_artifacts_then_stops(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from specbench.tracking.runs import TrackedRun
 from specbench.tracking.store import resolve_tracking_uri
 from specbench.tracking.ui import start_ui, stop
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
 @pytest.fixture()

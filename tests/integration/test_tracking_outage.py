@@ -17,7 +17,7 @@ from specbench.cli import main
 from specbench.tracking.runs import TrackedRun
 from specbench.tracking.ui import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
 def _start(tmp: Path, port: int) -> subprocess.Popen:

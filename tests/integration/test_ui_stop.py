@@ -16,7 +16,7 @@ import pytest
 
 from specbench.tracking.ui import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
 def _processes() -> dict[int, tuple[int, int, str]]:
