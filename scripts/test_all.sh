@@ -1,8 +1,6 @@
 #!/usr/bin/env bash
-# `make test`: the unit and property tests, and the integration tests marked `isolated` (their own
-# SPECBENCH_HOME and services, no Ray, no shared caches), in a second pytest process beside the other
-# integration tests, which run alone and in order (one local Ray and one test at a time on the shared
-# caches); both must pass. The second process's report follows. Usage: bash scripts/test_all.sh [VENV_BIN]
+# `make test`: the unit, property and `isolated` tests in a second pytest beside the other integration tests,
+# which run alone and in order (one local Ray, one test at a time on the shared caches). Both must pass.
 set -u
 bin=${1:-.venv/bin}
 log=$(mktemp)

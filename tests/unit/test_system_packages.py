@@ -120,7 +120,7 @@ def test_it_checks_what_the_installer_installs() -> None:
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 @pytest.mark.parametrize(("target", "then"), [("run", "specbench run jobs/quick.toml"),
-                                              ("test", "pytest tests")])
+                                              ("test", "scripts/test_all.sh")])
 def test_make_sets_up_before_it_runs(target: str, then: str) -> None:
     plan = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True,
                           timeout=60, check=True).stdout.splitlines()
@@ -130,6 +130,15 @@ def test_make_sets_up_before_it_runs(target: str, then: str) -> None:
 
     assert first("bash scripts/ensure_system_packages.sh") < first("pip install") < first(
         "scripts/build_kenlm.py") < first(then)
+
+
+def test_make_test_runs_every_test_directory_once() -> None:
+    """scripts/test_all.sh: two pytest runs with complementary marker expressions over every test folder."""
+    script = (ROOT / "scripts" / "test_all.sh").read_text()
+    assert 'pytest tests/unit tests/property tests/integration -m "not gpu and (not integration or isolated)"' in script
+    assert 'pytest tests/integration -m "not gpu and not isolated"' in script
+    assert {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and list(p.glob("test_*.py"))} == {
+        "unit", "property", "integration", "gpu"}
 
 
 def test_ci_runs_make_test_and_nothing_else() -> None:

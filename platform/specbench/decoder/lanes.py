@@ -263,11 +263,8 @@ class LaneDecoder:
     capacities: LaneSettings' queue capacities. `decode_batch(items)` takes (utt_id, loglikes (T, P)
     float32) pairs and returns one DecodeResult per item, in order; a bad item gets a failed result with
     the reason and never stops the others. At most `max_lanes` utterances are decoded together, grouped by
-    length (shortest first), so that a batch, which runs as many frames as its longest utterance, does not
-    run on with most of its lanes finished. `frame_steps` counts the frames the kernels ran (over all
-    batches, the retries of overflowed lanes included) and `lane_frames` the frames of the utterances in
-    them: lane_frames / (frame_steps * lanes) is how busy the lanes were; `kernel_log` what the frames asked
-    of the device (`KernelLog`). `reset_counts()` zeroes all three.
+    length (a batch runs as many frames as its longest). `frame_steps` counts the frames run (retries
+    included), `lane_frames` the utterances' frames, `kernel_log` the device work (`KernelLog`).
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,

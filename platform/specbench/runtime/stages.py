@@ -10,10 +10,9 @@ All three ways give the same table (same rows, same order, same values), because
   stage's output need not keep its input columns, nor even one output row per input row.)
 
 A stage whose `uses_actors` is true (state loaded in `setup()`, or a GPU) runs in a fixed pool of actors
-that call `setup()` once each; any other runs as Ray tasks that call `setup()` before every batch. One
-exception in "auto" mode: a CPU stage whose input has no more batches than the cluster runs at once would
-give each actor a single batch, so it runs as tasks, with the same `setup()` calls (one per batch) on
-Ray's already started worker processes instead of new actor processes (about 3 s each on 2 cores). Every
+that call `setup()` once each; any other runs as Ray tasks that call `setup()` before every batch. In
+"auto" mode a CPU stage with no more batches than worker slots runs as tasks: the same `setup()` calls (one
+per batch), without starting actor processes (about 3 s each on 2 cores). Every
 batch's output is checked against the stage contract (`check_output`) where it is produced. Stages travel to
 the workers through Ray's own serialization (cloudpickle), in flight only.
 
