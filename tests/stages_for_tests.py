@@ -64,9 +64,10 @@ class LookupStage(Stage):
         [("id", pa.int64()), ("word_id", pa.int32()), ("features", pa.list_(pa.float32()))]
     )
 
-    def __init__(self, setup_log: str | None = None, jitter_s: float = 0.0) -> None:
+    def __init__(self, setup_log: str | None = None, jitter_s: float = 0.0, batch_log: str | None = None) -> None:
         self.setup_log = setup_log
         self.jitter_s = jitter_s
+        self.batch_log = batch_log  # where each batch's start is logged ("pid first-id"), if anywhere
         self.setup_calls = 0
         self._lookup: dict[str, int] | None = None
 
@@ -78,6 +79,9 @@ class LookupStage(Stage):
     def __call__(self, batch: pa.Table) -> pa.Table:
         if self._lookup is None:
             raise RuntimeError("LookupStage.setup() was not called")
+        if self.batch_log is not None and batch.num_rows:
+            with open(self.batch_log, "a", encoding="utf-8") as handle:
+                handle.write(f"{os.getpid()} {batch.column('id')[0].as_py()}\n")
         _jitter(batch, self.jitter_s)
         return map_rows(batch, self._row, self.schema)
 
