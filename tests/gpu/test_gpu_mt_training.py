@@ -10,6 +10,7 @@ import random
 import pytest
 import torch
 
+from specbench.checkpoint_io import load_blob
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig
 from specbench.simultrans.training import Example, batches, loss_of, save_model
@@ -60,5 +61,5 @@ def test_steps_on_the_gpu_lower_the_loss_and_save_a_cpu_checkpoint(tmp_path) -> 
         opt.step()
     assert float(loss_of(model, batch, 3, 0.0)[0]) / n < 0.5 * first
     save_model(tmp_path / "m.pt", model, "sha", {})
-    blob = torch.load(tmp_path / "m.pt", weights_only=True)
+    blob = load_blob(tmp_path / "m.pt")
     assert all(v.device.type == "cpu" for v in blob["state_dict"].values())

@@ -16,6 +16,7 @@ from specbench.acoustic.inference import AcousticScorer, score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.settings import ModelConfig
 from specbench.acoustic.training import PlateauSchedule
+from specbench.checkpoint_io import load_blob
 from specbench.data import scores as scores_io
 from specbench.data.synthesis import write_wav
 from specbench.errors import DataError
@@ -52,7 +53,7 @@ def test_changing_audio_after_t_leaves_earlier_frames_unchanged(checkpoint: Path
 def test_checkpoint_round_trip_fp16_and_phone_check(checkpoint: Path, tmp_path: Path) -> None:
     ckpt = load_checkpoint(checkpoint, PHONES)
     assert ckpt.phones == PHONES and ckpt.metadata["note"] == "random weights"
-    blob = torch.load(checkpoint, weights_only=True)
+    blob = load_blob(checkpoint)
     assert all(v.dtype == torch.float16 for v in blob["state_dict"].values() if v.is_floating_point())
     with pytest.raises(DataError, match="trained over the phones"):
         load_checkpoint(checkpoint, tuple(reversed(PHONES)))

@@ -14,6 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from specbench.checkpoint_io import load_blob
 from specbench.errors import ConfigError, DataError
 from specbench.prediction.confidence import (
     CONTEXT_FEATURES,
@@ -253,13 +254,13 @@ def test_load_rejects_missing_damaged_and_outdated(trained: tuple, tmp_path: Pat
         load_confidence(damaged)
     path = tmp_path / "old.pt"
     save_confidence(path, model, report, {})
-    blob = torch.load(path, weights_only=True)
+    blob = load_blob(path)
     blob["features"] = blob["features"][:-1] + ["user_age"]
     torch.save(blob, path)
     with pytest.raises(DataError, match=f"user_age.*{fix}"):
         load_confidence(path)
     save_confidence(path, model, report, {})
-    blob = torch.load(path, weights_only=True)
+    blob = load_blob(path)
     blob["hidden"] = [64]
     torch.save(blob, path)
     with pytest.raises(DataError, match=f"inconsistent.*{fix}"):

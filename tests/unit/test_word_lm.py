@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from specbench.checkpoint_io import load_blob
 from specbench.errors import ConfigError, DataError
 from specbench.prediction.lm import LmSettings, WordLstmLm, load_lm, resolve_device, save_lm
 from specbench.prediction.lm_training import (LmTrainSettings, length_batches, perplexity, perplexity_details,
@@ -251,7 +252,7 @@ def test_checkpoint_errors_name_the_file_and_the_fix(tmp_path: Path) -> None:
     model = random_model(len(vocab))
     good = tmp_path / "good.pt"
     save_lm(good, model, vocab, TINY, {}, {})
-    blob = torch.load(good, weights_only=True)
+    blob = load_blob(good)
     cases = {"missing.pt": None, "garbage.pt": b"not a checkpoint at all",
              "truncated.pt": good.read_bytes()[:300]}
     for name, content in cases.items():

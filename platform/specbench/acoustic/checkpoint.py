@@ -1,6 +1,6 @@
 """Acoustic-model checkpoints: fp16 weights plus what inference needs (phones, CMVN, model sizes).
 
-Saved with `torch.save` as a dict of tensors and plain values and loaded with `weights_only=True`, so a
+Saved (`checkpoint_io.write_checkpoint`) as a dict of tensors and plain values and loaded with `weights_only=True`, so a
 checkpoint can never run code. The phone list travels with the weights: a checkpoint trained over another
 phone set is refused with a message naming both sets.
 """
@@ -17,7 +17,7 @@ import torch
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel
 from specbench.acoustic.settings import ModelConfig
-from specbench.checkpoint_io import read_checkpoint
+from specbench.checkpoint_io import read_checkpoint, write_checkpoint
 from specbench.errors import DataError
 
 FORMAT_VERSION = 1
@@ -46,11 +46,7 @@ def save_checkpoint(path: Path, model: CausalCtcModel, cmvn: Cmvn, phones: tuple
         "phones": list(phones),
         "metadata": metadata,
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    tmp.replace(path)
+    write_checkpoint(blob, path)
 
 
 def load_checkpoint(path: Path, expected_phones: tuple[str, ...] | None = None,

@@ -11,7 +11,6 @@ so that job files load without torch; it is re-exported here.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import torch
 from torch import nn
 from tqdm import tqdm
 
-from specbench.checkpoint_io import read_checkpoint
+from specbench.checkpoint_io import read_checkpoint, write_checkpoint
 from specbench.errors import DataError
 from specbench.prediction.history import HISTORY_WINDOW_S
 from specbench.prediction.prefetch import as_polars, require_columns
@@ -410,14 +409,7 @@ def save_confidence(path: Path, model: ConfidenceModel, report: ConfidenceReport
         "report": _plain(report.to_dict() if isinstance(report, ConfidenceReport) else report, "report"),
         "train_config": _plain(train_config, "train_config"),
     }
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    try:
-        torch.save(blob, tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    write_checkpoint(blob, path)
 
 
 def load_confidence(path: Path) -> ConfidenceModel:

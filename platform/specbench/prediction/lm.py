@@ -8,7 +8,6 @@ logits of the next token. Checkpoints hold fp16 weights and plain data only (loa
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from specbench.checkpoint_io import read_checkpoint
+from specbench.checkpoint_io import read_checkpoint, write_checkpoint
 from specbench.errors import ConfigError, DataError
 from specbench.prediction.settings import LmSettings
 from specbench.prediction.vocab import RETRAIN_FIX, WordVocab
@@ -144,10 +143,7 @@ def save_lm(path: str | Path, model: WordLstmLm, vocab: WordVocab, settings: LmS
     blob = {"format": FORMAT, "format_version": FORMAT_VERSION, "vocab": vocab.to_list(),
             "settings": asdict(settings), "state_dict": state, "metrics": _plain(metrics, "metrics"),
             "train_config": _plain(train_config, "train_config")}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
+    write_checkpoint(blob, path)
 
 
 def _read_blob(path: Path) -> dict[str, Any]:

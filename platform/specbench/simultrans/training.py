@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 from tqdm import tqdm
 
+from specbench.checkpoint_io import write_checkpoint
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
@@ -288,10 +289,7 @@ def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: T
 
 def save_model(path: Path, model: MtTransformer, bpe_sha256: str, metadata: dict[str, Any]) -> None:
     """The fp16 inference checkpoint (weights only loadable), written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {k: (v.detach().cpu().half() if v.is_floating_point() else v.detach().cpu())
              for k, v in model.state_dict().items()}
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"format_version": STATE_VERSION, "state_dict": state, "model_config": model.config.to_dict(),
-                "bpe_sha256": bpe_sha256, "metadata": metadata}, tmp)
-    os.replace(tmp, path)
+    write_checkpoint({"format_version": STATE_VERSION, "state_dict": state, "model_config": model.config.to_dict(),
+                      "bpe_sha256": bpe_sha256, "metadata": metadata}, path)
