@@ -21,9 +21,9 @@ import pytest
 from specbench.benchmarks.decoder import agreement as ag
 from specbench.benchmarks.decoder import workloads as wl
 from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
-from specbench.benchmarks.decoder.backends import gpu_profile
+from specbench.benchmarks.decoder.backends import gpu_profile, single_utterance_latency
 from specbench.benchmarks.decoder.ceiling import ceiling_token_set
-from specbench.benchmarks.decoder.gpu_processes import run_gpu_processes
+from specbench.benchmarks.decoder.gpu_processes import StreamPlan, run_gpu_processes
 from specbench.decoder.backends import GraphFile, make_decoder
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
@@ -156,8 +156,18 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
 
     reference = TIMERS["cpu"](workload, options).outcomes
     runs = run_gpu_processes(graph_path, items, options, 3, [("gpu", None), ("gpu_lattice", 8.0)],
-                             decoder="specbench.decoder.twin:TwinDecoder")
+                             decoder="specbench.decoder.twin:TwinDecoder", plan=StreamPlan(10, 0.3))
     assert set(runs) == {"gpu", "gpu_lattice"}
+    # the stream: the 1-best shards (3, 2, 2 utterances) repeated until each process has its 4 of the 10
+    # utterances (2 passes each) and 0.3 s have passed; the lattice mode only runs the time
+    for mode, timed in runs.items():
+        stream = timed.extra.pop("stream")
+        assert stream["seconds"] >= 0.3 and stream["repeat_identical"] == 1.0
+        shards = [items[r::3] for r in range(3)]
+        assert stream["utterances"] == sum(n * len(shard) for n, shard in zip(stream["passes"], shards))
+        assert stream["frames"] == sum(n * sum(len(m) for _, m in shard) for n, shard in zip(stream["passes"], shards))
+        assert stream["frames_per_second"] == pytest.approx(stream["frames"] / stream["seconds"])
+        assert len(stream["passes"]) == 3 and min(stream["passes"]) >= (2 if mode == "gpu" else 1)
     assert runs["gpu"].outcomes == reference
     for timed in runs.values():
         assert timed.seconds > 0
@@ -255,6 +265,29 @@ def test_summary_metrics() -> None:
     assert no_gpu["decoder.onebest_identical"] == 0.5 and no_gpu["decoder.onebest_compared"] == "twin (no GPU)"
     failed = ag.Outcome(False, (), math.inf, 0, None, 5)
     assert ag.agree(failed, failed) and not ag.agree(failed, ok)
+
+
+def test_stream_metrics_are_frames_per_second_against_one_cores_pass() -> None:
+    ok = ag.Outcome(True, (1, 2), 10.0, 0, None, 50)
+    runs = {"kaldi": ag.Timed(4.0, [ok, ok], {}), "cpu": ag.Timed(2.0, [ok, ok], {})}  # 25 and 50 frames/s
+    streams = {"gpu1": (2000.0, 1.0), "gpu2": (5000.0, 0.99), "gpu2_lattice": (2000.0, 1.0)}
+    gpu = {k: ag.Timed(1.0, [ok, ok], {"stream": {"frames_per_second": fps, "repeat_identical": same}})
+           for k, (fps, same) in streams.items()}
+    out = ag.summary_metrics(runs, gpu, ["a", "b"], 4.0)
+    assert out["kaldi_frames_per_second"] == 25.0 and out["decoder.stream_backend"] == "gpu2"
+    assert out["decoder.stream_speedup_vs_kaldi"] == 200.0 and out["decoder.stream_speedup_vs_cpu"] == 100.0
+    assert out["decoder.stream_lattice_speedup_vs_kaldi"] == 80.0 and out["decoder.stream_lattice_fraction"] == 0.4
+    assert out["decoder.stream_repeat_identical"] == 0.99
+    assert not [k for k in ag.summary_metrics(runs, {}, ["a", "b"], 4.0) if k.startswith("decoder.stream")]
+
+
+def test_single_utterance_latency_times_the_median_lengths_alone(tmp_path: Path) -> None:
+    graph_path, items = tiny_graph(tmp_path), scores(9)
+    workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    latency = single_utterance_latency(workload, options, backend="twin", count=4)
+    assert latency["utterances"] == 4 and latency["median_frames"] == sorted(len(m) for _, m in items)[4]
+    assert 0 < latency["median_ms"] <= latency["p90_ms"] <= latency["max_ms"]
 
 
 # ---- runs where the GPU machine has no ray, mlflow, polars or tqdm ---------------------------------------

@@ -75,6 +75,10 @@ class BenchDecoderConfig(BenchConfig):
     lattice_beam: float = field(default=8.0, metadata=_range(0.0, 100.0))
     acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
     gpu_decoders: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata=_range(1, 64))
+    # each GPU configuration's throughput stream after its first pass: the utterances repeated until the
+    # processes have decoded this many (1-best) and this many seconds have passed; 0 and 0: no stream
+    stream_utterances: int = field(default=20000, metadata=_range(0, 10_000_000))
+    stream_seconds: float = field(default=10.0, metadata=_range(0.0, 3600.0))
     cpu_cores: tuple[int, ...] = field(default=(1, 2), metadata=_range(1, 4096))  # and all cores
     # rounds of Kaldi and the compiled CPU backend alternating (decoder.cpu_vs_kaldi_median); 0: none
     ratio_rounds: int = field(default=3, metadata=_range(0, 20))

@@ -85,6 +85,7 @@ def summary_metrics(runs: dict[str, Timed], gpu_runs: dict[str, Timed], ids: lis
     onebest_gpu = {k: t for k, t in gpu_runs.items() if not k.endswith("_lattice")}
     lattice_gpu = {k: t for k, t in gpu_runs.items() if k.endswith("_lattice")}
     out = _speed(runs, onebest_gpu, lattice_gpu, audio_s)
+    out.update(_stream_speed(runs, onebest_gpu, lattice_gpu))
     out.update(_density(runs, lattice_gpu))
     if "cpu" in runs or "cpu_numpy" in runs:
         out.update(_agreement_with_cpu(runs, gpu_runs, ids))
@@ -133,6 +134,40 @@ def _speed(runs: dict[str, Timed], onebest_gpu: dict[str, Timed], lattice_gpu: d
         plain = onebest_gpu.get(key.removesuffix("_lattice"))
         if plain:
             out[f"{key}_overhead"] = t.seconds / plain.seconds
+    return out
+
+
+def _frames_per_second(t: Timed) -> float:
+    return sum(o.num_frames for o in t.outcomes) / t.seconds
+
+
+def _stream_speed(runs: dict[str, Timed], onebest_gpu: dict[str, Timed],
+                  lattice_gpu: dict[str, Timed]) -> dict[str, Any]:
+    """Steady-state GPU throughput (the configurations' streams) against one core's pass over the workload,
+    frames per second against frames per second: decoder.stream_frames_per_second of the fastest 1-best
+    configuration (decoder.stream_backend), decoder.stream_speedup_vs_kaldi and _vs_cpu, the same for the
+    lattice configurations (decoder.stream_lattice_*), decoder.stream_lattice_fraction (the fastest lattice
+    stream over the fastest 1-best one) and decoder.stream_repeat_identical (the lowest share of repeated
+    1-bests equal to the first pass's)."""
+    out: dict[str, Any] = {f"{k}_frames_per_second": _frames_per_second(runs[k])
+                           for k in ("kaldi", "cpu", "cpu_lattice") if k in runs}
+    streams = {k: t.extra["stream"] for k, t in {**onebest_gpu, **lattice_gpu}.items()
+               if t.extra.get("stream", {}).get("frames_per_second")}
+    for prefix, gpu in (("stream", onebest_gpu), ("stream_lattice", lattice_gpu)):
+        fps = {k: streams[k]["frames_per_second"] for k in gpu if k in streams}
+        if not fps:
+            continue
+        best = max(fps, key=lambda k: fps[k])
+        out[f"decoder.{prefix}_frames_per_second"], out[f"decoder.{prefix}_backend"] = fps[best], best
+        for ref in ("kaldi", "cpu"):
+            if ref in runs:
+                out[f"decoder.{prefix}_speedup_vs_{ref}"] = fps[best] / out[f"{ref}_frames_per_second"]
+    if "decoder.stream_frames_per_second" in out and "decoder.stream_lattice_frames_per_second" in out:
+        out["decoder.stream_lattice_fraction"] = (out["decoder.stream_lattice_frames_per_second"]
+                                                  / out["decoder.stream_frames_per_second"])
+    identical = [s["repeat_identical"] for s in streams.values() if s["repeat_identical"] is not None]
+    if identical:
+        out["decoder.stream_repeat_identical"] = min(identical)
     return out
 
 

@@ -96,6 +96,21 @@ def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu"
             "lane_use": lane_use(decoder.frame_steps, decoder.lane_frames, decoder.max_lanes)}
 
 
+def single_utterance_latency(workload: Workload, options: SearchOptions, backend: str = "gpu",
+                             count: int = 20) -> dict:
+    """Latency of one utterance decoded alone (a batch of one, 1-best) on one decoder after a warm-up: the
+    `count` utterances nearest the median length, each timed; milliseconds (median, 90th percentile, most)
+    and the median utterance's frames."""
+    decoder = make_decoder(backend, workload.graph, one_best(options))
+    items = sorted(workload.items, key=lambda item: len(item[1]))
+    middle = len(items) // 2
+    picked = items[max(middle - count // 2, 0):][:count]
+    decoder.decode_batch(picked[:1])  # warm-up
+    ms = sorted(harness.timed(lambda u=u, m=m: decoder.decode_batch([(u, m)]))[0] * 1e3 for u, m in picked)
+    return {"utterances": len(ms), "median_frames": len(items[middle][1]), "median_ms": statistics.median(ms),
+            "p90_ms": ms[min(int(0.9 * len(ms)), len(ms) - 1)], "max_ms": ms[-1]}
+
+
 def _register_one_at_a_time(name: str, backend: str,
                             options_of: Callable[[SearchOptions], SearchOptions]) -> None:
     """Register `name`: `backend` decoding one utterance after the other with `options_of(options)`."""

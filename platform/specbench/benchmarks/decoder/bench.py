@@ -24,7 +24,12 @@ from typing import Any
 from specbench.benchmarks import harness
 from specbench.benchmarks.decoder.agreement import Timed, summary_metrics
 from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
-from specbench.benchmarks.decoder.backends import alternating_ratio, gpu_profile, one_best
+from specbench.benchmarks.decoder.backends import (
+    alternating_ratio,
+    gpu_profile,
+    one_best,
+    single_utterance_latency,
+)
 from specbench.benchmarks.decoder.ceiling import gpu_arc_ceiling
 from specbench.benchmarks.decoder.cpu_scaling import (
     CPU_MEASUREMENTS,
@@ -32,7 +37,7 @@ from specbench.benchmarks.decoder.cpu_scaling import (
     startup_seconds,
     time_cpu_cores,
 )
-from specbench.benchmarks.decoder.gpu_processes import gpu_state, run_gpu_processes
+from specbench.benchmarks.decoder.gpu_processes import NO_STREAM, StreamPlan, gpu_state, run_gpu_processes
 from specbench.benchmarks.decoder.partial_posteriors import CPU_PARTIAL_POSTERIORS, partial_posterior_cost
 from specbench.benchmarks.decoder.workloads import Workload, load_scores, load_workload
 from specbench.config import BenchDecoderConfig, EvalAmConfig, GraphConfig
@@ -81,7 +86,7 @@ def _record(result: dict[str, Any], key: str, timed: Timed, audio_s: float) -> N
     result[f"{key}_seconds"] = timed.seconds
     if "profile_seconds" in timed.extra:  # where the time went, per stage (the compiled CPU backend)
         result[f"{key}_profile_seconds"] = timed.extra["profile_seconds"]
-    for name in ("lane_use", "kernel_log"):  # the lane backends: how busy the lanes were, what the frames launched
+    for name in ("lane_use", "kernel_log", "stream"):  # the lane backends: lanes' use, launches, GPU stream
         if name in timed.extra:
             result[f"{key}_{name}"] = timed.extra[name]
     result[f"{key}_rtfx"] = audio_s / timed.seconds
@@ -119,6 +124,9 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
     for every configuration, over its time) and its fraction of the ceiling."""
     profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
     ceiling = _attempt(status, "gpu_arc_ceiling", lambda: gpu_arc_ceiling(workload, options))
+    latency = _attempt(status, "gpu_single_utterance_latency", lambda: single_utterance_latency(workload, options))
+    if latency is not None:
+        result["gpu_single_utterance_latency"] = latency
     if profile is not None:
         result["gpu_profile"] = profile
     if ceiling is not None:
@@ -132,9 +140,10 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
 
 
 def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str], gpu_decoders: Sequence[int],
-              status: dict[str, Any], result: dict[str, Any]) -> dict[str, Timed]:
+              status: dict[str, Any], result: dict[str, Any], plan: StreamPlan = NO_STREAM) -> dict[str, Timed]:
     """The GPU modes of `include` with each number of processes in `gpu_decoders`: runs named gpu4,
-    gpu4_lattice, ...; `result` gets their times, real-time factors and peak memory."""
+    gpu4_lattice, ...; `result` gets their times (the first pass), real-time factors, peak memory and
+    throughput streams (`plan`)."""
     modes = [(m, None if m == "gpu" else options.lattice_beam) for m in GPU_MODES if m in include]
     gpu_ok, why = gpu_state() if modes else (False, "not requested")
     result["gpu"] = "available" if gpu_ok else "unavailable"
@@ -148,7 +157,7 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
     peak = 0
     for n in sorted({int(n) for n in gpu_decoders}):
         timed = _attempt(status, f"gpu x{n}", lambda n=n: run_gpu_processes(
-            workload.graph_path, list(workload.items), options, n, modes))
+            workload.graph_path, list(workload.items), options, n, modes, plan=plan))
         for mode, t in (timed or {}).items():
             key = mode.replace("gpu", f"gpu{n}", 1)  # gpu4, gpu4_lattice
             gpu_runs[key] = t
@@ -206,9 +215,11 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
                   utterances: int = 1000, gpu_decoders: Sequence[int] = (1, 2, 4, 8),
                   include: Sequence[str] | None = None, frame_shift_ms: float | None = None,
                   command: str | None = None, workload: str = DEFAULT_WORKLOAD,
-                  cpu_cores: Sequence[int] = (1, 2), ratio_rounds: int = 3) -> dict[str, Any]:
+                  cpu_cores: Sequence[int] = (1, 2), ratio_rounds: int = 3,
+                  stream: StreamPlan = NO_STREAM) -> dict[str, Any]:
     """Measure the backends in `include` (default: all, see `backend_names`) on the workload `workload`
-    with `options` (its lattice beam for the lattice backends); returns the JSON-able result. Backends
+    with `options` (its lattice beam for the lattice backends), each GPU configuration with the throughput
+    stream `stream` after its first pass; returns the JSON-able result. Backends
     that cannot be imported are reported unavailable; those that fail, as errors (`errors` lists them)."""
     include = backend_names() if include is None else tuple(include)
     unknown = set(include) - set(backend_names())
@@ -222,7 +233,8 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     result = _header(work, options, Path(scores_path), command, threads)
     status: dict[str, dict[str, Any]] = {}
     runs = _time_in_process(work, options, include, status, result, ratio_rounds)
-    gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result)
+    gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result, stream)
+    result["stream_plan"] = {"utterances": stream.utterances, "seconds": stream.seconds}
     _time_cpu_cores(work, options, include, cpu_cores, status, result, max(ratio_rounds, 1))
     result.update(summary_metrics(runs, gpu_runs, work.ids, work.audio_seconds))
     result["backends"] = status
@@ -248,7 +260,8 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
     return bench_decoder(graph, scores, options, utterances=config.utterances,
                          gpu_decoders=config.gpu_decoders, include=config.backends,
                          frame_shift_ms=config.frame_shift_ms, cpu_cores=config.cpu_cores,
-                         ratio_rounds=config.ratio_rounds, workload=config.workload)
+                         ratio_rounds=config.ratio_rounds, workload=config.workload,
+                         stream=StreamPlan(config.stream_utterances, config.stream_seconds))
 
 
 def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:

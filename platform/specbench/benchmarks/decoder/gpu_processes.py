@@ -5,6 +5,12 @@ backend; the tests substitute the twin) with the benchmark's `SearchOptions` (th
 decodes a few utterances to warm up, then per mode waits at a barrier, decodes its equal (strided) shard
 and reports. A configuration is timed from the barrier all its workers pass once warm until the last one
 finishes (`time.perf_counter`, a system-wide monotonic clock on Linux).
+
+With a `StreamPlan`, that first pass over the shards is the warm-up of a throughput stream: after a second
+barrier each process decodes its shard again and again (as Kaldi's CUDA benchmark repeats its data set with
+`--iterations`) until the processes together have decoded the plan's utterances and its seconds have
+passed; the stream's frames per second are its frames over the time from that barrier to the last end, and
+every repeated 1-best is compared with the first pass's.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import queue as queue_mod
 import threading
 import time
 import traceback
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +34,41 @@ GPU_DECODER = "specbench.decoder.gpu.backend:GpuDecoder"
 GPU_WARMUP_UTTERANCES = 4
 GPU_TIMEOUT_S = 3600.0
 Mode = tuple[str, "float | None"]  # (name, lattice beam or None)
+
+
+@dataclass(frozen=True)
+class StreamPlan:
+    """The steady state after the first pass: at least `utterances` decoded by the processes together
+    (1-best modes; the lattice modes only run the time) and at least `seconds` of it; none when both are 0."""
+
+    utterances: int = 0
+    seconds: float = 0.0
+
+    def __bool__(self) -> bool:
+        return self.utterances > 0 or self.seconds > 0
+
+    def per_process(self, processes: int, lattice: bool) -> int:
+        return 0 if lattice else -(-self.utterances // processes)
+
+
+NO_STREAM = StreamPlan()
+
+
+def _stream(lanes: Any, items: list[tuple[str, np.ndarray]], first: list[Outcome], utterances: int,
+            seconds: float, barrier: Any) -> dict[str, Any]:
+    """Decode `items` again and again, after the barrier, until `utterances` and `seconds` are both reached:
+    the start and end, passes, utterances and frames decoded, and the utterances whose outcome differs from
+    the first pass's (`first`)."""
+    barrier.wait(timeout=GPU_TIMEOUT_S)
+    start = time.perf_counter()
+    done = {"passes": 0, "utterances": 0, "frames": 0, "repeat_mismatches": 0}
+    while items and (done["utterances"] < utterances or time.perf_counter() - start < seconds):
+        decoded = lanes.decode_batch(items)
+        done["passes"] += 1
+        done["utterances"] += len(items)
+        done["frames"] += sum(len(m) for _, m in items)
+        done["repeat_mismatches"] += sum(outcome_of(r, len(m)) != o for r, (_, m), o in zip(decoded, items, first))
+    return {"start": start, "end": time.perf_counter(), **done}
 
 
 def gpu_state() -> tuple[bool, str | None]:
@@ -45,9 +86,11 @@ def gpu_state() -> tuple[bool, str | None]:
 
 
 def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]], options: SearchOptions,
-                modes: list[Mode], barrier: Any, results: Any, decoder: str) -> None:
+                modes: list[Mode], barrier: Any, results: Any, decoder: str, plan: StreamPlan,
+                processes: int) -> None:
     """One decoder process: build its decoders and warm them up, then per mode wait at the barrier, decode
-    the shard and report (rank, mode, start, end, outcomes, peak GPU bytes). `decoder` names the lane
+    the shard, run the stream of `plan` (`_stream`) and report (rank, mode, start, end, outcomes, peak GPU
+    bytes, lane use, stream). `decoder` names the lane
     decoder class as "module:Class" (the GPU backend; the tests use the twin); its module's
     `peak_memory_bytes()` is reported when it has one (else 0)."""
     try:
@@ -69,8 +112,11 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
             decoded = lanes.decode_batch(items)
             t1 = time.perf_counter()
             outcomes = [outcome_of(r, len(m)) for r, (_, m) in zip(decoded, items)]
-            results.put(("done", rank, mode, t0, t1, outcomes, int(peak()),
-                         lane_use(lanes.frame_steps, lanes.lane_frames, lanes.max_lanes)))
+            use = lane_use(lanes.frame_steps, lanes.lane_frames, lanes.max_lanes)
+            lattice = dict(modes)[mode] is not None
+            stream = (_stream(lanes, items, outcomes, plan.per_process(processes, lattice), plan.seconds, barrier)
+                      if plan else None)
+            results.put(("done", rank, mode, t0, t1, outcomes, int(peak()), use, stream))
     except threading.BrokenBarrierError:
         return  # another worker failed and reported it
     except BaseException:  # noqa: BLE001 - reported to the parent, which fails the configuration
@@ -79,19 +125,22 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
 
 
 def run_gpu_processes(graph_path: Path, items: list[tuple[str, np.ndarray]], options: SearchOptions,
-                      processes: int, modes: list[Mode], decoder: str = GPU_DECODER) -> dict[str, Timed]:
+                      processes: int, modes: list[Mode], decoder: str = GPU_DECODER,
+                      plan: StreamPlan = NO_STREAM) -> dict[str, Timed]:
     """`processes` spawned decoder processes (own CUDA context each), each an equal (strided) shard of
     `items` ((utt_id, (T, P) float32)); per mode (name, lattice beam) a Timed whose outcomes are in the
-    order of `items`. Raises RuntimeError with a worker's traceback when one fails."""
+    order of `items`, with the stream of `plan` in its extra's "stream" (`_stream_report`). Raises
+    RuntimeError with a worker's traceback when one fails."""
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(processes), ctx.Queue()
     shards = [list(items[r::processes]) for r in range(processes)]
     workers = [ctx.Process(target=_gpu_worker, daemon=True, args=(
-        r, str(graph_path), shards[r], options, modes, barrier, results, decoder)) for r in range(processes)]
+        r, str(graph_path), shards[r], options, modes, barrier, results, decoder, plan, processes))
+        for r in range(processes)]
     for w in workers:
         w.start()
     try:
-        done = _collect(results, workers, processes * len(modes), GPU_TIMEOUT_S * (len(modes) + 1))
+        done = _collect(results, workers, processes * len(modes), GPU_TIMEOUT_S * (2 * len(modes) + 1))
     finally:
         for w in workers:
             w.join(timeout=30)
@@ -102,7 +151,7 @@ def run_gpu_processes(graph_path: Path, items: list[tuple[str, np.ndarray]], opt
 
 
 def _collect(results: Any, workers: list, expected: int, timeout_s: float) -> dict[tuple[str, int], tuple]:
-    """(mode, rank) -> (start, end, outcomes, peak bytes) of every worker's report; RuntimeError when a
+    """(mode, rank) -> (start, end, outcomes, peak bytes, lane use, stream) of every worker's report; RuntimeError when a
     worker reports an error, dies, or `timeout_s` passes."""
     done: dict[tuple[str, int], tuple] = {}
     deadline = time.monotonic() + timeout_s
@@ -134,6 +183,22 @@ def _assemble(done: dict[tuple[str, int], tuple], mode: str, processes: int, cou
     peaks = [done[(mode, r)][3] for r in range(processes)]
     uses = [done[(mode, r)][4] for r in range(processes)]
     use = lane_use(sum(u["frame_steps"] for u in uses), sum(u["lane_frames"] for u in uses), uses[0]["max_lanes"])
-    return Timed(max(ends) - min(starts), outcomes,  # type: ignore[arg-type]
-                 {"peak_memory_bytes_per_process": max(peaks), "peak_memory_bytes_total": sum(peaks),
-                  "lane_use": use})
+    extra = {"peak_memory_bytes_per_process": max(peaks), "peak_memory_bytes_total": sum(peaks), "lane_use": use}
+    streams = [done[(mode, r)][5] for r in range(processes)]
+    if all(s is not None for s in streams):
+        extra["stream"] = _stream_report(streams)
+    return Timed(max(ends) - min(starts), outcomes, extra)  # type: ignore[arg-type]
+
+
+def _stream_report(streams: list[dict[str, Any]]) -> dict[str, Any]:
+    """The processes' streams together: seconds from the common start to the last end, utterances, frames
+    and passes (each process's), frames and utterances per second, and the share of repeated 1-bests
+    identical to the first pass's."""
+    seconds = max(s["end"] for s in streams) - min(s["start"] for s in streams)
+    utterances, frames = sum(s["utterances"] for s in streams), sum(s["frames"] for s in streams)
+    mismatches = sum(s["repeat_mismatches"] for s in streams)
+    return {"seconds": seconds, "utterances": utterances, "frames": frames,
+            "passes": [s["passes"] for s in streams],
+            "frames_per_second": frames / seconds if seconds > 0 else None,
+            "utterances_per_second": utterances / seconds if seconds > 0 else None,
+            "repeat_identical": 1.0 - mismatches / utterances if utterances else None}
