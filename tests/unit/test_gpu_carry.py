@@ -23,6 +23,7 @@ from specbench.benchmarks.decoder import workloads as wl
 from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
 from specbench.benchmarks.decoder.backends import gpu_profile, single_utterance_latency
 from specbench.benchmarks.decoder.ceiling import ceiling_token_set
+from specbench.benchmarks.decoder.cpu_scaling import core_counts, time_cpu_cores
 from specbench.benchmarks.decoder.gpu_processes import StreamPlan, run_gpu_processes
 from specbench.decoder.backends import GraphFile, make_decoder
 from specbench.decoder.options import SearchOptions
@@ -212,6 +213,18 @@ def test_the_arc_ceilings_token_set_is_the_cpu_backends_halfway(tmp_path: Path) 
         states, costs = cpu.active_tokens()
         assert np.array_equal(tok_state[tok_lane == lane], states) and np.array_equal(tok_cost[tok_lane == lane], costs)
         assert np.array_equal(ac[lane, : mat.shape[1]], mat[len(mat) // 2] * np.float32(-0.5))
+
+
+def test_cpu_scaling_runs_the_compiled_backend_in_processes(tmp_path: Path) -> None:
+    """The CPU scaling measurement shares the GPU's process harness with a decoder that is not a lane one."""
+    graph_path, items = tiny_graph(tmp_path), scores(5)
+    workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    reference = TIMERS["cpu"](workload, options).outcomes
+    runs, seconds = time_cpu_cores(workload, options, cores=(1,), rounds=1)
+    assert set(runs) == {f"cpu_x{n}" for n in core_counts((1,))} and set(seconds) == set(runs)
+    for timed in runs.values():
+        assert timed.outcomes == reference and "lane_use" not in timed.extra
 
 
 def test_gpu_process_failure_is_reported(tmp_path: Path) -> None:

@@ -106,13 +106,15 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
             decoders[mode].decode_batch(items[:GPU_WARMUP_UTTERANCES])
         for mode, _ in modes:
             lanes = decoders[mode]
-            lanes.reset_counts()  # the timed call's alone
+            counts = hasattr(lanes, "reset_counts")  # a lane decoder (the CPU scaling runs others)
+            if counts:
+                lanes.reset_counts()  # the timed call's alone
             barrier.wait(timeout=GPU_TIMEOUT_S)
             t0 = time.perf_counter()
             decoded = lanes.decode_batch(items)
             t1 = time.perf_counter()
             outcomes = [outcome_of(r, len(m)) for r, (_, m) in zip(decoded, items)]
-            use = lane_use(lanes.frame_steps, lanes.lane_frames, lanes.max_lanes)
+            use = lane_use(lanes.frame_steps, lanes.lane_frames, lanes.max_lanes) if counts else None
             lattice = dict(modes)[mode] is not None
             stream = (_stream(lanes, items, outcomes, plan.per_process(processes, lattice), plan.seconds, barrier)
                       if plan else None)
@@ -182,8 +184,10 @@ def _assemble(done: dict[tuple[str, int], tuple], mode: str, processes: int, cou
         outcomes[r::processes] = done[(mode, r)][2]
     peaks = [done[(mode, r)][3] for r in range(processes)]
     uses = [done[(mode, r)][4] for r in range(processes)]
-    use = lane_use(sum(u["frame_steps"] for u in uses), sum(u["lane_frames"] for u in uses), uses[0]["max_lanes"])
-    extra = {"peak_memory_bytes_per_process": max(peaks), "peak_memory_bytes_total": sum(peaks), "lane_use": use}
+    extra: dict[str, Any] = {"peak_memory_bytes_per_process": max(peaks), "peak_memory_bytes_total": sum(peaks)}
+    if all(u is not None for u in uses):
+        extra["lane_use"] = lane_use(sum(u["frame_steps"] for u in uses), sum(u["lane_frames"] for u in uses),
+                                     uses[0]["max_lanes"])
     streams = [done[(mode, r)][5] for r in range(processes)]
     if all(s is not None for s in streams):
         extra["stream"] = _stream_report(streams)
