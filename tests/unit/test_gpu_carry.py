@@ -181,6 +181,9 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
                                "lane_use": {"frame_steps": steps, "lane_frames": frames, "max_lanes": 256,
                                             "occupancy": frames / (steps * 256)}}
     assert all(o.lattice_arcs for o in runs["gpu_lattice"].outcomes if o.ok)
+    on_copies = run_gpu_processes(graph_path, items, options, 1, [("gpu", None)], copies=4,
+                                  decoder="specbench.decoder.twin:TwinDecoder")
+    assert on_copies["gpu"].outcomes == reference  # the graph-size sweep: the same searches on 4 copies
 
 
 def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:

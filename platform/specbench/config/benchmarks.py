@@ -79,6 +79,8 @@ class BenchDecoderConfig(BenchConfig):
     # processes have decoded this many (1-best) and this many seconds have passed; 0 and 0: no stream
     stream_utterances: int = field(default=20000, metadata=_range(0, 10_000_000))
     stream_seconds: float = field(default=10.0, metadata=_range(0.0, 3600.0))
+    # one GPU process (1-best, with the stream) also on graphs of k disjoint copies of the graph, per k > 1
+    graph_copies: tuple[int, ...] = field(default=(1, 10, 40), metadata=_range(1, 1000))
     cpu_cores: tuple[int, ...] = field(default=(1, 2), metadata=_range(1, 4096))  # and all cores
     # rounds of Kaldi and the compiled CPU backend alternating (decoder.cpu_vs_kaldi_median); 0: none
     ratio_rounds: int = field(default=3, metadata=_range(0, 20))

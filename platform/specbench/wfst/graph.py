@@ -315,3 +315,24 @@ def load_npz(path: Path | str) -> CsrGraph:
         raise DataError(f"{path}: graph cache not found") from err
     except (OSError, KeyError, ValueError, TypeError, zipfile.BadZipFile) as err:
         raise DataError(f"{path}: unreadable graph cache ({err}); {fix}") from err
+
+
+def disjoint_copies(graph: CsrGraph, copies: int) -> CsrGraph:
+    """`copies` disjoint copies of `graph` side by side (state s of copy c is c * num_states + s), started in
+    copy 0: a graph `copies` times the size on which every search is the one on `graph`, with the same
+    state ids (the decoder benchmark's graph-size sweep)."""
+    if not isinstance(copies, int) or copies < 1:
+        raise ValueError(f"disjoint_copies: copies must be a positive int, got {copies!r}")
+    states = graph.num_states
+    if copies * states >= 2**31:
+        raise ValueError(f"disjoint_copies: {copies} copies of {states} states overflow the int32 state ids")
+
+    def tiled(arcs: ArcSet) -> ArcSet:
+        shift = np.arange(copies, dtype=np.int64)
+        offsets = (arcs.offsets[:-1][None, :] + (shift * arcs.num_arcs)[:, None]).ravel()
+        dest = (arcs.dest[None, :].astype(np.int64) + (shift * states)[:, None]).ravel().astype(np.int32)
+        return ArcSet(offsets=np.append(offsets, copies * arcs.num_arcs), dest=dest,
+                      **{name: np.tile(getattr(arcs, name), copies) for name in ("ilabel", "olabel", "weight")})
+
+    return CsrGraph(start=graph.start, final=np.tile(graph.final, copies), emitting=tiled(graph.emitting),
+                    epsilon=tiled(graph.epsilon))

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.benchmarks import harness
-from specbench.benchmarks.decoder.agreement import Timed, summary_metrics
+from specbench.benchmarks.decoder.agreement import Timed, agree, summary_metrics
 from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
 from specbench.benchmarks.decoder.backends import (
     alternating_ratio,
@@ -140,10 +140,11 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
 
 
 def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str], gpu_decoders: Sequence[int],
-              status: dict[str, Any], result: dict[str, Any], plan: StreamPlan = NO_STREAM) -> dict[str, Timed]:
+              status: dict[str, Any], result: dict[str, Any], plan: StreamPlan = NO_STREAM,
+              graph_copies: Sequence[int] = ()) -> dict[str, Timed]:
     """The GPU modes of `include` with each number of processes in `gpu_decoders`: runs named gpu4,
     gpu4_lattice, ...; `result` gets their times (the first pass), real-time factors, peak memory and
-    throughput streams (`plan`)."""
+    throughput streams (`plan`); then the graph-size sweep over `graph_copies` (`_graph_size_sweep`)."""
     modes = [(m, None if m == "gpu" else options.lattice_beam) for m in GPU_MODES if m in include]
     gpu_ok, why = gpu_state() if modes else (False, "not requested")
     result["gpu"] = "available" if gpu_ok else "unavailable"
@@ -165,6 +166,8 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
             result[f"{key}_peak_memory_bytes_total"] = t.extra["peak_memory_bytes_total"]
             peak = max(peak, t.extra["peak_memory_bytes_per_process"])
     result["gpu_peak_memory_bytes"] = peak
+    if "gpu" in include and any(int(k) > 1 for k in graph_copies):
+        _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"))
     if "gpu" in include:  # last, in this process: where the frame loop's time goes, against what the GPU can
         _profile_against_ceiling(workload, options, gpu_runs, status, result)
     for mode, _ in modes:
@@ -173,6 +176,29 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
         else:
             status.setdefault(mode, {"status": "error", "reason": "no GPU configuration finished"})
     return gpu_runs
+
+
+def _graph_size_sweep(workload: Workload, options: SearchOptions, graph_copies: Sequence[int], plan: StreamPlan,
+                      status: dict[str, Any], result: dict[str, Any], one_copy: Timed | None) -> None:
+    """One GPU decoder process (1-best, with the stream of `plan`) on k disjoint copies of the graph for each
+    k > 1 of `graph_copies` (`wfst.graph.disjoint_copies`: the same searches on a graph k times the size):
+    `graph_size_sweep` lists per k (with k = 1 from gpu1, `one_copy`) the states, the first pass's seconds,
+    the stream's frames per second, the peak device memory and the share of 1-bests equal to gpu1's."""
+    graph = workload.graph.csr
+    rows = []
+    for k in sorted({1, *(int(c) for c in graph_copies)}):
+        timed = one_copy if k == 1 else _attempt(status, f"gpu on {k} graph copies", lambda k=k: run_gpu_processes(
+            workload.graph_path, list(workload.items), options, 1, [("gpu", None)], plan=plan, copies=k)["gpu"])
+        if timed is None:
+            continue
+        same = ([agree(a, b) for a, b in zip(timed.outcomes, one_copy.outcomes, strict=True)]
+                if one_copy is not None else [])
+        rows.append({"copies": k, "states": k * graph.num_states, "arcs": k * graph.num_arcs,
+                     "first_pass_seconds": timed.seconds,
+                     "stream_frames_per_second": timed.extra.get("stream", {}).get("frames_per_second"),
+                     "peak_memory_bytes": timed.extra["peak_memory_bytes_per_process"],
+                     "onebest_equal_to_one_copy": sum(same) / len(same) if same else None})
+    result["graph_size_sweep"] = rows
 
 
 def _time_cpu_cores(workload: Workload, options: SearchOptions, include: Sequence[str], cores: Sequence[int],
@@ -216,10 +242,11 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
                   include: Sequence[str] | None = None, frame_shift_ms: float | None = None,
                   command: str | None = None, workload: str = DEFAULT_WORKLOAD,
                   cpu_cores: Sequence[int] = (1, 2), ratio_rounds: int = 3,
-                  stream: StreamPlan = NO_STREAM) -> dict[str, Any]:
+                  stream: StreamPlan = NO_STREAM, graph_copies: Sequence[int] = ()) -> dict[str, Any]:
     """Measure the backends in `include` (default: all, see `backend_names`) on the workload `workload`
     with `options` (its lattice beam for the lattice backends), each GPU configuration with the throughput
-    stream `stream` after its first pass; returns the JSON-able result. Backends
+    stream `stream` after its first pass, and one GPU process on each number of disjoint graph copies in
+    `graph_copies` (`_graph_size_sweep`); returns the JSON-able result. Backends
     that cannot be imported are reported unavailable; those that fail, as errors (`errors` lists them)."""
     include = backend_names() if include is None else tuple(include)
     unknown = set(include) - set(backend_names())
@@ -233,7 +260,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     result = _header(work, options, Path(scores_path), command, threads)
     status: dict[str, dict[str, Any]] = {}
     runs = _time_in_process(work, options, include, status, result, ratio_rounds)
-    gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result, stream)
+    gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result, stream, graph_copies)
     result["stream_plan"] = {"utterances": stream.utterances, "seconds": stream.seconds}
     _time_cpu_cores(work, options, include, cpu_cores, status, result, max(ratio_rounds, 1))
     result.update(summary_metrics(runs, gpu_runs, work.ids, work.audio_seconds))
@@ -261,7 +288,8 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
                          gpu_decoders=config.gpu_decoders, include=config.backends,
                          frame_shift_ms=config.frame_shift_ms, cpu_cores=config.cpu_cores,
                          ratio_rounds=config.ratio_rounds, workload=config.workload,
-                         stream=StreamPlan(config.stream_utterances, config.stream_seconds))
+                         stream=StreamPlan(config.stream_utterances, config.stream_seconds),
+                         graph_copies=config.graph_copies)
 
 
 def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
