@@ -19,6 +19,7 @@ import pytest
 
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.gpu import gpu_available
+from specbench.decoder.lanes import HASH_TABLE_SLOTS
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.twin import TwinDecoder
 from specbench.wfst.graph import CsrGraph, read_graph
@@ -30,10 +31,10 @@ CARRY = ROOT / ".specbench" / "gpu-carry"
 SUMMARY: dict[str, object] = {}
 
 
-def _gpu_decoder(graph: CsrGraph, options: SearchOptions):
+def _gpu_decoder(graph: CsrGraph, options: SearchOptions, table_slots: int = 0):
     from specbench.decoder.gpu import GpuDecoder
 
-    return GpuDecoder(graph, options)
+    return GpuDecoder(graph, options, table_slots=table_slots)
 
 
 def _write_summary() -> None:
@@ -113,12 +114,13 @@ def _real_scores(limit: int) -> tuple[Path, list[tuple[str, np.ndarray]]]:
                         for r in rows]
 
 
-@pytest.mark.parametrize("max_active", [10000, 200])
-def test_slurp_one_best_equals_cpu(max_active: int) -> None:
+@pytest.mark.parametrize(("max_active", "table_slots"), [(10000, 0), (200, 0), (10000, HASH_TABLE_SLOTS)])
+def test_slurp_one_best_equals_cpu(max_active: int, table_slots: int) -> None:
+    """On all 1,000 test utterances, with the dense recombination table and with the hash table."""
     graph_path, items = _real_scores(1000)
     graph = read_graph(graph_path)
     options = SearchOptions(beam=15.0, max_active=max_active, min_active=20)
-    gpu = _gpu_decoder(graph, options).decode_batch(items, 3)
+    gpu = _gpu_decoder(graph, options, table_slots).decode_batch(items, 3)
     cpu = CpuDecoder(graph, options)
     identical = bound = identical_bound = 0
     for (utt, mat), got in zip(items, gpu, strict=True):
@@ -128,7 +130,7 @@ def test_slurp_one_best_equals_cpu(max_active: int) -> None:
         if want.stats.max_active_binds:
             bound += 1
             identical_bound += same
-    SUMMARY[f"slurp_max_active_{max_active}"] = {
+    SUMMARY[f"slurp_max_active_{max_active}" + (f"_table_slots_{table_slots}" if table_slots else "")] = {
         "utterances": len(items), "onebest_identical": identical / len(items),
         "max_active_bound_utterances": bound, "identical_where_bound": identical_bound}
     _write_summary()

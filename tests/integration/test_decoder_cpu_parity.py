@@ -15,6 +15,7 @@ import pytest
 
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.cpu_compiled import CompiledCpuDecoder
+from specbench.decoder.lanes import HASH_TABLE_SLOTS
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.twin import TwinDecoder
 from specbench.decoder.word_confidence import word_posteriors
@@ -27,7 +28,14 @@ LATTICE_FIELDS = ("node_frame", "node_state", "src", "dst", "ilabel", "olabel", 
 
 
 def _twin(graph, options: SearchOptions, items: list, partial_every: int | None) -> list:  # noqa: ANN001
-    return TwinDecoder(graph, options, max_lanes=64).decode_batch(items, partial_every=partial_every)
+    """The twin's results, after checking that its hash-table recombination gives every field the same."""
+    dense = TwinDecoder(graph, options, max_lanes=64).decode_batch(items, partial_every=partial_every)
+    hashed = TwinDecoder(graph, options, max_lanes=64, table_slots=HASH_TABLE_SLOTS)
+    for got, want in zip(hashed.decode_batch(items, partial_every=partial_every), dense, strict=True):
+        assert replace(got, lattice=None) == replace(want, lattice=None), want.utt_id
+        for name in LATTICE_FIELDS if want.lattice is not None else ():
+            assert np.array_equal(getattr(got.lattice, name), getattr(want.lattice, name)), (want.utt_id, name)
+    return dense
 
 
 def _compiled(graph, options: SearchOptions, items: list, partial_every: int | None) -> list:  # noqa: ANN001

@@ -211,6 +211,26 @@ def test_queue_overflow_is_counted_and_reported() -> None:
     assert any(r.status == STATUS_OVERFLOW for r in results)
 
 
+def test_hash_table_recombination_equals_the_dense_table_and_overflows_when_full() -> None:
+    """`table_slots`: a lane's recombination table as a hash table over states. A fan of 20 states reached in
+    one frame fits 32 slots (every field as with the dense table) and overflows 16, reported as such."""
+    arcs = [(0, s, 1, s, 0.05 * s) for s in range(1, 21)] + [(s, s, 2, 0, 0.01 * s) for s in range(1, 21)]
+    graph = compile_graph(fst_text(arcs, {s: 0.0 for s in range(1, 21)}))
+    items = _utterances(5, 3, [3, 1, 4])
+    options = replace(INFINITE_BEAM, lattice_beam=1.0)
+    dense = TwinDecoder(graph, options).decode_batch(items, 1)
+    assert all(r.ok for r in dense)
+    hashed = TwinDecoder(graph, options, table_slots=32).decode_batch(items, 1)
+    for got, want in zip(hashed, dense, strict=True):
+        assert replace(got, lattice=None) == replace(want, lattice=None)
+        assert np.array_equal(got.lattice.dst, want.lattice.dst)
+    full = TwinDecoder(graph, options, table_slots=16).decode_batch(items)
+    assert all(r.status == STATUS_OVERFLOW and r.stats.queue_overflows >= 4 for r in full)
+    for bad in (8, 24, 2**31):
+        with pytest.raises(ValueError, match="table_slots must be 0"):
+            TwinDecoder(graph, options, table_slots=bad)
+
+
 def test_lanes_that_overflow_together_are_decoded_again_apart() -> None:
     """With an arena just big enough for each utterance alone, a batch of them overflows the shared queue;
     the overflowed lanes are decoded again in smaller batches and end with the results of ample queues."""

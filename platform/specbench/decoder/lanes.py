@@ -19,7 +19,8 @@ Per frame f, over the tokens of every lane whose utterance has more than f frame
 5. `expand_min`: load-balanced over arcs: slot j finds its token by binary search in the prefix sums and
    its arc as an offset; the per-lane minimum of the new costs (atomicMin) gives the next cutoff.
 6. `expand_recombine`: candidates below the next cutoff pack (order-preserving float32 cost << 32 | arc
-   entry) into a uint64 and `atomicMin` it into a dense per-lane state table.
+   entry) into a uint64 and `atomicMin` it into the lane's table entry of their destination state: a dense
+   per-lane state table, or with `LaneSettings.table_slots` a per-lane hash table over states.
 7. `resolve_cost`, `resolve_index`: among candidates whose float32 costs tie with the winner's, the lowest
    float64 cost, then the lowest arc entry (two more atomicMin passes): the CPU decoder's tie rule exactly.
 8. `mark` + prefix sums, `emit_winners`: winners compacted into the next token queue and the backpointer
@@ -73,6 +74,9 @@ STAT_NAMES = ("frames", "tokens_created", "tokens_pruned", "max_active_binds", "
               "beam_narrowings", "epsilon_iterations", "queue_overflows")
 STAT = {name: i for i, name in enumerate(STAT_NAMES)}
 FLT_MAX = float(np.finfo(np.float32).max)
+# Hash-table slots per lane that the benchmarks use (`LaneSettings.table_slots`): on the SLURP TLG at beam
+# 15 a lane's frame reached at most 6,280 distinct states over 300 held-out-voice test utterances
+HASH_TABLE_SLOTS = 1 << 15
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,10 @@ class LaneSettings:
 
     token_capacity: tokens per frame over all lanes; arc_capacity: candidate arcs per frame over all lanes;
     arena_capacity: backpointers per batch; lattice_capacity: lattice records per batch (ints in [1, 2^31)).
+    table_slots: the recombination table of each lane: 0, one entry per graph state (dense: per-lane memory
+    grows with the graph); else a hash table of that many slots (a power of two, 16 to 2^30), open
+    addressing by state: per-lane memory grows with the distinct states a frame reaches, and a frame that
+    reaches more in a lane overflows it (counted in `queue_overflows`, the lane retried alone).
     """
 
     options: SearchOptions
@@ -151,6 +159,7 @@ class LaneSettings:
     arc_capacity: int = 1 << 24
     arena_capacity: int = 1 << 27
     lattice_capacity: int = 1 << 26
+    table_slots: int = 0
 
     def __post_init__(self) -> None:
         require_options("LaneSettings", self.options)
@@ -158,6 +167,13 @@ class LaneSettings:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1 or value >= 2**31:
                 raise ValueError(f"{name} must be an int in [1, 2^31), got {value!r}")
+        slots = self.table_slots
+        if not isinstance(slots, int) or (slots and (slots < 16 or slots > 2**30 or slots & (slots - 1))):
+            raise ValueError(f"table_slots must be 0 (dense) or a power of two from 16 to 2^30, got {slots!r}")
+
+    def table_size(self, num_states: int) -> int:
+        """Entries of one lane's recombination table."""
+        return self.table_slots or num_states
 
     @property
     def pruning(self) -> PruningConfig:

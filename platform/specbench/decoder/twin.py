@@ -66,9 +66,10 @@ class NumpyLaneKernels(LaneKernels):
         lg, lanes = self.lg, len(batch.utt_ids)
         self.batch, self.num_lanes = batch, lanes
         size = lanes * lg.num_states
-        self.dense_key = np.full(size, U64_MAX, dtype=np.uint64)
-        self.dense_cost = np.full(size, U64_MAX, dtype=np.uint64)
-        self.dense_entry = np.full(size, U32_MAX, dtype=np.uint32)
+        self.table = self.s.table_size(lg.num_states)
+        self.dense_key = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
+        self.dense_cost = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
+        self.dense_entry = np.full(lanes * self.table, U32_MAX, dtype=np.uint32)
         self.stats = np.zeros((lanes, len(STAT)), dtype=np.int64)
         self.final_id = np.full(lanes, -1, dtype=np.int64)
         self.final_state = np.full(lanes, -1, dtype=np.int64)
@@ -238,19 +239,40 @@ class NumpyLaneKernels(LaneKernels):
 
     def expand_recombine(self, tok: np.ndarray, entry: np.ndarray, new: np.ndarray,
                          adaptive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Next cutoff per lane = min new + adaptive beam; candidates below it atomicMin their packed key."""
+        """Next cutoff per lane = min new + adaptive beam; candidates below it atomicMin their packed key into
+        their destination's entry of the lane's table (with `table_slots`, a hash slot: `_hash_slots`)."""
         lanes = self.tok_lane[tok]
         min_new = np.full(self.num_lanes, U64_MAX, dtype=np.uint64)
         np.minimum.at(min_new, lanes, ordered64(new))
         next_cutoff = from_ordered64(min_new) + adaptive
         keep = new < next_cutoff[lanes]
-        _add_per_lane(self.stats, STAT["tokens_created"], lanes[keep])
         _add_per_lane(self.stats, STAT["tokens_pruned"], lanes[~keep])
-        index = lanes.astype(np.int64) * self.lg.num_states + self.lg.dest[entry]
+        if self.s.table_slots:
+            index, placed = self._hash_slots(lanes, self.lg.dest[entry], keep)
+            _add_per_lane(self.stats, STAT["queue_overflows"], lanes[keep & ~placed])
+            keep &= placed
+        else:
+            index = lanes.astype(np.int64) * self.lg.num_states + self.lg.dest[entry]
+        _add_per_lane(self.stats, STAT["tokens_created"], lanes[keep])
         key = (ordered32(new.astype(np.float32)).astype(np.uint64) << np.uint64(32)) | entry.astype(np.uint64)
         np.minimum.at(self.dense_key, index[keep], key[keep])
         self._key = key
         return keep, index
+
+    def _hash_slots(self, lanes: np.ndarray, dest: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Table index of every kept candidate (0 for the others) and whether it found a slot: a slot per
+        distinct destination state of a lane, `table_slots` at most (the GPU claims them by atomicCAS in
+        an order of its own; a lane that reaches more states overflows on both)."""
+        index = np.zeros(lanes.shape[0], dtype=np.int64)
+        placed = np.zeros(lanes.shape[0], dtype=bool)
+        dense = lanes[keep].astype(np.int64) * self.lg.num_states + dest[keep]
+        states, which = np.unique(dense, return_inverse=True)
+        lane_of = states // self.lg.num_states
+        rank = np.arange(states.shape[0]) - np.searchsorted(lane_of, lane_of, side="left")
+        index[keep] = (lane_of * self.table + rank)[which]
+        placed[keep] = (rank < self.table)[which]
+        index[~placed] = 0
+        return index, placed
 
     def resolve(self, keep: np.ndarray, index: np.ndarray, entry: np.ndarray, new: np.ndarray) -> np.ndarray:
         """`resolve_cost` and `resolve_index`: exact float64 cost, then entry, among float32 ties."""

@@ -41,6 +41,7 @@ from specbench.benchmarks.decoder.gpu_processes import NO_STREAM, StreamPlan, gp
 from specbench.benchmarks.decoder.partial_posteriors import CPU_PARTIAL_POSTERIORS, partial_posterior_cost
 from specbench.benchmarks.decoder.workloads import Workload, load_scores, load_workload
 from specbench.config import BenchDecoderConfig, EvalAmConfig, GraphConfig
+from specbench.decoder.lanes import HASH_TABLE_SLOTS
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.hardware import describe, limit_threads
@@ -166,7 +167,7 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
             result[f"{key}_peak_memory_bytes_total"] = t.extra["peak_memory_bytes_total"]
             peak = max(peak, t.extra["peak_memory_bytes_per_process"])
     result["gpu_peak_memory_bytes"] = peak
-    if "gpu" in include and any(int(k) > 1 for k in graph_copies):
+    if "gpu" in include and graph_copies:
         _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"))
     if "gpu" in include:  # last, in this process: where the frame loop's time goes, against what the GPU can
         _profile_against_ceiling(workload, options, gpu_runs, status, result)
@@ -181,24 +182,31 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
 def _graph_size_sweep(workload: Workload, options: SearchOptions, graph_copies: Sequence[int], plan: StreamPlan,
                       status: dict[str, Any], result: dict[str, Any], one_copy: Timed | None) -> None:
     """One GPU decoder process (1-best, with the stream of `plan`) on k disjoint copies of the graph for each
-    k > 1 of `graph_copies` (`wfst.graph.disjoint_copies`: the same searches on a graph k times the size):
-    `graph_size_sweep` lists per k (with k = 1 from gpu1, `one_copy`) the states, the first pass's seconds,
-    the stream's frames per second, the peak device memory and the share of 1-bests equal to gpu1's."""
+    k of `graph_copies` (`wfst.graph.disjoint_copies`: the same searches on a graph k times the size), with
+    the dense recombination tables and with hash tables of HASH_TABLE_SLOTS slots (`LaneSettings.
+    table_slots`): `graph_size_sweep` lists per run the states, the first pass's seconds, the stream's frames
+    per second, the peak device memory and the share of 1-bests equal to gpu1's (`one_copy`, which is the
+    dense run of k = 1)."""
     graph = workload.graph.csr
     rows = []
-    for k in sorted({1, *(int(c) for c in graph_copies)}):
-        timed = one_copy if k == 1 else _attempt(status, f"gpu on {k} graph copies", lambda k=k: run_gpu_processes(
-            workload.graph_path, list(workload.items), options, 1, [("gpu", None)], plan=plan, copies=k)["gpu"])
-        if timed is None:
-            continue
-        same = ([agree(a, b) for a, b in zip(timed.outcomes, one_copy.outcomes, strict=True)]
-                if one_copy is not None else [])
-        rows.append({"copies": k, "states": k * graph.num_states, "arcs": k * graph.num_arcs,
-                     "first_pass_seconds": timed.seconds,
-                     "stream_frames_per_second": timed.extra.get("stream", {}).get("frames_per_second"),
-                     "peak_memory_bytes": timed.extra["peak_memory_bytes_per_process"],
-                     "onebest_equal_to_one_copy": sum(same) / len(same) if same else None})
+    for slots in (0, HASH_TABLE_SLOTS):
+        for k in sorted({1, *(int(c) for c in graph_copies)}):
+            name = f"gpu on {k} graph copies" + (f", {slots} table slots" if slots else "")
+            timed = one_copy if (k, slots) == (1, 0) else _attempt(status, name, lambda k=k, slots=slots: (
+                run_gpu_processes(workload.graph_path, list(workload.items), options, 1, [("gpu", None)],
+                                  plan=plan, copies=k, settings={"table_slots": slots})["gpu"]))
+            if timed is not None:
+                rows.append(_size_row(k, slots, graph, timed, one_copy))
     result["graph_size_sweep"] = rows
+
+
+def _size_row(k: int, slots: int, graph: Any, timed: Timed, one_copy: Timed | None) -> dict[str, Any]:
+    same = [agree(a, b) for a, b in zip(timed.outcomes, one_copy.outcomes, strict=True)] if one_copy else []
+    return {"copies": k, "table_slots": slots, "states": k * graph.num_states, "arcs": k * graph.num_arcs,
+            "first_pass_seconds": timed.seconds,
+            "stream_frames_per_second": timed.extra.get("stream", {}).get("frames_per_second"),
+            "peak_memory_bytes": timed.extra["peak_memory_bytes_per_process"],
+            "onebest_equal_to_one_copy": sum(same) / len(same) if same else None}
 
 
 def _time_cpu_cores(workload: Workload, options: SearchOptions, include: Sequence[str], cores: Sequence[int],

@@ -87,11 +87,11 @@ def gpu_state() -> tuple[bool, str | None]:
 
 def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]], options: SearchOptions,
                 modes: list[Mode], barrier: Any, results: Any, decoder: str, plan: StreamPlan,
-                processes: int, copies: int) -> None:
+                processes: int, copies: int, settings: dict[str, Any]) -> None:
     """One decoder process: build its decoders and warm them up, then per mode wait at the barrier, decode
     the shard, run the stream of `plan` (`_stream`) and report (rank, mode, start, end, outcomes, peak GPU
     bytes, lane use, stream). The graph is `copies` disjoint copies of the file's (`wfst.graph.
-    disjoint_copies`; 1: the file's). `decoder` names the lane
+    disjoint_copies`; 1: the file's); `settings` go to the decoder (e.g. `table_slots`). `decoder` names the lane
     decoder class as "module:Class" (the GPU backend; the tests use the twin); its module's
     `peak_memory_bytes()` is reported when it has one (else 0)."""
     try:
@@ -104,7 +104,7 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
         graph = disjoint_copies(graph, copies) if copies > 1 else graph
         decoders = {}
         for mode, lattice_beam in modes:
-            decoders[mode] = getattr(module, class_name)(graph, replace(options, lattice_beam=lattice_beam))
+            decoders[mode] = getattr(module, class_name)(graph, replace(options, lattice_beam=lattice_beam), **settings)
             decoders[mode].decode_batch(items[:GPU_WARMUP_UTTERANCES])
         for mode, _ in modes:
             lanes = decoders[mode]
@@ -130,17 +130,20 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
 
 def run_gpu_processes(graph_path: Path, items: list[tuple[str, np.ndarray]], options: SearchOptions,
                       processes: int, modes: list[Mode], decoder: str = GPU_DECODER,
-                      plan: StreamPlan = NO_STREAM, copies: int = 1) -> dict[str, Timed]:
+                      plan: StreamPlan = NO_STREAM, copies: int = 1,
+                      settings: dict[str, Any] | None = None) -> dict[str, Timed]:
     """`processes` spawned decoder processes (own CUDA context each), each an equal (strided) shard of
     `items` ((utt_id, (T, P) float32)); per mode (name, lattice beam) a Timed whose outcomes are in the
     order of `items`, with the stream of `plan` in its extra's "stream" (`_stream_report`). Raises
     RuntimeError with a worker's traceback when one fails. `copies` > 1: each process decodes on that many
-    disjoint copies of the graph (the same searches on a graph that many times the size)."""
+    disjoint copies of the graph (the same searches on a graph that many times the size); `settings`: keyword
+    arguments of the decoder class (the lane decoders' `table_slots`)."""
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(processes), ctx.Queue()
     shards = [list(items[r::processes]) for r in range(processes)]
     workers = [ctx.Process(target=_gpu_worker, daemon=True, args=(
-        r, str(graph_path), shards[r], options, modes, barrier, results, decoder, plan, processes, copies))
+        r, str(graph_path), shards[r], options, modes, barrier, results, decoder, plan, processes, copies,
+        dict(settings or {})))
         for r in range(processes)]
     for w in workers:
         w.start()

@@ -136,9 +136,11 @@ class CudaLaneKernels(LaneKernels):
         self.costs = cp.asarray(np.ascontiguousarray(batch.costs))
         self.lengths = cp.asarray(batch.lengths.astype(np.int32))
         size = lanes * lg.num_states
-        self.dense_key = cp.full(size, np.uint64(2**64 - 1), dtype=cp.uint64)
-        self.dense_cost = cp.full(size, np.uint64(2**64 - 1), dtype=cp.uint64)
-        self.dense_entry = cp.full(size, np.uint32(2**32 - 1), dtype=cp.uint32)
+        table = lanes * self.s.table_size(lg.num_states)
+        self.dense_key = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
+        self.dense_cost = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
+        self.dense_entry = cp.full(table, np.uint32(2**32 - 1), dtype=cp.uint32)
+        self.hash_state = cp.full(table if self.s.table_slots else 1, -1, dtype=cp.int32)
         self.best, self.worst = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
         self.count, self.min_new = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
         self.hist = cp.zeros(lanes * 512, cp.uint32)
@@ -213,7 +215,7 @@ class CudaLaneKernels(LaneKernels):
         c_index, c_key, c_keep = cp.empty(slots, cp.int64), cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
         self._launch("expand_recombine", slots, i64(slots), i32(self.lg.num_states), self.tok_lane, c_tok, c_entry,
                      c_cost, self.min_new, self.adaptive, g["dest"], self.dense_key, c_index, c_key, c_keep,
-                     self.stats)
+                     self.stats, i32(self.s.table_slots), self.hash_state)
         self._launch("resolve_cost", slots, i64(slots), c_keep, c_key, c_index, c_cost, self.dense_key,
                      self.dense_cost)
         self._launch("resolve_index", slots, i64(slots), c_keep, c_key, c_index, c_cost, c_entry, self.dense_key,
@@ -239,7 +241,8 @@ class CudaLaneKernels(LaneKernels):
                      win, cum_win, lat, cum_lat, c_tok, c_entry, c_cost, c_index, self.tok_lane, self.tok_state,
                      self.tok_id, g["dest"], g["code"], g["bare_arc"], out_lane, out_state, out_cost, out_id, prev, code,
                      records,
-                     self.dense_key, self.dense_cost, self.dense_entry, self.stats)
+                     self.dense_key, self.dense_cost, self.dense_entry, self.stats, i32(self.s.table_slots),
+                     self.hash_state)
         self.arena_prev.append(prev)
         self.arena_code.append(code)
         self.arena_size += emitted

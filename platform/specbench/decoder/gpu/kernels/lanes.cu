@@ -46,6 +46,22 @@ __device__ __forceinline__ float unord32(u32 k) {
 }
 __device__ __forceinline__ i64 thread_index() { return (i64)blockIdx.x * blockDim.x + threadIdx.x; }
 
+// The entry of `state` in a lane's recombination table: dense (cap 0), the state itself; else a slot of a
+// hash table of `cap` (a power of two) slots, open addressing with linear probing, claimed by atomicCAS on
+// the slot's state (-1: free). -1 when all `cap` slots hold other states (the candidate overflows).
+__device__ __forceinline__ i64 table_entry(int lane, int state, int S, int cap, int* hash_state) {
+    if (cap == 0) return (i64)lane * S + state;
+    u32 h = (u32)state;
+    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
+    i64 base = (i64)lane * cap;
+    for (int probe = 0; probe < cap; ++probe) {
+        u32 slot = (h + (u32)probe) & (u32)(cap - 1);
+        int held = atomicCAS(&hash_state[base + slot], -1, state);
+        if (held == -1 || held == state) return base + slot;
+    }
+    return -1;
+}
+
 // stats[lane * NSTAT + col] += 1 for every thread of the warp with `valid`, one atomicAdd per lane value
 // present in the warp (warp-aggregated). Every thread of the warp that reaches the call must make it.
 __device__ __forceinline__ void lane_count(u64* stats, int lane, int col, bool valid) {
@@ -202,17 +218,20 @@ extern "C" __global__ void expand_min(i64 slots, int n, int f, int T, int P, con
 extern "C" __global__ void expand_recombine(i64 slots, int S, const int* tok_lane, const int* c_tok,
                                             const u32* c_entry, const double* c_cost, const u64* min_new,
                                             const double* adaptive, const int* dest, u64* dense_key,
-                                            i64* c_index, u64* c_key, unsigned char* c_keep, u64* stats) {
+                                            i64* c_index, u64* c_key, unsigned char* c_keep, u64* stats,
+                                            int cap, int* hash_state) {
     i64 j = thread_index();
     bool inside = j < slots;
     int l = inside ? tok_lane[c_tok[j]] : 0;
-    bool keep = false;
+    bool below = false, keep = false;
     if (inside) {
         double next_cutoff = unord64(min_new[l]) + adaptive[l];
         double nw = c_cost[j];
-        keep = nw < next_cutoff;
+        below = nw < next_cutoff;
         u32 entry = c_entry[j];
-        i64 index = (i64)l * S + dest[entry];
+        i64 index = below ? table_entry(l, dest[entry], S, cap, hash_state) : 0;
+        keep = below && index >= 0;
+        index = keep ? index : 0;
         u64 key = ((u64)ord32(to_f32(nw)) << 32) | (u64)entry;
         c_index[j] = index;
         c_key[j] = key;
@@ -220,7 +239,8 @@ extern "C" __global__ void expand_recombine(i64 slots, int S, const int* tok_lan
         if (keep) atomicMin(&dense_key[index], key);
     }
     lane_count(stats, l, S_CREATED, keep);
-    lane_count(stats, l, S_PRUNED, inside && !keep);
+    lane_count(stats, l, S_PRUNED, inside && !below);
+    lane_count(stats, l, S_OVER, below && !keep);
 }
 
 extern "C" __global__ void resolve_cost(i64 slots, const unsigned char* c_keep, const u64* c_key,
@@ -265,7 +285,7 @@ extern "C" __global__ void emit_winners(i64 slots, int f, i64 room, i64 arena_ba
                                         const i64* bare_arc, int* out_lane,
                                         int* out_state, double* out_cost, i64* out_id, i64* arena_prev,
                                         i64* arena_code, i64* records, u64* dense_key, u64* dense_cost,
-                                        u32* dense_entry, u64* stats) {
+                                        u32* dense_entry, u64* stats, int cap, int* hash_state) {
     i64 j = thread_index();
     bool inside = j < slots;
     bool is_win = inside && win[j];
@@ -280,6 +300,7 @@ extern "C" __global__ void emit_winners(i64 slots, int f, i64 room, i64 arena_ba
         dense_key[index] = ~0ULL;
         dense_cost[index] = ~0ULL;
         dense_entry[index] = ~0u;
+        if (cap) hash_state[index] = -1;  // each claimed slot has one winner, which frees it
         if (p < room) {
             out_lane[p] = l;
             out_state[p] = dest[entry];
