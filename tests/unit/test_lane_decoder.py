@@ -163,6 +163,15 @@ def test_lane_splitting_does_not_change_results() -> None:
     one = TwinDecoder(graph, options, max_lanes=2).decode_batch(items, 2)
     many = TwinDecoder(graph, options, max_lanes=16).decode_batch(items, 2)
     assert one == many
+    # with lattices, pruned on a host thread while the next batch decodes: each lane gets its own
+    lattices = replace(options, lattice_beam=2.0)
+    split = TwinDecoder(graph, lattices, max_lanes=2)
+    for _ in range(2):  # a second call starts with no job of the first left over
+        got = split.decode_batch(items, 2)
+        for a, b in zip(got, TwinDecoder(graph, lattices, max_lanes=16).decode_batch(items, 2), strict=True):
+            assert replace(a, lattice=None) == replace(b, lattice=None) and (a.lattice is None) == (b.lattice is None)
+            assert a.lattice is None or np.array_equal(a.lattice.dst, b.lattice.dst)
+    assert sum(r.lattice is not None for r in got) == sum(r.ok for r in got) > 0
 
 
 def test_lanes_are_grouped_by_length() -> None:

@@ -46,7 +46,8 @@ from numba import njit, types
 
 from specbench.paths import work_dir
 
-KERNEL_MODULES = ("compiled_kernels.py", "lattice_kernels.py", "relax_kernels.py")
+# the kernels, and this module (how they are compiled)
+KERNEL_MODULES = ("compiled_kernels.py", "lattice_kernels.py", "relax_kernels.py", "compiled_cache.py")
 
 
 def kernel_hash() -> str:
@@ -197,7 +198,7 @@ def entry(signature: str, returns: str | None = None):
                     compiled = _load_aot(fn, signature, returns)
                 call.ahead_of_time = compiled is not None
                 if compiled is None:
-                    compiled = njit(signature, cache=True)(fn)
+                    compiled = njit(signature, cache=True, nogil=True)(fn)  # lattices pruned on host threads
             return compiled(*args)
 
         call.ahead_of_time = None

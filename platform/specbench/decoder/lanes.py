@@ -51,7 +51,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -279,8 +280,10 @@ class LaneDecoder:
     capacities: LaneSettings' queue capacities. `decode_batch(items)` takes (utt_id, loglikes (T, P)
     float32) pairs and returns one DecodeResult per item, in order; a bad item gets a failed result with
     the reason and never stops the others. At most `max_lanes` utterances are decoded together, grouped by
-    length (a batch runs as many frames as its longest). `frame_steps` counts the frames run (retries
-    included), `lane_frames` the utterances' frames, `kernel_log` the device work (`KernelLog`).
+    length (a batch runs as many frames as its longest). With lattices, a batch's lattices are pruned on a
+    host thread while the next batch decodes (`lattice_paths.lane_lattices`; numba's pruning releases the
+    GIL). `frame_steps` counts the frames run (retries included), `lane_frames` the utterances' frames,
+    `kernel_log` the device work (`KernelLog`).
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
@@ -296,6 +299,8 @@ class LaneDecoder:
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
         self.lane_frames = 0
+        self._lattice_jobs: list[tuple[list[int], list[DecodeResult], Future]] = []
+        self._lattice_thread: ThreadPoolExecutor | None = None
 
     @property
     def kernel_log(self) -> KernelLog:
@@ -328,10 +333,19 @@ class LaneDecoder:
                 continue
             good.append((position, str(utt_id), costs))
         good.sort(key=lambda item: item[2].shape[0])  # lanes of similar length share a batch
-        for begin in range(0, len(good), self.max_lanes):
-            chunk = good[begin:begin + self.max_lanes]
-            for (position, _, _), result in zip(chunk, self._decode_splitting(chunk, partial_every), strict=True):
-                results[position] = result
+        self._lattice_jobs = []
+        try:
+            for begin in range(0, len(good), self.max_lanes):
+                chunk = good[begin:begin + self.max_lanes]
+                for (position, _, _), result in zip(chunk, self._decode_splitting(chunk, partial_every),
+                                                    strict=True):
+                    results[position] = result
+        finally:
+            jobs, self._lattice_jobs = self._lattice_jobs, []
+        for positions, decoded, job in jobs:  # the lattices pruned beside the later batches' decoding
+            for position, result, lattice in zip(positions, decoded, job.result(), strict=True):
+                if result.ok and results[position] is result:
+                    results[position] = replace(result, lattice=lattice)
         return [r for r in results if r is not None]
 
     def _decode_splitting(self, chunk: list[tuple[int, str, np.ndarray]],
@@ -368,7 +382,18 @@ class LaneDecoder:
         slot_of = {f: i for i, f in enumerate(partials)}
         for f in range(int(lengths.max())):
             self.kernels.frame(f, (lengths == f + 1).nonzero()[0], slot_of.get(f, -1))
-        return assemble_results(self.lane_graph, self.settings, batch, self.kernels.finish())
+        out = self.kernels.finish()
+        if out.lattice is None:
+            return assemble_results(self.lane_graph, self.settings, batch, out)
+        from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
+
+        if self._lattice_thread is None:
+            self._lattice_thread = ThreadPoolExecutor(1, thread_name_prefix="lattices")
+        job = self._lattice_thread.submit(lane_lattices, self.lane_graph.graph, batch, out.lattice,
+                                          self.settings.lattice_beam)
+        decoded = assemble_results(self.lane_graph, self.settings, batch, replace(out, lattice=None))
+        self._lattice_jobs.append(([c[0] for c in chunk], decoded, job))
+        return decoded
 
 
 def _trace(prev: np.ndarray, code: np.ndarray, ids: np.ndarray) -> list[list[int]]:
