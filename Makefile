@@ -48,6 +48,8 @@ bench: setup
 GPU_PYTHON ?= python3
 OUT ?= benchmarks/results/gpu
 UTTS ?= 1000
+# more `specbench bench decoder` options, e.g. a shorter run: --stream-seconds 5 --graph-copies 1,10
+DECODER_ARGS ?=
 CARRY := .specbench/gpu-carry
 GPU_ENV := PYTHONPATH=platform:$(CARRY)/site
 
@@ -58,7 +60,7 @@ gpu-check:
 		$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --target $(CARRY)/site $(CARRY)/wheels/*.whl
 	$(GPU_ENV) SPECBENCH_GPU_OUT=$(OUT) $(GPU_PYTHON) -m pytest tests/gpu -m gpu -q --junitxml=$(OUT)/gpu_tests.xml; tests=$$?; \
 	$(GPU_ENV) $(GPU_PYTHON) -m specbench bench decoder --graph $(CARRY)/TLG.fst --scores $(CARRY)/scores_test.npz \
-		--utterances $(UTTS) --no-mlflow --output $(OUT)/decoder_h200.json > /dev/null; bench=$$?; \
+		--utterances $(UTTS) --no-mlflow --output $(OUT)/decoder_h200.json $(DECODER_ARGS) > /dev/null; bench=$$?; \
 	SPECBENCH_DATA=$(CARRY)/data $(GPU_ENV) $(GPU_PYTHON) -m specbench bench completion --device cuda --no-mlflow \
 		--output $(OUT)/completion_h200.json > /dev/null || bench=1; \
 	$(GPU_ENV) $(GPU_PYTHON) -m specbench bench acoustic --audio $(CARRY)/audio --utterances 100 --no-mlflow \
