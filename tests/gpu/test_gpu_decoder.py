@@ -185,11 +185,12 @@ def test_arc_ceiling_table_is_the_packed_minimum() -> None:
     _write_summary()
 
 
-def test_slurp_lattices_equal_cpu() -> None:
+@pytest.mark.parametrize("table_slots", [0, HASH_TABLE_SLOTS])
+def test_slurp_lattices_equal_cpu(table_slots: int) -> None:
     graph_path, items = _real_scores(100)
     graph = read_graph(graph_path)
     options = SearchOptions(beam=15.0, max_active=10000, lattice_beam=8.0)
-    gpu = _gpu_decoder(graph, options).decode_batch(items)
+    gpu = _gpu_decoder(graph, options, table_slots).decode_batch(items)
     cpu = CpuDecoder(graph, options)
     arcs = frames = 0
     for (utt, mat), got in zip(items, gpu, strict=True):
@@ -202,7 +203,7 @@ def test_slurp_lattices_equal_cpu() -> None:
         assert np.allclose(got.lattice.graph_cost, want.lattice.graph_cost, atol=1e-3)
         assert np.allclose(got.lattice.acoustic_cost, want.lattice.acoustic_cost, atol=1e-3)
         arcs, frames = arcs + got.lattice.num_arcs, frames + got.num_frames
-    SUMMARY["slurp_lattices"] = {"utterances": len(items), "identical": True,
+    SUMMARY[f"slurp_lattices_table_slots_{table_slots}"] = {"utterances": len(items), "identical": True,
                                  "density": arcs / max(frames, 1)}
     _write_summary()
 

@@ -151,7 +151,8 @@ class LaneSettings:
     arena_capacity: backpointers per batch; lattice_capacity: lattice records per batch (ints in [1, 2^31)).
     table_slots: the recombination table of each lane: 0, one entry per graph state (dense: per-lane memory
     grows with the graph); else a hash table of that many slots (a power of two, 16 to 2^30), open
-    addressing by state: per-lane memory grows with the distinct states a frame reaches, and a frame that
+    addressing by state (on the GPU also the lattices' token-cost table; the twin keeps that one dense):
+    per-lane memory grows with the distinct states a frame reaches, and a frame that
     reaches more in a lane overflows it (counted in `queue_overflows`, the lane retried alone).
     """
 

@@ -135,7 +135,6 @@ class CudaLaneKernels(LaneKernels):
         self.T, self.P = int(batch.costs.shape[1]), int(batch.costs.shape[2])
         self.costs = cp.asarray(np.ascontiguousarray(batch.costs))
         self.lengths = cp.asarray(batch.lengths.astype(np.int32))
-        size = lanes * lg.num_states
         table = lanes * self.s.table_size(lg.num_states)
         self.dense_key = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
         self.dense_cost = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
@@ -169,7 +168,8 @@ class CudaLaneKernels(LaneKernels):
         self.records: list | None = [] if self.s.lattice_beam is not None else None
         self.lattice_size = 0
         if self.records is not None:
-            self.dense_tok = cp.full(size, np.inf, cp.float64)
+            self.dense_tok = cp.full(table, np.inf, cp.float64)
+            self.tok_hash = cp.full(table if self.s.table_slots else 1, -1, dtype=cp.int32)
             self._epsilon_links(0)
 
     def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
@@ -262,11 +262,14 @@ class CudaLaneKernels(LaneKernels):
             return
         states = self.lg.num_states
         common = (self.tok_lane, self.tok_state, self.tok_cost)
-        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(0))
+        table = (i32(self.s.table_slots), self.tok_hash)
+        tok_slot = cp.empty(n, cp.int64)
+        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(0), *table, tok_slot,
+                     self.stats)
         links = cp.empty(n, cp.int64)
         beam = np.float64(self.s.lattice_beam)
         self._launch("eps_link_count", n, i32(n), i32(states), beam, *common, g["eps_offsets"], g["eps_dest"],
-                     g["eps_weight"], self.dense_tok, links)
+                     g["eps_weight"], self.dense_tok, links, *table)
         cum = self._on_device("cumsum", lambda: cp.cumsum(links))
         total = int(self._read(cum[-1:], "epsilon links")[0])
         room = max(0, self.s.lattice_capacity - self.lattice_size)
@@ -274,8 +277,9 @@ class CudaLaneKernels(LaneKernels):
         records = cp.empty(4 * max(kept, 1), cp.int64)
         self._launch("eps_link_write", n, i32(n), i32(states), i32(frame), beam, np.int64(room), *common,
                      g["eps_offsets"], g["eps_dest"], g["eps_weight"], self.dense_tok, links, cum, records,
+                     self.stats, *table)
+        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(1), *table, tok_slot,
                      self.stats)
-        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(1))
         if kept:
             self.records.append(records[:4 * kept].reshape(kept, 4))
             self.lattice_size += kept

@@ -360,25 +360,54 @@ extern "C" __global__ void best_pick(int n, int with_final, const unsigned char*
     }
 }
 
-// Epsilon lattice links among the tokens of one frame: dense token costs, per-token link counts, prefix sums
-// (host), records, clear.
+// Epsilon lattice links among the tokens of one frame: token costs by state (a dense table, or with cap > 0 a
+// hash table like the recombination's: tok_hash holds each slot's state, tok_slot each token's slot), per-token
+// link counts, prefix sums (host), records, clear.
 extern "C" __global__ void dense_tok_set(int n, int S, const int* tok_lane, const int* tok_state,
-                                         const double* tok_cost, double* dense_tok, int clear) {
+                                         const double* tok_cost, double* dense_tok, int clear, int cap,
+                                         int* tok_hash, i64* tok_slot, u64* stats) {
     i64 i = thread_index();
     if (i >= n) return;
-    dense_tok[(i64)tok_lane[i] * S + tok_state[i]] = clear ? INF64 : tok_cost[i];
+    if (cap == 0) {
+        dense_tok[(i64)tok_lane[i] * S + tok_state[i]] = clear ? INF64 : tok_cost[i];
+    } else if (clear) {
+        if (tok_slot[i] >= 0) {
+            dense_tok[tok_slot[i]] = INF64;
+            tok_hash[tok_slot[i]] = -1;
+        }
+    } else {  // a lane's tokens are distinct states, no more than its recombination table held: a slot each
+        i64 slot = table_entry(tok_lane[i], tok_state[i], S, cap, tok_hash);
+        tok_slot[i] = slot;
+        if (slot >= 0) dense_tok[slot] = tok_cost[i];
+        else atomicAdd(&stats[(i64)tok_lane[i] * NSTAT + S_OVER], 1ULL);  // never silent
+    }
+}
+
+// The cost of the token of `state` in `lane` (+inf: none), from dense_tok_set's table.
+__device__ __forceinline__ double held_cost(int lane, int state, int S, int cap, const int* tok_hash,
+                                            const double* dense_tok) {
+    if (cap == 0) return dense_tok[(i64)lane * S + state];
+    u32 h = (u32)state;
+    h ^= h >> 16; h *= 0x85ebca6bu; h ^= h >> 13; h *= 0xc2b2ae35u; h ^= h >> 16;
+    i64 base = (i64)lane * cap;
+    for (int probe = 0; probe < cap; ++probe) {
+        i64 slot = base + ((h + (u32)probe) & (u32)(cap - 1));
+        int held = tok_hash[slot];
+        if (held == state) return dense_tok[slot];
+        if (held == -1) return INF64;
+    }
+    return INF64;
 }
 
 extern "C" __global__ void eps_link_count(int n, int S, double lattice_beam, const int* tok_lane,
                                           const int* tok_state, const double* tok_cost, const i64* eps_offsets,
                                           const int* eps_dest, const double* eps_weight, const double* dense_tok,
-                                          i64* links) {
+                                          i64* links, int cap, const int* tok_hash) {
     i64 i = thread_index();
     if (i >= n) return;
-    i64 base = (i64)tok_lane[i] * S;
     i64 count = 0;
     for (i64 e = eps_offsets[tok_state[i]]; e < eps_offsets[tok_state[i] + 1]; ++e) {
-        double held = dense_tok[base + eps_dest[e]];  // +inf: the state holds no token
+        double held = held_cost(tok_lane[i], eps_dest[e], S, cap, tok_hash, dense_tok);  // +inf: no token
         count += isfinite(held) && __dadd_rn(tok_cost[i], eps_weight[e]) <= held + lattice_beam;
     }
     links[i] = count;
@@ -388,16 +417,15 @@ extern "C" __global__ void eps_link_write(int n, int S, int frame, double lattic
                                           const int* tok_lane, const int* tok_state, const double* tok_cost,
                                           const i64* eps_offsets, const int* eps_dest, const double* eps_weight,
                                           const double* dense_tok, const i64* links, const i64* cum_links,
-                                          i64* records, u64* stats) {
+                                          i64* records, u64* stats, int cap, const int* tok_hash) {
     i64 i = thread_index();
     bool inside = i < n;
     i64 lost = 0;
     int l = inside ? tok_lane[i] : 0;
     if (inside) {
-        i64 base = (i64)l * S;
         i64 q = cum_links[i] - links[i];
         for (i64 e = eps_offsets[tok_state[i]]; e < eps_offsets[tok_state[i] + 1]; ++e) {
-            double held = dense_tok[base + eps_dest[e]];
+            double held = held_cost(l, eps_dest[e], S, cap, tok_hash, dense_tok);
             if (isfinite(held) && __dadd_rn(tok_cost[i], eps_weight[e]) <= held + lattice_beam) {
                 if (q < room) {
                     records[4 * q] = l;
