@@ -88,6 +88,13 @@ def fastest_prune() -> Callable[..., WordLattice | None]:
     return prune_compiled
 
 
+def warm_pruning() -> None:
+    """Compile `fastest_prune` here (or load it from numba's on-disk cache), so that processes started after
+    this one load it from the cache instead of each compiling it at once."""
+    raw = RawLattice(1, 0, [0], [0], [1], [1], [1], [1], [0.0], [0.0])
+    fastest_prune()(raw, np.zeros(2), 1.0)
+
+
 def lane_lattices(graph: CsrGraph, batch, records: np.ndarray, lattice_beam: float) -> list[WordLattice | None]:
     """Per lane of a lane batch: its lattice from the (K, 4) records (lane, frame, src state, code)."""
     order = np.argsort(records[:, 0], kind="stable")

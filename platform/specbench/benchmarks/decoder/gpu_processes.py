@@ -138,6 +138,10 @@ def run_gpu_processes(graph_path: Path, items: list[tuple[str, np.ndarray]], opt
     RuntimeError with a worker's traceback when one fails. `copies` > 1: each process decodes on that many
     disjoint copies of the graph (the same searches on a graph that many times the size); `settings`: keyword
     arguments of the decoder class (the lane decoders' `table_slots`)."""
+    if any(beam is not None for _, beam in modes):
+        from specbench.decoder.lattice_paths import warm_pruning
+
+        warm_pruning()  # compiled once here, then loaded from numba's cache by every process
     ctx = mp.get_context("spawn")
     barrier, results = ctx.Barrier(processes), ctx.Queue()
     shards = [list(items[r::processes]) for r in range(processes)]
