@@ -6,7 +6,8 @@ host waits twice for the device: for the number of candidate arcs (to size the e
 of winners (the next token count); three times with lattices (the epsilon links), and once more for each
 set of lanes that ends or takes a partial hypothesis (the upload of their mask). Every launch and every host
 read of the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin
-counts the same); `GpuDecoder(timing=True)` also times every launch with CUDA events.
+counts the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy still has
+`cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
 
 cupy is imported lazily, only here: `gpu_available()` says whether a CUDA device is usable, and building a
 `GpuDecoder` without one raises `GpuUnavailableError` with the reason. Several processes (or Ray actors
@@ -68,6 +69,18 @@ def gpu_available() -> bool:
     return True
 
 
+def _host_may_wait():
+    """`cupyx.allow_synchronize(True)` where this cupy still has it (deprecated since CuPy 10), else nothing:
+    the counted reads, and a batch's upload and download, may synchronize when the GPU tests forbid every
+    other synchronization of the frame loop."""
+    import contextlib
+
+    import cupyx
+
+    allow = getattr(cupyx, "allow_synchronize", None)
+    return allow(True) if allow is not None else contextlib.nullcontext()
+
+
 def peak_memory_bytes() -> int:
     """The most device memory cupy's pool held while GpuDecoders of this process decoded."""
     return _PEAK["bytes"]
@@ -119,7 +132,8 @@ class CudaLaneKernels(LaneKernels):
     def _read(self, array, what: str) -> np.ndarray:
         """A device array on the host: the host waits for the device, counted in `log` under `what`."""
         self.log.sync(what)
-        return array.get()
+        with _host_may_wait():
+            return array.get()
 
     def _collect_times(self) -> None:
         """Milliseconds per kernel name from the recorded CUDA events (after the last one completes)."""
@@ -130,6 +144,10 @@ class CudaLaneKernels(LaneKernels):
             self._events.clear()
 
     def start(self, batch: LaneBatch) -> None:
+        with _host_may_wait():  # the batch's upload, outside the frame loop
+            self._start(batch)
+
+    def _start(self, batch: LaneBatch) -> None:
         cp, lg, lanes = self.cp, self.lg, len(batch.utt_ids)
         self.batch, self.num_lanes = batch, lanes
         self.T, self.P = int(batch.costs.shape[1]), int(batch.costs.shape[2])
@@ -298,8 +316,9 @@ class CudaLaneKernels(LaneKernels):
             return
         want = np.zeros(self.num_lanes, dtype=np.uint8)
         want[lanes] = 1
-        self.log.sync("lane mask upload")  # from pageable memory: the host waits for the stream first
-        want_d = cp.asarray(want)
+        self.log.sync("lane mask upload")  # from pageable memory, which may make the host wait for the stream
+        with _host_may_wait():
+            want_d = cp.asarray(want)
         best = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
         low = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
         common = (np.int32(n), np.int32(with_final), want_d, self.tok_lane, self.tok_state, self.tok_cost,
@@ -310,6 +329,10 @@ class CudaLaneKernels(LaneKernels):
                      out_id, out_state)
 
     def finish(self) -> LaneOutput:
+        with _host_may_wait():  # the batch's download, outside the frame loop
+            return self._finish()
+
+    def _finish(self) -> LaneOutput:
         cp, lanes = self.cp, self.num_lanes
         self._collect_times()
         stats = self.stats.get().reshape(lanes, len(STAT)).astype(np.int64)
