@@ -47,6 +47,11 @@ def lane_use(frame_steps: int, lane_frames: int, max_lanes: int) -> dict[str, An
             "occupancy": lane_frames / (frame_steps * max_lanes) if frame_steps else None}
 
 
+def decoder_lane_use(decoder: Any) -> dict[str, Any]:
+    """`lane_use` of a lane decoder's counts since its last `reset_counts()`."""
+    return lane_use(decoder.frame_steps, decoder.lane_frames, decoder.max_lanes)
+
+
 def outcome_of(result: Any, num_frames: int) -> Outcome:
     """An Outcome from a DecodeResult (any backend's)."""
     lattice = getattr(result, "lattice", None)

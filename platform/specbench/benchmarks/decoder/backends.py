@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from specbench.benchmarks import harness
-from specbench.benchmarks.decoder.agreement import Timed, lane_use, outcome_of
+from specbench.benchmarks.decoder.agreement import Timed, decoder_lane_use, outcome_of
 from specbench.benchmarks.decoder.workloads import Workload
 from specbench.decoder.backends import make_decoder
 from specbench.decoder.options import SearchOptions
@@ -76,7 +76,7 @@ def all_as_lanes(backend: str, workload: Workload, options: SearchOptions) -> Ti
     harness.say("decoder", f"{backend}: decoding {len(items)} utterances as lanes")
     seconds, results = harness.timed(lambda: decoder.decode_batch(items))
     return Timed(seconds, [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)],
-                 {"lane_use": lane_use(decoder.frame_steps, decoder.lane_frames, decoder.max_lanes),
+                 {"lane_use": decoder_lane_use(decoder),
                   "kernel_log": decoder.kernel_log.report(decoder.frame_steps, seconds)})
 
 
@@ -93,7 +93,7 @@ def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu"
     harness.say("decoder", f"gpu profile: decoding {len(items)} utterances with every launch timed")
     seconds, _ = harness.timed(lambda: decoder.decode_batch(items))
     return {"seconds": seconds, **decoder.kernel_log.report(decoder.frame_steps, seconds),
-            "lane_use": lane_use(decoder.frame_steps, decoder.lane_frames, decoder.max_lanes)}
+            "lane_use": decoder_lane_use(decoder)}
 
 
 def single_utterance_latency(workload: Workload, options: SearchOptions, backend: str = "gpu",

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from specbench.benchmarks.decoder.agreement import Outcome, Timed, lane_use, outcome_of
+from specbench.benchmarks.decoder.agreement import Outcome, Timed, decoder_lane_use, lane_use, outcome_of
 from specbench.decoder.options import SearchOptions
 
 GPU_DECODER = "specbench.decoder.gpu.backend:GpuDecoder"
@@ -116,7 +116,7 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
             decoded = lanes.decode_batch(items)
             t1 = time.perf_counter()
             outcomes = [outcome_of(r, len(m)) for r, (_, m) in zip(decoded, items)]
-            use = lane_use(lanes.frame_steps, lanes.lane_frames, lanes.max_lanes) if counts else None
+            use = decoder_lane_use(lanes) if counts else None
             lattice = dict(modes)[mode] is not None
             stream = (_stream(lanes, items, outcomes, plan.per_process(processes, lattice), plan.seconds, barrier)
                       if plan else None)
