@@ -11,15 +11,6 @@ from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.registry import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-RUNS_LAST = "test_browser.py::test_ui_shows_the_quick_suite_parent_run"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The quick suite's browser test runs after the other integration tests, as `make run` after `make test`:
-    the suite then finds the graph, corpora and caches they left, and the jobs' cold paths are each tested
-    on their own before it."""
-    last = [item for item in items if item.nodeid.endswith(RUNS_LAST)]
-    items[:] = [item for item in items if item not in last] + last
 
 
 @pytest.fixture(scope="session")
