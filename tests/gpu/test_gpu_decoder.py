@@ -139,14 +139,15 @@ def test_slurp_one_best_equals_cpu(max_active: int, table_slots: int) -> None:
 
 def test_kernel_log_equals_the_twins() -> None:
     """The frame loop's launches and host reads, counted by the GPU backend as it runs them, equal the twin's
-    count of the same batch (1-best and lattices, with partials); with timing, every launch has its time."""
+    count of the same batch (1-best and lattices, with partials; 64 utterances on 16 lanes, so lanes are
+    refilled and lattice records taken as utterances end); with timing, every launch has its time."""
     from specbench.decoder.gpu import GpuDecoder
 
     graph_path, items = _real_scores(64)
     graph = read_graph(graph_path)
     for lattice_beam in (None, 8.0):
         options = SearchOptions(beam=15.0, max_active=200, min_active=20, lattice_beam=lattice_beam)
-        gpu, twin = GpuDecoder(graph, options, timing=True), TwinDecoder(graph, options)
+        gpu, twin = GpuDecoder(graph, options, max_lanes=16, timing=True), TwinDecoder(graph, options, max_lanes=16)
         gpu.decode_batch(items, 3)
         twin.decode_batch(items, 3)
         assert gpu.frame_steps == twin.frame_steps
@@ -172,7 +173,7 @@ def test_the_frame_loop_waits_for_the_device_only_in_its_counted_reads() -> None
     graph = read_graph(graph_path)
     for lattice_beam in (None, 8.0):
         options = SearchOptions(beam=15.0, max_active=200, min_active=20, lattice_beam=lattice_beam)
-        gpu = GpuDecoder(graph, options)
+        gpu = GpuDecoder(graph, options, max_lanes=8)  # lanes refilled: their uploads counted too
         with forbid(False):
             got = gpu.decode_batch(items, 3)
         want = TwinDecoder(graph, options).decode_batch(items, 3)

@@ -21,7 +21,7 @@ import pytest
 from specbench.benchmarks.decoder import agreement as ag
 from specbench.benchmarks.decoder import workloads as wl
 from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
-from specbench.benchmarks.decoder.backends import gpu_profile, single_utterance_latency
+from specbench.benchmarks.decoder.backends import gpu_profile, lane_refill_effect, single_utterance_latency
 from specbench.benchmarks.decoder.ceiling import ceiling_token_set
 from specbench.benchmarks.decoder.cpu_scaling import core_counts, time_cpu_cores
 from specbench.benchmarks.decoder.gpu_processes import StreamPlan, run_gpu_processes
@@ -199,6 +199,19 @@ def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
     assert report["syncs"]["lane mask upload"] == len({len(m) for _, m in items})  # a step per length that ends
     assert report["launches"]["radix_histogram"] == 4 * steps and report["arcs_per_second"] > 0
     assert "kernel_ms" not in report and report["seconds"] > 0
+
+
+def test_lane_refill_effect_compares_refilled_lanes_with_batches(tmp_path: Path) -> None:
+    """Nine utterances on two lanes, refilled and in length-sorted batches: the same outcomes, fewer frame
+    steps and a higher occupancy refilled, the speedup as the ratio of the two times."""
+    graph_path, items = tiny_graph(tmp_path), scores(9)
+    workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    report = lane_refill_effect(workload, options, backend="twin", max_lanes=2, rounds=1)
+    refill, batches = report["refill"], report["batches"]
+    assert report["identical"] and refill["lane_frames"] == batches["lane_frames"] == sum(len(m) for _, m in items)
+    assert refill["frame_steps"] < batches["frame_steps"] and refill["occupancy"] > batches["occupancy"]
+    assert report["refill_speedup"] == batches["seconds"] / refill["seconds"]
 
 
 def test_the_arc_ceilings_token_set_is_the_cpu_backends_halfway(tmp_path: Path) -> None:

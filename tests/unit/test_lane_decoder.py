@@ -25,6 +25,7 @@ from test_decoder_bruteforce import (
     random_graphs,
 )
 
+from specbench.decoder import lanes
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.lanes import partial_frame_indices
 from specbench.decoder.options import SearchOptions
@@ -88,7 +89,7 @@ def test_infinite_beam_equals_cpu_and_brute_force(graph_spec, lengths: list[int]
     graph = compile_graph(fst_text(arcs, finals))
     items = _utterances(seed, width, lengths)
     options = replace(INFINITE_BEAM, lattice_beam=math.inf)
-    twin = TwinDecoder(graph, options, max_lanes=3).decode_batch(items, 2)
+    twin = TwinDecoder(graph, options, max_lanes=2).decode_batch(items, 2)  # lanes refilled
     cpu = CpuDecoder(graph, options)
     for (utt, loglikes), got in zip(items, twin, strict=True):
         want = cpu.decode(loglikes, utt, partial_every=2)
@@ -108,7 +109,7 @@ def test_infinite_beam_equals_cpu_and_brute_force(graph_spec, lengths: list[int]
 
 
 @FAST
-@given(random_graphs(), st.lists(st.integers(1, 6), min_size=1, max_size=4), st.integers(0, 2**32 - 1),
+@given(random_graphs(), st.lists(st.integers(1, 6), min_size=1, max_size=5), st.integers(0, 2**32 - 1),
        st.sampled_from([0.5, 1.5, 4.0]), st.sampled_from([3, 4, 6]), st.sampled_from([0, 1, 2]),
        st.sampled_from([0.0, 0.75]))
 def test_pruned_search_equals_cpu_exactly(graph_spec, lengths, seed, beam, max_active, min_active,
@@ -117,7 +118,7 @@ def test_pruned_search_equals_cpu_exactly(graph_spec, lengths, seed, beam, max_a
     graph = compile_graph(fst_text(arcs, finals))
     items = _utterances(seed, width, lengths)
     options = SearchOptions(beam=beam, max_active=max_active, min_active=min_active, lattice_beam=lattice_beam)
-    twin = TwinDecoder(graph, options, max_lanes=4).decode_batch(items, 1)
+    twin = TwinDecoder(graph, options, max_lanes=2).decode_batch(items, 1)  # lanes refilled
     cpu = CpuDecoder(graph, options)
     for (utt, loglikes), got in zip(items, twin, strict=True):
         want = cpu.decode(loglikes, utt, partial_every=1)
@@ -174,24 +175,51 @@ def test_lane_splitting_does_not_change_results() -> None:
     assert sum(r.lattice is not None for r in got) == sum(r.ok for r in got) > 0
 
 
-def test_lanes_are_grouped_by_length() -> None:
-    """Batches of utterances of similar length: with two lanes, lengths 10, 50, 12, 48 run as (10, 12) and
-    (48, 50), 12 + 50 frame steps instead of 50 + 48 in the given order; results as decoded one by one."""
+def test_lanes_are_refilled_or_grouped_by_length() -> None:
+    """Two lanes, lengths 10, 50, 12, 48. Refilled (longest first): 50 and 48 start together; the lane of 48
+    idles one step and takes 12 at step 49, the other takes 10 at step 51: 61 frame steps. In batches of
+    similar length: (10, 12) and (48, 50), 12 + 50 steps. Results as decoded one by one either way."""
     graph = compile_graph(CHAIN)
     items = _utterances(3, 3, [10, 50, 12, 48])
     options = SearchOptions(beam=3.0, max_active=3, min_active=1)
-    twin = TwinDecoder(graph, options, max_lanes=2)
-    results = twin.decode_batch(items, 4)
-    assert (twin.frame_steps, twin.lane_frames) == (62, 120)
-    alone = TwinDecoder(graph, options, max_lanes=1)
-    assert results == [alone.decode(m, u, 4) for u, m in items]
-    assert [r.utt_id for r in results] == ["u0", "u1", "u2", "u3"]
+    alone = TwinDecoder(graph, options, max_lanes=1, refill=False)
+    want = [alone.decode(m, u, 4) for u, m in items]
+    for refill, steps in ((True, 61), (False, 62)):
+        twin = TwinDecoder(graph, options, max_lanes=2, refill=refill)
+        results = twin.decode_batch(items, 4)
+        assert (twin.frame_steps, twin.lane_frames) == (steps, 120)
+        assert results == want
+        assert [r.utt_id for r in results] == ["u0", "u1", "u2", "u3"]
+
+
+def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeypatch) -> None:
+    """Eleven utterances on three refilled lanes, with partials and lattices (their records taken from the
+    kernels after every second utterance that ends): every field equal to the CPU backend's, lattices array
+    for array; with an arena small enough to close a wave early, the same again over several waves."""
+    monkeypatch.setattr(lanes, "LATTICE_HARVEST", 2)
+    graph = compile_graph(CHAIN)
+    items = _utterances(11, 3, [7, 3, 9, 2, 4, 12, 5, 5, 2, 8, 6])
+    options = SearchOptions(beam=3.0, max_active=3, min_active=1, lattice_beam=1.5)
+    cpu = CpuDecoder(graph, options)
+    want = [cpu.decode(m, u, partial_every=2) for u, m in items]
+    assert all(r.ok for r in want)
+    for capacities in ({}, {"arena_capacity": 400}):
+        twin = TwinDecoder(graph, options, max_lanes=3, **capacities)
+        got = twin.decode_batch(items, 2)
+        for a, b in zip(want, got, strict=True):
+            _assert_same(a, b)
+            for name in ("src", "dst", "ilabel", "olabel", "graph_cost", "acoustic_cost", "node_state"):
+                assert np.array_equal(getattr(a.lattice, name), getattr(b.lattice, name)), name
+        assert twin.lane_frames == sum(m.shape[0] for _, m in items)
+        assert twin.frame_steps < sum(m.shape[0] for _, m in items) / 3 + 15
+        assert twin.kernel_log.syncs["lattice records download"] >= 3
 
 
 def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations() -> None:
     """The twin's KernelLog: per frame, two host reads for the 1-best (the candidate arcs' count, the winners'),
     a third with lattices (the epsilon links, also once at the start), one lane-mask upload per step where
-    lanes end or take a partial; 12 selection launches per frame, 4 of them radix histograms."""
+    lanes end or take a partial; 12 selection launches per frame, 4 of them radix histograms. With a third
+    utterance on the two lanes, one refill upload: where the lane of the first to end takes it."""
     graph = compile_graph(CHAIN)
     items = _utterances(2, 3, [3, 5])
     options = SearchOptions(beam=3.0, max_active=3, min_active=1)
@@ -209,6 +237,10 @@ def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations() -
     lattices.decode_batch(items, 2)  # partials after frames 1 and 3: two more mask uploads
     assert lattices.kernel_log.syncs == {"candidate arcs": 5, "winners and lattice links": 5, "epsilon links": 6,
                                          "lane mask upload": 4}
+    three = TwinDecoder(graph, options, max_lanes=2)
+    three.decode_batch(_utterances(2, 3, [3, 5, 2]))  # 5 and 3 first; 2 on the lane of 3 from step 4 to 6
+    assert three.frame_steps == 6 and three.kernel_log.syncs["lane refill upload"] == 1
+    assert three.kernel_log.launches["admit_tokens"] == 2 * 7 and three.kernel_log.launches["release_stats"] == 2
 
 
 def test_queue_overflow_is_counted_and_reported() -> None:
@@ -250,7 +282,7 @@ def test_lanes_that_overflow_together_are_decoded_again_apart() -> None:
     capacity = next(c for c in range(1, 10_000)
                     if all(TwinDecoder(graph, INFINITE_BEAM, arena_capacity=c).decode(m, u).ok for u, m in items))
     tight = TwinDecoder(graph, INFINITE_BEAM, arena_capacity=capacity)
-    assert any(r.status == STATUS_OVERFLOW for r in tight._decode_lanes(
+    assert any(r.status == STATUS_OVERFLOW for r in tight._decode_wave(
         [(i, u, tight._checked_costs(u, m)) for i, (u, m) in enumerate(items)], None))  # together they overflow
     assert tight.decode_batch(items) == ample
 

@@ -1,11 +1,16 @@
 """The GPU decoding algorithm, backend-neutral: many utterances (lanes) decoded together, frame by frame.
 
 This module holds the host side that the numpy twin (`twin.py`) and the cupy backend (`gpu.py`) share: the
-graph tables, the per-batch buffers, and the frame loop as a fixed sequence of kernel calls. Each backend
+graph tables, the per-wave buffers, and the frame loop as a fixed sequence of kernel calls. Each backend
 implements the same kernels (`LaneKernels`): numpy functions in the twin, CUDA kernels in
 `kernels/lanes.cu` on the GPU, so CI checks the GPU algorithm step by step on every commit.
 
-Per frame f, over the tokens of every lane whose utterance has more than f frames:
+A wave is one run of the frame loop over many utterances on a fixed number of lanes. Each lane holds one
+utterance at a time, from its first frame step to its end step (`lane_end`; a lane's utterance reads its
+frame f - first step from the wave's cost rows through `lane_row`); between frame steps, lanes whose
+utterance ended a step earlier are refilled with the next utterances (`LaneKernels.refill`).
+
+Per frame step f, over the tokens of every lane whose utterance is still running:
 
 1. `lane_reduce`: per-lane best and worst cost and token count (atomicMin / atomicMax on order-preserving
    float64 bits, atomicAdd).
@@ -29,7 +34,8 @@ Per frame f, over the tokens of every lane whose utterance has more than f frame
    `eps_link_write`, `dense_tok_clear`) every epsilon arc between two of the new tokens within the lattice
    beam of its destination (lattice_paths.py).
 9. At frames where partial hypotheses are asked for, and at each lane's last frame, `lane_best`: the best
-   token per lane (lowest cost, then lowest state; at the end with final weights).
+   token per lane (lowest cost, then lowest state; at the end with final weights), written to the
+   utterance's output slot.
 
 Epsilon arcs: the epsilon closure is iterated to its fixed point once per graph on the host
 (`epsilon.epsilon_closure`) and each emitting arc is stored followed by every closure move
@@ -37,7 +43,7 @@ Epsilon arcs: the epsilon closure is iterated to its fixed point once per graph 
 CPU decoder's default mode, with the same tokens. Graphs with negative epsilon weights need the CPU backend.
 
 Queues have fixed capacities (tokens, candidate arcs, arena entries, lattice records) shared by the lanes of
-a batch; anything that does not fit is dropped and counted in `DecodeStats.queue_overflows`. The lanes that
+a wave; anything that does not fit is dropped and counted in `DecodeStats.queue_overflows`. The lanes that
 overflowed are decoded again in two halves, down to a lane alone (each lane's search is independent of the
 others, so a retried lane gets exactly the result it would have had with room to spare); a lane that
 overflows alone keeps the overflow as its result's status.
@@ -78,6 +84,8 @@ FLT_MAX = float(np.finfo(np.float32).max)
 # Hash-table slots per lane that the benchmarks use (`LaneSettings.table_slots`): on the SLURP TLG at beam
 # 15 a lane's frame reached at most 6,280 distinct states over 300 held-out-voice test utterances
 HASH_TABLE_SLOTS = 1 << 15
+# Utterances that end before a wave's lattice records are taken from the device and their lattices pruned
+LATTICE_HARVEST = 32
 
 
 @dataclass(frozen=True)
@@ -192,34 +200,54 @@ class LaneSettings:
 
 @dataclass
 class LaneBatch:
-    """What the host knows about one batch: lane lengths, and which frames get partial hypotheses."""
+    """The utterances one run of the frame loop decodes (a wave: more utterances than lanes when lanes are
+    refilled), and which of their frames get partial hypotheses."""
 
     utt_ids: list[str]
-    lengths: np.ndarray  # (L,) int32, all > 0
-    costs: np.ndarray  # (L, Tmax, P) float32 acoustic costs, zero-padded
-    partial_frames: tuple[int, ...]  # sorted frame indices f: a partial after frames 0..f
+    lengths: np.ndarray  # (U,) int32, all > 0
+    costs: np.ndarray  # (R, P) float32 acoustic cost rows: utterance u's at first_row[u] ... + lengths[u]
+    first_row: np.ndarray  # (U,) int64
+    partial_frames: tuple[int, ...]  # sorted frame indices f of an utterance: a partial after its frames 0..f
+
+    @classmethod
+    def of(cls, utt_ids: list[str], costs: Sequence[np.ndarray], partial_frames: tuple[int, ...]) -> LaneBatch:
+        """From each utterance's (T, P) costs (P may differ: narrower ones are zero-padded)."""
+        lengths = np.array([c.shape[0] for c in costs], dtype=np.int32)
+        width = max(c.shape[1] for c in costs)
+        first_row = np.concatenate([[0], np.cumsum(lengths[:-1], dtype=np.int64)]).astype(np.int64)
+        rows = np.zeros((int(lengths.sum()), width), dtype=np.float32)
+        for begin, mat in zip(first_row.tolist(), costs, strict=True):
+            rows[begin:begin + mat.shape[0], :mat.shape[1]] = mat
+        return cls(list(utt_ids), lengths, rows, first_row, partial_frames)
+
+    def utterance_costs(self, u: int) -> np.ndarray:
+        """(T_u, P) acoustic costs of utterance u."""
+        begin = int(self.first_row[u])
+        return self.costs[begin:begin + int(self.lengths[u])]
 
 
 @dataclass
 class LaneOutput:
-    """What a backend's kernels hand back after the last frame (host numpy arrays)."""
+    """What a backend's kernels hand back after the last frame (host numpy arrays), per utterance u of the
+    wave; lattice records still by lane and frame step (`LaneDecoder` maps them to utterances)."""
 
     arena_prev: np.ndarray  # (R,) int64
     arena_code: np.ndarray  # (R,) int64
-    final_id: np.ndarray  # (L,) int64 arena entry of the best final token, -1 when none
-    final_state: np.ndarray  # (L,) int64
-    partial_id: np.ndarray  # (L, len(partial_frames)) int64, -1 when none
-    partial_state: np.ndarray  # (L, len(partial_frames)) int64
-    stats: np.ndarray  # (L, 8) int64, STAT_NAMES order
-    lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame, src state, code: see lattice_paths)
+    final_id: np.ndarray  # (U,) int64 arena entry of the best final token, -1 when none
+    final_state: np.ndarray  # (U,) int64
+    partial_id: np.ndarray  # (U, len(partial_frames)) int64, -1 when none
+    partial_state: np.ndarray  # (U, len(partial_frames)) int64
+    stats: np.ndarray  # (U, 8) int64, STAT_NAMES order, as counted by the kernels
+    lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame step, src state, code: see lattice_paths)
 
 
 @dataclass
 class KernelLog:
     """What the frame loop asked of the device: kernel launches by name (ours and cupy's scans, stacks and
     fills; the twin counts those its numpy steps stand for, under the GPU's launch conditions), host reads
-    of device memory (synchronizations) by what they read, candidate arcs, and when the GPU times them,
-    milliseconds per kernel. A batch's upload and its final download are not counted."""
+    of device memory and uploads the device may wait for (synchronizations) by what they read, candidate
+    arcs, and when the GPU times them, milliseconds per kernel. A wave's upload (with its first placements
+    on the lanes) and its final download are not counted."""
 
     launches: Counter = field(default_factory=Counter)
     syncs: Counter = field(default_factory=Counter)
@@ -249,20 +277,56 @@ class KernelLog:
 class LaneKernels:
     """The kernels of the lane algorithm; `twin.NumpyLaneKernels` and `gpu.CudaLaneKernels` implement them.
 
-    `start(batch)` uploads the batch and the frame-0 tokens, `frame(f)` runs one frame over every lane,
-    `finish()` returns the LaneOutput. `log` counts what the frames asked of the device (`KernelLog`).
+    `start(batch, num_lanes)` uploads a wave's costs and sets up `num_lanes` empty lanes. Between frame steps,
+    `refill(step, out_lanes, out_utts, in_lanes, in_utts)` releases lanes whose utterance has ended (their
+    counts become those utterances' `LaneOutput.stats`) and puts utterances on free lanes, starting at frame
+    step `step` (their frame-0 tokens join the queue); then `links(step)` records the epsilon lattice links
+    of the tokens that step starts from (with lattices). `frame(f, finals, partials)` runs frame step f over
+    every lane whose utterance is running; finals / partials: None, or per lane the index of the output slot
+    (`LaneOutput.final_id`, `partial_id` flattened) to get the lane's best token after the step (-1: none).
+    `arena_size` and `lattice_size` are the entries used so far, known to
+    the host; `log` counts what the frames asked of the device (`KernelLog`). `take_records()` hands over
+    the lattice records made since the last take (host (K, 4) array); `finish(lanes, utts)` releases the
+    lanes that still hold utterances and returns the LaneOutput (with the records not yet taken).
     """
 
     log: KernelLog
+    arena_size: int
+    lattice_size: int
 
-    def start(self, batch: LaneBatch) -> None:
+    def start(self, batch: LaneBatch, num_lanes: int) -> None:
         raise NotImplementedError
 
-    def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+    def refill(self, step: int, out_lanes: np.ndarray, out_utts: np.ndarray, in_lanes: np.ndarray,
+               in_utts: np.ndarray) -> None:
         raise NotImplementedError
 
-    def finish(self) -> LaneOutput:
+    def links(self, step: int) -> None:
         raise NotImplementedError
+
+    def frame(self, f: int, finals: np.ndarray | None, partials: np.ndarray | None) -> None:
+        raise NotImplementedError
+
+    def take_records(self) -> np.ndarray:
+        raise NotImplementedError
+
+    def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+        raise NotImplementedError
+
+
+def admitted_tokens(lg: LaneGraph, lanes: np.ndarray, arena_base: int) -> tuple[np.ndarray, ...]:
+    """The frame-0 tokens of utterances placed on `lanes` (the start state and its closure moves, per lane),
+    numbered from arena entry `arena_base`: (lane int32, state int32, cost float64, arena id, arena prev,
+    arena code) arrays; a closure move's backpointer is its lane's start-state entry."""
+    per_lane = 1 + lg.init_dest.shape[0]
+    count = lanes.shape[0]
+    ids = arena_base + np.arange(count * per_lane, dtype=np.int64)
+    prev = np.full((count, per_lane), -1, dtype=np.int64)
+    prev[:, 1:] = ids[::per_lane, None]
+    return (np.repeat(lanes.astype(np.int32), per_lane),
+            np.tile(np.concatenate([[lg.graph.start], lg.init_dest]).astype(np.int32), count),
+            np.tile(np.concatenate([[0.0], lg.init_cost]), count), ids, prev.ravel(),
+            np.tile(np.concatenate([[0], -1 - lg.init_move]).astype(np.int64), count))
 
 
 def partial_frame_indices(num_frames: int, every: int | None) -> tuple[int, ...]:
@@ -275,32 +339,40 @@ def partial_frame_indices(num_frames: int, every: int | None) -> tuple[int, ...]
 
 
 class LaneDecoder:
-    """Decode batches of utterances with the lane algorithm on one backend's kernels.
+    """Decode utterances with the lane algorithm on one backend's kernels.
 
     kernels_factory(lane_graph, settings) -> LaneKernels; options: the search settings (`SearchOptions`);
     capacities: LaneSettings' queue capacities. `decode_batch(items)` takes (utt_id, loglikes (T, P)
     float32) pairs and returns one DecodeResult per item, in order; a bad item gets a failed result with
-    the reason and never stops the others. At most `max_lanes` utterances are decoded together, grouped by
-    length (a batch runs as many frames as its longest). With lattices, a batch's lattices are pruned on a
-    host thread while the next batch decodes (`lattice_paths.lane_lattices`; numba's pruning releases the
-    GIL). `frame_steps` counts the frames run (retries included), `lane_frames` the utterances' frames,
-    `kernel_log` the device work (`KernelLog`).
+    the reason and never stops the others.
+
+    At most `max_lanes` utterances are decoded together. With `refill` (the default: continuous batching, as
+    Kaldi's CUDA decoder does with its channels), the items run longest first and a lane whose utterance has
+    ended takes the next one after one idle frame step (which keeps each lane's lattice records of two
+    utterances apart), so the lanes stay busy until the items run out; a wave takes new utterances while its
+    backpointer arena and lattice records fill less than a quarter of their capacities, and the rest go to
+    the next wave. Without `refill`, the items run in batches of max_lanes of similar length, each as many
+    frame steps as its longest. With lattices, the lattices of every `LATTICE_HARVEST` utterances that end
+    are pruned on a host thread while decoding goes on (`_WaveLattices`, `lattice_paths.lane_lattices`;
+    numba's pruning releases the GIL). `frame_steps` counts
+    the frame steps run (retries included), `lane_frames` the utterances' frames, `kernel_log` the device
+    work (`KernelLog`).
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
-                 max_lanes: int = 256, **capacities: int) -> None:
+                 max_lanes: int = 256, refill: bool = True, **capacities: int) -> None:
         self.options = require_options(type(self).__name__, options)
         self.options.require_no_partial_lattices(type(self).__name__)
         self.settings = LaneSettings(options, **capacities)
         self.lane_graph = LaneGraph.build(graph)
         if not isinstance(max_lanes, int) or max_lanes < 1:
             raise ValueError(f"max_lanes must be a positive int, got {max_lanes!r}")
-        self.max_lanes = max_lanes
+        self.max_lanes, self.refill = max_lanes, bool(refill)
         self.kernels: LaneKernels = kernels_factory(self.lane_graph, self.settings)
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
         self.lane_frames = 0
-        self._lattice_jobs: list[tuple[list[int], list[DecodeResult], Future]] = []
+        self._lattice_jobs: list[tuple[list[int], Future]] = []
         self._lattice_thread: ThreadPoolExecutor | None = None
 
     @property
@@ -318,7 +390,7 @@ class LaneDecoder:
 
     def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],
                      partial_every: int | None = None) -> list[DecodeResult]:
-        """Decode `items` in batches of at most max_lanes; partial hypotheses every `partial_every` frames
+        """Decode `items` on at most max_lanes lanes; partial hypotheses every `partial_every` frames
         (default `options.partial_every`)."""
         partial_every = call_partial_every(self.options, partial_every)
         results: list[DecodeResult | None] = [None] * len(items)
@@ -333,27 +405,31 @@ class LaneDecoder:
                 results[position] = DecodeResult.failed(str(utt_id), STATUS_EMPTY, 0, DecodeStats())
                 continue
             good.append((position, str(utt_id), costs))
-        good.sort(key=lambda item: item[2].shape[0])  # lanes of similar length share a batch
+        # refilled lanes: longest first, so that the last to end are short; batches: of similar lengths
+        good.sort(key=lambda item: -item[2].shape[0] if self.refill else item[2].shape[0])
+        size = len(good) if self.refill else self.max_lanes
         self._lattice_jobs = []
         try:
-            for begin in range(0, len(good), self.max_lanes):
-                chunk = good[begin:begin + self.max_lanes]
+            for begin in range(0, len(good), max(size, 1)):
+                chunk = good[begin:begin + size]
                 for (position, _, _), result in zip(chunk, self._decode_splitting(chunk, partial_every),
                                                     strict=True):
                     results[position] = result
         finally:
             jobs, self._lattice_jobs = self._lattice_jobs, []
-        for positions, decoded, job in jobs:  # the lattices pruned beside the later batches' decoding
-            for position, result, lattice in zip(positions, decoded, job.result(), strict=True):
-                if result.ok and results[position] is result:
-                    results[position] = replace(result, lattice=lattice)
+        for positions, job in jobs:  # pruned beside the decoding; a retried utterance's lattice comes later
+            for position, lattice in zip(positions, job.result(), strict=True):
+                if results[position].ok:
+                    results[position] = replace(results[position], lattice=lattice)
         return [r for r in results if r is not None]
 
     def _decode_splitting(self, chunk: list[tuple[int, str, np.ndarray]],
                           partial_every: int | None) -> list[DecodeResult]:
-        """The lanes of `chunk` decoded together; those that overflowed the shared queues decoded again in
-        two halves (recursively), so that only a lane that overflows alone keeps the overflow."""
-        results = self._decode_lanes(chunk, partial_every)
+        """The utterances of `chunk` decoded; those that overflowed the shared queues decoded again in two
+        halves (recursively), so that only an utterance that overflows alone keeps the overflow."""
+        results: list[DecodeResult] = []
+        while len(results) < len(chunk):  # the waves
+            results += self._decode_wave(chunk[len(results):], partial_every)
         again = [i for i, r in enumerate(results) if r.status == STATUS_OVERFLOW]
         if len(chunk) == 1 or not again:
             return results
@@ -368,33 +444,148 @@ class LaneDecoder:
         scores = checked_scores(utt_id, loglikes, self._max_ilabel)
         return scores * np.float32(-self.settings.acoustic_scale)
 
-    def _decode_lanes(self, chunk: list[tuple[int, str, np.ndarray]],
-                      partial_every: int | None) -> list[DecodeResult]:
-        lengths = np.array([c[2].shape[0] for c in chunk], dtype=np.int32)
-        width = max(c[2].shape[1] for c in chunk)
-        costs = np.zeros((len(chunk), int(lengths.max()), width), dtype=np.float32)
-        for lane, (_, _, mat) in enumerate(chunk):
-            costs[lane, :mat.shape[0], :mat.shape[1]] = mat
+    def _room_to_admit(self) -> bool:
+        """Whether a wave takes more utterances: its arena and lattice records under a quarter full."""
+        s, k = self.settings, self.kernels
+        return k.arena_size < s.arena_capacity // 4 and k.lattice_size < s.lattice_capacity // 4
+
+    def _decode_wave(self, chunk: list[tuple[int, str, np.ndarray]],
+                     partial_every: int | None) -> list[DecodeResult]:
+        """One run of the frame loop over a prefix of `chunk` (all of it, unless the arena fills): the results
+        of the utterances it took, in order, without lattices (`_lattice_jobs` prune them)."""
+        k, total = self.kernels, len(chunk)
+        lengths = np.array([c[2].shape[0] for c in chunk], dtype=np.int64)
         partials = partial_frame_indices(int(lengths.max()), partial_every)
-        batch = LaneBatch([c[1] for c in chunk], lengths, costs, partials)
-        self.frame_steps += int(lengths.max())
-        self.lane_frames += int(lengths.sum())
-        self.kernels.start(batch)
-        slot_of = {f: i for i, f in enumerate(partials)}
-        for f in range(int(lengths.max())):
-            self.kernels.frame(f, (lengths == f + 1).nonzero()[0], slot_of.get(f, -1))
-        out = self.kernels.finish()
-        if out.lattice is None:
-            return assemble_results(self.lane_graph, self.settings, batch, out)
+        batch = LaneBatch.of([c[1] for c in chunk], [c[2] for c in chunk], partials)
+        slots = max(len(partials), 1)
+        slot_of = np.full(int(lengths.max()) + 1, -1, dtype=np.int64)
+        slot_of[list(partials)] = np.arange(len(partials))
+        num_lanes = min(self.max_lanes, total)
+        k.start(batch, num_lanes)
+        lane_utt = np.full(num_lanes, -1, dtype=np.int64)
+        lane_start = np.zeros(num_lanes, dtype=np.int64)
+        lane_end = np.zeros(num_lanes, dtype=np.int64)
+        nothing = np.zeros(0, dtype=np.int64)
+        lattices = _WaveLattices(self, batch, [c[0] for c in chunk]) if self.settings.lattice_beam is not None else None
+        admitted = 0
+
+        def place(step: int, free: np.ndarray) -> None:
+            """Utterances onto `free` lanes from `step`; a lane's last utterance is released as it is replaced."""
+            nonlocal admitted
+            take = free[:total - admitted] if (admitted == 0 or self._room_to_admit()) else nothing
+            if not take.shape[0]:
+                return
+            out_lanes = take[lane_utt[take] >= 0]
+            utts = np.arange(admitted, admitted + take.shape[0], dtype=np.int64)
+            k.refill(step, out_lanes, lane_utt[out_lanes], take, utts)
+            lane_utt[take], lane_start[take], lane_end[take] = utts, step, step + lengths[utts]
+            if lattices is not None:
+                lattices.placed(take, step, utts)
+            admitted += take.shape[0]
+
+        place(0, np.arange(num_lanes, dtype=np.int64))
+        k.links(0)
+        f = 0
+        while (lane_end > f).any() or (admitted < total and self._room_to_admit()):
+            running = lane_end > f
+            ending = running & (lane_end == f + 1)
+            finals = np.where(ending, lane_utt, -1) if ending.any() else None
+            slot = np.where(running, slot_of[np.clip(f - lane_start, 0, slot_of.shape[0] - 1)], -1)
+            partials_here = np.where(slot >= 0, lane_utt * slots + slot, -1) if (slot >= 0).any() else None
+            k.frame(f, finals, partials_here)
+            self.frame_steps += 1
+            if self.refill:  # lanes whose utterance's last step was f - 1 or earlier
+                place(f + 1, (lane_end <= f).nonzero()[0])
+            k.links(f + 1)
+            if lattices is not None and finals is not None:
+                lattices.ended(lane_utt[ending], k)
+            f += 1
+        self.lane_frames += int(lengths[:admitted].sum())
+        left = (lane_utt >= 0).nonzero()[0]
+        out = k.finish(left, lane_utt[left])
+        if lattices is not None:
+            lattices.submit_rest(out.lattice)
+        return assemble_results(self.lane_graph, self.settings, *_head(batch, replace(out, lattice=None), admitted))
+
+
+class _WaveLattices:
+    """A wave's lattices, pruned on the decoder's host thread as its utterances end: the records taken from
+    the kernels whenever `LATTICE_HARVEST` utterances have ended since the last take (one download), mapped
+    to utterances (`records_by_utterance`), and the complete ones (an utterance's last records are the epsilon
+    links of the step after its last) handed to `lattice_paths.lane_lattices`."""
+
+    def __init__(self, decoder: LaneDecoder, batch: LaneBatch, positions: list[int]) -> None:
+        self.decoder, self.batch, self.positions = decoder, batch, positions
+        self.placements: list[np.ndarray] = []
+        self.held: dict[int, list[np.ndarray]] = {}  # utterance -> its records (frame, src, code) not handed on
+        self.waiting: list[np.ndarray] = []  # utterances ended since the last take
+        self.handed = np.zeros(len(batch.utt_ids), dtype=bool)
+
+    def placed(self, lanes: np.ndarray, step: int, utts: np.ndarray) -> None:
+        self.placements.append(np.stack([lanes, np.full(lanes.shape[0], step), utts], axis=1))
+
+    def ended(self, utts: np.ndarray, kernels: LaneKernels) -> None:
+        self.waiting.append(utts)
+        if sum(w.shape[0] for w in self.waiting) >= LATTICE_HARVEST:
+            self._hand_on(kernels.take_records(), np.concatenate(self.waiting))
+            self.waiting = []
+
+    def submit_rest(self, records: np.ndarray) -> None:
+        """At the wave's end: every placed utterance not handed on yet."""
+        placed = np.concatenate(self.placements)[:, 2]
+        self._hand_on(records, placed[~self.handed[placed]])
+
+    def _hand_on(self, records: np.ndarray, utts: np.ndarray) -> None:
         from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
 
-        if self._lattice_thread is None:
-            self._lattice_thread = ThreadPoolExecutor(1, thread_name_prefix="lattices")
-        job = self._lattice_thread.submit(lane_lattices, self.lane_graph.graph, batch, out.lattice,
-                                          self.settings.lattice_beam)
-        decoded = assemble_results(self.lane_graph, self.settings, batch, replace(out, lattice=None))
-        self._lattice_jobs.append(([c[0] for c in chunk], decoded, job))
-        return decoded
+        if records.shape[0]:  # grouped by utterance in one sort: each take costs what it brings
+            mapped = records_by_utterance(records, np.concatenate(self.placements))
+            mapped = mapped[np.argsort(mapped[:, 0], kind="stable")]
+            keys, starts = np.unique(mapped[:, 0], return_index=True)
+            for u, part in zip(keys.tolist(), np.split(mapped[:, 1:], starts[1:]), strict=True):
+                self.held.setdefault(u, []).append(part)
+        utts = np.unique(utts)
+        if not utts.shape[0]:
+            return
+        self.handed[utts] = True
+        parts = [np.concatenate(self.held.pop(u)) if u in self.held else np.zeros((0, 3), dtype=np.int64)
+                 for u in utts.tolist()]
+        records = np.concatenate([np.repeat(np.arange(len(parts)), [p.shape[0] for p in parts])[:, None],
+                                  np.concatenate(parts)], axis=1)
+        b, d = self.batch, self.decoder
+        part = replace(b, utt_ids=[b.utt_ids[u] for u in utts.tolist()], lengths=b.lengths[utts],
+                       first_row=b.first_row[utts])
+        if d._lattice_thread is None:
+            d._lattice_thread = ThreadPoolExecutor(1, thread_name_prefix="lattices")
+        job = d._lattice_thread.submit(lane_lattices, d.lane_graph.graph, part, records, d.settings.lattice_beam)
+        d._lattice_jobs.append(([self.positions[u] for u in utts.tolist()], job))
+
+
+def _head(batch: LaneBatch, out: LaneOutput, count: int) -> tuple[LaneBatch, LaneOutput]:
+    """The batch and output of a wave's first `count` utterances (those it took)."""
+    if count == len(batch.utt_ids):
+        return batch, out
+    batch = replace(batch, utt_ids=batch.utt_ids[:count], lengths=batch.lengths[:count],
+                    first_row=batch.first_row[:count])
+    out = replace(out, final_id=out.final_id[:count], final_state=out.final_state[:count],
+                  partial_id=out.partial_id[:count], partial_state=out.partial_state[:count], stats=out.stats[:count])
+    return batch, out
+
+
+def records_by_utterance(records: np.ndarray, occupancy: np.ndarray) -> np.ndarray:
+    """Lattice records (lane, frame step, src, code) as (utterance, frame of the utterance, src, code), from
+    the placements (lane, first step, utterance): a record belongs to its lane's last placement that began
+    at or before its step (a lane's utterances are a step apart, so their records never share a step)."""
+    if records.shape[0] == 0:
+        return records
+    span = int(max(records[:, 1].max(), occupancy[:, 1].max())) + 2
+    keys = occupancy[:, 0] * span + occupancy[:, 1]
+    order = np.argsort(keys, kind="stable")
+    at = order[np.searchsorted(keys[order], records[:, 0] * span + records[:, 1], side="right") - 1]
+    out = records.copy()
+    out[:, 0] = occupancy[at, 2]
+    out[:, 1] = records[:, 1] - occupancy[at, 1]
+    return out
 
 
 def _trace(prev: np.ndarray, code: np.ndarray, ids: np.ndarray) -> list[list[int]]:
@@ -416,46 +607,50 @@ def _trace(prev: np.ndarray, code: np.ndarray, ids: np.ndarray) -> list[list[int
 
 def assemble_results(lg: LaneGraph, settings: LaneSettings, batch: LaneBatch,
                      out: LaneOutput) -> list[DecodeResult]:
-    """Trace back every lane's best final token (and partials), build DecodeResults with lattices."""
+    """Trace back every utterance's best final token (and partials), build DecodeResults with lattices (from
+    records by utterance: `records_by_utterance`)."""
     from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
 
     base = lg.moves.num_moves + 1
     paths = _trace(out.arena_prev, out.arena_code, out.final_id)
     lattices = (lane_lattices(lg.graph, batch, out.lattice, settings.lattice_beam)
                 if out.lattice is not None else [None] * len(batch.utt_ids))
+    init_tokens = lg.init_dest.shape[0]
     results = []
-    for lane, utt_id in enumerate(batch.utt_ids):
-        counts = out.stats[lane].astype(np.int64).tolist()
-        counts[STAT["frames"]] = int(batch.lengths[lane])
-        stats = DecodeStats(**dict(zip(STAT_NAMES, (int(c) for c in counts), strict=True)))
-        frames = int(batch.lengths[lane])
+    for u, utt_id in enumerate(batch.utt_ids):
+        frames = int(batch.lengths[u])
+        counts = dict(zip(STAT_NAMES, (int(c) for c in out.stats[u]), strict=True))
+        # the frame-0 tokens (one epsilon round when the start state has closure moves), one round a frame
+        counts["frames"] = frames
+        counts["tokens_created"] += init_tokens
+        counts["epsilon_iterations"] += frames + (1 if init_tokens else 0)
+        stats = DecodeStats(**counts)
         if stats.queue_overflows:
             results.append(DecodeResult.failed(utt_id, STATUS_OVERFLOW, frames, stats))
             continue
-        if out.final_id[lane] < 0:
+        if out.final_id[u] < 0:
             results.append(DecodeResult.failed(utt_id, STATUS_NO_FINAL, frames, stats))
             continue
-        path = read_path(paths[lane], base, lg.graph, lg.moves, batch.costs[lane, :frames],
-                         int(out.final_state[lane]))
-        partials = _partials(lg, batch, out, lane, base)
+        costs = batch.utterance_costs(u)
+        path = read_path(paths[u], base, lg.graph, lg.moves, costs, int(out.final_state[u]))
         results.append(DecodeResult(
             utt_id=utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=frames, word_end_frames=path.word_end_frames,
-            stats=stats, lattice=lattices[lane], partials=partials))
+            stats=stats, lattice=lattices[u], partials=_partials(lg, batch, out, u, base)))
     return results
 
 
-def _partials(lg: LaneGraph, batch: LaneBatch, out: LaneOutput, lane: int, base: int) -> tuple:
+def _partials(lg: LaneGraph, batch: LaneBatch, out: LaneOutput, u: int, base: int) -> tuple:
     from specbench.decoder.result import PartialHypothesis
 
     found = []
+    costs = batch.utterance_costs(u)
     for slot, frame in enumerate(batch.partial_frames):
-        entry = int(out.partial_id[lane, slot])
-        if frame >= batch.lengths[lane] or entry < 0:
+        entry = int(out.partial_id[u, slot])
+        if frame >= batch.lengths[u] or entry < 0:
             continue
         codes = _trace(out.arena_prev, out.arena_code, np.array([entry]))[0]
-        path = read_path(codes, base, lg.graph, lg.moves, batch.costs[lane, :frame + 1],
-                         int(out.partial_state[lane, slot]))
-        words = partial_words(path.word_ids, int(out.partial_state[lane, slot]), lg.final)
+        path = read_path(codes, base, lg.graph, lg.moves, costs[:frame + 1], int(out.partial_state[u, slot]))
+        words = partial_words(path.word_ids, int(out.partial_state[u, slot]), lg.final)
         found.append(PartialHypothesis(frame=frame, word_ids=words))
     return tuple(found)

@@ -96,14 +96,14 @@ def warm_pruning() -> None:
 
 
 def lane_lattices(graph: CsrGraph, batch, records: np.ndarray, lattice_beam: float) -> list[WordLattice | None]:
-    """Per lane of a lane batch: its lattice from the (K, 4) records (lane, frame, src state, code)."""
+    """Per utterance of a lane batch (`lanes.LaneBatch`): its lattice from the (K, 4) records (utterance,
+    frame, src state, code)."""
     order = np.argsort(records[:, 0], kind="stable")
     records = records[order]
     bounds = np.searchsorted(records[:, 0], np.arange(len(batch.utt_ids) + 1))
     prune, final = fastest_prune(), graph.final.astype(np.float64)
     out = []
-    for lane in range(len(batch.utt_ids)):
-        mine = records[bounds[lane]:bounds[lane + 1], 1:]
-        frames = int(batch.lengths[lane])
-        out.append(lattice_from_records(graph, batch.costs[lane, :frames], mine, lattice_beam, prune, final))
+    for u in range(len(batch.utt_ids)):
+        mine = records[bounds[u]:bounds[u + 1], 1:]
+        out.append(lattice_from_records(graph, batch.utterance_costs(u), mine, lattice_beam, prune, final))
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from specbench.decoder.lanes import (
-    STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings,
+    STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings, admitted_tokens,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.search import gather_arcs
@@ -59,47 +59,75 @@ class NumpyLaneKernels(LaneKernels):
         self.lg, self.s = lg, settings
         self.beam32 = settings.pruning.beam32
         self.log = KernelLog()
+        self._clean_tables = 0  # the lanes of the recombination tables kept from the last wave (0: none)
 
-    # ---- batch start: frame-0 tokens (the start state closed over epsilons) -------------------------
+    # ---- a wave's start, and lanes refilled between frame steps -------------------------------------------
 
-    def start(self, batch: LaneBatch) -> None:
-        lg, lanes = self.lg, len(batch.utt_ids)
+    def start(self, batch: LaneBatch, num_lanes: int) -> None:
+        lg, lanes, count = self.lg, num_lanes, len(batch.utt_ids)
         self.batch, self.num_lanes = batch, lanes
-        size = lanes * lg.num_states
         self.table = self.s.table_size(lg.num_states)
-        self.dense_key = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
-        self.dense_cost = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
-        self.dense_entry = np.full(lanes * self.table, U32_MAX, dtype=np.uint32)
+        if self._clean_tables != lanes:  # a wave leaves every entry it touched reset
+            self.dense_key = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
+            self.dense_cost = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
+            self.dense_entry = np.full(lanes * self.table, U32_MAX, dtype=np.uint32)
+            if self.s.lattice_beam is not None:
+                self.dense_tok = np.full(lanes * lg.num_states, np.inf)
+        self._clean_tables = 0  # until the wave finishes
+        self.lane_end = np.zeros(lanes, dtype=np.int64)
+        self.lane_row = np.zeros(lanes, dtype=np.int64)
         self.stats = np.zeros((lanes, len(STAT)), dtype=np.int64)
-        self.final_id = np.full(lanes, -1, dtype=np.int64)
-        self.final_state = np.full(lanes, -1, dtype=np.int64)
-        slots = len(batch.partial_frames)
-        self.partial_id = np.full((lanes, slots), -1, dtype=np.int64)
-        self.partial_state = np.full((lanes, slots), -1, dtype=np.int64)
-        per_lane = 1 + lg.init_dest.shape[0]
-        lane_of = np.arange(lanes, dtype=np.int32).repeat(per_lane)
-        roots = np.arange(lanes, dtype=np.int64) * per_lane
-        self.tok_lane = lane_of
-        self.tok_state = np.tile(np.concatenate([[lg.graph.start], lg.init_dest]).astype(np.int32), lanes)
-        self.tok_cost = np.tile(np.concatenate([[0.0], lg.init_cost]), lanes)
-        self.tok_id = np.arange(lanes * per_lane, dtype=np.int64)
-        prev = np.full((lanes, per_lane), -1, dtype=np.int64)
-        prev[:, 1:] = roots[:, None]
-        code = np.tile(np.concatenate([[0], -1 - lg.init_move]), lanes)
-        self.arena_prev, self.arena_code = [prev.ravel()], [code]
-        self.arena_size = lanes * per_lane
-        if lg.init_dest.shape[0]:
-            self.stats[:, STAT["tokens_created"]] += lg.init_dest.shape[0]
-            self.stats[:, STAT["epsilon_iterations"]] += 1
+        self.utt_stats = np.zeros((count, len(STAT)), dtype=np.int64)
+        slots = max(len(batch.partial_frames), 1)
+        self.final_id = np.full(count, -1, dtype=np.int64)
+        self.final_state = np.full(count, -1, dtype=np.int64)
+        self.partial_id = np.full(count * slots, -1, dtype=np.int64)
+        self.partial_state = np.full(count * slots, -1, dtype=np.int64)
+        self.tok_lane = np.zeros(0, dtype=np.int32)
+        self.tok_state = np.zeros(0, dtype=np.int32)
+        self.tok_cost = np.zeros(0, dtype=np.float64)
+        self.tok_id = np.zeros(0, dtype=np.int64)
+        self.arena_prev, self.arena_code = [], []
+        self.arena_size = 0
         self.lattice: list[np.ndarray] | None = [] if self.s.lattice_beam is not None else None
         self.lattice_size = 0
+
+    def refill(self, step: int, out_lanes: np.ndarray, out_utts: np.ndarray, in_lanes: np.ndarray,
+               in_utts: np.ndarray) -> None:
+        """Counts of `out_lanes` to their utterances, lanes zeroed; `in_utts` placed on `in_lanes` from frame
+        step `step`: the lanes' end step and cost rows, the frame-0 tokens (the start state closed over
+        epsilons) appended to the queue and the arena."""
+        if step:  # the GPU backend: one upload of every index (at step 0, the wave's upload), then launches
+            self.log.sync("lane refill upload")
+        self._release(out_lanes, out_utts)
+        if not in_lanes.shape[0]:
+            return
+        for name, times in (("admit_lanes", 2), ("admit_tokens", 7)):
+            self.log.launch(name, times)
+        self.lane_end[in_lanes] = step + self.batch.lengths[in_utts]
+        self.lane_row[in_lanes] = self.batch.first_row[in_utts] - step
+        lane, state, cost, ids, prev, code = admitted_tokens(self.lg, in_lanes, self.arena_size)
+        self.tok_lane = np.concatenate([self.tok_lane, lane])
+        self.tok_state = np.concatenate([self.tok_state, state])
+        self.tok_cost = np.concatenate([self.tok_cost, cost])
+        self.tok_id = np.concatenate([self.tok_id, ids])
+        self.arena_prev.append(prev)
+        self.arena_code.append(code)
+        self.arena_size += ids.shape[0]
+
+    def _release(self, lanes: np.ndarray, utts: np.ndarray) -> None:
+        if lanes.shape[0]:
+            self.log.launch("release_stats", 2)
+            self.utt_stats[utts] = self.stats[lanes]
+            self.stats[lanes] = 0
+
+    def links(self, step: int) -> None:
         if self.lattice is not None:
-            self.dense_tok = np.full(size, np.inf)
-            self.epsilon_links(0)
+            self.epsilon_links(step)
 
-    # ---- one frame ------------------------------------------------------------------------------------
+    # ---- one frame step -------------------------------------------------------------------------------
 
-    def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+    def frame(self, f: int, finals: np.ndarray | None, partials: np.ndarray | None) -> None:
         queued = self.tok_lane.shape[0]  # the GPU's queue still holds the tokens of lanes that just ended
         self._drop_finished_lanes(f)
         best, worst, count = self.lane_reduce()
@@ -111,13 +139,10 @@ class NumpyLaneKernels(LaneKernels):
         keep, index = self.expand_recombine(slot_tok, entry, new, adaptive)
         win = self.resolve(keep, index, entry, new)
         self.emit_winners(f, win, keep, index, slot_tok, entry, new)
-        if self.lattice is not None:
-            self.epsilon_links(f + 1)
-        self.stats[:, STAT["epsilon_iterations"]] += 1 * (self.batch.lengths > f)
-        if finishing.size:
-            self.lane_best(finishing, with_final=True, slot=-1)
-        if partial_slot >= 0:
-            self.lane_best((self.batch.lengths > f).nonzero()[0], with_final=False, slot=partial_slot)
+        if finals is not None:
+            self.lane_best(finals, with_final=True, out_id=self.final_id, out_state=self.final_state)
+        if partials is not None:
+            self.lane_best(partials, with_final=False, out_id=self.partial_id, out_state=self.partial_state)
 
     def _count_expansion(self, queued: int, total: int) -> None:
         """The GPU backend's launches and reads of a frame up to its winners (`CudaLaneKernels.frame`)."""
@@ -142,7 +167,7 @@ class NumpyLaneKernels(LaneKernels):
 
     def _drop_finished_lanes(self, f: int) -> None:
         """Tokens of lanes whose utterance has ended take no part (the kernels skip them)."""
-        active = self.batch.lengths[self.tok_lane] > f
+        active = self.lane_end[self.tok_lane] > f
         if not active.all():
             self.tok_lane, self.tok_state = self.tok_lane[active], self.tok_state[active]
             self.tok_cost, self.tok_id = self.tok_cost[active], self.tok_id[active]
@@ -233,7 +258,7 @@ class NumpyLaneKernels(LaneKernels):
         j = np.arange(slots, dtype=np.int64)
         tok = np.searchsorted(cum, j, side="right")
         entry = self.lg.offsets[self.tok_state[tok]] + (j - (cum[tok] - deg[tok]))
-        ac = self.batch.costs[self.tok_lane[tok], f, self.lg.column[entry]].astype(np.float64)
+        ac = self.batch.costs[self.lane_row[self.tok_lane[tok]] + f, self.lg.column[entry]].astype(np.float64)
         new = (self.tok_cost[tok] + self.lg.weight[entry]) + ac
         return tok, entry, new
 
@@ -345,14 +370,15 @@ class NumpyLaneKernels(LaneKernels):
         """Dense (lane, state) index of every token."""
         return self.tok_lane.astype(np.int64) * self.lg.num_states + self.tok_state
 
-    def lane_best(self, lanes: np.ndarray, with_final: bool, slot: int) -> None:
-        """Best token of each of `lanes`: lowest cost (+ final weight), then lowest state."""
-        if self.tok_lane.shape[0]:  # the GPU backend: the lanes' mask uploaded, two fills, three kernels
+    def lane_best(self, target: np.ndarray, with_final: bool, out_id: np.ndarray, out_state: np.ndarray) -> None:
+        """Best token of each lane with target[lane] >= 0 (lowest cost (+ final weight), then lowest state),
+        written to out_id / out_state at that index."""
+        if self.tok_lane.shape[0]:  # the GPU backend: the targets uploaded, two fills, three kernels
             self.log.sync("lane mask upload")
             self.log.launch("fill", 2)
             for name in ("best_cost", "best_state", "best_pick"):
                 self.log.launch(name)
-        mine = np.isin(self.tok_lane, lanes)
+        mine = target[self.tok_lane] >= 0
         lane, state = self.tok_lane[mine], self.tok_state[mine]
         cost = self.tok_cost[mine] + (self.lg.final[state] if with_final else 0.0)
         finite = np.isfinite(cost)
@@ -363,28 +389,39 @@ class NumpyLaneKernels(LaneKernels):
         low = np.full(self.num_lanes, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(low, lane[tied], state[tied].astype(np.int64))
         pick = tied & (state == low[lane])
-        target_id, target_state = ((self.final_id, self.final_state) if slot < 0 else
-                                   (self.partial_id[:, slot], self.partial_state[:, slot]))
-        target_id[lane[pick]] = ids[pick]
-        target_state[lane[pick]] = state[pick]
+        out_id[target[lane[pick]]] = ids[pick]
+        out_state[target[lane[pick]]] = state[pick]
 
-    def finish(self) -> LaneOutput:
+    def take_records(self) -> np.ndarray:
+        """The lattice records made since the last take (the GPU backend: one download)."""
+        self.log.sync("lattice records download")
+        if self.lattice:
+            self.log.launch("concatenate")
+        records = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
+        self.lattice = []
+        return records
+
+    def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+        self._clean_tables = self.num_lanes
+        self.utt_stats[utts] = self.stats[lanes]
         lattice = None
         if self.lattice is not None:
             lattice = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
+        count, slots = len(self.batch.utt_ids), len(self.batch.partial_frames)
         return LaneOutput(
             arena_prev=np.concatenate(self.arena_prev), arena_code=np.concatenate(self.arena_code),
-            final_id=self.final_id, final_state=self.final_state, partial_id=self.partial_id,
-            partial_state=self.partial_state, stats=self.stats, lattice=lattice)
+            final_id=self.final_id, final_state=self.final_state,
+            partial_id=self.partial_id.reshape(count, -1)[:, :slots],
+            partial_state=self.partial_state.reshape(count, -1)[:, :slots], stats=self.utt_stats, lattice=lattice)
 
 
 class TwinDecoder(LaneDecoder):
     """The GPU decoding algorithm on the CPU (numpy): same arguments and results as `gpu.GpuDecoder`.
 
-    options: the search settings (`SearchOptions`); max_lanes and the queue capacities (`LaneSettings`):
-    see `lanes.LaneDecoder`.
+    options: the search settings (`SearchOptions`); max_lanes, refill and the queue capacities
+    (`LaneSettings`): see `lanes.LaneDecoder`.
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, max_lanes: int = 256,
-                 **capacities: int) -> None:
-        super().__init__(graph, NumpyLaneKernels, options, max_lanes=max_lanes, **capacities)
+                 refill: bool = True, **capacities: int) -> None:
+        super().__init__(graph, NumpyLaneKernels, options, max_lanes=max_lanes, refill=refill, **capacities)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
+from typing import Any
 from dataclasses import replace
 
 from specbench.benchmarks import harness
@@ -94,6 +95,36 @@ def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu"
     seconds, _ = harness.timed(lambda: decoder.decode_batch(items))
     return {"seconds": seconds, **decoder.kernel_log.report(decoder.frame_steps, seconds),
             "lane_use": decoder_lane_use(decoder)}
+
+
+def lane_refill_effect(workload: Workload, options: SearchOptions, backend: str = "gpu", max_lanes: int = 128,
+                       rounds: int = 2) -> dict:
+    """What lane refill buys, side by side in one process: one decoder with lanes refilled as utterances end
+    and one with length-sorted batches (`refill=False`), `max_lanes` lanes each (fewer than the utterances,
+    so that lanes are refilled), each decoding the workload's utterances in one call (1-best), alternating
+    `rounds` times after a warm-up. Seconds (the fastest round), frame steps and lane occupancy of each, the
+    speedup of refill, and whether every result is the same."""
+    items = list(workload.items)
+    decoders = {mode: make_decoder(backend, workload.graph, one_best(options), max_lanes=max_lanes,
+                                   refill=mode == "refill") for mode in ("refill", "batches")}
+    seconds: dict[str, list[float]] = {mode: [] for mode in decoders}
+    outcomes = {}
+    for decoder in decoders.values():
+        decoder.decode_batch(items[:4])  # warm-up: kernels compiled, memory pool filled
+    harness.say("decoder", f"{backend}: {len(items)} utterances on {max_lanes} lanes, refilled and in batches, "
+                           f"{rounds} rounds")
+    for _ in range(rounds):
+        for mode, decoder in decoders.items():
+            decoder.reset_counts()
+            took, results = harness.timed(lambda d=decoder: d.decode_batch(items))
+            seconds[mode].append(took)
+            outcomes[mode] = [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)]
+    report: dict[str, Any] = {"max_lanes": max_lanes, "rounds": rounds,
+                              "identical": outcomes["refill"] == outcomes["batches"]}
+    for mode, decoder in decoders.items():
+        report[mode] = {"seconds": min(seconds[mode]), **decoder_lane_use(decoder)}
+    report["refill_speedup"] = report["batches"]["seconds"] / report["refill"]["seconds"]
+    return report
 
 
 def single_utterance_latency(workload: Workload, options: SearchOptions, backend: str = "gpu",

@@ -27,6 +27,7 @@ from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
 from specbench.benchmarks.decoder.backends import (
     alternating_ratio,
     gpu_profile,
+    lane_refill_effect,
     one_best,
     single_utterance_latency,
 )
@@ -120,14 +121,18 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
 
 def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_runs: dict[str, Timed],
                              status: dict[str, Any], result: dict[str, Any]) -> None:
-    """`gpu_profile` (kernel times, launches and host reads per frame) and the arc-rate ceiling of this GPU
-    (`gpu_arc_ceiling`); each 1-best configuration's candidate arcs per second (the profile's arcs, the same
+    """`gpu_profile` (kernel times, launches and host reads per frame), the arc-rate ceiling of this GPU
+    (`gpu_arc_ceiling`), one utterance's latency and what lane refill buys (`gpu_lane_refill`); each 1-best configuration's candidate arcs per second (the profile's arcs, the same
     for every configuration, over its time) and its fraction of the ceiling."""
     profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
     ceiling = _attempt(status, "gpu_arc_ceiling", lambda: gpu_arc_ceiling(workload, options))
     latency = _attempt(status, "gpu_single_utterance_latency", lambda: single_utterance_latency(workload, options))
     if latency is not None:
         result["gpu_single_utterance_latency"] = latency
+    refill = _attempt(status, "gpu_lane_refill", lambda: lane_refill_effect(workload, options))
+    if refill is not None:
+        result["gpu_lane_refill"] = refill
+        result["decoder.gpu_lane_refill_speedup"] = refill["refill_speedup"]
     if profile is not None:
         result["gpu_profile"] = profile
     if ceiling is not None:

@@ -3,8 +3,10 @@
 `GpuDecoder` decodes many utterances together (lanes), frame by frame, with the kernels of `lanes.cu`;
 `twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. Per frame the
 host waits twice for the device: for the number of candidate arcs (to size the expansion) and for the number
-of winners (the next token count); three times with lattices (the epsilon links), and once more for each
-set of lanes that ends or takes a partial hypothesis (the upload of their mask). Every launch and every host
+of winners (the next token count); three times with lattices (the epsilon links), once more for each
+set of lanes that ends or takes a partial hypothesis (the upload of their output indices), at each step
+where refilled lanes take new utterances (one upload of their indices), and with lattices whenever the
+driver takes the records made so far (`take_records`, one download). Every launch and every host
 read of the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin
 counts the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy still has
 `cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
@@ -30,6 +32,7 @@ from specbench.decoder.lanes import (
     LaneKernels,
     LaneOutput,
     LaneSettings,
+    admitted_tokens,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.errors import SpecbenchError
@@ -107,6 +110,7 @@ class CudaLaneKernels(LaneKernels):
         cfg = settings.pruning
         self.max_active, self.min_active = np.int64(cfg.max_active), np.int64(cfg.min_active)
         self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta)
+        self._clean_tables = 0  # the lanes of the recombination tables kept from the last wave (0: none)
 
     def _launch(self, name: str, count: int, *args) -> None:
         if count <= 0:
@@ -143,21 +147,27 @@ class CudaLaneKernels(LaneKernels):
                 self.log.kernel_ms[name] += self.cp.cuda.get_elapsed_time(start, end)
             self._events.clear()
 
-    def start(self, batch: LaneBatch) -> None:
-        with _host_may_wait():  # the batch's upload, outside the frame loop
-            self._start(batch)
+    def start(self, batch: LaneBatch, num_lanes: int) -> None:
+        with _host_may_wait():  # the wave's upload, outside the frame loop
+            self._start(batch, num_lanes)
 
-    def _start(self, batch: LaneBatch) -> None:
-        cp, lg, lanes = self.cp, self.lg, len(batch.utt_ids)
+    def _start(self, batch: LaneBatch, num_lanes: int) -> None:
+        cp, lg, lanes, count = self.cp, self.lg, num_lanes, len(batch.utt_ids)
         self.batch, self.num_lanes = batch, lanes
-        self.T, self.P = int(batch.costs.shape[1]), int(batch.costs.shape[2])
+        self.P = int(batch.costs.shape[1])
         self.costs = cp.asarray(np.ascontiguousarray(batch.costs))
-        self.lengths = cp.asarray(batch.lengths.astype(np.int32))
+        self.lane_end = cp.zeros(lanes, dtype=cp.int32)
+        self.lane_row = cp.zeros(lanes, dtype=cp.int64)
         table = lanes * self.s.table_size(lg.num_states)
-        self.dense_key = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
-        self.dense_cost = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
-        self.dense_entry = cp.full(table, np.uint32(2**32 - 1), dtype=cp.uint32)
-        self.hash_state = cp.full(table if self.s.table_slots else 1, -1, dtype=cp.int32)
+        if self._clean_tables != lanes:  # a wave leaves every entry it touched reset
+            self.dense_key = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
+            self.dense_cost = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
+            self.dense_entry = cp.full(table, np.uint32(2**32 - 1), dtype=cp.uint32)
+            self.hash_state = cp.full(table if self.s.table_slots else 1, -1, dtype=cp.int32)
+            if self.s.lattice_beam is not None:
+                self.dense_tok = cp.full(table, np.inf, cp.float64)
+                self.tok_hash = cp.full(table if self.s.table_slots else 1, -1, dtype=cp.int32)
+        self._clean_tables = 0  # until the wave finishes
         self.best, self.worst = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
         self.count, self.min_new = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
         self.hist = cp.zeros(lanes * 512, cp.uint32)
@@ -165,44 +175,79 @@ class CudaLaneKernels(LaneKernels):
         self.remaining = cp.zeros(2 * lanes, cp.int64)
         self.cutoff, self.adaptive = cp.empty(lanes, cp.float64), cp.empty(lanes, cp.float64)
         self.stats = cp.zeros(lanes * len(STAT), cp.uint64)
-        slots = len(batch.partial_frames)
-        self.final_id = cp.full(lanes, -1, cp.int64)
-        self.final_state = cp.full(lanes, -1, cp.int64)
-        self.partial_id = cp.full(lanes * max(slots, 1), -1, cp.int64)
-        self.partial_state = cp.full(lanes * max(slots, 1), -1, cp.int64)
-        per_lane = 1 + lg.init_dest.shape[0]
-        self.n_tok = lanes * per_lane
-        self.tok_lane = cp.asarray(np.arange(lanes, dtype=np.int32).repeat(per_lane))
-        self.tok_state = cp.asarray(np.tile(np.concatenate([[lg.graph.start], lg.init_dest]).astype(np.int32),
-                                            lanes))
-        self.tok_cost = cp.asarray(np.tile(np.concatenate([[0.0], lg.init_cost]), lanes))
-        self.tok_id = cp.arange(self.n_tok, dtype=cp.int64)
-        prev = np.full((lanes, per_lane), -1, dtype=np.int64)
-        prev[:, 1:] = (np.arange(lanes, dtype=np.int64) * per_lane)[:, None]
-        self.arena_prev = [cp.asarray(prev.ravel())]
-        self.arena_code = [cp.asarray(np.tile(np.concatenate([[0], -1 - lg.init_move]), lanes))]
-        self.arena_size = self.n_tok
-        self.init_counts = (lg.init_dest.shape[0], 1 if lg.init_dest.shape[0] else 0)
+        self.utt_stats = cp.zeros(count * len(STAT), cp.uint64)
+        slots = max(len(batch.partial_frames), 1)
+        self.final_id = cp.full(count, -1, cp.int64)
+        self.final_state = cp.full(count, -1, cp.int64)
+        self.partial_id = cp.full(count * slots, -1, cp.int64)
+        self.partial_state = cp.full(count * slots, -1, cp.int64)
+        self.init_cost = cp.asarray(np.concatenate([[0.0], lg.init_cost]))
+        self.n_tok = 0
+        self.tok_lane, self.tok_state = cp.zeros(0, cp.int32), cp.zeros(0, cp.int32)
+        self.tok_cost, self.tok_id = cp.zeros(0, cp.float64), cp.zeros(0, cp.int64)
+        self.arena_prev, self.arena_code = [], []
+        self.arena_size = 0
         self.records: list | None = [] if self.s.lattice_beam is not None else None
         self.lattice_size = 0
-        if self.records is not None:
-            self.dense_tok = cp.full(table, np.inf, cp.float64)
-            self.tok_hash = cp.full(table if self.s.table_slots else 1, -1, dtype=cp.int32)
-            self._epsilon_links(0)
 
-    def frame(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
+    def refill(self, step: int, out_lanes: np.ndarray, out_utts: np.ndarray, in_lanes: np.ndarray,
+               in_utts: np.ndarray) -> None:
+        """Lanes released and placed (twin.NumpyLaneKernels.refill): every index in one upload."""
+        cp, lg = self.cp, self.lg
+        lane, state, _, ids, prev, code = admitted_tokens(lg, in_lanes, self.arena_size)
+        ends = step + self.batch.lengths[in_utts].astype(np.int64)
+        rows = self.batch.first_row[in_utts] - step
+        parts = (out_lanes, out_utts, in_lanes, ends, rows, lane, state, ids, prev, code)
+        sizes = np.cumsum([0] + [x.shape[0] for x in parts])
+        if step:  # at step 0, part of the wave's upload
+            self.log.sync("lane refill upload")
+        with _host_may_wait():
+            packed = cp.asarray(np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]))
+        o_lanes, o_utts, i_lanes, i_ends, i_rows, t_lane, t_state, t_id, a_prev, a_code = (
+            packed[sizes[i]:sizes[i + 1]] for i in range(len(parts)))
+        if out_lanes.shape[0]:
+            self._release(o_lanes, o_utts)
+        if not in_lanes.shape[0]:
+            return
+        self._on_device("admit_lanes", lambda: self.lane_end.__setitem__(i_lanes, i_ends.astype(cp.int32)))
+        self._on_device("admit_lanes", lambda: self.lane_row.__setitem__(i_lanes, i_rows))
+        cost = self._on_device("admit_tokens", lambda: cp.tile(self.init_cost, in_lanes.shape[0]))
+        t_lane = self._on_device("admit_tokens", lambda: t_lane.astype(cp.int32))
+        t_state = self._on_device("admit_tokens", lambda: t_state.astype(cp.int32))
+        n = self.n_tok  # the queue's arrays may be longer than its tokens
+        self.tok_lane = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_lane[:n], t_lane]))
+        self.tok_state = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_state[:n], t_state]))
+        self.tok_cost = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_cost[:n], cost]))
+        self.tok_id = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_id[:n], t_id]))
+        self.arena_prev.append(a_prev)
+        self.arena_code.append(a_code)
+        self.arena_size += ids.shape[0]
+        self.n_tok += ids.shape[0]
+
+    def _release(self, lanes, utts) -> None:
+        """The lanes' counts to their utterances' (device index arrays), the lanes' zeroed."""
+        lane_stats = self.stats.reshape(self.num_lanes, len(STAT))
+        utt_stats = self.utt_stats.reshape(-1, len(STAT))
+        self._on_device("release_stats", lambda: utt_stats.__setitem__(utts, lane_stats[lanes]))
+        self._on_device("release_stats", lambda: lane_stats.__setitem__(lanes, 0))
+
+    def links(self, step: int) -> None:
+        if self.records is not None:
+            self._epsilon_links(step)
+
+    def frame(self, f: int, finals: np.ndarray | None, partials: np.ndarray | None) -> None:
         cp, lanes, n = self.cp, self.num_lanes, self.n_tok
         i32, i64 = np.int32, np.int64
         if n:
             self._launch("lane_reset", lanes * 512, i32(lanes), self.best, self.worst, self.count, self.min_new,
                          self.hist)
-            self._launch("lane_reduce", n, i32(n), i32(f), self.tok_lane, self.tok_cost, self.lengths, self.best,
+            self._launch("lane_reduce", n, i32(n), i32(f), self.tok_lane, self.tok_cost, self.lane_end, self.best,
                          self.worst, self.count)
             self._launch("select_setup", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
                          self.best, self.worst, self.count, self.need, self.remaining, self.prefix)
             for shift in (24, 16, 8, 0):
                 self._launch("radix_histogram", n, i32(n), i32(f), i32(shift), self.tok_lane, self.tok_cost,
-                             self.lengths, self.need, self.prefix, self.hist)
+                             self.lane_end, self.need, self.prefix, self.hist)
                 self._launch("radix_scan", 2 * lanes, i32(lanes), self.need, self.remaining, self.prefix,
                              self.hist)
             self._launch("lane_cutoff", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
@@ -210,7 +255,7 @@ class CudaLaneKernels(LaneKernels):
                          self.adaptive, self.stats)
             deg = cp.empty(n, cp.int64)
             self._launch("token_degree", n, i32(n), i32(f), self.tok_lane, self.tok_state, self.tok_cost,
-                         self.lengths, self.cutoff, self.g["degree"], deg, self.stats)
+                         self.lane_end, self.cutoff, self.g["degree"], deg, self.stats)
             cum = self._on_device("cumsum", lambda: cp.cumsum(deg))
             total = int(self._read(cum[-1:], "candidate arcs")[0])
             slots = min(total, self.s.arc_capacity)
@@ -218,7 +263,10 @@ class CudaLaneKernels(LaneKernels):
             if total > slots:
                 self._launch("count_lost", n, i32(n), i64(slots), self.tok_lane, deg, cum, self.stats)
             self._expand(f, n, slots, deg, cum)
-        self._finals(f, finishing, partial_slot)
+        if finals is not None:
+            self._lane_best(finals, True, self.final_id, self.final_state)
+        if partials is not None:
+            self._lane_best(partials, False, self.partial_id, self.partial_state)
 
     def _expand(self, f: int, n: int, slots: int, deg, cum) -> None:
         cp, g, s = self.cp, self.g, self.s
@@ -227,7 +275,7 @@ class CudaLaneKernels(LaneKernels):
             self.n_tok = 0
             return
         c_tok, c_entry, c_cost = cp.empty(slots, cp.int32), cp.empty(slots, cp.uint32), cp.empty(slots, cp.float64)
-        self._launch("expand_min", slots, i64(slots), i32(n), i32(f), i32(self.T), i32(self.P), self.tok_lane,
+        self._launch("expand_min", slots, i64(slots), i32(n), i32(f), self.lane_row, i32(self.P), self.tok_lane,
                      self.tok_state, self.tok_cost, deg, cum, g["offsets"], g["weight"], g["column"], self.costs,
                      self.min_new, c_tok, c_entry, c_cost)
         c_index, c_key, c_keep = cp.empty(slots, cp.int64), cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
@@ -269,8 +317,6 @@ class CudaLaneKernels(LaneKernels):
             self.lattice_size += recorded
         self.tok_lane, self.tok_state, self.tok_cost, self.tok_id = out_lane, out_state, out_cost, out_id
         self.n_tok = emitted
-        if self.records is not None:
-            self._epsilon_links(f + 1)
         _PEAK["bytes"] = max(_PEAK["bytes"], self.cp.get_default_memory_pool().total_bytes())
 
     def _epsilon_links(self, frame: int) -> None:
@@ -302,43 +348,41 @@ class CudaLaneKernels(LaneKernels):
             self.records.append(records[:4 * kept].reshape(kept, 4))
             self.lattice_size += kept
 
-    def _finals(self, f: int, finishing: np.ndarray, partial_slot: int) -> None:
-        if finishing.size:
-            self._lane_best(finishing, True, self.final_id, self.final_state, 1, 0)
-        if partial_slot >= 0:
-            active = (self.batch.lengths > f).nonzero()[0]
-            slots = len(self.batch.partial_frames)
-            self._lane_best(active, False, self.partial_id, self.partial_state, slots, partial_slot)
-
-    def _lane_best(self, lanes: np.ndarray, with_final: bool, out_id, out_state, stride: int, offset: int) -> None:
+    def _lane_best(self, target: np.ndarray, with_final: bool, out_id, out_state) -> None:
         cp, n = self.cp, self.n_tok
         if n == 0:
             return
-        want = np.zeros(self.num_lanes, dtype=np.uint8)
-        want[lanes] = 1
         self.log.sync("lane mask upload")  # from pageable memory, which may make the host wait for the stream
         with _host_may_wait():
-            want_d = cp.asarray(want)
+            target_d = cp.asarray(target.astype(np.int64))
         best = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
         low = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
-        common = (np.int32(n), np.int32(with_final), want_d, self.tok_lane, self.tok_state, self.tok_cost,
+        common = (np.int32(n), np.int32(with_final), target_d, self.tok_lane, self.tok_state, self.tok_cost,
                   self.g["final"])
         self._launch("best_cost", n, *common, best)
         self._launch("best_state", n, *common, best, low)
-        self._launch("best_pick", n, *common, best, low, self.tok_id, np.int32(stride), np.int32(offset),
-                     out_id, out_state)
+        self._launch("best_pick", n, *common, best, low, self.tok_id, out_id, out_state)
 
-    def finish(self) -> LaneOutput:
-        with _host_may_wait():  # the batch's download, outside the frame loop
-            return self._finish()
+    def take_records(self) -> np.ndarray:
+        """The lattice records made since the last take, in one download."""
+        cp = self.cp
+        if not self.records:
+            self.log.sync("lattice records download")
+            return np.zeros((0, 4), dtype=np.int64)
+        chunk = self._on_device("concatenate", lambda: cp.concatenate(self.records))
+        self.records = []
+        return self._read(chunk, "lattice records download")
 
-    def _finish(self) -> LaneOutput:
-        cp, lanes = self.cp, self.num_lanes
+    def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+        with _host_may_wait():  # the wave's download, outside the frame loop
+            return self._finish(lanes, utts)
+
+    def _finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+        cp, count = self.cp, len(self.batch.utt_ids)
+        self._clean_tables = self.num_lanes
         self._collect_times()
-        stats = self.stats.get().reshape(lanes, len(STAT)).astype(np.int64)
-        created, rounds = self.init_counts
-        stats[:, STAT["tokens_created"]] += created
-        stats[:, STAT["epsilon_iterations"]] += rounds + self.batch.lengths.astype(np.int64)
+        stats = self.utt_stats.get().reshape(count, len(STAT)).astype(np.int64)
+        stats[utts] = self.stats.get().reshape(self.num_lanes, len(STAT))[lanes].astype(np.int64)
         slots = len(self.batch.partial_frames)
         lattice = None
         if self.records is not None:
@@ -346,23 +390,24 @@ class CudaLaneKernels(LaneKernels):
         return LaneOutput(
             arena_prev=cp.concatenate(self.arena_prev).get(), arena_code=cp.concatenate(self.arena_code).get(),
             final_id=self.final_id.get(), final_state=self.final_state.get(),
-            partial_id=self.partial_id.get().reshape(lanes, max(slots, 1))[:, :slots],
-            partial_state=self.partial_state.get().reshape(lanes, max(slots, 1))[:, :slots],
+            partial_id=self.partial_id.get().reshape(count, -1)[:, :slots],
+            partial_state=self.partial_state.get().reshape(count, -1)[:, :slots],
             stats=stats, lattice=lattice)
 
 
 class GpuDecoder(LaneDecoder):
     """The lane decoder on the GPU: same arguments and results as `twin.TwinDecoder`.
 
-    options: the search settings (`SearchOptions`); max_lanes and the queue capacities (`LaneSettings`):
-    see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current device, which
+    options: the search settings (`SearchOptions`); max_lanes, refill and the queue capacities
+    (`LaneSettings`): see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current device, which
     Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction). timing: time every kernel launch
     of the frame loop with CUDA events (`kernel_log.kernel_ms`; for profiles, it adds two events a launch).
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, device: int | None = None,
-                 max_lanes: int = 256, timing: bool = False, **capacities: int) -> None:
+                 max_lanes: int = 256, refill: bool = True, timing: bool = False, **capacities: int) -> None:
         cp = _cupy()
         if device is not None:
             cp.cuda.Device(device).use()
-        super().__init__(graph, partial(CudaLaneKernels, timing=timing), options, max_lanes=max_lanes, **capacities)
+        super().__init__(graph, partial(CudaLaneKernels, timing=timing), options, max_lanes=max_lanes, refill=refill,
+                         **capacities)

@@ -81,11 +81,11 @@ extern "C" __global__ void lane_reset(int L, u64* best, u64* worst, u64* count, 
 }
 
 extern "C" __global__ void lane_reduce(int n, int f, const int* tok_lane, const double* tok_cost,
-                                       const int* lengths, u64* best, u64* worst, u64* count) {
+                                       const int* lane_end, u64* best, u64* worst, u64* count) {
     i64 i = thread_index();
     if (i >= n) return;
     int l = tok_lane[i];
-    if (lengths[l] <= f) return;
+    if (lane_end[l] <= f) return;
     u64 k = ord64(tok_cost[i]);
     atomicMin(&best[l], k);
     atomicMax(&worst[l], k);
@@ -109,11 +109,11 @@ extern "C" __global__ void select_setup(int L, i64 max_active, i64 min_active, d
 }
 
 extern "C" __global__ void radix_histogram(int n, int f, int shift, const int* tok_lane, const double* tok_cost,
-                                           const int* lengths, const u32* need, const u32* prefix, u32* hist) {
+                                           const int* lane_end, const u32* need, const u32* prefix, u32* hist) {
     i64 i = thread_index();
     if (i >= n) return;
     int l = tok_lane[i];
-    if (lengths[l] <= f) return;
+    if (lane_end[l] <= f) return;
     u32 key = ord32(to_f32(tok_cost[i]));
     u32 digit = (key >> shift) & 255u;
     for (int s = 0; s < 2; ++s) {
@@ -171,12 +171,12 @@ extern "C" __global__ void lane_cutoff(int L, i64 max_active, i64 min_active, do
 }
 
 extern "C" __global__ void token_degree(int n, int f, const int* tok_lane, const int* tok_state,
-                                        const double* tok_cost, const int* lengths, const double* cutoff,
+                                        const double* tok_cost, const int* lane_end, const double* cutoff,
                                         const int* degree, i64* deg, u64* stats) {
     i64 i = thread_index();
     bool inside = i < n;
     int l = inside ? tok_lane[i] : 0;
-    bool active = inside && lengths[l] > f;
+    bool active = inside && lane_end[l] > f;
     bool expand = active && tok_cost[i] < cutoff[l];
     if (inside) deg[i] = expand ? degree[tok_state[i]] : 0;
     lane_count(stats, l, S_PRUNED, active && !expand);
@@ -193,7 +193,7 @@ extern "C" __global__ void count_lost(int n, i64 slots, const int* tok_lane, con
 }
 
 // One thread per arc slot: its token by binary search over the inclusive prefix sums of the degrees.
-extern "C" __global__ void expand_min(i64 slots, int n, int f, int T, int P, const int* tok_lane,
+extern "C" __global__ void expand_min(i64 slots, int n, int f, const i64* lane_row, int P, const int* tok_lane,
                                       const int* tok_state, const double* tok_cost, const i64* deg,
                                       const i64* cum, const i64* offsets, const double* weight,
                                       const int* column, const float* costs, u64* min_new, int* c_tok,
@@ -207,7 +207,7 @@ extern "C" __global__ void expand_min(i64 slots, int n, int f, int T, int P, con
     }
     int l = tok_lane[lo];
     i64 entry = offsets[tok_state[lo]] + (j - (cum[lo] - deg[lo]));
-    double ac = to_f64(costs[((i64)l * T + f) * P + column[entry]]);
+    double ac = to_f64(costs[(lane_row[l] + f) * P + column[entry]]);
     double nw = __dadd_rn(__dadd_rn(tok_cost[lo], weight[entry]), ac);
     atomicMin(&min_new[l], ord64(nw));
     c_tok[j] = lo;
@@ -327,36 +327,37 @@ extern "C" __global__ void emit_winners(i64 slots, int f, i64 room, i64 arena_ba
     lane_count(stats, l, S_OVER, lost_lat);
 }
 
-// Best token of the lanes with want[lane]: lowest cost (+ final weight), then lowest state; three passes.
-extern "C" __global__ void best_cost(int n, int with_final, const unsigned char* want, const int* tok_lane,
+// Best token of the lanes with target[lane] >= 0: lowest cost (+ final weight), then lowest state; three
+// passes; written to out_id / out_state at index target[lane].
+extern "C" __global__ void best_cost(int n, int with_final, const i64* target, const int* tok_lane,
                                      const int* tok_state, const double* tok_cost, const double* final_w,
                                      u64* best) {
     i64 i = thread_index();
-    if (i >= n || !want[tok_lane[i]]) return;
+    if (i >= n || target[tok_lane[i]] < 0) return;
     double c = tok_cost[i] + (with_final ? final_w[tok_state[i]] : 0.0);
     if (isfinite(c)) atomicMin(&best[tok_lane[i]], ord64(c));
 }
 
-extern "C" __global__ void best_state(int n, int with_final, const unsigned char* want, const int* tok_lane,
+extern "C" __global__ void best_state(int n, int with_final, const i64* target, const int* tok_lane,
                                       const int* tok_state, const double* tok_cost, const double* final_w,
                                       const u64* best, u64* low) {
     i64 i = thread_index();
-    if (i >= n || !want[tok_lane[i]]) return;
+    if (i >= n || target[tok_lane[i]] < 0) return;
     double c = tok_cost[i] + (with_final ? final_w[tok_state[i]] : 0.0);
     if (isfinite(c) && ord64(c) == best[tok_lane[i]]) atomicMin(&low[tok_lane[i]], (u64)tok_state[i]);
 }
 
-extern "C" __global__ void best_pick(int n, int with_final, const unsigned char* want, const int* tok_lane,
+extern "C" __global__ void best_pick(int n, int with_final, const i64* target, const int* tok_lane,
                                      const int* tok_state, const double* tok_cost, const double* final_w,
-                                     const u64* best, const u64* low, const i64* tok_id, int stride, int offset,
+                                     const u64* best, const u64* low, const i64* tok_id,
                                      i64* out_id, i64* out_state) {
     i64 i = thread_index();
-    if (i >= n || !want[tok_lane[i]]) return;
+    if (i >= n || target[tok_lane[i]] < 0) return;
     int l = tok_lane[i];
     double c = tok_cost[i] + (with_final ? final_w[tok_state[i]] : 0.0);
     if (isfinite(c) && ord64(c) == best[l] && (u64)tok_state[i] == low[l]) {
-        out_id[(i64)l * stride + offset] = tok_id[i];
-        out_state[(i64)l * stride + offset] = tok_state[i];
+        out_id[target[l]] = tok_id[i];
+        out_state[target[l]] = tok_state[i];
     }
 }
 
