@@ -395,7 +395,7 @@ class NumpyLaneKernels(LaneKernels):
     def take_records(self) -> np.ndarray:
         """The lattice records made since the last take (the GPU backend: one download)."""
         self.log.sync("lattice records download")
-        if self.lattice:
+        if any(part.shape[0] for part in self.lattice):  # the GPU keeps no empty record arrays
             self.log.launch("concatenate")
         records = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
         self.lattice = []
