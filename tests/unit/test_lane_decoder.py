@@ -325,3 +325,39 @@ def test_lattice_links_only_reach_states_that_hold_a_token() -> None:
         _, graph_cost, acoustic_cost = result.lattice.best_path()
         assert graph_cost + acoustic_cost == pytest.approx(result.total_cost, abs=1e-6)
         assert 2 not in result.lattice.node_state.tolist()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs(), st.lists(st.integers(1, 6), min_size=1, max_size=5), st.integers(0, 2**32 - 1),
+       st.sampled_from([0.0, 0.75, math.inf]))
+def test_compiled_records_pruning_equals_the_numpy_path(graph_spec, lengths, seed, lattice_beam) -> None:
+    """`lattice_kernels.prune_records` (raw lattice and pruning in one compiled call) gives, from the twin's
+    records of every utterance, the lattice of `lattice_from_records` with the numpy pruning, array for array."""
+    from specbench.decoder import lattice_paths
+    from specbench.decoder.lattice import prune_lattice
+    from specbench.decoder.lattice_kernels import prune_records
+
+    arcs, finals, width = graph_spec
+    graph = compile_graph(fst_text(arcs, finals))
+    items = _utterances(seed, width, lengths)
+    handed = []
+    real = lattice_paths.lane_lattices
+    lattice_paths.lane_lattices = lambda g, batch, records, beam: handed.append((batch, records)) or real(
+        g, batch, records, beam)
+    try:
+        TwinDecoder(graph, SearchOptions(beam=4.0, max_active=4, min_active=1, lattice_beam=lattice_beam), max_lanes=2
+                    ).decode_batch(items)
+    finally:
+        lattice_paths.lane_lattices = real
+    final = graph.final.astype(np.float64)
+    for batch, records in handed:
+        bounds = np.searchsorted(records[:, 0], np.arange(len(batch.utt_ids) + 1))
+        for u in range(len(batch.utt_ids)):
+            costs = batch.utterance_costs(u)
+            want = lattice_paths.lattice_from_records(graph, costs, records[bounds[u]:bounds[u + 1], 1:],
+                                                      lattice_beam, prune_lattice, final)
+            got = prune_records(graph, costs, records, bounds[u], bounds[u + 1], final, lattice_beam)
+            assert (want is None) == (got is None)
+            for name in ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel",
+                         "graph_cost", "acoustic_cost"):
+                assert want is None or np.array_equal(getattr(got, name), getattr(want, name)), name

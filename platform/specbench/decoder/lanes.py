@@ -353,21 +353,23 @@ class LaneDecoder:
     backpointer arena and lattice records fill less than a quarter of their capacities, and the rest go to
     the next wave. Without `refill`, the items run in batches of max_lanes of similar length, each as many
     frame steps as its longest. With lattices, the lattices of every `LATTICE_HARVEST` utterances that end
-    are pruned on a host thread while decoding goes on (`_WaveLattices`, `lattice_paths.lane_lattices`;
-    numba's pruning releases the GIL). `frame_steps` counts
+    are pruned on `lattice_workers` host threads while decoding goes on (`_WaveLattices`,
+    `lattice_paths.lane_lattices`; the compiled pruning releases the GIL). `frame_steps` counts
     the frame steps run (retries included), `lane_frames` the utterances' frames, `kernel_log` the device
     work (`KernelLog`).
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
-                 max_lanes: int = 256, refill: bool = True, **capacities: int) -> None:
+                 max_lanes: int = 256, refill: bool = True, lattice_workers: int = 2, **capacities: int) -> None:
         self.options = require_options(type(self).__name__, options)
         self.options.require_no_partial_lattices(type(self).__name__)
         self.settings = LaneSettings(options, **capacities)
         self.lane_graph = LaneGraph.build(graph)
         if not isinstance(max_lanes, int) or max_lanes < 1:
             raise ValueError(f"max_lanes must be a positive int, got {max_lanes!r}")
-        self.max_lanes, self.refill = max_lanes, bool(refill)
+        if not isinstance(lattice_workers, int) or lattice_workers < 1:
+            raise ValueError(f"lattice_workers must be a positive int, got {lattice_workers!r}")
+        self.max_lanes, self.refill, self.lattice_workers = max_lanes, bool(refill), lattice_workers
         self.kernels: LaneKernels = kernels_factory(self.lane_graph, self.settings)
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
@@ -556,7 +558,7 @@ class _WaveLattices:
         part = replace(b, utt_ids=[b.utt_ids[u] for u in utts.tolist()], lengths=b.lengths[utts],
                        first_row=b.first_row[utts])
         if d._lattice_thread is None:
-            d._lattice_thread = ThreadPoolExecutor(1, thread_name_prefix="lattices")
+            d._lattice_thread = ThreadPoolExecutor(d.lattice_workers, thread_name_prefix="lattices")
         job = d._lattice_thread.submit(lane_lattices, d.lane_graph.graph, part, records, d.settings.lattice_beam)
         d._lattice_jobs.append(([self.positions[u] for u in utts.tolist()], job))
 

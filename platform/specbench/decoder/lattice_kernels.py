@@ -312,6 +312,46 @@ def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acous
     return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table)
 
 
+@kernel
+def _raw_of_records(records, begin, end, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight, eps_dest,  # noqa: ANN001, ANN201
+                    eps_olabel, eps_weight):
+    """`lattice_paths.records_to_raw`'s arrays from records[begin:end] (columns frame, src state, code):
+    the emitting records' arcs first, then the epsilon records', each in record order."""
+    n = end - begin
+    sf, ss = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    df, ds = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    il, ol = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+    gc, ac = np.empty(n), np.empty(n)
+    k = 0
+    for emitting in (True, False):
+        for i in range(begin, end):
+            code = records[i, 3]
+            if (code >= 0) != emitting:
+                continue
+            f = records[i, 1]
+            sf[k], ss[k] = f, records[i, 2]
+            if emitting:
+                df[k], ds[k], il[k], ol[k] = f + 1, emit_dest[code], emit_ilabel[code], emit_olabel[code]
+                gc[k], ac[k] = emit_weight[code], costs[f, emit_ilabel[code] - 1]
+            else:
+                e = -1 - code
+                df[k], ds[k], il[k], ol[k] = f, eps_dest[e], 0, eps_olabel[e]
+                gc[k], ac[k] = eps_weight[e], 0.0
+            k += 1
+    return sf, ss, df, ds, il, ol, gc, ac
+
+
+@entry("(int64[:, ::1], int64, int64, int64, float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], "
+       "int32[::1], int32[::1], float32[::1], float64[::1], float64)")
+def _prune_records(records, begin, end, start_state, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight,  # noqa: ANN001, ANN201
+                   eps_dest, eps_olabel, eps_weight, final, beam):
+    sf, ss, df, ds, il, ol, gc, ac = _raw_of_records(records, begin, end, costs, emit_dest, emit_ilabel, emit_olabel,
+                                                     emit_weight, eps_dest, eps_olabel, eps_weight)
+    width = max(ss.max() if sf.shape[0] else 0, ds.max() if sf.shape[0] else 0, start_state) + 1
+    table = np.full((2 * width, 2), -1, dtype=np.int64)
+    return _pruned(costs.shape[0], start_state, sf, ss, df, ds, il, ol, gc, ac, final, beam, table)
+
+
 @entry("(int64[::1], int64[::1], int64, int64[:, ::1], float64[::1], int64[:, ::1], float64[::1], "
        "float32[:, ::1], int32[::1], int32[::1], float32[::1], int32[::1], float32[::1], float64[::1], float64)")
 def _prune_links(counts, token_states, start, emit_links, emit_cost, eps_links, eps_cost, costs, emit_ilabel,  # noqa: ANN001, ANN201
@@ -408,3 +448,18 @@ def prune_compiled(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> W
                  float(lattice_beam))
     return None if out is None else WordLattice(num_frames=raw.num_frames, **dict(zip(_NAMES, out)))
 
+
+
+def prune_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, begin: int, end: int,
+                  final: np.ndarray, lattice_beam: float) -> WordLattice | None:
+    """`lattice_paths.lattice_from_records(graph, costs, records[begin:end, 1:], lattice_beam)` compiled, from
+    the raw lattice to the pruned one in one call that releases the GIL (same arrays as the numpy path).
+    records: (K, 4) int64 (utterance, frame, src state, code); costs: (T, P) float32; final: (S,) float64."""
+    if not float(lattice_beam) >= 0:
+        raise ValueError(f"prune_lattice: lattice_beam must be >= 0, got {lattice_beam!r}")
+    emit, eps = graph.emitting, graph.epsilon
+    out = _prune_records(np.ascontiguousarray(records, dtype=np.int64), int(begin), int(end), int(graph.start),
+                         np.ascontiguousarray(costs, dtype=np.float32), emit.dest, emit.ilabel, emit.olabel,
+                         emit.weight, eps.dest, eps.olabel, eps.weight, np.ascontiguousarray(final, np.float64),
+                         float(lattice_beam))
+    return None if out is None else WordLattice(num_frames=costs.shape[0], **dict(zip(_NAMES, out)))

@@ -97,13 +97,17 @@ def warm_pruning() -> None:
 
 def lane_lattices(graph: CsrGraph, batch, records: np.ndarray, lattice_beam: float) -> list[WordLattice | None]:
     """Per utterance of a lane batch (`lanes.LaneBatch`): its lattice from the (K, 4) records (utterance,
-    frame, src state, code)."""
-    order = np.argsort(records[:, 0], kind="stable")
-    records = records[order]
+    frame, src state, code); `lattice_kernels.prune_records` (raw lattice and pruning compiled, the GIL
+    released throughout) where numba imports, else `lattice_from_records`: the same lattices."""
+    if records.shape[0] > 1 and (np.diff(records[:, 0]) < 0).any():
+        records = records[np.argsort(records[:, 0], kind="stable")]
     bounds = np.searchsorted(records[:, 0], np.arange(len(batch.utt_ids) + 1))
-    prune, final = fastest_prune(), graph.final.astype(np.float64)
-    out = []
-    for u in range(len(batch.utt_ids)):
-        mine = records[bounds[u]:bounds[u + 1], 1:]
-        out.append(lattice_from_records(graph, batch.utterance_costs(u), mine, lattice_beam, prune, final))
-    return out
+    final = graph.final.astype(np.float64)
+    try:
+        from specbench.decoder.lattice_kernels import prune_records
+    except ImportError:
+        prune = fastest_prune()
+        return [lattice_from_records(graph, batch.utterance_costs(u), records[bounds[u]:bounds[u + 1], 1:],
+                                     lattice_beam, prune, final) for u in range(len(batch.utt_ids))]
+    return [prune_records(graph, batch.utterance_costs(u), records, bounds[u], bounds[u + 1], final, lattice_beam)
+            for u in range(len(batch.utt_ids))]

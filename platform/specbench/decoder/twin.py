@@ -418,10 +418,11 @@ class NumpyLaneKernels(LaneKernels):
 class TwinDecoder(LaneDecoder):
     """The GPU decoding algorithm on the CPU (numpy): same arguments and results as `gpu.GpuDecoder`.
 
-    options: the search settings (`SearchOptions`); max_lanes, refill and the queue capacities
-    (`LaneSettings`): see `lanes.LaneDecoder`.
+    options: the search settings (`SearchOptions`); max_lanes, refill, lattice_workers and the queue
+    capacities (`LaneSettings`): see `lanes.LaneDecoder`.
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, max_lanes: int = 256,
-                 refill: bool = True, **capacities: int) -> None:
-        super().__init__(graph, NumpyLaneKernels, options, max_lanes=max_lanes, refill=refill, **capacities)
+                 refill: bool = True, lattice_workers: int = 2, **capacities: int) -> None:
+        super().__init__(graph, NumpyLaneKernels, options, max_lanes=max_lanes, refill=refill,
+                         lattice_workers=lattice_workers, **capacities)

@@ -398,16 +398,17 @@ class CudaLaneKernels(LaneKernels):
 class GpuDecoder(LaneDecoder):
     """The lane decoder on the GPU: same arguments and results as `twin.TwinDecoder`.
 
-    options: the search settings (`SearchOptions`); max_lanes, refill and the queue capacities
-    (`LaneSettings`): see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current device, which
+    options: the search settings (`SearchOptions`); max_lanes, refill, lattice_workers and the queue
+    capacities (`LaneSettings`): see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current device, which
     Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction). timing: time every kernel launch
     of the frame loop with CUDA events (`kernel_log.kernel_ms`; for profiles, it adds two events a launch).
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, device: int | None = None,
-                 max_lanes: int = 256, refill: bool = True, timing: bool = False, **capacities: int) -> None:
+                 max_lanes: int = 256, refill: bool = True, lattice_workers: int = 2, timing: bool = False,
+                 **capacities: int) -> None:
         cp = _cupy()
         if device is not None:
             cp.cuda.Device(device).use()
         super().__init__(graph, partial(CudaLaneKernels, timing=timing), options, max_lanes=max_lanes, refill=refill,
-                         **capacities)
+                         lattice_workers=lattice_workers, **capacities)
