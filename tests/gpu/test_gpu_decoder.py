@@ -160,7 +160,7 @@ def test_kernel_log_equals_the_twins() -> None:
 
 def test_the_frame_loop_waits_for_the_device_only_in_its_counted_reads() -> None:
     """Under `cupyx.allow_synchronize(False)` any synchronization the frame loop makes outside its counted
-    reads (`_read`, the lane-mask upload; a batch's upload and download are outside the loop) raises: a
+    reads (`_read`, the refill upload; a wave's upload and download are outside the loop) raises: a
     boolean mask, `nonzero` or `int()` of a device value cannot hide. 1-best and lattices, with partials."""
     import cupyx
 

@@ -217,26 +217,27 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
 
 def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations() -> None:
     """The twin's KernelLog: per frame, two host reads for the 1-best (the candidate arcs' count, the winners'),
-    a third with lattices (the epsilon links, also once at the start), one lane-mask upload per step where
-    lanes end or take a partial; 12 selection launches per frame, 4 of them radix histograms. With a third
-    utterance on the two lanes, one refill upload: where the lane of the first to end takes it."""
+    a third with lattices (the epsilon links, also once at the start), none where lanes end or take a partial
+    (the kernels find them from the lanes' placement); 12 selection launches per frame, 4 of them radix
+    histograms. With a third utterance on the two lanes, one refill upload: where the lane of the first to
+    end takes it."""
     graph = compile_graph(CHAIN)
     items = _utterances(2, 3, [3, 5])
     options = SearchOptions(beam=3.0, max_active=3, min_active=1)
     twin = TwinDecoder(graph, options)
     twin.decode_batch(items)
     log = twin.kernel_log
-    assert twin.frame_steps == 5 and log.syncs == {"candidate arcs": 5, "winners and lattice links": 5,
-                                                   "lane mask upload": 2}
+    assert twin.frame_steps == 5 and log.syncs == {"candidate arcs": 5, "winners and lattice links": 5}
+    assert log.launches["best_pick"] == 2  # the steps where a lane ends
     assert log.launches["lane_reduce"] == 5 and log.launches["radix_histogram"] == 20 and log.arcs > 0
     report = log.report(twin.frame_steps, seconds=2.0)
-    assert report["syncs_per_frame"] == 12 / 5 and report["arcs_per_second"] == log.arcs / 2.0
+    assert report["syncs_per_frame"] == 10 / 5 and report["arcs_per_second"] == log.arcs / 2.0
     twin.reset_counts()
     assert twin.frame_steps == 0 and not twin.kernel_log.syncs
     lattices = TwinDecoder(graph, replace(options, lattice_beam=4.0))
-    lattices.decode_batch(items, 2)  # partials after frames 1 and 3: two more mask uploads
-    assert lattices.kernel_log.syncs == {"candidate arcs": 5, "winners and lattice links": 5, "epsilon links": 6,
-                                         "lane mask upload": 4}
+    lattices.decode_batch(items, 2)  # partials after frames 1 and 3: two more lane_best passes
+    assert lattices.kernel_log.syncs == {"candidate arcs": 5, "winners and lattice links": 5, "epsilon links": 6}
+    assert lattices.kernel_log.launches["best_pick"] == 4
     three = TwinDecoder(graph, options, max_lanes=2)
     three.decode_batch(_utterances(2, 3, [3, 5, 2]))  # 5 and 3 first; 2 on the lane of 3 from step 4 to 6
     assert three.frame_steps == 6 and three.kernel_log.syncs["lane refill upload"] == 1

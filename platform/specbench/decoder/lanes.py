@@ -220,6 +220,11 @@ class LaneBatch:
             rows[begin:begin + mat.shape[0], :mat.shape[1]] = mat
         return cls(list(utt_ids), lengths, rows, first_row, partial_frames)
 
+    @property
+    def partial_every(self) -> int:
+        """Frames between partial hypotheses (0: none)."""
+        return self.partial_frames[0] + 1 if self.partial_frames else 0
+
     def utterance_costs(self, u: int) -> np.ndarray:
         """(T_u, P) acoustic costs of utterance u."""
         begin = int(self.first_row[u])
@@ -282,8 +287,10 @@ class LaneKernels:
     counts become those utterances' `LaneOutput.stats`) and puts utterances on free lanes, starting at frame
     step `step` (their frame-0 tokens join the queue); then `links(step)` records the epsilon lattice links
     of the tokens that step starts from (with lattices). `frame(f, finals, partials)` runs frame step f over
-    every lane whose utterance is running; finals / partials: None, or per lane the index of the output slot
-    (`LaneOutput.final_id`, `partial_id` flattened) to get the lane's best token after the step (-1: none).
+    every lane whose utterance is running; with `finals`, the lanes whose utterance ends at f put their best
+    final token in the utterance's output slot (`LaneOutput.final_id`), with `partials` the lanes whose
+    utterance takes a partial after f their best token in its slot (`partial_id`, every
+    `batch.partial_every` frames): the kernels find those lanes from their placement.
     `arena_size` and `lattice_size` are the entries used so far, known to
     the host; `log` counts what the frames asked of the device (`KernelLog`). `take_records()` hands over
     the lattice records made since the last take (host (K, 4) array); `finish(lanes, utts)` releases the
@@ -304,7 +311,7 @@ class LaneKernels:
     def links(self, step: int) -> None:
         raise NotImplementedError
 
-    def frame(self, f: int, finals: np.ndarray | None, partials: np.ndarray | None) -> None:
+    def frame(self, f: int, finals: bool, partials: bool) -> None:
         raise NotImplementedError
 
     def take_records(self) -> np.ndarray:
@@ -459,9 +466,7 @@ class LaneDecoder:
         lengths = np.array([c[2].shape[0] for c in chunk], dtype=np.int64)
         partials = partial_frame_indices(int(lengths.max()), partial_every)
         batch = LaneBatch.of([c[1] for c in chunk], [c[2] for c in chunk], partials)
-        slots = max(len(partials), 1)
-        slot_of = np.full(int(lengths.max()) + 1, -1, dtype=np.int64)
-        slot_of[list(partials)] = np.arange(len(partials))
+        every = batch.partial_every
         num_lanes = min(self.max_lanes, total)
         k.start(batch, num_lanes)
         lane_utt = np.full(num_lanes, -1, dtype=np.int64)
@@ -491,15 +496,12 @@ class LaneDecoder:
         while (lane_end > f).any() or (admitted < total and self._room_to_admit()):
             running = lane_end > f
             ending = running & (lane_end == f + 1)
-            finals = np.where(ending, lane_utt, -1) if ending.any() else None
-            slot = np.where(running, slot_of[np.clip(f - lane_start, 0, slot_of.shape[0] - 1)], -1)
-            partials_here = np.where(slot >= 0, lane_utt * slots + slot, -1) if (slot >= 0).any() else None
-            k.frame(f, finals, partials_here)
+            k.frame(f, bool(ending.any()), bool(every and (running & ((f - lane_start + 1) % every == 0)).any()))
             self.frame_steps += 1
             if self.refill:  # lanes whose utterance's last step was f - 1 or earlier
                 place(f + 1, (lane_end <= f).nonzero()[0])
             k.links(f + 1)
-            if lattices is not None and finals is not None:
+            if lattices is not None and ending.any():
                 lattices.ended(lane_utt[ending], k)
             f += 1
         self.lane_frames += int(lengths[:admitted].sum())

@@ -74,11 +74,11 @@ class NumpyLaneKernels(LaneKernels):
             if self.s.lattice_beam is not None:
                 self.dense_tok = np.full(lanes * lg.num_states, np.inf)
         self._clean_tables = 0  # until the wave finishes
-        self.lane_end = np.zeros(lanes, dtype=np.int64)
-        self.lane_row = np.zeros(lanes, dtype=np.int64)
+        self.lane_end, self.lane_start = np.zeros(lanes, dtype=np.int64), np.zeros(lanes, dtype=np.int64)
+        self.lane_row, self.lane_utt = np.zeros(lanes, dtype=np.int64), np.full(lanes, -1, dtype=np.int64)
         self.stats = np.zeros((lanes, len(STAT)), dtype=np.int64)
         self.utt_stats = np.zeros((count, len(STAT)), dtype=np.int64)
-        slots = max(len(batch.partial_frames), 1)
+        slots = self.slots = max(len(batch.partial_frames), 1)
         self.final_id = np.full(count, -1, dtype=np.int64)
         self.final_state = np.full(count, -1, dtype=np.int64)
         self.partial_id = np.full(count * slots, -1, dtype=np.int64)
@@ -102,10 +102,12 @@ class NumpyLaneKernels(LaneKernels):
         self._release(out_lanes, out_utts)
         if not in_lanes.shape[0]:
             return
-        for name, times in (("admit_lanes", 2), ("admit_tokens", 7)):
+        for name, times in (("admit_lanes", 4), ("admit_tokens", 7)):
             self.log.launch(name, times)
         self.lane_end[in_lanes] = step + self.batch.lengths[in_utts]
+        self.lane_start[in_lanes] = step
         self.lane_row[in_lanes] = self.batch.first_row[in_utts] - step
+        self.lane_utt[in_lanes] = in_utts
         lane, state, cost, ids, prev, code = admitted_tokens(self.lg, in_lanes, self.arena_size)
         self.tok_lane = np.concatenate([self.tok_lane, lane])
         self.tok_state = np.concatenate([self.tok_state, state])
@@ -127,7 +129,7 @@ class NumpyLaneKernels(LaneKernels):
 
     # ---- one frame step -------------------------------------------------------------------------------
 
-    def frame(self, f: int, finals: np.ndarray | None, partials: np.ndarray | None) -> None:
+    def frame(self, f: int, finals: bool, partials: bool) -> None:
         queued = self.tok_lane.shape[0]  # the GPU's queue still holds the tokens of lanes that just ended
         self._drop_finished_lanes(f)
         best, worst, count = self.lane_reduce()
@@ -139,10 +141,10 @@ class NumpyLaneKernels(LaneKernels):
         keep, index = self.expand_recombine(slot_tok, entry, new, adaptive)
         win = self.resolve(keep, index, entry, new)
         self.emit_winners(f, win, keep, index, slot_tok, entry, new)
-        if finals is not None:
-            self.lane_best(finals, with_final=True, out_id=self.final_id, out_state=self.final_state)
-        if partials is not None:
-            self.lane_best(partials, with_final=False, out_id=self.partial_id, out_state=self.partial_state)
+        if finals:
+            self.lane_best(f, finals=True, out_id=self.final_id, out_state=self.final_state)
+        if partials:
+            self.lane_best(f, finals=False, out_id=self.partial_id, out_state=self.partial_state)
 
     def _count_expansion(self, queued: int, total: int) -> None:
         """The GPU backend's launches and reads of a frame up to its winners (`CudaLaneKernels.frame`)."""
@@ -370,17 +372,27 @@ class NumpyLaneKernels(LaneKernels):
         """Dense (lane, state) index of every token."""
         return self.tok_lane.astype(np.int64) * self.lg.num_states + self.tok_state
 
-    def lane_best(self, target: np.ndarray, with_final: bool, out_id: np.ndarray, out_state: np.ndarray) -> None:
-        """Best token of each lane with target[lane] >= 0 (lowest cost (+ final weight), then lowest state),
-        written to out_id / out_state at that index."""
-        if self.tok_lane.shape[0]:  # the GPU backend: the targets uploaded, two fills, three kernels
-            self.log.sync("lane mask upload")
+    def lane_target(self, f: int, finals: bool) -> np.ndarray:
+        """`lane_target` of lanes.cu for every lane: the output slot of its best token after step f, or -1."""
+        running = (self.lane_utt >= 0) & (self.lane_end > f)
+        if finals:
+            return np.where(running & (self.lane_end == f + 1), self.lane_utt, -1)
+        every, done = self.batch.partial_every, f - self.lane_start + 1
+        if not every:
+            return np.full(self.num_lanes, -1, dtype=np.int64)
+        return np.where(running & (done % every == 0), self.lane_utt * self.slots + done // every - 1, -1)
+
+    def lane_best(self, f: int, finals: bool, out_id: np.ndarray, out_state: np.ndarray) -> None:
+        """Best token of each lane with an output slot at step f (`lane_target`): lowest cost (+ final weight
+        with `finals`), then lowest state, written to out_id / out_state at the slot."""
+        if self.tok_lane.shape[0]:  # the GPU backend: two fills, three kernels
             self.log.launch("fill", 2)
             for name in ("best_cost", "best_state", "best_pick"):
                 self.log.launch(name)
+        target = self.lane_target(f, finals)
         mine = target[self.tok_lane] >= 0
         lane, state = self.tok_lane[mine], self.tok_state[mine]
-        cost = self.tok_cost[mine] + (self.lg.final[state] if with_final else 0.0)
+        cost = self.tok_cost[mine] + (self.lg.final[state] if finals else 0.0)
         finite = np.isfinite(cost)
         lane, state, cost, ids = lane[finite], state[finite], cost[finite], self.tok_id[mine][finite]
         best = np.full(self.num_lanes, U64_MAX, dtype=np.uint64)

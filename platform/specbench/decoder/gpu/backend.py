@@ -4,9 +4,9 @@
 `twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. Per frame the
 host waits twice for the device: for the number of candidate arcs (to size the expansion) and for the number
 of winners (the next token count); three times with lattices (the epsilon links), once more for each
-set of lanes that ends or takes a partial hypothesis (the upload of their output indices), at each step
-where refilled lanes take new utterances (one upload of their indices), and with lattices whenever the
-driver takes the records made so far (`take_records`, one download). Every launch and every host
+step where refilled lanes take new utterances (one upload of their indices), and with lattices whenever
+the driver takes the records made so far (`take_records`, one download). The lanes that end or take a
+partial hypothesis at a step are found on the device from their placement, with no upload. Every launch and every host
 read of the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin
 counts the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy still has
 `cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
@@ -156,8 +156,8 @@ class CudaLaneKernels(LaneKernels):
         self.batch, self.num_lanes = batch, lanes
         self.P = int(batch.costs.shape[1])
         self.costs = cp.asarray(np.ascontiguousarray(batch.costs))
-        self.lane_end = cp.zeros(lanes, dtype=cp.int32)
-        self.lane_row = cp.zeros(lanes, dtype=cp.int64)
+        self.lane_end, self.lane_start = cp.zeros(lanes, dtype=cp.int32), cp.zeros(lanes, dtype=cp.int32)
+        self.lane_row, self.lane_utt = cp.zeros(lanes, dtype=cp.int64), cp.full(lanes, -1, dtype=cp.int64)
         table = lanes * self.s.table_size(lg.num_states)
         if self._clean_tables != lanes:  # a wave leaves every entry it touched reset
             self.dense_key = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
@@ -176,7 +176,7 @@ class CudaLaneKernels(LaneKernels):
         self.cutoff, self.adaptive = cp.empty(lanes, cp.float64), cp.empty(lanes, cp.float64)
         self.stats = cp.zeros(lanes * len(STAT), cp.uint64)
         self.utt_stats = cp.zeros(count * len(STAT), cp.uint64)
-        slots = max(len(batch.partial_frames), 1)
+        slots = self.slots = max(len(batch.partial_frames), 1)
         self.final_id = cp.full(count, -1, cp.int64)
         self.final_state = cp.full(count, -1, cp.int64)
         self.partial_id = cp.full(count * slots, -1, cp.int64)
@@ -197,20 +197,22 @@ class CudaLaneKernels(LaneKernels):
         lane, state, _, ids, prev, code = admitted_tokens(lg, in_lanes, self.arena_size)
         ends = step + self.batch.lengths[in_utts].astype(np.int64)
         rows = self.batch.first_row[in_utts] - step
-        parts = (out_lanes, out_utts, in_lanes, ends, rows, lane, state, ids, prev, code)
+        parts = (out_lanes, out_utts, in_lanes, in_utts, ends, rows, lane, state, ids, prev, code)
         sizes = np.cumsum([0] + [x.shape[0] for x in parts])
         if step:  # at step 0, part of the wave's upload
             self.log.sync("lane refill upload")
         with _host_may_wait():
             packed = cp.asarray(np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]))
-        o_lanes, o_utts, i_lanes, i_ends, i_rows, t_lane, t_state, t_id, a_prev, a_code = (
+        o_lanes, o_utts, i_lanes, i_utts, i_ends, i_rows, t_lane, t_state, t_id, a_prev, a_code = (
             packed[sizes[i]:sizes[i + 1]] for i in range(len(parts)))
         if out_lanes.shape[0]:
             self._release(o_lanes, o_utts)
         if not in_lanes.shape[0]:
             return
         self._on_device("admit_lanes", lambda: self.lane_end.__setitem__(i_lanes, i_ends.astype(cp.int32)))
+        self._on_device("admit_lanes", lambda: self.lane_start.__setitem__(i_lanes, np.int32(step)))
         self._on_device("admit_lanes", lambda: self.lane_row.__setitem__(i_lanes, i_rows))
+        self._on_device("admit_lanes", lambda: self.lane_utt.__setitem__(i_lanes, i_utts))
         cost = self._on_device("admit_tokens", lambda: cp.tile(self.init_cost, in_lanes.shape[0]))
         t_lane = self._on_device("admit_tokens", lambda: t_lane.astype(cp.int32))
         t_state = self._on_device("admit_tokens", lambda: t_state.astype(cp.int32))
@@ -235,7 +237,7 @@ class CudaLaneKernels(LaneKernels):
         if self.records is not None:
             self._epsilon_links(step)
 
-    def frame(self, f: int, finals: np.ndarray | None, partials: np.ndarray | None) -> None:
+    def frame(self, f: int, finals: bool, partials: bool) -> None:
         cp, lanes, n = self.cp, self.num_lanes, self.n_tok
         i32, i64 = np.int32, np.int64
         if n:
@@ -263,10 +265,10 @@ class CudaLaneKernels(LaneKernels):
             if total > slots:
                 self._launch("count_lost", n, i32(n), i64(slots), self.tok_lane, deg, cum, self.stats)
             self._expand(f, n, slots, deg, cum)
-        if finals is not None:
-            self._lane_best(finals, True, self.final_id, self.final_state)
-        if partials is not None:
-            self._lane_best(partials, False, self.partial_id, self.partial_state)
+        if finals:
+            self._lane_best(f, True, self.final_id, self.final_state)
+        if partials:
+            self._lane_best(f, False, self.partial_id, self.partial_state)
 
     def _expand(self, f: int, n: int, slots: int, deg, cum) -> None:
         cp, g, s = self.cp, self.g, self.s
@@ -348,17 +350,16 @@ class CudaLaneKernels(LaneKernels):
             self.records.append(records[:4 * kept].reshape(kept, 4))
             self.lattice_size += kept
 
-    def _lane_best(self, target: np.ndarray, with_final: bool, out_id, out_state) -> None:
-        cp, n = self.cp, self.n_tok
+    def _lane_best(self, f: int, finals: bool, out_id, out_state) -> None:
+        """Best tokens of the lanes that end (`finals`) or take a partial at step f, into their utterances'
+        slots: the kernels find the lanes from their placement (`lane_target` in lanes.cu), nothing uploaded."""
+        cp, n, i32 = self.cp, self.n_tok, np.int32
         if n == 0:
             return
-        self.log.sync("lane mask upload")  # from pageable memory, which may make the host wait for the stream
-        with _host_may_wait():
-            target_d = cp.asarray(target.astype(np.int64))
         best = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
         low = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
-        common = (np.int32(n), np.int32(with_final), target_d, self.tok_lane, self.tok_state, self.tok_cost,
-                  self.g["final"])
+        common = (i32(n), i32(f), i32(finals), i32(self.batch.partial_every), i32(self.slots), self.lane_end,
+                  self.lane_start, self.lane_utt, self.tok_lane, self.tok_state, self.tok_cost, self.g["final"])
         self._launch("best_cost", n, *common, best)
         self._launch("best_state", n, *common, best, low)
         self._launch("best_pick", n, *common, best, low, self.tok_id, out_id, out_state)

@@ -327,37 +327,51 @@ extern "C" __global__ void emit_winners(i64 slots, int f, i64 room, i64 arena_ba
     lane_count(stats, l, S_OVER, lost_lat);
 }
 
-// Best token of the lanes with target[lane] >= 0: lowest cost (+ final weight), then lowest state; three
-// passes; written to out_id / out_state at index target[lane].
-extern "C" __global__ void best_cost(int n, int with_final, const i64* target, const int* tok_lane,
-                                     const int* tok_state, const double* tok_cost, const double* final_w,
-                                     u64* best) {
+// The output slot of lane l's best token after frame step f (-1: none): with `finals`, the lane's utterance's
+// (lane_utt) where its last step is f; else where the utterance takes a partial after its frame f - start
+// (every `every` frames: slot utt * slots + k). Lanes carry their placement, so no step uploads a mask.
+__device__ __forceinline__ i64 lane_target(int l, int f, int finals, int every, int slots, const int* lane_end,
+                                           const int* lane_start, const i64* lane_utt) {
+    if (lane_utt[l] < 0 || lane_end[l] <= f) return -1;
+    if (finals) return lane_end[l] == f + 1 ? lane_utt[l] : -1;
+    int done = f - lane_start[l] + 1;
+    return (every > 0 && done % every == 0) ? lane_utt[l] * slots + done / every - 1 : -1;
+}
+
+#define LANE_PLACEMENT int f, int finals, int every, int slots, const int* lane_end, const int* lane_start, \
+    const i64* lane_utt
+#define TARGET(l) lane_target((l), f, finals, every, slots, lane_end, lane_start, lane_utt)
+
+// Best token of the lanes with an output slot at this step (lane_target): lowest cost (+ final weight), then
+// lowest state; three passes; written to out_id / out_state at the slot.
+extern "C" __global__ void best_cost(int n, LANE_PLACEMENT, const int* tok_lane, const int* tok_state,
+                                     const double* tok_cost, const double* final_w, u64* best) {
     i64 i = thread_index();
-    if (i >= n || target[tok_lane[i]] < 0) return;
-    double c = tok_cost[i] + (with_final ? final_w[tok_state[i]] : 0.0);
+    if (i >= n || TARGET(tok_lane[i]) < 0) return;
+    double c = tok_cost[i] + (finals ? final_w[tok_state[i]] : 0.0);
     if (isfinite(c)) atomicMin(&best[tok_lane[i]], ord64(c));
 }
 
-extern "C" __global__ void best_state(int n, int with_final, const i64* target, const int* tok_lane,
-                                      const int* tok_state, const double* tok_cost, const double* final_w,
-                                      const u64* best, u64* low) {
+extern "C" __global__ void best_state(int n, LANE_PLACEMENT, const int* tok_lane, const int* tok_state,
+                                      const double* tok_cost, const double* final_w, const u64* best, u64* low) {
     i64 i = thread_index();
-    if (i >= n || target[tok_lane[i]] < 0) return;
-    double c = tok_cost[i] + (with_final ? final_w[tok_state[i]] : 0.0);
+    if (i >= n || TARGET(tok_lane[i]) < 0) return;
+    double c = tok_cost[i] + (finals ? final_w[tok_state[i]] : 0.0);
     if (isfinite(c) && ord64(c) == best[tok_lane[i]]) atomicMin(&low[tok_lane[i]], (u64)tok_state[i]);
 }
 
-extern "C" __global__ void best_pick(int n, int with_final, const i64* target, const int* tok_lane,
-                                     const int* tok_state, const double* tok_cost, const double* final_w,
-                                     const u64* best, const u64* low, const i64* tok_id,
-                                     i64* out_id, i64* out_state) {
+extern "C" __global__ void best_pick(int n, LANE_PLACEMENT, const int* tok_lane, const int* tok_state,
+                                     const double* tok_cost, const double* final_w, const u64* best,
+                                     const u64* low, const i64* tok_id, i64* out_id, i64* out_state) {
     i64 i = thread_index();
-    if (i >= n || target[tok_lane[i]] < 0) return;
+    if (i >= n) return;
     int l = tok_lane[i];
-    double c = tok_cost[i] + (with_final ? final_w[tok_state[i]] : 0.0);
+    i64 slot = TARGET(l);
+    if (slot < 0) return;
+    double c = tok_cost[i] + (finals ? final_w[tok_state[i]] : 0.0);
     if (isfinite(c) && ord64(c) == best[l] && (u64)tok_state[i] == low[l]) {
-        out_id[target[l]] = tok_id[i];
-        out_state[target[l]] = tok_state[i];
+        out_id[slot] = tok_id[i];
+        out_state[slot] = tok_state[i];
     }
 }
 
