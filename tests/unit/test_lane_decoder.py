@@ -218,8 +218,8 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
 def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations() -> None:
     """The twin's KernelLog: per frame, two host reads for the 1-best (the candidate arcs' count, the winners'),
     a third with lattices (the epsilon links, also once at the start), none where lanes end or take a partial
-    (the kernels find them from the lanes' placement); 12 selection launches per frame, 4 of them radix
-    histograms. With a third utterance on the two lanes, one refill upload: where the lane of the first to
+    (the kernels find them from the lanes' placement); 4 selection launches per frame (one of them the
+    per-lane radix selection). With a third utterance on the two lanes, one refill upload: where the lane of the first to
     end takes it."""
     graph = compile_graph(CHAIN)
     items = _utterances(2, 3, [3, 5])
@@ -229,7 +229,7 @@ def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations() -
     log = twin.kernel_log
     assert twin.frame_steps == 5 and log.syncs == {"candidate arcs": 5, "winners and lattice links": 5}
     assert log.launches["best_pick"] == 2  # the steps where a lane ends
-    assert log.launches["lane_reduce"] == 5 and log.launches["radix_histogram"] == 20 and log.arcs > 0
+    assert log.launches["lane_reduce"] == 5 and log.launches["radix_select"] == 5 and log.arcs > 0
     report = log.report(twin.frame_steps, seconds=2.0)
     assert report["syncs_per_frame"] == 10 / 5 and report["arcs_per_second"] == log.arcs / 2.0
     twin.reset_counts()

@@ -12,12 +12,14 @@ utterance ended a step earlier are refilled with the next utterances (`LaneKerne
 
 Per frame step f, over the tokens of every lane whose utterance is still running:
 
-1. `lane_reduce`: per-lane best and worst cost and token count (atomicMin / atomicMax on order-preserving
-   float64 bits, atomicAdd).
-2. `select_setup`, then 4 x (`radix_histogram`, `radix_scan`): per lane, the exact k-th smallest float32
-   cost for k = max_active (when more tokens are active) and k = min_active (when tokens lie beyond the
-   beam) by radix selection over 256-bin cost histograms of the order-preserving float32 bits, 8 bits a
-   pass: Kaldi's `nth_element` cutoffs, exactly, without sorting.
+1. `lane_reduce`: per-lane best and worst cost, token count and first token (atomicMin / atomicMax on
+   order-preserving float64 bits, atomicAdd).
+2. `select_setup`, then `radix_select`: per lane, the exact k-th smallest float32 cost for k = max_active
+   (when more tokens are active) and k = min_active (when tokens lie beyond the beam) by radix selection
+   over 256-bin cost histograms of the order-preserving float32 bits, 8 bits a pass: Kaldi's `nth_element`
+   cutoffs, exactly, without sorting. One block per lane over the lane's tokens (contiguous in the queue),
+   so a lane that needs no selection (most of them: max-active rarely binds) pays nothing but an idle
+   block, and the four passes are one launch.
 3. `lane_cutoff`: Kaldi's GetCutoff from those statistics (pruning.py's rules and float types): the
    weight cutoff, the adaptive beam; max-active and min-active binds and beam narrowings are counted.
 4. `token_degree` + prefix sum: out-degrees (in the closed-arc table) of the tokens below the cutoff.

@@ -151,8 +151,8 @@ class NumpyLaneKernels(LaneKernels):
         if not queued:
             return
         log = self.log
-        for name, times in (("lane_reset", 1), ("lane_reduce", 1), ("select_setup", 1), ("radix_histogram", 4),
-                            ("radix_scan", 4), ("lane_cutoff", 1), ("token_degree", 1), ("cumsum", 1)):
+        for name, times in (("lane_reset", 1), ("lane_reduce", 1), ("select_setup", 1), ("radix_select", 1),
+                            ("lane_cutoff", 1), ("token_degree", 1), ("cumsum", 1)):
             log.launch(name, times)
         log.sync("candidate arcs")
         slots = min(total, self.s.arc_capacity)
@@ -187,7 +187,12 @@ class NumpyLaneKernels(LaneKernels):
 
     def radix_select(self, best: np.ndarray, worst: np.ndarray, count: np.ndarray) -> np.ndarray:
         """(L, 2) float32: the max_active-th and min_active-th smallest float32 costs (0-based) of the lanes
-        that need them (else +inf): `select_setup`, then 4 passes of `radix_histogram` + `radix_scan`."""
+        that need them (else +inf): `select_setup`, then `radix_select`'s 4 passes of 256-bin histograms
+        (the GPU's block per lane reads the lane's tokens as one contiguous run: checked here)."""
+        runs = self.tok_lane[np.flatnonzero(np.diff(self.tok_lane, prepend=-1))]  # the lane of each run
+        if np.unique(runs).shape[0] != runs.shape[0]:
+            raise RuntimeError("a lane's tokens are not contiguous in the queue, which the GPU's per-lane "
+                               "selection (radix_select in lanes.cu) relies on")
         cfg = self.s.pruning
         need = np.zeros((self.num_lanes, 2), dtype=bool)
         need[:, 0] = count > cfg.max_active
@@ -205,7 +210,7 @@ class NumpyLaneKernels(LaneKernels):
                 if shift < 24:
                     match &= (keys >> np.uint32(shift + 8)) == prefix[self.tok_lane, slot]
                 np.add.at(hist, (self.tok_lane[match], slot, digit[match]), 1)
-            cum = hist.cumsum(axis=2)  # radix_scan: one thread per (lane, slot) walks its 256 bins
+            cum = hist.cumsum(axis=2)  # one thread per (lane, slot) walks its 256 bins
             chosen = (cum <= remaining[:, :, None]).sum(axis=2)
             before = np.take_along_axis(cum, np.maximum(chosen - 1, 0)[:, :, None], axis=2)[:, :, 0]
             remaining -= np.where(chosen > 0, before, 0)

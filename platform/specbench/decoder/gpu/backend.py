@@ -40,6 +40,7 @@ from specbench.wfst.graph import CsrGraph
 
 KERNEL_SOURCE = Path(__file__).with_name("kernels") / "lanes.cu"
 BLOCK = 256
+SELECT_BLOCK = 256  # threads of radix_select's block per lane
 _PEAK = {"bytes": 0}
 
 
@@ -112,13 +113,14 @@ class CudaLaneKernels(LaneKernels):
         self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta)
         self._clean_tables = 0  # the lanes of the recombination tables kept from the last wave (0: none)
 
-    def _launch(self, name: str, count: int, *args) -> None:
+    def _launch(self, name: str, count: int, *args, block: int = BLOCK) -> None:
+        """Kernel `name` over `count` threads in blocks of `block`."""
         if count <= 0:
             return
         fn = self.fn.get(name)
         if fn is None:
             fn = self.fn[name] = self.module.get_function(name)
-        self._on_device(name, lambda: fn(((int(count) + BLOCK - 1) // BLOCK,), (BLOCK,), args))
+        self._on_device(name, lambda: fn(((int(count) + block - 1) // block,), (block,), args))
 
     def _on_device(self, name: str, call):
         """`call()`: one kernel launch (ours, or a cupy scan, stack or fill), counted in `log` under `name`;
@@ -170,7 +172,7 @@ class CudaLaneKernels(LaneKernels):
         self._clean_tables = 0  # until the wave finishes
         self.best, self.worst = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
         self.count, self.min_new = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
-        self.hist = cp.zeros(lanes * 512, cp.uint32)
+        self.first = cp.empty(lanes, cp.uint64)
         self.need, self.prefix = cp.zeros(2 * lanes, cp.uint32), cp.zeros(2 * lanes, cp.uint32)
         self.remaining = cp.zeros(2 * lanes, cp.int64)
         self.cutoff, self.adaptive = cp.empty(lanes, cp.float64), cp.empty(lanes, cp.float64)
@@ -241,17 +243,14 @@ class CudaLaneKernels(LaneKernels):
         cp, lanes, n = self.cp, self.num_lanes, self.n_tok
         i32, i64 = np.int32, np.int64
         if n:
-            self._launch("lane_reset", lanes * 512, i32(lanes), self.best, self.worst, self.count, self.min_new,
-                         self.hist)
+            self._launch("lane_reset", lanes, i32(lanes), self.best, self.worst, self.count, self.min_new,
+                         self.first)
             self._launch("lane_reduce", n, i32(n), i32(f), self.tok_lane, self.tok_cost, self.lane_end, self.best,
-                         self.worst, self.count)
+                         self.worst, self.count, self.first)
             self._launch("select_setup", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
                          self.best, self.worst, self.count, self.need, self.remaining, self.prefix)
-            for shift in (24, 16, 8, 0):
-                self._launch("radix_histogram", n, i32(n), i32(f), i32(shift), self.tok_lane, self.tok_cost,
-                             self.lane_end, self.need, self.prefix, self.hist)
-                self._launch("radix_scan", 2 * lanes, i32(lanes), self.need, self.remaining, self.prefix,
-                             self.hist)
+            self._launch("radix_select", lanes * SELECT_BLOCK, i32(lanes), self.first, self.count, self.tok_cost,
+                         self.need, self.remaining, self.prefix, block=SELECT_BLOCK)
             self._launch("lane_cutoff", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
                          self.beam_delta, self.best, self.worst, self.count, self.need, self.prefix, self.cutoff,
                          self.adaptive, self.stats)

@@ -73,15 +73,15 @@ __device__ __forceinline__ void lane_count(u64* stats, int lane, int col, bool v
         atomicAdd(&stats[(i64)lane * NSTAT + col], (u64)__popc(peers));
 }
 
-// Per-lane scratch reset; hist has L * 2 * 256 bins.
-extern "C" __global__ void lane_reset(int L, u64* best, u64* worst, u64* count, u64* min_new, u32* hist) {
+// Per-lane scratch reset.
+extern "C" __global__ void lane_reset(int L, u64* best, u64* worst, u64* count, u64* min_new, u64* first) {
     i64 t = thread_index();
-    if (t < (i64)L * 512) hist[t] = 0u;
-    if (t < L) { best[t] = ~0ULL; worst[t] = 0ULL; count[t] = 0ULL; min_new[t] = ~0ULL; }
+    if (t < L) { best[t] = ~0ULL; worst[t] = 0ULL; count[t] = 0ULL; min_new[t] = ~0ULL; first[t] = ~0ULL; }
 }
 
+// Per running lane: best and worst cost, token count, and the queue index of its first token.
 extern "C" __global__ void lane_reduce(int n, int f, const int* tok_lane, const double* tok_cost,
-                                       const int* lane_end, u64* best, u64* worst, u64* count) {
+                                       const int* lane_end, u64* best, u64* worst, u64* count, u64* first) {
     i64 i = thread_index();
     if (i >= n) return;
     int l = tok_lane[i];
@@ -90,6 +90,7 @@ extern "C" __global__ void lane_reduce(int n, int f, const int* tok_lane, const 
     atomicMin(&best[l], k);
     atomicMax(&worst[l], k);
     atomicAdd(&count[l], 1ULL);
+    atomicMin(&first[l], (u64)i);
 }
 
 extern "C" __global__ void select_setup(int L, i64 max_active, i64 min_active, double beam32, const u64* best,
@@ -108,34 +109,53 @@ extern "C" __global__ void select_setup(int L, i64 max_active, i64 min_active, d
     prefix[2 * l + 1] = 0u;
 }
 
-extern "C" __global__ void radix_histogram(int n, int f, int shift, const int* tok_lane, const double* tok_cost,
-                                           const int* lane_end, const u32* need, const u32* prefix, u32* hist) {
-    i64 i = thread_index();
-    if (i >= n) return;
-    int l = tok_lane[i];
-    if (lane_end[l] <= f) return;
-    u32 key = ord32(to_f32(tok_cost[i]));
-    u32 digit = (key >> shift) & 255u;
+// Kaldi's nth_element cutoffs where select_setup says they are needed: one block per lane over its tokens,
+// which are contiguous in the queue (a frame's winners come in the order of their source tokens, and a
+// refilled lane's frame-0 tokens are appended together; the twin checks this on every frame), from `first`
+// for `count`. Four passes of a 256-bin shared-memory histogram of the order-preserving float32 bits, 8 bits
+// a pass; after each, the digit whose bins hold the k-th smallest. A lane that needs none returns at once.
+extern "C" __global__ void radix_select(int L, const u64* first, const u64* count, const double* tok_cost,
+                                        const u32* need, i64* remaining, u32* prefix) {
+    __shared__ u32 hist[256];
+    __shared__ u32 digit;
+    __shared__ i64 below;
+    int l = blockIdx.x;
+    if (l >= L) return;
+    i64 begin = (i64)first[l], end = begin + (i64)count[l];
     for (int s = 0; s < 2; ++s) {
-        i64 slot = 2 * (i64)l + s;
-        if (need[slot] && (shift == 24 || (key >> (shift + 8)) == prefix[slot]))
-            atomicAdd(&hist[slot * 256 + digit], 1u);
+        i64 t = 2 * (i64)l + s;
+        if (!need[t]) continue;  // the same for every thread of the block
+        i64 rem = remaining[t];
+        u32 pre = prefix[t];
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0u;
+            __syncthreads();
+            for (i64 i = begin + threadIdx.x; i < end; i += blockDim.x) {
+                u32 key = ord32(to_f32(tok_cost[i]));
+                if (shift == 24 || (key >> (shift + 8)) == pre) atomicAdd(&hist[(key >> shift) & 255u], 1u);
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                i64 cum = 0;
+                u32 d = 0;
+                for (; d < 256; ++d) {
+                    i64 h = hist[d];
+                    if (cum + h > rem) break;
+                    cum += h;
+                }
+                digit = d > 255u ? 255u : d;
+                below = cum;
+            }
+            __syncthreads();
+            rem -= below;
+            pre = (pre << 8) | digit;
+            __syncthreads();  // the next pass rewrites hist, digit and below
+        }
+        if (threadIdx.x == 0) {
+            remaining[t] = rem;
+            prefix[t] = pre;
+        }
     }
-}
-
-extern "C" __global__ void radix_scan(int L, const u32* need, i64* remaining, u32* prefix, u32* hist) {
-    i64 t = thread_index();
-    if (t >= 2 * (i64)L || !need[t]) return;
-    i64 rem = remaining[t], cum = 0;
-    u32 d = 0;
-    for (; d < 256; ++d) {
-        i64 h = hist[t * 256 + d];
-        if (cum + h > rem) break;
-        cum += h;
-    }
-    for (int b = 0; b < 256; ++b) hist[t * 256 + b] = 0u;
-    remaining[t] = rem - cum;
-    prefix[t] = (prefix[t] << 8) | (d > 255u ? 255u : d);
 }
 
 extern "C" __global__ void lane_cutoff(int L, i64 max_active, i64 min_active, double beam32, double beam_delta,
