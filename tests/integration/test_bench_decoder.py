@@ -39,6 +39,9 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
         assert result[f"{name}_rtfx"] > 0
     use = result["twin_lane_use"]  # the 8 utterances as one batch: as many frame steps as the longest
     assert use["lane_frames"] == result["frames"] and 0.0 < use["occupancy"] <= 1.0
+    refill = result["twin_lane_refill"]  # 8 utterances on 2 lanes, refilled and in batches of 2
+    assert refill["max_lanes"] == 2 and refill["identical"]
+    assert refill["refill"]["frame_steps"] <= refill["batches"]["frame_steps"]
     # what the GPU's frame loop launches and reads, counted by the twin: two reads a frame step and more
     assert result["twin_kernel_log"]["syncs_per_frame"] >= 2 and result["twin_kernel_log"]["arcs_per_second"] > 0
     assert result["gpu"] in ("available", "unavailable")

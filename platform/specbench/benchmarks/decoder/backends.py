@@ -97,14 +97,15 @@ def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu"
             "lane_use": decoder_lane_use(decoder)}
 
 
-def lane_refill_effect(workload: Workload, options: SearchOptions, backend: str = "gpu", max_lanes: int = 128,
-                       rounds: int = 2) -> dict:
+def lane_refill_effect(workload: Workload, options: SearchOptions, backend: str = "gpu",
+                       max_lanes: int | None = None, rounds: int = 2) -> dict:
     """What lane refill buys, side by side in one process: one decoder with lanes refilled as utterances end
-    and one with length-sorted batches (`refill=False`), `max_lanes` lanes each (fewer than the utterances,
-    so that lanes are refilled), each decoding the workload's utterances in one call (1-best), alternating
-    `rounds` times after a warm-up. Seconds (the fastest round), frame steps and lane occupancy of each, the
-    speedup of refill, and whether every result is the same."""
+    and one with length-sorted batches (`refill=False`), `max_lanes` lanes each (default: a quarter of the
+    utterances, at most 256, so that each lane takes about four), each decoding the workload's utterances in
+    one call (1-best), alternating `rounds` times after a warm-up. Seconds (the fastest round), frame steps
+    and lane occupancy of each, the speedup of refill, and whether every result is the same."""
     items = list(workload.items)
+    max_lanes = max_lanes or min(256, max(1, len(items) // 4))
     decoders = {mode: make_decoder(backend, workload.graph, one_best(options), max_lanes=max_lanes,
                                    refill=mode == "refill") for mode in ("refill", "batches")}
     seconds: dict[str, list[float]] = {mode: [] for mode in decoders}
@@ -159,7 +160,11 @@ for _name, _backend, _options_of in (("kaldi", "kaldi", one_best), ("cpu", "cpu"
 
 @register("twin")
 def time_twin(workload: Workload, options: SearchOptions) -> Timed:
-    return all_as_lanes("twin", workload, one_best(options))
+    """All utterances as lanes, and what lane refill buys in frame steps and occupancy (`lane_refill`; the
+    twin's seconds are numpy's, not the GPU's)."""
+    timed = all_as_lanes("twin", workload, one_best(options))
+    timed.extra["lane_refill"] = lane_refill_effect(workload, options, backend="twin", rounds=1)
+    return timed
 
 
 def alternating_ratio(workload: Workload, options: SearchOptions, rounds: int,

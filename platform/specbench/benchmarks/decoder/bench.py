@@ -88,7 +88,7 @@ def _record(result: dict[str, Any], key: str, timed: Timed, audio_s: float) -> N
     result[f"{key}_seconds"] = timed.seconds
     if "profile_seconds" in timed.extra:  # where the time went, per stage (the compiled CPU backend)
         result[f"{key}_profile_seconds"] = timed.extra["profile_seconds"]
-    for name in ("lane_use", "kernel_log", "stream"):  # the lane backends: lanes' use, launches, GPU stream
+    for name in ("lane_use", "kernel_log", "stream", "lane_refill"):  # the lane backends: lanes, launches, stream
         if name in timed.extra:
             result[f"{key}_{name}"] = timed.extra[name]
     result[f"{key}_rtfx"] = audio_s / timed.seconds
