@@ -196,7 +196,7 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
     """Eleven utterances on three refilled lanes, with partials and lattices (their records taken from the
     kernels after every second utterance that ends): every field equal to the CPU backend's, lattices array
     for array; with an arena small enough to close a wave early, the same again over several waves."""
-    monkeypatch.setattr(lanes, "LATTICE_HARVEST", 2)
+    monkeypatch.setattr(lanes, "HARVEST_UTTERANCES", 2)
     graph = compile_graph(CHAIN)
     items = _utterances(11, 3, [7, 3, 9, 2, 4, 12, 5, 5, 2, 8, 6])
     options = SearchOptions(beam=3.0, max_active=3, min_active=1, lattice_beam=1.5)
@@ -212,15 +212,34 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
                 assert np.array_equal(getattr(a.lattice, name), getattr(b.lattice, name)), name
         assert twin.lane_frames == sum(m.shape[0] for _, m in items)
         assert twin.frame_steps < sum(m.shape[0] for _, m in items) / 3 + 15
-        assert twin.kernel_log.syncs["lattice records download"] >= 3
+        assert twin.kernel_log.syncs["outputs download"] >= (3 if not capacities else 1)  # taken as they end
+
+
+def test_decode_stream_passes_results_on_as_utterances_end(monkeypatch) -> None:
+    """`decode_stream`: a bad item at once; then, with the outputs taken every two released utterances,
+    results (with lattices) while later utterances still decode; every result that of `decode_batch`."""
+    monkeypatch.setattr(lanes, "HARVEST_UTTERANCES", 2)
+    graph = compile_graph(CHAIN)
+    items = _utterances(5, 3, [6, 3, 8, 2, 5, 9, 4, 7]) + [("bad", np.zeros((3, 1), dtype=np.float32))]
+    options = SearchOptions(beam=3.0, max_active=3, min_active=1, lattice_beam=1.5)
+    want = TwinDecoder(graph, options, max_lanes=2).decode_batch(items, 2)
+    twin = TwinDecoder(graph, options, max_lanes=2)
+    seen = [(position, result, twin.frame_steps) for position, result in twin.decode_stream(items, 2)]
+    assert seen[0][0] == len(items) - 1 and not seen[0][1].ok  # the bad item first
+    assert sorted(p for p, _, _ in seen) == list(range(len(items)))
+    assert sum(steps < twin.frame_steps for _, _, steps in seen[1:]) >= 4  # before the wave's last step
+    for position, result, _ in seen:
+        assert replace(result, lattice=None) == replace(want[position], lattice=None)
+        assert (result.lattice is None) == (want[position].lattice is None)
+        assert result.lattice is None or np.array_equal(result.lattice.dst, want[position].lattice.dst)
 
 
 def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations() -> None:
     """The twin's KernelLog: per frame, two host reads for the 1-best (the candidate arcs' count, the winners'),
     a third with lattices (the epsilon links, also once at the start), none where lanes end or take a partial
     (the kernels find them from the lanes' placement); 4 selection launches per frame (one of them the
-    per-lane radix selection). With a third utterance on the two lanes, one refill upload: where the lane of the first to
-    end takes it."""
+    per-lane radix selection). With a third utterance on the two lanes, one refill upload: where the lane of
+    the first to end takes it."""
     graph = compile_graph(CHAIN)
     items = _utterances(2, 3, [3, 5])
     options = SearchOptions(beam=3.0, max_active=3, min_active=1)
@@ -283,7 +302,7 @@ def test_lanes_that_overflow_together_are_decoded_again_apart() -> None:
     capacity = next(c for c in range(1, 10_000)
                     if all(TwinDecoder(graph, INFINITE_BEAM, arena_capacity=c).decode(m, u).ok for u, m in items))
     tight = TwinDecoder(graph, INFINITE_BEAM, arena_capacity=capacity)
-    assert any(r.status == STATUS_OVERFLOW for r in tight._decode_wave(
+    assert any(r.status == STATUS_OVERFLOW for _, r in tight._decode_wave(
         [(i, u, tight._checked_costs(u, m)) for i, (u, m) in enumerate(items)], None))  # together they overflow
     assert tight.decode_batch(items) == ample
 

@@ -58,7 +58,7 @@ algorithm expands what lies below the cutoff and leaves that case out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -86,8 +86,9 @@ FLT_MAX = float(np.finfo(np.float32).max)
 # Hash-table slots per lane that the benchmarks use (`LaneSettings.table_slots`): on the SLURP TLG at beam
 # 15 a lane's frame reached at most 6,280 distinct states over 300 held-out-voice test utterances
 HASH_TABLE_SLOTS = 1 << 15
-# Utterances that end before a wave's lattice records are taken from the device and their lattices pruned
-LATTICE_HARVEST = 32
+# Utterances released from their lanes before a wave's outputs are taken from the device, their results
+# traced and their lattices pruned (`_Harvest`)
+HARVEST_UTTERANCES = 32
 
 
 @dataclass(frozen=True)
@@ -235,10 +236,11 @@ class LaneBatch:
 
 @dataclass
 class LaneOutput:
-    """What a backend's kernels hand back after the last frame (host numpy arrays), per utterance u of the
-    wave; lattice records still by lane and frame step (`LaneDecoder` maps them to utterances)."""
+    """What a backend's kernels hand over (host numpy arrays): arena entries and lattice records made since
+    the last take (records still by lane and frame step: `records_by_utterance` maps them to utterances), and
+    per utterance (of the wave, or those taken) its outputs."""
 
-    arena_prev: np.ndarray  # (R,) int64
+    arena_prev: np.ndarray  # (R,) int64, the entries after those taken before
     arena_code: np.ndarray  # (R,) int64
     final_id: np.ndarray  # (U,) int64 arena entry of the best final token, -1 when none
     final_state: np.ndarray  # (U,) int64
@@ -294,9 +296,11 @@ class LaneKernels:
     utterance takes a partial after f their best token in its slot (`partial_id`, every
     `batch.partial_every` frames): the kernels find those lanes from their placement.
     `arena_size` and `lattice_size` are the entries used so far, known to
-    the host; `log` counts what the frames asked of the device (`KernelLog`). `take_records()` hands over
-    the lattice records made since the last take (host (K, 4) array); `finish(lanes, utts)` releases the
-    lanes that still hold utterances and returns the LaneOutput (with the records not yet taken).
+    the host; `log` counts what the frames asked of the device (`KernelLog`). `take_outputs(utts)` hands
+    over, in one download, what the kernels made since the last take (arena entries, lattice records) and the
+    outputs of the released utterances `utts` (their rows of `LaneOutput`, in that order); `finish(lanes,
+    utts)` releases the lanes that still hold utterances and returns the rest: what was made since the last
+    take, and every utterance's rows.
     """
 
     log: KernelLog
@@ -316,7 +320,7 @@ class LaneKernels:
     def frame(self, f: int, finals: bool, partials: bool) -> None:
         raise NotImplementedError
 
-    def take_records(self) -> np.ndarray:
+    def take_outputs(self, utts: np.ndarray) -> LaneOutput:
         raise NotImplementedError
 
     def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
@@ -361,9 +365,10 @@ class LaneDecoder:
     utterances apart), so the lanes stay busy until the items run out; a wave takes new utterances while its
     backpointer arena and lattice records fill less than a quarter of their capacities, and the rest go to
     the next wave. Without `refill`, the items run in batches of max_lanes of similar length, each as many
-    frame steps as its longest. With lattices, the lattices of every `LATTICE_HARVEST` utterances that end
-    are pruned on `lattice_workers` host threads while decoding goes on (`_WaveLattices`,
-    `lattice_paths.lane_lattices`; the compiled pruning releases the GIL). `frame_steps` counts
+    frame steps as its longest. Every `HARVEST_UTTERANCES` utterances that end, their results are taken
+    from the device and assembled (`_Harvest`; `decode_stream` passes them on at once), with lattices pruned
+    on `lattice_workers` host threads while decoding goes on (`lattice_paths.lane_lattices`; the compiled
+    pruning releases the GIL). `frame_steps` counts
     the frame steps run (retries included), `lane_frames` the utterances' frames, `kernel_log` the device
     work (`KernelLog`).
     """
@@ -383,7 +388,6 @@ class LaneDecoder:
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
         self.lane_frames = 0
-        self._lattice_jobs: list[tuple[list[int], Future]] = []
         self._lattice_thread: ThreadPoolExecutor | None = None
 
     @property
@@ -402,53 +406,60 @@ class LaneDecoder:
     def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],
                      partial_every: int | None = None) -> list[DecodeResult]:
         """Decode `items` on at most max_lanes lanes; partial hypotheses every `partial_every` frames
-        (default `options.partial_every`)."""
-        partial_every = call_partial_every(self.options, partial_every)
+        (default `options.partial_every`). One result per item, in order."""
         results: list[DecodeResult | None] = [None] * len(items)
+        for position, result in self._decode_items(items, partial_every):
+            results[position] = result
+        return [r for r in results if r is not None]
+
+    def decode_stream(self, items: Sequence[tuple[str, np.ndarray]],
+                      partial_every: int | None = None) -> Iterator[tuple[int, DecodeResult]]:
+        """`decode_batch`'s results as they are ready, as (position in `items`, result) pairs: bad items at
+        once, then the utterances of each wave every `HARVEST_UTTERANCES` that end (with lattices, once
+        their lattices are pruned), so that a caller can pass them on while the rest decode."""
+        yield from self._decode_items(items, partial_every)
+
+    def _decode_items(self, items: Sequence[tuple[str, np.ndarray]],
+                      partial_every: int | None) -> Iterator[tuple[int, DecodeResult]]:
+        partial_every = call_partial_every(self.options, partial_every)
         good: list[tuple[int, str, np.ndarray]] = []
         for position, (utt_id, loglikes) in enumerate(items):
             try:
                 costs = self._checked_costs(str(utt_id), loglikes)
             except ValueError as err:
-                results[position] = DecodeResult.bad_scores(str(utt_id), err)
+                yield position, DecodeResult.bad_scores(str(utt_id), err)
                 continue
             if costs.shape[0] == 0:
-                results[position] = DecodeResult.failed(str(utt_id), STATUS_EMPTY, 0, DecodeStats())
+                yield position, DecodeResult.failed(str(utt_id), STATUS_EMPTY, 0, DecodeStats())
                 continue
             good.append((position, str(utt_id), costs))
         # refilled lanes: longest first, so that the last to end are short; batches: of similar lengths
         good.sort(key=lambda item: -item[2].shape[0] if self.refill else item[2].shape[0])
-        size = len(good) if self.refill else self.max_lanes
-        self._lattice_jobs = []
-        try:
-            for begin in range(0, len(good), max(size, 1)):
-                chunk = good[begin:begin + size]
-                for (position, _, _), result in zip(chunk, self._decode_splitting(chunk, partial_every),
-                                                    strict=True):
-                    results[position] = result
-        finally:
-            jobs, self._lattice_jobs = self._lattice_jobs, []
-        for positions, job in jobs:  # pruned beside the decoding; a retried utterance's lattice comes later
-            for position, lattice in zip(positions, job.result(), strict=True):
-                if results[position].ok:
-                    results[position] = replace(results[position], lattice=lattice)
-        return [r for r in results if r is not None]
+        size = max(len(good) if self.refill else self.max_lanes, 1)
+        for begin in range(0, len(good), size):
+            yield from self._decode_retrying(good[begin:begin + size], partial_every)
 
-    def _decode_splitting(self, chunk: list[tuple[int, str, np.ndarray]],
-                          partial_every: int | None) -> list[DecodeResult]:
-        """The utterances of `chunk` decoded; those that overflowed the shared queues decoded again in two
-        halves (recursively), so that only an utterance that overflows alone keeps the overflow."""
-        results: list[DecodeResult] = []
-        while len(results) < len(chunk):  # the waves
-            results += self._decode_wave(chunk[len(results):], partial_every)
-        again = [i for i, r in enumerate(results) if r.status == STATUS_OVERFLOW]
-        if len(chunk) == 1 or not again:
-            return results
-        halves = [again[:(len(again) + 1) // 2], again[(len(again) + 1) // 2:]] if len(again) > 1 else [again]
-        for half in halves:
-            for i, result in zip(half, self._decode_splitting([chunk[i] for i in half], partial_every), strict=True):
-                results[i] = result
-        return results
+    def _decode_retrying(self, chunk: list[tuple[int, str, np.ndarray]],
+                         partial_every: int | None) -> Iterator[tuple[int, DecodeResult]]:
+        """(position, result) of the utterances of `chunk` as they are ready; those that overflowed the shared
+        queues decoded again in two halves (recursively), so that only an utterance that overflows alone keeps
+        the overflow."""
+        again: list[tuple[int, str, np.ndarray]] = []
+        rest = chunk
+        while rest:  # the waves: each takes a prefix of what is left
+            taken = 0
+            for index, result in self._decode_wave(rest, partial_every):
+                taken += 1
+                if result.status == STATUS_OVERFLOW and len(chunk) > 1:
+                    again.append(rest[index])
+                else:
+                    yield rest[index][0], result
+            rest = rest[taken:]
+        if again:
+            middle = (len(again) + 1) // 2
+            for half in (again[:middle], again[middle:]):
+                if half:
+                    yield from self._decode_retrying(half, partial_every)
 
     def _checked_costs(self, utt_id: str, loglikes: np.ndarray) -> np.ndarray:
         """(T, P) float32 acoustic costs -acoustic_scale * loglikes, after `inputs.checked_scores`."""
@@ -461,9 +472,9 @@ class LaneDecoder:
         return k.arena_size < s.arena_capacity // 4 and k.lattice_size < s.lattice_capacity // 4
 
     def _decode_wave(self, chunk: list[tuple[int, str, np.ndarray]],
-                     partial_every: int | None) -> list[DecodeResult]:
-        """One run of the frame loop over a prefix of `chunk` (all of it, unless the arena fills): the results
-        of the utterances it took, in order, without lattices (`_lattice_jobs` prune them)."""
+                     partial_every: int | None) -> Iterator[tuple[int, DecodeResult]]:
+        """One run of the frame loop over a prefix of `chunk` (all of it, unless the arena fills): (index in
+        `chunk`, result) of every utterance it takes, as they are ready (`_Harvest`)."""
         k, total = self.kernels, len(chunk)
         lengths = np.array([c[2].shape[0] for c in chunk], dtype=np.int64)
         partials = partial_frame_indices(int(lengths.max()), partial_every)
@@ -475,7 +486,7 @@ class LaneDecoder:
         lane_start = np.zeros(num_lanes, dtype=np.int64)
         lane_end = np.zeros(num_lanes, dtype=np.int64)
         nothing = np.zeros(0, dtype=np.int64)
-        lattices = _WaveLattices(self, batch, [c[0] for c in chunk]) if self.settings.lattice_beam is not None else None
+        harvest = _Harvest(self, batch)
         admitted = 0
 
         def place(step: int, free: np.ndarray) -> None:
@@ -487,9 +498,9 @@ class LaneDecoder:
             out_lanes = take[lane_utt[take] >= 0]
             utts = np.arange(admitted, admitted + take.shape[0], dtype=np.int64)
             k.refill(step, out_lanes, lane_utt[out_lanes], take, utts)
+            harvest.released(lane_utt[out_lanes])
             lane_utt[take], lane_start[take], lane_end[take] = utts, step, step + lengths[utts]
-            if lattices is not None:
-                lattices.placed(take, step, utts)
+            harvest.placed(take, step, utts)
             admitted += take.shape[0]
 
         place(0, np.arange(num_lanes, dtype=np.int64))
@@ -503,79 +514,111 @@ class LaneDecoder:
             if self.refill:  # lanes whose utterance's last step was f - 1 or earlier
                 place(f + 1, (lane_end <= f).nonzero()[0])
             k.links(f + 1)
-            if lattices is not None and ending.any():
-                lattices.ended(lane_utt[ending], k)
+            yield from harvest.due()
             f += 1
         self.lane_frames += int(lengths[:admitted].sum())
         left = (lane_utt >= 0).nonzero()[0]
-        out = k.finish(left, lane_utt[left])
-        if lattices is not None:
-            lattices.submit_rest(out.lattice)
-        return assemble_results(self.lane_graph, self.settings, *_head(batch, replace(out, lattice=None), admitted))
+        harvest.released(lane_utt[left])
+        yield from harvest.finish(k.finish(left, lane_utt[left]))
 
 
-class _WaveLattices:
-    """A wave's lattices, pruned on the decoder's host thread as its utterances end: the records taken from
-    the kernels whenever `LATTICE_HARVEST` utterances have ended since the last take (one download), mapped
-    to utterances (`records_by_utterance`), and the complete ones (an utterance's last records are the epsilon
-    links of the step after its last) handed to `lattice_paths.lane_lattices`."""
+class _Harvest:
+    """A wave's results as its utterances end: whenever `HARVEST_UTTERANCES` utterances have been released
+    from their lanes (their last step done, their counts moved to them), the kernels hand over what they made
+    since the last take (`LaneKernels.take_outputs`, one download: new arena entries, lattice records, the
+    released utterances' outputs); their best paths are traced on the host, and with lattices their records
+    (mapped to utterances: `records_by_utterance`) are pruned on the decoder's worker threads
+    (`lattice_paths.lane_lattices`), a result passed on once its lattice is ready."""
 
-    def __init__(self, decoder: LaneDecoder, batch: LaneBatch, positions: list[int]) -> None:
-        self.decoder, self.batch, self.positions = decoder, batch, positions
+    def __init__(self, decoder: LaneDecoder, batch: LaneBatch) -> None:
+        self.decoder, self.batch = decoder, batch
+        self.arena_prev, self.arena_code = _Growing(), _Growing()
         self.placements: list[np.ndarray] = []
-        self.held: dict[int, list[np.ndarray]] = {}  # utterance -> its records (frame, src, code) not handed on
-        self.waiting: list[np.ndarray] = []  # utterances ended since the last take
-        self.handed = np.zeros(len(batch.utt_ids), dtype=bool)
+        self.held: dict[int, list[np.ndarray]] = {}  # utterance -> its records (frame, src, code) so far
+        self.waiting: list[np.ndarray] = []  # released since the last take
+        self.pending: list[tuple[np.ndarray, list[DecodeResult], Future]] = []  # results awaiting lattices
 
     def placed(self, lanes: np.ndarray, step: int, utts: np.ndarray) -> None:
         self.placements.append(np.stack([lanes, np.full(lanes.shape[0], step), utts], axis=1))
 
-    def ended(self, utts: np.ndarray, kernels: LaneKernels) -> None:
-        self.waiting.append(utts)
-        if sum(w.shape[0] for w in self.waiting) >= LATTICE_HARVEST:
-            self._hand_on(kernels.take_records(), np.concatenate(self.waiting))
+    def released(self, utts: np.ndarray) -> None:
+        if utts.shape[0]:
+            self.waiting.append(utts)
+
+    def due(self) -> Iterator[tuple[int, DecodeResult]]:
+        if sum(w.shape[0] for w in self.waiting) >= HARVEST_UTTERANCES:
+            utts = np.concatenate(self.waiting)
             self.waiting = []
+            self._take(self.decoder.kernels.take_outputs(utts), utts)
+        yield from self._ready(wait=False)
 
-    def submit_rest(self, records: np.ndarray) -> None:
-        """At the wave's end: every placed utterance not handed on yet."""
-        placed = np.concatenate(self.placements)[:, 2]
-        self._hand_on(records, placed[~self.handed[placed]])
+    def finish(self, out: LaneOutput) -> Iterator[tuple[int, DecodeResult]]:
+        """The rest, from the kernels' final output (every utterance's rows), then every lattice awaited."""
+        utts = np.concatenate(self.waiting) if self.waiting else np.zeros(0, dtype=np.int64)
+        self.waiting = []
+        rows = replace(out, final_id=out.final_id[utts], final_state=out.final_state[utts],
+                       partial_id=out.partial_id[utts], partial_state=out.partial_state[utts], stats=out.stats[utts])
+        self._take(rows, utts)
+        yield from self._ready(wait=True)
 
-    def _hand_on(self, records: np.ndarray, utts: np.ndarray) -> None:
-        from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
-
-        if records.shape[0]:  # grouped by utterance in one sort: each take costs what it brings
-            mapped = records_by_utterance(records, np.concatenate(self.placements))
+    def _take(self, out: LaneOutput, utts: np.ndarray) -> None:
+        """Results of `utts` from `out` (their rows, in that order, and what the kernels made since the last
+        take); lattices handed to the worker threads."""
+        self.arena_prev.extend(out.arena_prev)
+        self.arena_code.extend(out.arena_code)
+        if out.lattice is not None and out.lattice.shape[0]:  # grouped by utterance: each take costs what it brings
+            mapped = records_by_utterance(out.lattice, np.concatenate(self.placements))
             mapped = mapped[np.argsort(mapped[:, 0], kind="stable")]
             keys, starts = np.unique(mapped[:, 0], return_index=True)
             for u, part in zip(keys.tolist(), np.split(mapped[:, 1:], starts[1:]), strict=True):
                 self.held.setdefault(u, []).append(part)
-        utts = np.unique(utts)
         if not utts.shape[0]:
             return
-        self.handed[utts] = True
+        d, b = self.decoder, self.batch
+        part = replace(b, utt_ids=[b.utt_ids[u] for u in utts.tolist()], lengths=b.lengths[utts],
+                       first_row=b.first_row[utts])
+        rows = replace(out, arena_prev=self.arena_prev.view(), arena_code=self.arena_code.view(), lattice=None)
+        results = assemble_results(d.lane_graph, d.settings, part, rows)
+        if d.settings.lattice_beam is None:
+            self.pending.append((utts, results, None))
+            return
+        from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
+
         parts = [np.concatenate(self.held.pop(u)) if u in self.held else np.zeros((0, 3), dtype=np.int64)
                  for u in utts.tolist()]
         records = np.concatenate([np.repeat(np.arange(len(parts)), [p.shape[0] for p in parts])[:, None],
                                   np.concatenate(parts)], axis=1)
-        b, d = self.batch, self.decoder
-        part = replace(b, utt_ids=[b.utt_ids[u] for u in utts.tolist()], lengths=b.lengths[utts],
-                       first_row=b.first_row[utts])
         if d._lattice_thread is None:
             d._lattice_thread = ThreadPoolExecutor(d.lattice_workers, thread_name_prefix="lattices")
         job = d._lattice_thread.submit(lane_lattices, d.lane_graph.graph, part, records, d.settings.lattice_beam)
-        d._lattice_jobs.append(([self.positions[u] for u in utts.tolist()], job))
+        self.pending.append((utts, results, job))
+
+    def _ready(self, wait: bool) -> Iterator[tuple[int, DecodeResult]]:
+        """The results whose lattices are ready (all of them with `wait`), in the order taken."""
+        while self.pending and (wait or self.pending[0][2] is None or self.pending[0][2].done()):
+            utts, results, job = self.pending.pop(0)
+            lattices = job.result() if job is not None else [None] * len(results)
+            for u, result, lattice in zip(utts.tolist(), results, lattices, strict=True):
+                yield u, (replace(result, lattice=lattice) if result.ok and lattice is not None else result)
 
 
-def _head(batch: LaneBatch, out: LaneOutput, count: int) -> tuple[LaneBatch, LaneOutput]:
-    """The batch and output of a wave's first `count` utterances (those it took)."""
-    if count == len(batch.utt_ids):
-        return batch, out
-    batch = replace(batch, utt_ids=batch.utt_ids[:count], lengths=batch.lengths[:count],
-                    first_row=batch.first_row[:count])
-    out = replace(out, final_id=out.final_id[:count], final_state=out.final_state[:count],
-                  partial_id=out.partial_id[:count], partial_state=out.partial_state[:count], stats=out.stats[:count])
-    return batch, out
+class _Growing:
+    """A host int64 array appended to in chunks, its storage doubled as it fills (amortized O(1) per entry)."""
+
+    def __init__(self) -> None:
+        self.data, self.size = np.zeros(1024, dtype=np.int64), 0
+
+    def extend(self, values: np.ndarray) -> None:
+        end = self.size + values.shape[0]
+        if end > self.data.shape[0]:
+            grown = np.zeros(max(end, 2 * self.data.shape[0]), dtype=np.int64)
+            grown[:self.size] = self.data[:self.size]
+            self.data = grown
+        self.data[self.size:end] = values
+        self.size = end
+
+    def view(self) -> np.ndarray:
+        return self.data[:self.size]
 
 
 def records_by_utterance(records: np.ndarray, occupancy: np.ndarray) -> np.ndarray:

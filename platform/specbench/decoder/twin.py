@@ -409,27 +409,36 @@ class NumpyLaneKernels(LaneKernels):
         out_id[target[lane[pick]]] = ids[pick]
         out_state[target[lane[pick]]] = state[pick]
 
-    def take_records(self) -> np.ndarray:
-        """The lattice records made since the last take (the GPU backend: one download)."""
-        self.log.sync("lattice records download")
-        if any(part.shape[0] for part in self.lattice):  # the GPU keeps no empty record arrays
-            self.log.launch("concatenate")
-        records = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
-        self.lattice = []
-        return records
+    def take_outputs(self, utts: np.ndarray) -> LaneOutput:
+        """What was made since the last take and the rows of `utts` (the GPU backend: one download)."""
+        self.log.sync("outputs download")
+        self.log.launch("concatenate")
+        slots = len(self.batch.partial_frames)
+        return self._made_since(
+            final_id=self.final_id[utts], final_state=self.final_state[utts],
+            partial_id=self.partial_id.reshape(len(self.batch.utt_ids), -1)[utts, :slots],
+            partial_state=self.partial_state.reshape(len(self.batch.utt_ids), -1)[utts, :slots],
+            stats=self.utt_stats[utts])
+
+    def _made_since(self, **rows: np.ndarray) -> LaneOutput:
+        """A LaneOutput of the arena entries and lattice records made since the last take, with `rows`."""
+        prev = np.concatenate(self.arena_prev) if self.arena_prev else np.zeros(0, dtype=np.int64)
+        code = np.concatenate(self.arena_code) if self.arena_code else np.zeros(0, dtype=np.int64)
+        self.arena_prev, self.arena_code = [], []
+        lattice = None
+        if self.lattice is not None:
+            lattice = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
+            self.lattice = []
+        return LaneOutput(arena_prev=prev, arena_code=code, lattice=lattice, **rows)
 
     def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
         self._clean_tables = self.num_lanes
         self.utt_stats[utts] = self.stats[lanes]
-        lattice = None
-        if self.lattice is not None:
-            lattice = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
         count, slots = len(self.batch.utt_ids), len(self.batch.partial_frames)
-        return LaneOutput(
-            arena_prev=np.concatenate(self.arena_prev), arena_code=np.concatenate(self.arena_code),
+        return self._made_since(
             final_id=self.final_id, final_state=self.final_state,
             partial_id=self.partial_id.reshape(count, -1)[:, :slots],
-            partial_state=self.partial_state.reshape(count, -1)[:, :slots], stats=self.utt_stats, lattice=lattice)
+            partial_state=self.partial_state.reshape(count, -1)[:, :slots], stats=self.utt_stats)
 
 
 class TwinDecoder(LaneDecoder):

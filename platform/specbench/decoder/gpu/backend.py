@@ -1,15 +1,15 @@
 """The GPU backend: the lane decoder (lanes.py) on CUDA kernels (kernels/lanes.cu) through cupy.
 
 `GpuDecoder` decodes many utterances together (lanes), frame by frame, with the kernels of `lanes.cu`;
-`twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. Per frame the
-host waits twice for the device: for the number of candidate arcs (to size the expansion) and for the number
-of winners (the next token count); three times with lattices (the epsilon links), once more for each
-step where refilled lanes take new utterances (one upload of their indices), and with lattices whenever
-the driver takes the records made so far (`take_records`, one download). The lanes that end or take a
-partial hypothesis at a step are found on the device from their placement, with no upload. Every launch and every host
-read of the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin
-counts the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy still has
-`cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
+`twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. Per frame
+step the host waits twice for the device: for the number of candidate arcs (to size the expansion) and
+for the number of winners (the next token count); three times with lattices (the epsilon links). Besides,
+it uploads the indices of the lanes refilled at a step (one upload) and takes the outputs made so far
+every 32 utterances that end (`take_outputs`, one download). The lanes that end or take a partial
+hypothesis at a step are found on the device from their placement, with no upload. Every launch and every
+host read of the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the
+twin counts the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy
+still has `cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
 
 cupy is imported lazily, only here: `gpu_available()` says whether a CUDA device is usable, and building a
 `GpuDecoder` without one raises `GpuUnavailableError` with the reason. Several processes (or Ray actors
@@ -363,45 +363,67 @@ class CudaLaneKernels(LaneKernels):
         self._launch("best_state", n, *common, best, low)
         self._launch("best_pick", n, *common, best, low, self.tok_id, out_id, out_state)
 
-    def take_records(self) -> np.ndarray:
-        """The lattice records made since the last take, in one download."""
+    def take_outputs(self, utts: np.ndarray) -> LaneOutput:
+        """What was made since the last take and every utterance's rows, packed into one download (the rows of
+        a wave are a few kilobytes; picking `utts`' on the host needs no upload)."""
+        cp, count = self.cp, len(self.batch.utt_ids)
+        prev, code, records = self._made_since()
+        parts = [prev, code, self.final_id, self.final_state, self.partial_id, self.partial_state,
+                 self.utt_stats.view(cp.int64), records.ravel()]
+        packed = self._on_device("concatenate", lambda: cp.concatenate(parts))
+        host = self._read(packed, "outputs download")
+        sizes = np.cumsum([0] + [int(p.shape[0]) for p in parts])
+        prev, code, final_id, final_state, partial_id, partial_state, stats, flat = (
+            host[sizes[i]:sizes[i + 1]] for i in range(len(parts)))
+        slots = len(self.batch.partial_frames)
+        return LaneOutput(
+            arena_prev=prev, arena_code=code, final_id=final_id[utts], final_state=final_state[utts],
+            partial_id=partial_id.reshape(count, -1)[utts, :slots],
+            partial_state=partial_state.reshape(count, -1)[utts, :slots],
+            stats=stats.reshape(count, len(STAT))[utts],
+            lattice=flat.reshape(-1, 4) if self.records is not None else None)
+
+    def _made_since(self):
+        """The arena entries and lattice records made since the last take (device arrays; their lists emptied,
+        so that the device memory they held is freed once taken)."""
         cp = self.cp
-        if not self.records:
-            self.log.sync("lattice records download")
-            return np.zeros((0, 4), dtype=np.int64)
-        chunk = self._on_device("concatenate", lambda: cp.concatenate(self.records))
-        self.records = []
-        return self._read(chunk, "lattice records download")
+        empty = cp.zeros(0, cp.int64)
+        prev = cp.concatenate(self.arena_prev) if self.arena_prev else empty
+        code = cp.concatenate(self.arena_code) if self.arena_code else empty
+        records = cp.concatenate(self.records) if self.records else cp.zeros((0, 4), cp.int64)
+        self.arena_prev, self.arena_code = [], []
+        if self.records is not None:
+            self.records = []
+        return prev, code, records
 
     def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
         with _host_may_wait():  # the wave's download, outside the frame loop
             return self._finish(lanes, utts)
 
     def _finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
-        cp, count = self.cp, len(self.batch.utt_ids)
+        count = len(self.batch.utt_ids)
         self._clean_tables = self.num_lanes
         self._collect_times()
         stats = self.utt_stats.get().reshape(count, len(STAT)).astype(np.int64)
         stats[utts] = self.stats.get().reshape(self.num_lanes, len(STAT))[lanes].astype(np.int64)
+        prev, code, records = self._made_since()
         slots = len(self.batch.partial_frames)
-        lattice = None
-        if self.records is not None:
-            lattice = (cp.concatenate(self.records).get() if self.records else np.zeros((0, 4), dtype=np.int64))
         return LaneOutput(
-            arena_prev=cp.concatenate(self.arena_prev).get(), arena_code=cp.concatenate(self.arena_code).get(),
-            final_id=self.final_id.get(), final_state=self.final_state.get(),
+            arena_prev=prev.get(), arena_code=code.get(), final_id=self.final_id.get(),
+            final_state=self.final_state.get(),
             partial_id=self.partial_id.get().reshape(count, -1)[:, :slots],
             partial_state=self.partial_state.get().reshape(count, -1)[:, :slots],
-            stats=stats, lattice=lattice)
+            stats=stats, lattice=records.get() if self.records is not None else None)
 
 
 class GpuDecoder(LaneDecoder):
     """The lane decoder on the GPU: same arguments and results as `twin.TwinDecoder`.
 
-    options: the search settings (`SearchOptions`); max_lanes, refill, lattice_workers and the queue
-    capacities (`LaneSettings`): see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current device, which
-    Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction). timing: time every kernel launch
-    of the frame loop with CUDA events (`kernel_log.kernel_ms`; for profiles, it adds two events a launch).
+    options: the search settings (`SearchOptions`); max_lanes, refill, lattice_workers and the queue capacities
+    (`LaneSettings`): see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current
+    device, which Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction). timing: time every
+    kernel launch of the frame loop with CUDA events (`kernel_log.kernel_ms`; for profiles, it adds two events a
+    launch).
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, device: int | None = None,
