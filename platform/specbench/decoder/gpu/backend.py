@@ -364,21 +364,24 @@ class CudaLaneKernels(LaneKernels):
         self._launch("best_pick", n, *common, best, low, self.tok_id, out_id, out_state)
 
     def take_outputs(self, utts: np.ndarray) -> LaneOutput:
-        """What was made since the last take and every utterance's rows, packed into one download (the rows of
-        a wave are a few kilobytes; picking `utts`' on the host needs no upload)."""
+        """What was made since the last take and every utterance's rows, packed by one concatenation into one
+        download (a wave's rows are a few kilobytes; picking `utts`' on the host needs no upload)."""
         cp, count = self.cp, len(self.batch.utt_ids)
-        prev, code, records = self._made_since()
-        parts = [prev, code, self.final_id, self.final_state, self.partial_id, self.partial_state,
-                 self.utt_stats.view(cp.int64), records.ravel()]
+        rows = [self.final_id, self.final_state, self.partial_id, self.partial_state, self.utt_stats.view(cp.int64)]
+        records = [r.ravel() for r in self.records] if self.records is not None else []
+        parts = [*self.arena_prev, *self.arena_code, *rows, *records]
         packed = self._on_device("concatenate", lambda: cp.concatenate(parts))
+        made = sum(int(chunk.shape[0]) for chunk in self.arena_prev)
+        self.arena_prev, self.arena_code = [], []
+        if self.records is not None:
+            self.records = []
         host = self._read(packed, "outputs download")
-        sizes = np.cumsum([0] + [int(p.shape[0]) for p in parts])
-        prev, code, final_id, final_state, partial_id, partial_state, stats, flat = (
-            host[sizes[i]:sizes[i + 1]] for i in range(len(parts)))
+        bounds = np.cumsum([2 * made] + [int(r.shape[0]) for r in rows])
+        _, final_id, final_state, partial_id, partial_state, stats, flat = np.split(host, bounds)
         slots = len(self.batch.partial_frames)
         return LaneOutput(
-            arena_prev=prev, arena_code=code, final_id=final_id[utts], final_state=final_state[utts],
-            partial_id=partial_id.reshape(count, -1)[utts, :slots],
+            arena_prev=host[:made], arena_code=host[made:2 * made], final_id=final_id[utts],
+            final_state=final_state[utts], partial_id=partial_id.reshape(count, -1)[utts, :slots],
             partial_state=partial_state.reshape(count, -1)[utts, :slots],
             stats=stats.reshape(count, len(STAT))[utts],
             lattice=flat.reshape(-1, 4) if self.records is not None else None)
