@@ -97,13 +97,13 @@ class NumpyLaneKernels(LaneKernels):
         """Counts of `out_lanes` to their utterances, lanes zeroed; `in_utts` placed on `in_lanes` from frame
         step `step`: the lanes' end step and cost rows, the frame-0 tokens (the start state closed over
         epsilons) appended to the queue and the arena."""
-        if step:  # the GPU backend: one upload of every index (at step 0, the wave's upload), then launches
+        if step:  # the GPU backend: one upload of every index (at step 0, the wave's upload), one launch
             self.log.sync("lane refill upload")
-        self._release(out_lanes, out_utts)
+        self.log.launch("refill_lanes")
+        self.utt_stats[out_utts] = self.stats[out_lanes]
+        self.stats[out_lanes] = 0
         if not in_lanes.shape[0]:
             return
-        for name, times in (("admit_lanes", 4), ("admit_tokens", 7)):
-            self.log.launch(name, times)
         self.lane_end[in_lanes] = step + self.batch.lengths[in_utts]
         self.lane_start[in_lanes] = step
         self.lane_row[in_lanes] = self.batch.first_row[in_utts] - step
@@ -116,12 +116,6 @@ class NumpyLaneKernels(LaneKernels):
         self.arena_prev.append(prev)
         self.arena_code.append(code)
         self.arena_size += ids.shape[0]
-
-    def _release(self, lanes: np.ndarray, utts: np.ndarray) -> None:
-        if lanes.shape[0]:
-            self.log.launch("release_stats", 2)
-            self.utt_stats[utts] = self.stats[lanes]
-            self.stats[lanes] = 0
 
     def links(self, step: int) -> None:
         if self.lattice is not None:

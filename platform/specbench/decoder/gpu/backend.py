@@ -194,9 +194,10 @@ class CudaLaneKernels(LaneKernels):
 
     def refill(self, step: int, out_lanes: np.ndarray, out_utts: np.ndarray, in_lanes: np.ndarray,
                in_utts: np.ndarray) -> None:
-        """Lanes released and placed (twin.NumpyLaneKernels.refill): every index in one upload."""
-        cp, lg = self.cp, self.lg
-        lane, state, _, ids, prev, code = admitted_tokens(lg, in_lanes, self.arena_size)
+        """Lanes released and placed (twin.NumpyLaneKernels.refill): every index in one upload, then one launch
+        of `refill_lanes` (counts moved, placements set, the queue copied with the frame-0 tokens after it)."""
+        cp, i32 = self.cp, np.int32
+        lane, state, _, ids, prev, code = admitted_tokens(self.lg, in_lanes, self.arena_size)
         ends = step + self.batch.lengths[in_utts].astype(np.int64)
         rows = self.batch.first_row[in_utts] - step
         parts = (out_lanes, out_utts, in_lanes, in_utts, ends, rows, lane, state, ids, prev, code)
@@ -207,33 +208,22 @@ class CudaLaneKernels(LaneKernels):
             packed = cp.asarray(np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]))
         o_lanes, o_utts, i_lanes, i_utts, i_ends, i_rows, t_lane, t_state, t_id, a_prev, a_code = (
             packed[sizes[i]:sizes[i + 1]] for i in range(len(parts)))
-        if out_lanes.shape[0]:
-            self._release(o_lanes, o_utts)
-        if not in_lanes.shape[0]:
-            return
-        self._on_device("admit_lanes", lambda: self.lane_end.__setitem__(i_lanes, i_ends.astype(cp.int32)))
-        self._on_device("admit_lanes", lambda: self.lane_start.__setitem__(i_lanes, np.int32(step)))
-        self._on_device("admit_lanes", lambda: self.lane_row.__setitem__(i_lanes, i_rows))
-        self._on_device("admit_lanes", lambda: self.lane_utt.__setitem__(i_lanes, i_utts))
-        cost = self._on_device("admit_tokens", lambda: cp.tile(self.init_cost, in_lanes.shape[0]))
-        t_lane = self._on_device("admit_tokens", lambda: t_lane.astype(cp.int32))
-        t_state = self._on_device("admit_tokens", lambda: t_state.astype(cp.int32))
-        n = self.n_tok  # the queue's arrays may be longer than its tokens
-        self.tok_lane = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_lane[:n], t_lane]))
-        self.tok_state = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_state[:n], t_state]))
-        self.tok_cost = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_cost[:n], cost]))
-        self.tok_id = self._on_device("admit_tokens", lambda: cp.concatenate([self.tok_id[:n], t_id]))
-        self.arena_prev.append(a_prev)
-        self.arena_code.append(a_code)
-        self.arena_size += ids.shape[0]
-        self.n_tok += ids.shape[0]
-
-    def _release(self, lanes, utts) -> None:
-        """The lanes' counts to their utterances' (device index arrays), the lanes' zeroed."""
-        lane_stats = self.stats.reshape(self.num_lanes, len(STAT))
-        utt_stats = self.utt_stats.reshape(-1, len(STAT))
-        self._on_device("release_stats", lambda: utt_stats.__setitem__(utts, lane_stats[lanes]))
-        self._on_device("release_stats", lambda: lane_stats.__setitem__(lanes, 0))
+        new = int(ids.shape[0])
+        old = self.n_tok if new else 0  # the queue is rebuilt only where tokens join it
+        queue = ((cp.empty(old + new, cp.int32), cp.empty(old + new, cp.int32), cp.empty(old + new, cp.float64),
+                  cp.empty(old + new, cp.int64)) if new else (self.tok_lane, self.tok_state, self.tok_cost, self.tok_id))
+        threads = max(out_lanes.shape[0], in_lanes.shape[0], old + new)
+        self._launch("refill_lanes", threads, i32(out_lanes.shape[0]), o_lanes, o_utts, self.stats, self.utt_stats,
+                     i32(in_lanes.shape[0]), i_lanes, i_utts, i_ends, i_rows, i32(step), self.lane_end,
+                     self.lane_start, self.lane_row, self.lane_utt, i32(old), i32(new), t_lane, t_state, t_id,
+                     self.init_cost, i32(self.init_cost.shape[0]), self.tok_lane, self.tok_state, self.tok_cost,
+                     self.tok_id, *queue)
+        if new:
+            self.tok_lane, self.tok_state, self.tok_cost, self.tok_id = queue
+            self.arena_prev.append(a_prev)
+            self.arena_code.append(a_code)
+            self.arena_size += new
+            self.n_tok = old + new
 
     def links(self, step: int) -> None:
         if self.records is not None:

@@ -347,6 +347,47 @@ extern "C" __global__ void emit_winners(i64 slots, int f, i64 room, i64 arena_ba
     lane_count(stats, l, S_OVER, lost_lat);
 }
 
+// Lanes released and placed between two frame steps, in one launch (twin.NumpyLaneKernels.refill). Thread t:
+// moves the counts of released lane o_lane[t] to utterance o_utt[t] and zeroes the lane's; places utterance
+// i_utt[t] on lane i_lane[t] from frame step `step` (end step, cost row offset); and writes token t of the new
+// queue: the n old tokens copied, then the placed lanes' n_new frame-0 tokens (per_lane a lane, their costs
+// init_cost by position, their lanes, states and arena ids uploaded).
+extern "C" __global__ void refill_lanes(int n_out, const i64* o_lane, const i64* o_utt, u64* stats, u64* utt_stats,
+                                        int n_in, const i64* i_lane, const i64* i_utt, const i64* i_end,
+                                        const i64* i_row, int step, int* lane_end, int* lane_start, i64* lane_row,
+                                        i64* lane_utt, int n, int n_new, const i64* t_lane, const i64* t_state,
+                                        const i64* t_id, const double* init_cost, int per_lane,
+                                        const int* old_lane, const int* old_state, const double* old_cost,
+                                        const i64* old_id, int* tok_lane, int* tok_state, double* tok_cost,
+                                        i64* tok_id) {
+    i64 t = thread_index();
+    if (t < n_out) {
+        for (int c = 0; c < NSTAT; ++c) {
+            utt_stats[o_utt[t] * NSTAT + c] = stats[o_lane[t] * NSTAT + c];
+            stats[o_lane[t] * NSTAT + c] = 0ULL;
+        }
+    }
+    if (t < n_in) {
+        i64 l = i_lane[t];
+        lane_end[l] = (int)i_end[t];
+        lane_start[l] = step;
+        lane_row[l] = i_row[t];
+        lane_utt[l] = i_utt[t];
+    }
+    if (t < n) {
+        tok_lane[t] = old_lane[t];
+        tok_state[t] = old_state[t];
+        tok_cost[t] = old_cost[t];
+        tok_id[t] = old_id[t];
+    } else if (t < (i64)n + n_new) {
+        i64 j = t - n;
+        tok_lane[t] = (int)t_lane[j];
+        tok_state[t] = (int)t_state[j];
+        tok_cost[t] = init_cost[j % per_lane];
+        tok_id[t] = t_id[j];
+    }
+}
+
 // The output slot of lane l's best token after frame step f (-1: none): with `finals`, the lane's utterance's
 // (lane_utt) where its last step is f; else where the utterance takes a partial after its frame f - start
 // (every `every` frames: slot utt * slots + k). Lanes carry their placement, so no step uploads a mask.
