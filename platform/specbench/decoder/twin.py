@@ -99,7 +99,8 @@ class NumpyLaneKernels(LaneKernels):
         epsilons) appended to the queue and the arena."""
         if step:  # the GPU backend: one upload of every index (at step 0, the wave's upload), one launch
             self.log.sync("lane refill upload")
-        self.log.launch("refill_lanes")
+        if out_lanes.shape[0] or in_lanes.shape[0]:
+            self.log.launch("refill_lanes")
         self.utt_stats[out_utts] = self.stats[out_lanes]
         self.stats[out_lanes] = 0
         if not in_lanes.shape[0]:

@@ -210,8 +210,9 @@ class CudaLaneKernels(LaneKernels):
             packed[sizes[i]:sizes[i + 1]] for i in range(len(parts)))
         new = int(ids.shape[0])
         old = self.n_tok if new else 0  # the queue is rebuilt only where tokens join it
-        queue = ((cp.empty(old + new, cp.int32), cp.empty(old + new, cp.int32), cp.empty(old + new, cp.float64),
-                  cp.empty(old + new, cp.int64)) if new else (self.tok_lane, self.tok_state, self.tok_cost, self.tok_id))
+        size = old + new
+        queue = ((cp.empty(size, cp.int32), cp.empty(size, cp.int32), cp.empty(size, cp.float64),
+                  cp.empty(size, cp.int64)) if new else (self.tok_lane, self.tok_state, self.tok_cost, self.tok_id))
         threads = max(out_lanes.shape[0], in_lanes.shape[0], old + new)
         self._launch("refill_lanes", threads, i32(out_lanes.shape[0]), o_lanes, o_utts, self.stats, self.utt_stats,
                      i32(in_lanes.shape[0]), i_lanes, i_utts, i_ends, i_rows, i32(step), self.lane_end,
@@ -354,10 +355,13 @@ class CudaLaneKernels(LaneKernels):
         self._launch("best_pick", n, *common, best, low, self.tok_id, out_id, out_state)
 
     def take_outputs(self, utts: np.ndarray) -> LaneOutput:
-        """What was made since the last take and every utterance's rows, packed by one concatenation into one
-        download (a wave's rows are a few kilobytes; picking `utts`' on the host needs no upload)."""
-        cp, count = self.cp, len(self.batch.utt_ids)
-        rows = [self.final_id, self.final_state, self.partial_id, self.partial_state, self.utt_stats.view(cp.int64)]
+        """What was made since the last take and the rows of utterances lo..hi - 1 (the span of `utts`: they
+        were placed at most a wave of lanes apart), packed by one concatenation into one download."""
+        cp = self.cp
+        lo, hi = (int(utts.min()), int(utts.max()) + 1) if utts.shape[0] else (0, 0)
+        slots, width = len(self.batch.partial_frames), self.slots
+        rows = [self.final_id[lo:hi], self.final_state[lo:hi], self.partial_id[lo * width:hi * width],
+                self.partial_state[lo * width:hi * width], self.utt_stats[lo * len(STAT):hi * len(STAT)].view(cp.int64)]
         records = [r.ravel() for r in self.records] if self.records is not None else []
         parts = [*self.arena_prev, *self.arena_code, *rows, *records]
         packed = self._on_device("concatenate", lambda: cp.concatenate(parts))
@@ -368,12 +372,12 @@ class CudaLaneKernels(LaneKernels):
         host = self._read(packed, "outputs download")
         bounds = np.cumsum([2 * made] + [int(r.shape[0]) for r in rows])
         _, final_id, final_state, partial_id, partial_state, stats, flat = np.split(host, bounds)
-        slots = len(self.batch.partial_frames)
+        at = utts - lo
         return LaneOutput(
-            arena_prev=host[:made], arena_code=host[made:2 * made], final_id=final_id[utts],
-            final_state=final_state[utts], partial_id=partial_id.reshape(count, -1)[utts, :slots],
-            partial_state=partial_state.reshape(count, -1)[utts, :slots],
-            stats=stats.reshape(count, len(STAT))[utts],
+            arena_prev=host[:made], arena_code=host[made:2 * made], final_id=final_id[at], final_state=final_state[at],
+            partial_id=partial_id.reshape(hi - lo, width)[at, :slots],
+            partial_state=partial_state.reshape(hi - lo, width)[at, :slots],
+            stats=stats.reshape(hi - lo, len(STAT))[at],
             lattice=flat.reshape(-1, 4) if self.records is not None else None)
 
     def _made_since(self):

@@ -1,5 +1,5 @@
 // CUDA kernels of the lane decoder (specbench/decoder/lanes.py). Each kernel does what the method of the
-// same name in specbench/decoder/twin.py does in numpy; the host loop in gpu.py calls them in the order of
+// same name in specbench/decoder/twin.py does in numpy; the host loop in gpu/backend.py calls them in the order of
 // lanes.py's module docstring. Costs: float64 token costs, float32 arc weights and acoustic costs (as in
 // Kaldi). Keys: order-preserving bits (ord32/ord64), so unsigned atomicMin/atomicMax order floats.
 
