@@ -578,7 +578,7 @@ class _Harvest:
         part = replace(b, utt_ids=[b.utt_ids[u] for u in utts.tolist()], lengths=b.lengths[utts],
                        first_row=b.first_row[utts])
         rows = replace(out, arena_prev=self.arena_prev.view(), arena_code=self.arena_code.view(), lattice=None)
-        results = assemble_results(d.lane_graph, d.settings, part, rows)
+        results = assemble_results(d.lane_graph, part, rows)
         if d.settings.lattice_beam is None:
             self.pending.append((utts, results, None))
             return
@@ -654,16 +654,11 @@ def _trace(prev: np.ndarray, code: np.ndarray, ids: np.ndarray) -> list[list[int
     return paths
 
 
-def assemble_results(lg: LaneGraph, settings: LaneSettings, batch: LaneBatch,
-                     out: LaneOutput) -> list[DecodeResult]:
-    """Trace back every utterance's best final token (and partials), build DecodeResults with lattices (from
-    records by utterance: `records_by_utterance`)."""
-    from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
-
+def assemble_results(lg: LaneGraph, batch: LaneBatch, out: LaneOutput) -> list[DecodeResult]:
+    """Trace back every utterance's best final token (and partials) and build its DecodeResult (lattices are
+    attached by `_Harvest` once pruned)."""
     base = lg.moves.num_moves + 1
     paths = _trace(out.arena_prev, out.arena_code, out.final_id)
-    lattices = (lane_lattices(lg.graph, batch, out.lattice, settings.lattice_beam)
-                if out.lattice is not None else [None] * len(batch.utt_ids))
     init_tokens = lg.init_dest.shape[0]
     results = []
     for u, utt_id in enumerate(batch.utt_ids):
@@ -685,7 +680,7 @@ def assemble_results(lg: LaneGraph, settings: LaneSettings, batch: LaneBatch,
         results.append(DecodeResult(
             utt_id=utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=frames, word_end_frames=path.word_end_frames,
-            stats=stats, lattice=lattices[u], partials=_partials(lg, batch, out, u, base)))
+            stats=stats, partials=_partials(lg, batch, out, u, base)))
     return results
 
 
