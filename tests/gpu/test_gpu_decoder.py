@@ -138,9 +138,9 @@ def test_slurp_one_best_equals_cpu(max_active: int, table_slots: int) -> None:
 
 
 def test_kernel_log_equals_the_twins() -> None:
-    """The frame loop's launches and host reads, counted by the GPU backend as it runs them, equal the twin's
-    count of the same batch (1-best and lattices, with partials; 64 utterances on 16 lanes, so lanes are
-    refilled and lattice records taken as utterances end); with timing, every launch has its time."""
+    """The frame loop's launches, host reads and uploads, counted by the GPU backend as it runs them, equal the
+    twin's count of the same batch (1-best and lattices, with partials; 64 utterances on 16 lanes, so lanes
+    are refilled and lattice records taken at status points); with timing, every launch has its time."""
     from specbench.decoder.gpu import GpuDecoder
 
     graph_path, items = _real_scores(64)
@@ -153,6 +153,7 @@ def test_kernel_log_equals_the_twins() -> None:
         assert gpu.frame_steps == twin.frame_steps
         assert gpu.kernel_log.launches == twin.kernel_log.launches
         assert gpu.kernel_log.syncs == twin.kernel_log.syncs and gpu.kernel_log.arcs == twin.kernel_log.arcs
+        assert gpu.kernel_log.uploads == twin.kernel_log.uploads
         assert set(gpu.kernel_log.kernel_ms) == set(gpu.kernel_log.launches)
         SUMMARY[f"kernel_log_lattice_{lattice_beam}"] = gpu.kernel_log.report(gpu.frame_steps)
     _write_summary()
@@ -160,8 +161,9 @@ def test_kernel_log_equals_the_twins() -> None:
 
 def test_the_frame_loop_waits_for_the_device_only_in_its_counted_reads() -> None:
     """Under `cupyx.allow_synchronize(False)` any synchronization the frame loop makes outside its counted
-    reads (`_read`, the refill upload; a wave's upload and download are outside the loop) raises: a
-    boolean mask, `nonzero` or `int()` of a device value cannot hide. 1-best and lattices, with partials."""
+    reads (`_read`: the status points; a wave's upload and download are outside the loop) raises: a
+    boolean mask, `nonzero` or `int()` of a device value cannot hide, nor can a refill plan's upload (from
+    pinned memory, asynchronous). 1-best and lattices, with partials."""
     import cupyx
 
     from specbench.decoder.gpu import GpuDecoder
@@ -173,7 +175,7 @@ def test_the_frame_loop_waits_for_the_device_only_in_its_counted_reads() -> None
     graph = read_graph(graph_path)
     for lattice_beam in (None, 8.0):
         options = SearchOptions(beam=15.0, max_active=200, min_active=20, lattice_beam=lattice_beam)
-        gpu = GpuDecoder(graph, options, max_lanes=8)  # lanes refilled: their uploads counted too
+        gpu = GpuDecoder(graph, options, max_lanes=8)  # lanes refilled, planned at status points
         with forbid(False):
             got = gpu.decode_batch(items, 3)
         want = TwinDecoder(graph, options).decode_batch(items, 3)

@@ -42,8 +42,9 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     refill = result["twin_lane_refill"]  # 8 utterances on 2 lanes, refilled and in batches of 2
     assert refill["max_lanes"] == 2 and refill["identical"]
     assert refill["refill"]["frame_steps"] <= refill["batches"]["frame_steps"]
-    # what the GPU's frame loop launches and reads, counted by the twin: two reads a frame step and more
-    assert result["twin_kernel_log"]["syncs_per_frame"] >= 2 and result["twin_kernel_log"]["arcs_per_second"] > 0
+    # what the GPU's frame loop launches and reads, counted by the twin: a read at most every 16 frame steps
+    log = result["twin_kernel_log"]
+    assert log["syncs_per_frame"] <= 1 / 16 and log["launches_per_frame"] >= 13 and log["arcs_per_second"] > 0
     assert result["gpu"] in ("available", "unavailable")
     assert result["decoder.cpu_kaldi_identical"] >= 0.75
     assert 0.0 <= result["decoder.onebest_identical"] <= 1.0

@@ -8,36 +8,45 @@ implements the same kernels (`LaneKernels`): numpy functions in the twin, CUDA k
 A wave is one run of the frame loop over many utterances on a fixed number of lanes. Each lane holds one
 utterance at a time, from its first frame step to its end step (`lane_end`; a lane's utterance reads its
 frame f - first step from the wave's cost rows through `lane_row`); between frame steps, lanes whose
-utterance ended a step earlier are refilled with the next utterances (`LaneKernels.refill`).
+utterance ended a step earlier are refilled with the next utterances (`LaneKernels.refill`), as planned
+ahead at the last status point (`_Planner`: the lengths say when each lane frees).
+
+The frame loop does not wait for the device. Its counts (live tokens, candidate arcs, winners, arena and
+lattice fill) stay in device memory, where the kernels read them: they run on fixed grids, with grid-stride
+loops or one contiguous chunk of the items per block, and the prefix sums are the blocks' sums scanned by
+one block (`scan_partials`) and each block's prefix within its chunk. Every `STATUS_EVERY` frame steps, a
+status point reads the device once (`LaneKernels.status`): the fill, which decides whether the wave takes
+more utterances, and what was made up to the previous status point, from which results are assembled. The
+arena entries and lattice records wait on the device in ring buffers (`LaneSettings.arena_window`).
 
 Per frame step f, over the tokens of every lane whose utterance is still running:
 
-1. `lane_reduce`: per-lane best and worst cost, token count and first token (atomicMin / atomicMax on
-   order-preserving float64 bits, atomicAdd).
-2. `select_setup`, then `radix_select`: per lane, the exact k-th smallest float32 cost for k = max_active
-   (when more tokens are active) and k = min_active (when tokens lie beyond the beam) by radix selection
-   over 256-bin cost histograms of the order-preserving float32 bits, 8 bits a pass: Kaldi's `nth_element`
-   cutoffs, exactly, without sorting. One block per lane over the lane's tokens (contiguous in the queue),
-   so a lane that needs no selection (most of them: max-active rarely binds) pays nothing but an idle
-   block, and the four passes are one launch.
-3. `lane_cutoff`: Kaldi's GetCutoff from those statistics (pruning.py's rules and float types): the
-   weight cutoff, the adaptive beam; max-active and min-active binds and beam narrowings are counted.
-4. `token_degree` + prefix sum: out-degrees (in the closed-arc table) of the tokens below the cutoff.
-5. `expand_min`: load-balanced over arcs: slot j finds its token by binary search in the prefix sums and
+1. `frame_begin` (per-lane scratch reset), `lane_reduce`: per-lane best and worst cost, token count and
+   first token (atomicMin / atomicMax on order-preserving float64 bits, atomicAdd).
+2. `lane_select`, one block per lane: where max_active or min_active may bind, the exact k-th smallest
+   float32 cost for k = max_active (when more tokens are active) and k = min_active (when tokens lie beyond
+   the beam) by radix selection over 256-bin cost histograms of the order-preserving float32 bits, 8 bits a
+   pass: Kaldi's `nth_element` cutoffs, exactly, without sorting, over the lane's tokens (contiguous in the
+   queue), so a lane that needs no selection (most of them: max-active rarely binds) does no pass. Then
+   Kaldi's GetCutoff (pruning.py's rules and float types): the weight cutoff, the adaptive beam;
+   max-active and min-active binds and beam narrowings are counted.
+3. `token_degree` + prefix sums (`scan_partials`, `scan_apply`): out-degrees (in the closed-arc table) of
+   the tokens below the cutoff; arc slots past the arc capacity are counted as overflows.
+4. `expand_min`: load-balanced over arcs: slot j finds its token by binary search in the prefix sums and
    its arc as an offset; the per-lane minimum of the new costs (atomicMin) gives the next cutoff.
-6. `expand_recombine`: candidates below the next cutoff pack (order-preserving float32 cost << 32 | arc
+5. `expand_recombine`: candidates below the next cutoff pack (order-preserving float32 cost << 32 | arc
    entry) into a uint64 and `atomicMin` it into the lane's table entry of their destination state: a dense
    per-lane state table, or with `LaneSettings.table_slots` a per-lane hash table over states.
-7. `resolve_cost`, `resolve_index`: among candidates whose float32 costs tie with the winner's, the lowest
+6. `resolve_cost`, `resolve_index`: among candidates whose float32 costs tie with the winner's, the lowest
    float64 cost, then the lowest arc entry (two more atomicMin passes): the CPU decoder's tie rule exactly.
-8. `mark` + prefix sums, `emit_winners`: winners compacted into the next token queue and the backpointer
-   arena; bare emitting-arc candidates within the lattice beam of their destination's winner are recorded
-   as lattice links, and (`epsilon_links`: `dense_tok_set`, `eps_link_count`, prefix sums,
-   `eps_link_write`, `dense_tok_clear`) every epsilon arc between two of the new tokens within the lattice
-   beam of its destination (lattice_paths.py).
-9. At frames where partial hypotheses are asked for, and at each lane's last frame, `lane_best`: the best
-   token per lane (lowest cost, then lowest state; at the end with final weights), written to the
-   utterance's output slot.
+7. `mark` + prefix sums (`scan_partials`, then within `emit_winners`), `emit_winners`: winners compacted
+   into the next token queue and the backpointer arena; bare emitting-arc candidates within the lattice
+   beam of their destination's winner are recorded as lattice links, and (`links`: `dense_tok_set`,
+   `eps_link_count`, prefix sums, `eps_link_write`, `dense_tok_set` to clear) every epsilon arc between two
+   of the new tokens within the lattice beam of its destination (lattice_paths.py).
+8. At frames where partial hypotheses are asked for, and at each lane's last frame, `best_cost`,
+   `best_state`, `best_pick`: the best token per lane (lowest cost, then lowest state; at the end with final
+   weights), written to the utterance's output slot.
 
 Epsilon arcs: the epsilon closure is iterated to its fixed point once per graph on the host
 (`epsilon.epsilon_closure`) and each emitting arc is stored followed by every closure move
@@ -86,9 +95,17 @@ FLT_MAX = float(np.finfo(np.float32).max)
 # Hash-table slots per lane that the benchmarks use (`LaneSettings.table_slots`): on the SLURP TLG at beam
 # 15 a lane's frame reached at most 6,280 distinct states over 300 held-out-voice test utterances
 HASH_TABLE_SLOTS = 1 << 15
-# Utterances released from their lanes before a wave's outputs are taken from the device, their results
-# traced and their lattices pruned (`_Harvest`)
-HARVEST_UTTERANCES = 32
+# Frame steps between two status points of a wave: the host reads the device (the fill of the arena and the
+# lattice records, and what is taken), plans the refills of the next steps and uploads them; nothing else
+# in the frame loop waits for the device
+STATUS_EVERY = 16
+# The kernels the GPU backend launches at every frame step, at a step where lanes end or take a partial
+# (each), and for the epsilon lattice links of a step (the twin counts the same in its `KernelLog`)
+FRAME_LAUNCHES = ("frame_begin", "lane_reduce", "lane_select", "token_degree", "scan_partials", "scan_apply",
+                  "expand_min", "expand_recombine", "resolve_cost", "resolve_index", "mark", "scan_partials",
+                  "emit_winners")
+BEST_LAUNCHES = ("best_cost", "best_state", "best_pick")
+LINK_LAUNCHES = ("dense_tok_set", "eps_link_count", "scan_partials", "eps_link_write", "dense_tok_set")
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,10 @@ class LaneSettings:
     addressing by state (on the GPU also the lattices' token-cost table; the twin keeps that one dense):
     per-lane memory grows with the distinct states a frame reaches, and a frame that
     reaches more in a lane overflows it (counted in `queue_overflows`, the lane retried alone).
+    arena_window, lattice_window: the arena entries and lattice records the device holds until the host takes
+    them at a status point (a ring buffer each, at most the capacity; 1 GB each by default): what is made
+    in about two status periods (33 frame steps) must fit, or the lanes that make more overflow (counted,
+    retried as above).
     """
 
     options: SearchOptions
@@ -173,16 +194,29 @@ class LaneSettings:
     arena_capacity: int = 1 << 27
     lattice_capacity: int = 1 << 26
     table_slots: int = 0
+    arena_window: int = 1 << 26
+    lattice_window: int = 1 << 25
 
     def __post_init__(self) -> None:
         require_options("LaneSettings", self.options)
-        for name in ("token_capacity", "arc_capacity", "arena_capacity", "lattice_capacity"):
+        for name in ("token_capacity", "arc_capacity", "arena_capacity", "lattice_capacity", "arena_window",
+                     "lattice_window"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1 or value >= 2**31:
                 raise ValueError(f"{name} must be an int in [1, 2^31), got {value!r}")
         slots = self.table_slots
         if not isinstance(slots, int) or (slots and (slots < 16 or slots > 2**30 or slots & (slots - 1))):
             raise ValueError(f"table_slots must be 0 (dense) or a power of two from 16 to 2^30, got {slots!r}")
+
+    def arena_room(self, size: int, taken: int) -> int:
+        """Arena entries that may still be made, `size` made in the wave and `taken` of them by the host."""
+        ring = min(self.arena_window, self.arena_capacity)
+        return max(0, min(self.arena_capacity - size, ring - (size - taken)))
+
+    def lattice_room(self, size: int, taken: int) -> int:
+        """Lattice records that may still be made (as `arena_room`)."""
+        ring = min(self.lattice_window, self.lattice_capacity)
+        return max(0, min(self.lattice_capacity - size, ring - (size - taken)))
 
     def table_size(self, num_states: int) -> int:
         """Entries of one lane's recombination table."""
@@ -260,6 +294,7 @@ class KernelLog:
 
     launches: Counter = field(default_factory=Counter)
     syncs: Counter = field(default_factory=Counter)
+    uploads: Counter = field(default_factory=Counter)
     arcs: int = 0
     kernel_ms: Counter = field(default_factory=Counter)
 
@@ -269,13 +304,18 @@ class KernelLog:
     def sync(self, what: str) -> None:
         self.syncs[what] += 1
 
+    def upload(self, what: str) -> None:
+        """An asynchronous upload (from pinned host memory: the host does not wait)."""
+        self.uploads[what] += 1
+
     def report(self, frame_steps: int, seconds: float | None = None) -> dict:
         """Per frame step of the loop: launches and synchronizations (totals by name beside them), candidate
         arcs, and with `seconds` the arcs expanded per second; kernel milliseconds where they were timed."""
         steps = max(frame_steps, 1)
         out = {"frame_steps": frame_steps, "launches_per_frame": sum(self.launches.values()) / steps,
                "syncs_per_frame": sum(self.syncs.values()) / steps, "arcs": self.arcs,
-               "launches": dict(sorted(self.launches.items())), "syncs": dict(sorted(self.syncs.items()))}
+               "launches": dict(sorted(self.launches.items())), "syncs": dict(sorted(self.syncs.items())),
+               "uploads": dict(sorted(self.uploads.items()))}
         if seconds:
             out["arcs_per_second"] = self.arcs / seconds
         if self.kernel_ms:
@@ -283,35 +323,49 @@ class KernelLog:
         return out
 
 
+@dataclass(frozen=True)
+class Refill:
+    """Lanes released and placed before frame step `step`: the counts of `out_lanes` move to their
+    utterances `out_utts`; utterances `in_utts` start on `in_lanes` (their frame-0 tokens join the queue)."""
+
+    step: int
+    out_lanes: np.ndarray
+    out_utts: np.ndarray
+    in_lanes: np.ndarray
+    in_utts: np.ndarray
+
+
 class LaneKernels:
     """The kernels of the lane algorithm; `twin.NumpyLaneKernels` and `gpu.CudaLaneKernels` implement them.
 
-    `start(batch, num_lanes)` uploads a wave's costs and sets up `num_lanes` empty lanes. Between frame steps,
-    `refill(step, out_lanes, out_utts, in_lanes, in_utts)` releases lanes whose utterance has ended (their
-    counts become those utterances' `LaneOutput.stats`) and puts utterances on free lanes, starting at frame
-    step `step` (their frame-0 tokens join the queue); then `links(step)` records the epsilon lattice links
-    of the tokens that step starts from (with lattices). `frame(f, finals, partials)` runs frame step f over
-    every lane whose utterance is running; with `finals`, the lanes whose utterance ends at f put their best
-    final token in the utterance's output slot (`LaneOutput.final_id`), with `partials` the lanes whose
-    utterance takes a partial after f their best token in its slot (`partial_id`, every
-    `batch.partial_every` frames): the kernels find those lanes from their placement.
-    `arena_size` and `lattice_size` are the entries used so far, known to
-    the host; `log` counts what the frames asked of the device (`KernelLog`). `take_outputs(utts)` hands
-    over, in one download, what the kernels made since the last take (arena entries, lattice records) and the
-    outputs of the released utterances `utts` (their rows of `LaneOutput`, in that order); `finish(lanes,
-    utts)` releases the lanes that still hold utterances and returns the rest: what was made since the last
-    take, and every utterance's rows.
+    `start(batch, num_lanes)` uploads a wave's costs and sets up `num_lanes` empty lanes. `plan(refills)`
+    hands over the refills (`Refill`) of the next frame steps, planned at a status point: the GPU uploads them
+    at once, without waiting. Between frame steps, `refill(step)` carries out the planned refill of `step`
+    (if any); then `links(step)` records the epsilon lattice links of the tokens that step starts from (with
+    lattices). `frame(f, finals, partials)` runs frame step f over every lane whose utterance is running; with
+    `finals`, the lanes whose utterance ends at f put their best final token in the utterance's output slot
+    (`LaneOutput.final_id`), with `partials` the lanes whose utterance takes a partial after f their best token
+    in its slot (`partial_id`, every `batch.partial_every` frames): the kernels find those lanes from their
+    placement. The counts of the frame loop (tokens, candidate arcs, arena entries, lattice records) stay on
+    the device; the host learns them at status points: `status(utts)`, one download, gives the arena's and
+    the lattice records' fill (`known_arena`, `known_lattice`), and hands over what the kernels made up to the
+    previous status point (arena entries, lattice records) with the outputs of `utts` (utterances released
+    before it: their rows of `LaneOutput`, in that order). `finish(lanes, utts)` releases the lanes that still
+    hold utterances and returns the rest: what was made since the last take, and every utterance's rows.
+    `log` counts what the frames asked of the device (`KernelLog`).
     """
 
     log: KernelLog
-    arena_size: int
-    lattice_size: int
+    known_arena: int
+    known_lattice: int
 
     def start(self, batch: LaneBatch, num_lanes: int) -> None:
         raise NotImplementedError
 
-    def refill(self, step: int, out_lanes: np.ndarray, out_utts: np.ndarray, in_lanes: np.ndarray,
-               in_utts: np.ndarray) -> None:
+    def plan(self, refills: list[Refill]) -> None:
+        raise NotImplementedError
+
+    def refill(self, step: int) -> None:
         raise NotImplementedError
 
     def links(self, step: int) -> None:
@@ -320,7 +374,7 @@ class LaneKernels:
     def frame(self, f: int, finals: bool, partials: bool) -> None:
         raise NotImplementedError
 
-    def take_outputs(self, utts: np.ndarray) -> LaneOutput:
+    def status(self, utts: np.ndarray) -> LaneOutput:
         raise NotImplementedError
 
     def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
@@ -363,11 +417,12 @@ class LaneDecoder:
     Kaldi's CUDA decoder does with its channels), the items run longest first and a lane whose utterance has
     ended takes the next one after one idle frame step (which keeps each lane's lattice records of two
     utterances apart), so the lanes stay busy until the items run out; a wave takes new utterances while its
-    backpointer arena and lattice records fill less than a quarter of their capacities, and the rest go to
-    the next wave. Without `refill`, the items run in batches of max_lanes of similar length, each as many
-    frame steps as its longest. Every `HARVEST_UTTERANCES` utterances that end, their results are taken
-    from the device and assembled (`_Harvest`; `decode_stream` passes them on at once), with lattices pruned
-    on `lattice_workers` host threads while decoding goes on (`lattice_paths.lane_lattices`; the compiled
+    backpointer arena and lattice records fill less than a quarter of their capacities (as read at the
+    last status point, every `STATUS_EVERY` frame steps), and the rest go to the next wave. Without `refill`,
+    the items run in batches of max_lanes of similar length, each as many frame steps as its longest. At each
+    status point, the results of the utterances that ended before the previous one are taken from the device
+    and assembled (`_Harvest`; `decode_stream` passes them on at once), with lattices pruned on
+    `lattice_workers` host threads while decoding goes on (`lattice_paths.lane_lattices`; the compiled
     pruning releases the GIL). `frame_steps` counts
     the frame steps run (retries included), `lane_frames` the utterances' frames, `kernel_log` the device
     work (`KernelLog`).
@@ -415,8 +470,9 @@ class LaneDecoder:
     def decode_stream(self, items: Sequence[tuple[str, np.ndarray]],
                       partial_every: int | None = None) -> Iterator[tuple[int, DecodeResult]]:
         """`decode_batch`'s results as they are ready, as (position in `items`, result) pairs: bad items at
-        once, then the utterances of each wave every `HARVEST_UTTERANCES` that end (with lattices, once
-        their lattices are pruned), so that a caller can pass them on while the rest decode."""
+        once, then the utterances of each wave at the status points after they end (every `STATUS_EVERY`
+        frame steps; with lattices, once their lattices are pruned), so that a caller can pass them on while
+        the rest decode."""
         yield from self._decode_items(items, partial_every)
 
     def _decode_items(self, items: Sequence[tuple[str, np.ndarray]],
@@ -467,14 +523,17 @@ class LaneDecoder:
         return scores * np.float32(-self.settings.acoustic_scale)
 
     def _room_to_admit(self) -> bool:
-        """Whether a wave takes more utterances: its arena and lattice records under a quarter full."""
+        """Whether a wave takes more utterances: its arena and lattice records under a quarter full at the last
+        status point."""
         s, k = self.settings, self.kernels
-        return k.arena_size < s.arena_capacity // 4 and k.lattice_size < s.lattice_capacity // 4
+        return k.known_arena < s.arena_capacity // 4 and k.known_lattice < s.lattice_capacity // 4
 
     def _decode_wave(self, chunk: list[tuple[int, str, np.ndarray]],
                      partial_every: int | None) -> Iterator[tuple[int, DecodeResult]]:
         """One run of the frame loop over a prefix of `chunk` (all of it, unless the arena fills): (index in
-        `chunk`, result) of every utterance it takes, as they are ready (`_Harvest`)."""
+        `chunk`, result) of every utterance it takes, as they are ready (`_Harvest`). Every `STATUS_EVERY`
+        frame steps, a status point: the host reads the device once (`LaneKernels.status`), decides whether
+        the wave takes more utterances, and plans the refills of the next `STATUS_EVERY` steps."""
         k, total = self.kernels, len(chunk)
         lengths = np.array([c[2].shape[0] for c in chunk], dtype=np.int64)
         partials = partial_frame_indices(int(lengths.max()), partial_every)
@@ -482,60 +541,103 @@ class LaneDecoder:
         every = batch.partial_every
         num_lanes = min(self.max_lanes, total)
         k.start(batch, num_lanes)
+        planner = _Planner(lengths, num_lanes, self.refill)
         lane_utt = np.full(num_lanes, -1, dtype=np.int64)
         lane_start = np.zeros(num_lanes, dtype=np.int64)
         lane_end = np.zeros(num_lanes, dtype=np.int64)
-        nothing = np.zeros(0, dtype=np.int64)
         harvest = _Harvest(self, batch)
-        admitted = 0
 
-        def place(step: int, free: np.ndarray) -> None:
-            """Utterances onto `free` lanes from `step`; a lane's last utterance is released as it is replaced."""
-            nonlocal admitted
-            take = free[:total - admitted] if (admitted == 0 or self._room_to_admit()) else nothing
-            if not take.shape[0]:
-                return
-            out_lanes = take[lane_utt[take] >= 0]
-            utts = np.arange(admitted, admitted + take.shape[0], dtype=np.int64)
-            k.refill(step, out_lanes, lane_utt[out_lanes], take, utts)
-            harvest.released(lane_utt[out_lanes])
-            lane_utt[take], lane_start[take], lane_end[take] = utts, step, step + lengths[utts]
-            harvest.placed(take, step, utts)
-            admitted += take.shape[0]
+        def begin(step: int) -> None:
+            """Step `step`'s planned refill (the host's view of the lanes follows), then its epsilon links."""
+            event = planner.at(step)
+            if event is not None:
+                harvest.released(event.out_utts)
+                lane_utt[event.in_lanes] = event.in_utts
+                lane_start[event.in_lanes] = step
+                lane_end[event.in_lanes] = step + lengths[event.in_utts]
+                harvest.placed(event.in_lanes, step, event.in_utts)
+                k.refill(step)
+            k.links(step)
 
-        place(0, np.arange(num_lanes, dtype=np.int64))
-        k.links(0)
+        k.plan(planner.window(0, STATUS_EVERY, admit=True))
+        begin(0)
         f = 0
-        while (lane_end > f).any() or (admitted < total and self._room_to_admit()):
+        while (lane_end > f).any() or planner.pending(f + 1):
             running = lane_end > f
             ending = running & (lane_end == f + 1)
             k.frame(f, bool(ending.any()), bool(every and (running & ((f - lane_start + 1) % every == 0)).any()))
             self.frame_steps += 1
-            if self.refill:  # lanes whose utterance's last step was f - 1 or earlier
-                place(f + 1, (lane_end <= f).nonzero()[0])
-            k.links(f + 1)
-            yield from harvest.due()
+            if (f + 1) % STATUS_EVERY == 0:
+                yield from harvest.status_point()
+                if self.refill:
+                    k.plan(planner.window(f + 1, f + 1 + STATUS_EVERY, admit=self._room_to_admit()))
+            begin(f + 1)
+            yield from harvest.ready()
             f += 1
-        self.lane_frames += int(lengths[:admitted].sum())
+        self.lane_frames += int(lengths[:planner.admitted].sum())
         left = (lane_utt >= 0).nonzero()[0]
         harvest.released(lane_utt[left])
         yield from harvest.finish(k.finish(left, lane_utt[left]))
 
 
+class _Planner:
+    """A wave's placements of utterances on lanes, planned ahead of the frame loop (the lengths say when each
+    lane's utterance ends): utterances in order, each onto a lane one idle step after the lane's last
+    utterance ended (without refill, only at step 0). `window(begin, end, admit)` plans steps begin..end - 1
+    (new utterances only with `admit`); `at(step)` is the planned refill of a step."""
+
+    def __init__(self, lengths: np.ndarray, num_lanes: int, refill: bool) -> None:
+        self.lengths, self.refill = lengths, refill
+        self.end = np.full(num_lanes, -1, dtype=np.int64)  # the planned end step of each lane's utterance
+        self.utt = np.full(num_lanes, -1, dtype=np.int64)
+        self.admitted = 0
+        self.events: dict[int, Refill] = {}
+        self.last = -1  # the last step with a planned refill
+
+    def window(self, begin: int, end: int, admit: bool) -> list[Refill]:
+        planned = []
+        total = self.lengths.shape[0]
+        for step in range(begin, end):
+            if not admit or self.admitted == total or (step and not self.refill):
+                break
+            free = (self.end < 0).nonzero()[0] if step == 0 else (self.end == step - 1).nonzero()[0]
+            take = free[:total - self.admitted]
+            if not take.shape[0]:
+                continue
+            out_lanes = take[self.utt[take] >= 0]
+            utts = np.arange(self.admitted, self.admitted + take.shape[0], dtype=np.int64)
+            event = Refill(step, out_lanes, self.utt[out_lanes].copy(), take, utts)
+            self.utt[take], self.end[take] = utts, step + self.lengths[utts]
+            self.admitted += take.shape[0]
+            self.events[step] = event
+            self.last = step
+            planned.append(event)
+        return planned
+
+    def at(self, step: int) -> Refill | None:
+        return self.events.pop(step, None)
+
+    def pending(self, step: int) -> bool:
+        """Whether a refill is planned at `step` or later."""
+        return self.last >= step
+
+
 class _Harvest:
-    """A wave's results as its utterances end: whenever `HARVEST_UTTERANCES` utterances have been released
-    from their lanes (their last step done, their counts moved to them), the kernels hand over what they made
-    since the last take (`LaneKernels.take_outputs`, one download: new arena entries, lattice records, the
-    released utterances' outputs); their best paths are traced on the host, and with lattices their records
-    (mapped to utterances: `records_by_utterance`) are pruned on the decoder's worker threads
-    (`lattice_paths.lane_lattices`), a result passed on once its lattice is ready."""
+    """A wave's results as its utterances end. Lanes release their utterances (their last step done, their
+    counts moved to them) at refills; at each status point the kernels hand over, in the status download, what
+    they made up to the previous status point (arena entries and lattice records, which hold everything of the
+    utterances released before it) and those utterances' outputs (`LaneKernels.status`). Their best paths are
+    traced on the host, and with lattices their records (mapped to utterances: `records_by_utterance`) are
+    pruned on the decoder's worker threads (`lattice_paths.lane_lattices`), a result passed on once its
+    lattice is ready."""
 
     def __init__(self, decoder: LaneDecoder, batch: LaneBatch) -> None:
         self.decoder, self.batch = decoder, batch
         self.arena_prev, self.arena_code = _Growing(), _Growing()
         self.placements: list[np.ndarray] = []
         self.held: dict[int, list[np.ndarray]] = {}  # utterance -> its records (frame, src, code) so far
-        self.waiting: list[np.ndarray] = []  # released since the last take
+        self.waiting: list[np.ndarray] = []  # released since the last status point
+        self.complete = np.zeros(0, dtype=np.int64)  # released before the last status point, not yet taken
         self.pending: list[tuple[np.ndarray, list[DecodeResult], Future]] = []  # results awaiting lattices
 
     def placed(self, lanes: np.ndarray, step: int, utts: np.ndarray) -> None:
@@ -545,17 +647,22 @@ class _Harvest:
         if utts.shape[0]:
             self.waiting.append(utts)
 
-    def due(self) -> Iterator[tuple[int, DecodeResult]]:
-        if sum(w.shape[0] for w in self.waiting) >= HARVEST_UTTERANCES:
-            utts = np.concatenate(self.waiting)
-            self.waiting = []
-            self._take(self.decoder.kernels.take_outputs(utts), utts)
+    def status_point(self) -> Iterator[tuple[int, DecodeResult]]:
+        """The status download: the utterances released before the last status point are taken (what was made
+        up to it holds all of theirs); those released since wait for the next."""
+        utts = self.complete
+        self.complete = np.concatenate(self.waiting) if self.waiting else np.zeros(0, dtype=np.int64)
+        self.waiting = []
+        self._take(self.decoder.kernels.status(utts), utts)
+        yield from self.ready()
+
+    def ready(self) -> Iterator[tuple[int, DecodeResult]]:
         yield from self._ready(wait=False)
 
     def finish(self, out: LaneOutput) -> Iterator[tuple[int, DecodeResult]]:
         """The rest, from the kernels' final output (every utterance's rows), then every lattice awaited."""
-        utts = np.concatenate(self.waiting) if self.waiting else np.zeros(0, dtype=np.int64)
-        self.waiting = []
+        utts = np.concatenate([self.complete, *self.waiting])
+        self.complete, self.waiting = np.zeros(0, dtype=np.int64), []
         rows = replace(out, final_id=out.final_id[utts], final_state=out.final_state[utts],
                        partial_id=out.partial_id[utts], partial_state=out.partial_state[utts], stats=out.stats[utts])
         self._take(rows, utts)

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from specbench.decoder.lanes import (
-    STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels, LaneOutput, LaneSettings, admitted_tokens,
+    BEST_LAUNCHES, FRAME_LAUNCHES, LINK_LAUNCHES, STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels,
+    LaneOutput, LaneSettings, Refill, admitted_tokens,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.search import gather_arcs
@@ -87,21 +88,29 @@ class NumpyLaneKernels(LaneKernels):
         self.tok_state = np.zeros(0, dtype=np.int32)
         self.tok_cost = np.zeros(0, dtype=np.float64)
         self.tok_id = np.zeros(0, dtype=np.int64)
-        self.arena_prev, self.arena_code = [], []
-        self.arena_size = 0
+        self.arena_prev, self.arena_code = [], []  # made since the last take
+        self.arena_size = self.arena_taken = self.known_arena = 0
         self.lattice: list[np.ndarray] | None = [] if self.s.lattice_beam is not None else None
-        self.lattice_size = 0
+        self.lattice_size = self.lattice_taken = self.known_lattice = 0
+        self.planned: dict[int, Refill] = {}
 
-    def refill(self, step: int, out_lanes: np.ndarray, out_utts: np.ndarray, in_lanes: np.ndarray,
-               in_utts: np.ndarray) -> None:
-        """Counts of `out_lanes` to their utterances, lanes zeroed; `in_utts` placed on `in_lanes` from frame
-        step `step`: the lanes' end step and cost rows, the frame-0 tokens (the start state closed over
-        epsilons) appended to the queue and the arena."""
-        if step:  # the GPU backend: one upload of every index (at step 0, the wave's upload), one launch
-            self.log.sync("lane refill upload")
-        if out_lanes.shape[0] or in_lanes.shape[0]:
-            self.log.launch("refill_lanes")
-        self.utt_stats[out_utts] = self.stats[out_lanes]
+    def plan(self, refills: list[Refill]) -> None:
+        """The GPU backend: one upload from pinned memory (the host does not wait)."""
+        if refills:
+            self.log.upload("refill plan")
+        self.planned.update((r.step, r) for r in refills)
+
+    def refill(self, step: int) -> None:
+        """The planned refill of `step` (`refill_lanes`): counts of the released lanes to their utterances,
+        lanes zeroed; utterances placed from frame step `step`: the lanes' end step and cost rows, the frame-0
+        tokens (the start state closed over epsilons) appended to the queue and the arena, as many lanes'
+        as the arena has room for (the others' tokens dropped, counted)."""
+        r = self.planned.pop(step, None)
+        if r is None:
+            return
+        out_lanes, in_lanes, in_utts = r.out_lanes, r.in_lanes, r.in_utts
+        self.log.launch("refill_lanes")
+        self.utt_stats[r.out_utts] = self.stats[out_lanes]
         self.stats[out_lanes] = 0
         if not in_lanes.shape[0]:
             return
@@ -109,6 +118,10 @@ class NumpyLaneKernels(LaneKernels):
         self.lane_start[in_lanes] = step
         self.lane_row[in_lanes] = self.batch.first_row[in_utts] - step
         self.lane_utt[in_lanes] = in_utts
+        per_lane = 1 + self.lg.init_dest.shape[0]
+        fit = min(in_lanes.shape[0], self.s.arena_room(self.arena_size, self.arena_taken) // per_lane)
+        self.stats[in_lanes[fit:], STAT["queue_overflows"]] += per_lane
+        in_lanes = in_lanes[:fit]
         lane, state, cost, ids, prev, code = admitted_tokens(self.lg, in_lanes, self.arena_size)
         self.tok_lane = np.concatenate([self.tok_lane, lane])
         self.tok_state = np.concatenate([self.tok_state, state])
@@ -125,13 +138,14 @@ class NumpyLaneKernels(LaneKernels):
     # ---- one frame step -------------------------------------------------------------------------------
 
     def frame(self, f: int, finals: bool, partials: bool) -> None:
-        queued = self.tok_lane.shape[0]  # the GPU's queue still holds the tokens of lanes that just ended
+        for name in FRAME_LAUNCHES:  # the GPU backend launches them at every step, whatever the token count
+            self.log.launch(name)
         self._drop_finished_lanes(f)
         best, worst, count = self.lane_reduce()
         selected = self.radix_select(best, worst, count)
         cutoff, adaptive = self.lane_cutoff(best, worst, count, selected)
         deg, cum = self.token_degree(cutoff)
-        self._count_expansion(queued, int(cum[-1]) if cum.shape[0] else 0)
+        self.log.arcs += min(int(cum[-1]) if cum.shape[0] else 0, self.s.arc_capacity)
         slot_tok, entry, new = self.expand_min(f, deg, cum)
         keep, index = self.expand_recombine(slot_tok, entry, new, adaptive)
         win = self.resolve(keep, index, entry, new)
@@ -140,27 +154,6 @@ class NumpyLaneKernels(LaneKernels):
             self.lane_best(f, finals=True, out_id=self.final_id, out_state=self.final_state)
         if partials:
             self.lane_best(f, finals=False, out_id=self.partial_id, out_state=self.partial_state)
-
-    def _count_expansion(self, queued: int, total: int) -> None:
-        """The GPU backend's launches and reads of a frame up to its winners (`CudaLaneKernels.frame`)."""
-        if not queued:
-            return
-        log = self.log
-        for name, times in (("lane_reset", 1), ("lane_reduce", 1), ("select_setup", 1), ("radix_select", 1),
-                            ("lane_cutoff", 1), ("token_degree", 1), ("cumsum", 1)):
-            log.launch(name, times)
-        log.sync("candidate arcs")
-        slots = min(total, self.s.arc_capacity)
-        log.arcs += slots
-        if total > slots:
-            log.launch("count_lost")
-        if slots == 0:
-            return
-        for name, times in (("expand_min", 1), ("expand_recombine", 1), ("resolve_cost", 1), ("resolve_index", 1),
-                            ("mark", 1), ("cumsum", 2), ("stack", 1)):
-            log.launch(name, times)
-        log.sync("winners and lattice links")
-        log.launch("emit_winners")
 
     def _drop_finished_lanes(self, f: int) -> None:
         """Tokens of lanes whose utterance has ended take no part (the kernels skip them)."""
@@ -322,7 +315,7 @@ class NumpyLaneKernels(LaneKernels):
             near = np.flatnonzero(keep & (bare >= 0) & (new <= best_here + s.lattice_beam))
             self._record(self.tok_lane[tok[near]], f, self.tok_state[tok[near]], bare[near])
         winners = np.flatnonzero(win)
-        room = min(s.token_capacity, s.arena_capacity - self.arena_size)
+        room = min(s.token_capacity, s.arena_room(self.arena_size, self.arena_taken))
         _add_per_lane(self.stats, STAT["queue_overflows"], self.tok_lane[tok[winners[max(room, 0):]]])
         winners = winners[:max(room, 0)]
         src = tok[winners]
@@ -341,7 +334,7 @@ class NumpyLaneKernels(LaneKernels):
 
     def _record(self, lanes: np.ndarray, frame: int, src: np.ndarray, code: np.ndarray) -> None:
         """Append lattice records (lane, frame, src state, code) up to the capacity; count the rest."""
-        room = max(0, self.s.lattice_capacity - self.lattice_size)
+        room = self.s.lattice_room(self.lattice_size, self.lattice_taken)
         _add_per_lane(self.stats, STAT["queue_overflows"], lanes[room:])
         lanes, src, code = lanes[:room], src[:room], code[:room]
         self.lattice.append(np.stack([lanes.astype(np.int64), np.full(lanes.shape[0], frame, dtype=np.int64),
@@ -352,12 +345,8 @@ class NumpyLaneKernels(LaneKernels):
         """`dense_tok_set`, `eps_link_count` + prefix sums, `eps_link_write`, `dense_tok_clear`: every
         epsilon arc between two tokens of the frame within the lattice beam of its destination token."""
         lg, states = self.lg, self.token_index()
-        if states.shape[0]:  # the GPU backend's launches and read for them
-            for name in ("dense_tok_set", "eps_link_count", "cumsum"):
-                self.log.launch(name)
-            self.log.sync("epsilon links")
-            self.log.launch("eps_link_write")
-            self.log.launch("dense_tok_set")
+        for name in LINK_LAUNCHES:  # the GPU backend's, at every step
+            self.log.launch(name)
         self.dense_tok[states] = self.tok_cost
         index, counts = gather_arcs(lg.eps_offsets, lg.eps_degree.astype(np.int64), self.tok_state)
         reach = self.tok_cost.repeat(counts) + lg.eps_weight[index]
@@ -385,10 +374,8 @@ class NumpyLaneKernels(LaneKernels):
     def lane_best(self, f: int, finals: bool, out_id: np.ndarray, out_state: np.ndarray) -> None:
         """Best token of each lane with an output slot at step f (`lane_target`): lowest cost (+ final weight
         with `finals`), then lowest state, written to out_id / out_state at the slot."""
-        if self.tok_lane.shape[0]:  # the GPU backend: two fills, three kernels
-            self.log.launch("fill", 2)
-            for name in ("best_cost", "best_state", "best_pick"):
-                self.log.launch(name)
+        for name in BEST_LAUNCHES:  # the GPU backend's, at every step where a lane ends (or takes a partial)
+            self.log.launch(name)
         target = self.lane_target(f, finals)
         mine = target[self.tok_lane] >= 0
         lane, state = self.tok_lane[mine], self.tok_state[mine]
@@ -404,34 +391,41 @@ class NumpyLaneKernels(LaneKernels):
         out_id[target[lane[pick]]] = ids[pick]
         out_state[target[lane[pick]]] = state[pick]
 
-    def take_outputs(self, utts: np.ndarray) -> LaneOutput:
-        """What was made since the last take and the rows of `utts` (the GPU backend: one download)."""
-        self.log.sync("outputs download")
+    def status(self, utts: np.ndarray) -> LaneOutput:
+        """The GPU backend's status download (one read): the fill of the arena and the lattice records, what
+        was made up to the previous status point, and the rows of `utts`."""
+        self.log.sync("status")
         self.log.launch("concatenate")
-        slots = len(self.batch.partial_frames)
-        return self._made_since(
-            final_id=self.final_id[utts], final_state=self.final_state[utts],
-            partial_id=self.partial_id.reshape(len(self.batch.utt_ids), -1)[utts, :slots],
-            partial_state=self.partial_state.reshape(len(self.batch.utt_ids), -1)[utts, :slots],
-            stats=self.utt_stats[utts])
+        slots, count = len(self.batch.partial_frames), len(self.batch.utt_ids)
+        out = self._made_until(
+            self.known_arena, self.known_lattice, final_id=self.final_id[utts], final_state=self.final_state[utts],
+            partial_id=self.partial_id.reshape(count, -1)[utts, :slots],
+            partial_state=self.partial_state.reshape(count, -1)[utts, :slots], stats=self.utt_stats[utts])
+        self.known_arena, self.known_lattice = self.arena_size, self.lattice_size
+        return out
 
-    def _made_since(self, **rows: np.ndarray) -> LaneOutput:
-        """A LaneOutput of the arena entries and lattice records made since the last take, with `rows`."""
+    def _made_until(self, arena: int, lattice: int, **rows: np.ndarray) -> LaneOutput:
+        """A LaneOutput of the arena entries and lattice records made since the last take, up to the wave's
+        `arena`-th entry and `lattice`-th record (the rest kept for the next take), with `rows`."""
         prev = np.concatenate(self.arena_prev) if self.arena_prev else np.zeros(0, dtype=np.int64)
         code = np.concatenate(self.arena_code) if self.arena_code else np.zeros(0, dtype=np.int64)
-        self.arena_prev, self.arena_code = [], []
-        lattice = None
+        cut = arena - self.arena_taken
+        self.arena_prev, self.arena_code = [prev[cut:]], [code[cut:]]
+        self.arena_taken = arena
+        records = None
         if self.lattice is not None:
-            lattice = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
-            self.lattice = []
-        return LaneOutput(arena_prev=prev, arena_code=code, lattice=lattice, **rows)
+            flat = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
+            cut_records = lattice - self.lattice_taken
+            records, self.lattice = flat[:cut_records], [flat[cut_records:]]
+            self.lattice_taken = lattice
+        return LaneOutput(arena_prev=prev[:cut], arena_code=code[:cut], lattice=records, **rows)
 
     def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
         self._clean_tables = self.num_lanes
         self.utt_stats[utts] = self.stats[lanes]
         count, slots = len(self.batch.utt_ids), len(self.batch.partial_frames)
-        return self._made_since(
-            final_id=self.final_id, final_state=self.final_state,
+        return self._made_until(
+            self.arena_size, self.lattice_size, final_id=self.final_id, final_state=self.final_state,
             partial_id=self.partial_id.reshape(count, -1)[:, :slots],
             partial_state=self.partial_state.reshape(count, -1)[:, :slots], stats=self.utt_stats)
 

@@ -1,15 +1,15 @@
 """The GPU backend: the lane decoder (lanes.py) on CUDA kernels (kernels/lanes.cu) through cupy.
 
 `GpuDecoder` decodes many utterances together (lanes), frame by frame, with the kernels of `lanes.cu`;
-`twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. Per frame
-step the host waits twice for the device: for the number of candidate arcs (to size the expansion) and
-for the number of winners (the next token count); three times with lattices (the epsilon links). Besides,
-it uploads the indices of the lanes refilled at a step (one upload) and takes the outputs made so far
-every 32 utterances that end (`take_outputs`, one download). The lanes that end or take a partial
-hypothesis at a step are found on the device from their placement, with no upload. Every launch and every
-host read of the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the
-twin counts the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy
-still has `cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
+`twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. The frame
+loop does not wait for the device: the counts it needs stay in device memory (`ctr`), read by kernels on
+fixed grids, and the buffers are allocated once per decoder. The host reads the device once per status
+point (every `lanes.STATUS_EVERY` frame steps: the counts, the backpointers and lattice records made up to
+the previous status point, the outputs of the utterances released before it) and uploads the refills
+planned for the next steps then, asynchronously from pinned memory. Every launch and every host read of
+the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin counts
+the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy still has
+`cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
 
 cupy is imported lazily, only here: `gpu_available()` says whether a CUDA device is usable, and building a
 `GpuDecoder` without one raises `GpuUnavailableError` with the reason. Several processes (or Ray actors
@@ -32,15 +32,16 @@ from specbench.decoder.lanes import (
     LaneKernels,
     LaneOutput,
     LaneSettings,
-    admitted_tokens,
+    Refill,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.errors import SpecbenchError
 from specbench.wfst.graph import CsrGraph
 
 KERNEL_SOURCE = Path(__file__).with_name("kernels") / "lanes.cu"
-BLOCK = 256
-SELECT_BLOCK = 256  # threads of radix_select's block per lane
+BLOCK = 256  # threads per block of the fixed-grid kernels (at most lanes.cu's SCAN_BLOCK)
+SELECT_BLOCK = 256  # threads of lane_select's block per lane
+ONE_BLOCK = 1024  # threads of the one-block kernels (scan_partials, refill_lanes)
 _PEAK = {"bytes": 0}
 
 
@@ -90,8 +91,18 @@ def peak_memory_bytes() -> int:
     return _PEAK["bytes"]
 
 
+CTR = {"live": 0, "arena": 1, "lattice": 2, "arcs_sum": 5}  # fields of the device counts (C_* in lanes.cu)
+NCTR = 16
+
+
 class CudaLaneKernels(LaneKernels):
-    """The lane algorithm's kernels on the GPU (mirrors twin.NumpyLaneKernels method by method)."""
+    """The lane algorithm's kernels on the GPU (mirrors twin.NumpyLaneKernels method by method).
+
+    Buffers are allocated once (grown only when a wave has more lanes than any before), sized by the
+    capacities: two token queues, the candidate arrays, the recombination tables, and the rings of arena
+    entries and lattice records. The counts live in the device array `ctr`; every kernel runs on a fixed grid
+    (`grid` blocks, a few per multiprocessor), so the frame loop launches without reading anything back.
+    """
 
     def __init__(self, lg: LaneGraph, settings: LaneSettings, timing: bool = False) -> None:
         cp = self.cp = _cupy()
@@ -105,26 +116,47 @@ class CudaLaneKernels(LaneKernels):
                                    ("column", lg.column, np.int32), ("code", lg.code, np.int64),
                                    ("bare_arc", lg.bare_arc, np.int64), ("final", lg.final, np.float64),
                                    ("eps_offsets", lg.eps_offsets, np.int64), ("eps_dest", lg.eps_dest, np.int32),
-                                   ("eps_weight", lg.eps_weight, np.float64)):
+                                   ("eps_weight", lg.eps_weight, np.float64),
+                                   ("init_state", np.concatenate([[lg.graph.start], lg.init_dest]), np.int32),
+                                   ("init_cost", np.concatenate([[0.0], lg.init_cost]), np.float64),
+                                   ("init_code", np.concatenate([[0], -1 - lg.init_move]), np.int64)):
             g[name] = cp.asarray(np.ascontiguousarray(array, dtype=dtype))
         self.g = g
+        self.per_lane = 1 + lg.init_dest.shape[0]
         cfg = settings.pruning
         self.max_active, self.min_active = np.int64(cfg.max_active), np.int64(cfg.min_active)
         self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta)
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.grid = int(min(4 * sms, 1024))  # blocks of every fixed-grid kernel (scan_partials scans their sums)
+        s = settings
+        self.arena_ring = min(s.arena_window, s.arena_capacity)
+        self.lattice_ring = min(s.lattice_window, s.lattice_capacity)
+        i64 = np.int64
+        self.capacities = (i64(s.arc_capacity), i64(s.token_capacity), i64(s.arena_capacity), i64(self.arena_ring))
+        self.ctr = cp.zeros(NCTR, cp.int64)
+        self.partial = cp.zeros(2 * self.grid, cp.uint64)
+        slots = s.arc_capacity
+        self.c_tok, self.c_entry = cp.empty(slots, cp.int32), cp.empty(slots, cp.uint32)
+        self.c_cost, self.c_index = cp.empty(slots, cp.float64), cp.empty(slots, cp.int64)
+        self.c_key, self.c_keep = cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
+        self.flags = cp.empty(slots, cp.uint8)
+        self.arena_prev, self.arena_code = cp.empty(self.arena_ring, cp.int64), cp.empty(self.arena_ring, cp.int64)
+        self.records = cp.empty(4 * self.lattice_ring if s.lattice_beam is not None else 4, cp.int64)
+        self._pinned = np.zeros(0, np.int64)
+        self._lanes = 0  # the lanes the per-lane buffers and queues are sized for
         self._clean_tables = 0  # the lanes of the recombination tables kept from the last wave (0: none)
 
-    def _launch(self, name: str, count: int, *args, block: int = BLOCK) -> None:
-        """Kernel `name` over `count` threads in blocks of `block`."""
-        if count <= 0:
-            return
+    def _launch(self, name: str, blocks: int, *args, block: int | None = None) -> None:
+        """Kernel `name` on `blocks` blocks of `block` threads (default BLOCK)."""
         fn = self.fn.get(name)
         if fn is None:
             fn = self.fn[name] = self.module.get_function(name)
-        self._on_device(name, lambda: fn(((int(count) + block - 1) // block,), (block,), args))
+        threads = block or BLOCK
+        self._on_device(name, lambda: fn((int(blocks),), (threads,), args))
 
     def _on_device(self, name: str, call):
-        """`call()`: one kernel launch (ours, or a cupy scan, stack or fill), counted in `log` under `name`;
-        with `timing`, between two CUDA events that `_collect_times` reads."""
+        """`call()`: one kernel launch (ours, or a cupy concatenation), counted in `log` under `name`; with
+        `timing`, between two CUDA events that `_collect_times` reads."""
         self.log.launch(name)
         if not self.timing:
             return call()
@@ -149,19 +181,41 @@ class CudaLaneKernels(LaneKernels):
                 self.log.kernel_ms[name] += self.cp.cuda.get_elapsed_time(start, end)
             self._events.clear()
 
+    def _size_for(self, lanes: int) -> None:
+        """The per-lane buffers and the token queues (emitted tokens, plus every lane's frame-0 tokens)."""
+        if lanes <= self._lanes:
+            return
+        cp, u64 = self.cp, self.cp.uint64
+        self._lanes = lanes
+        queue = self.s.token_capacity + lanes * self.per_lane
+        self.queues = [(cp.empty(queue, cp.int32), cp.empty(queue, cp.int32), cp.empty(queue, cp.float64),
+                        cp.empty(queue, cp.int64)) for _ in range(2)]
+        self.deg, self.cum = cp.empty(queue, cp.int64), cp.empty(queue, cp.int64)
+        self.links_of, self.tok_slot = cp.empty(queue, cp.int64), cp.empty(queue, cp.int64)
+        self.lane_end, self.lane_start = cp.zeros(lanes, cp.int32), cp.zeros(lanes, cp.int32)
+        self.lane_row, self.lane_utt = cp.zeros(lanes, cp.int64), cp.full(lanes, -1, cp.int64)
+        self.lane_u64 = [cp.empty(lanes, u64) for _ in range(9)]  # frame_begin's per-lane scratch
+        self.cutoff, self.adaptive = cp.empty(lanes, cp.float64), cp.empty(lanes, cp.float64)
+        self.stats = cp.zeros(lanes * len(STAT), u64)
+        self._clean_tables = 0
+
     def start(self, batch: LaneBatch, num_lanes: int) -> None:
         with _host_may_wait():  # the wave's upload, outside the frame loop
             self._start(batch, num_lanes)
 
     def _start(self, batch: LaneBatch, num_lanes: int) -> None:
         cp, lg, lanes, count = self.cp, self.lg, num_lanes, len(batch.utt_ids)
+        self._size_for(lanes)
         self.batch, self.num_lanes = batch, lanes
         self.P = int(batch.costs.shape[1])
         self.costs = cp.asarray(np.ascontiguousarray(batch.costs))
-        self.lane_end, self.lane_start = cp.zeros(lanes, dtype=cp.int32), cp.zeros(lanes, dtype=cp.int32)
-        self.lane_row, self.lane_utt = cp.zeros(lanes, dtype=cp.int64), cp.full(lanes, -1, dtype=cp.int64)
-        table = lanes * self.s.table_size(lg.num_states)
-        if self._clean_tables != lanes:  # a wave leaves every entry it touched reset
+        self.lane_end.fill(0)
+        self.lane_start.fill(0)
+        self.lane_row.fill(0)
+        self.lane_utt.fill(-1)
+        self.stats.fill(0)
+        table = self._lanes * self.s.table_size(lg.num_states)
+        if self._clean_tables != self._lanes:  # a wave leaves every entry it touched reset
             self.dense_key = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
             self.dense_cost = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
             self.dense_entry = cp.full(table, np.uint32(2**32 - 1), dtype=cp.uint32)
@@ -170,228 +224,202 @@ class CudaLaneKernels(LaneKernels):
                 self.dense_tok = cp.full(table, np.inf, cp.float64)
                 self.tok_hash = cp.full(table if self.s.table_slots else 1, -1, dtype=cp.int32)
         self._clean_tables = 0  # until the wave finishes
-        self.best, self.worst = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
-        self.count, self.min_new = cp.empty(lanes, cp.uint64), cp.empty(lanes, cp.uint64)
-        self.first = cp.empty(lanes, cp.uint64)
-        self.need, self.prefix = cp.zeros(2 * lanes, cp.uint32), cp.zeros(2 * lanes, cp.uint32)
-        self.remaining = cp.zeros(2 * lanes, cp.int64)
-        self.cutoff, self.adaptive = cp.empty(lanes, cp.float64), cp.empty(lanes, cp.float64)
-        self.stats = cp.zeros(lanes * len(STAT), cp.uint64)
         self.utt_stats = cp.zeros(count * len(STAT), cp.uint64)
         slots = self.slots = max(len(batch.partial_frames), 1)
         self.final_id = cp.full(count, -1, cp.int64)
         self.final_state = cp.full(count, -1, cp.int64)
         self.partial_id = cp.full(count * slots, -1, cp.int64)
         self.partial_state = cp.full(count * slots, -1, cp.int64)
-        self.init_cost = cp.asarray(np.concatenate([[0.0], lg.init_cost]))
-        self.n_tok = 0
-        self.tok_lane, self.tok_state = cp.zeros(0, cp.int32), cp.zeros(0, cp.int32)
-        self.tok_cost, self.tok_id = cp.zeros(0, cp.float64), cp.zeros(0, cp.int64)
-        self.arena_prev, self.arena_code = [], []
-        self.arena_size = 0
-        self.records: list | None = [] if self.s.lattice_beam is not None else None
-        self.lattice_size = 0
+        self.ctr.fill(0)
+        self.current = 0  # which of the two queues holds the live tokens
+        self.arena_taken = self.known_arena = self.lattice_taken = self.known_lattice = 0
+        self.arcs_seen = 0
+        self.planned: dict[int, tuple[int, int, int]] = {}  # step -> (offset in plan_dev, n_out, n_in)
+        self.plan_dev = cp.zeros(1, cp.int64)
 
-    def refill(self, step: int, out_lanes: np.ndarray, out_utts: np.ndarray, in_lanes: np.ndarray,
-               in_utts: np.ndarray) -> None:
-        """Lanes released and placed (twin.NumpyLaneKernels.refill): every index in one upload, then one launch
-        of `refill_lanes` (counts moved, placements set, the queue copied with the frame-0 tokens after it)."""
-        cp, i32 = self.cp, np.int32
-        lane, state, _, ids, prev, code = admitted_tokens(self.lg, in_lanes, self.arena_size)
-        ends = step + self.batch.lengths[in_utts].astype(np.int64)
-        rows = self.batch.first_row[in_utts] - step
-        parts = (out_lanes, out_utts, in_lanes, in_utts, ends, rows, lane, state, ids, prev, code)
-        sizes = np.cumsum([0] + [x.shape[0] for x in parts])
-        if step:  # at step 0, part of the wave's upload
-            self.log.sync("lane refill upload")
-        with _host_may_wait():
-            packed = cp.asarray(np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]))
-        o_lanes, o_utts, i_lanes, i_utts, i_ends, i_rows, t_lane, t_state, t_id, a_prev, a_code = (
-            packed[sizes[i]:sizes[i + 1]] for i in range(len(parts)))
-        new = int(ids.shape[0])
-        old = self.n_tok if new else 0  # the queue is rebuilt only where tokens join it
-        size = old + new
-        queue = ((cp.empty(size, cp.int32), cp.empty(size, cp.int32), cp.empty(size, cp.float64),
-                  cp.empty(size, cp.int64)) if new else (self.tok_lane, self.tok_state, self.tok_cost, self.tok_id))
-        threads = max(out_lanes.shape[0], in_lanes.shape[0], old + new)
-        self._launch("refill_lanes", threads, i32(out_lanes.shape[0]), o_lanes, o_utts, self.stats, self.utt_stats,
-                     i32(in_lanes.shape[0]), i_lanes, i_utts, i_ends, i_rows, i32(step), self.lane_end,
-                     self.lane_start, self.lane_row, self.lane_utt, i32(old), i32(new), t_lane, t_state, t_id,
-                     self.init_cost, i32(self.init_cost.shape[0]), self.tok_lane, self.tok_state, self.tok_cost,
-                     self.tok_id, *queue)
-        if new:
-            self.tok_lane, self.tok_state, self.tok_cost, self.tok_id = queue
-            self.arena_prev.append(a_prev)
-            self.arena_code.append(a_code)
-            self.arena_size += new
-            self.n_tok = old + new
+    def plan(self, refills: list[Refill]) -> None:
+        """The refills of the next frame steps in one upload from pinned host memory, which the host does not
+        wait for (called at the wave's start and at status points, when the last upload has completed)."""
+        if not refills:
+            return
+        cp = self.cp
+        parts, at = [], 0
+        for r in refills:
+            ends = r.step + self.batch.lengths[r.in_utts].astype(np.int64)
+            rows = self.batch.first_row[r.in_utts] - r.step
+            event = [r.out_lanes, r.out_utts, r.in_lanes, r.in_utts, ends, rows]
+            self.planned[r.step] = (at, int(r.out_lanes.shape[0]), int(r.in_lanes.shape[0]))
+            parts.extend(event)
+            at += sum(int(x.shape[0]) for x in event)
+        size = max(at, 1)
+        if self._pinned.shape[0] < size:
+            import cupyx
+
+            self._pinned = cupyx.empty_pinned(max(size, 2 * self._pinned.shape[0]), np.int64)
+        host = self._pinned[:size]
+        host[:at] = np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]) if at else 0
+        self.plan_dev = cp.empty(size, cp.int64)
+        self.plan_dev.set(host, stream=cp.cuda.get_current_stream())
+        self.log.upload("refill plan")
+
+    def refill(self, step: int) -> None:
+        """The planned refill of `step`: one launch of `refill_lanes` (one block)."""
+        planned = self.planned.pop(step, None)
+        if planned is None:
+            return
+        at, n_out, n_in = planned
+        i32, i64 = np.int32, np.int64
+        lane, state, cost, ids = self.queues[self.current]
+        self._launch("refill_lanes", 1, self.ctr, self.plan_dev[at:], i32(n_out), i32(n_in), i32(step),
+                     i32(self.per_lane), self.g["init_state"], self.g["init_cost"], self.g["init_code"],
+                     *self.capacities[2:], i64(self.arena_taken), self.stats, self.utt_stats, self.lane_end,
+                     self.lane_start, self.lane_row, self.lane_utt, lane, state, cost, ids, self.arena_prev,
+                     self.arena_code, block=ONE_BLOCK)
+
+    def _scan(self, cols: int, which: int) -> None:
+        """`scan_partials`: the fixed grid's block sums into offsets, and the counts that follow (lanes.cu)."""
+        s, i64 = self.s, np.int64
+        self._launch("scan_partials", 1, self.ctr, np.int32(self.grid), np.int32(cols), self.partial,
+                     np.int32(which), *self.capacities, i64(self.arena_taken), i64(s.lattice_capacity),
+                     i64(self.lattice_ring), i64(self.lattice_taken), block=ONE_BLOCK)
 
     def links(self, step: int) -> None:
-        if self.records is not None:
+        if self.s.lattice_beam is not None:
             self._epsilon_links(step)
 
     def frame(self, f: int, finals: bool, partials: bool) -> None:
-        cp, lanes, n = self.cp, self.num_lanes, self.n_tok
+        g, lanes, grid, ctr = self.g, self.num_lanes, self.grid, self.ctr
         i32, i64 = np.int32, np.int64
-        if n:
-            self._launch("lane_reset", lanes, i32(lanes), self.best, self.worst, self.count, self.min_new,
-                         self.first)
-            self._launch("lane_reduce", n, i32(n), i32(f), self.tok_lane, self.tok_cost, self.lane_end, self.best,
-                         self.worst, self.count, self.first)
-            self._launch("select_setup", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
-                         self.best, self.worst, self.count, self.need, self.remaining, self.prefix)
-            self._launch("radix_select", lanes * SELECT_BLOCK, i32(lanes), self.first, self.count, self.tok_cost,
-                         self.need, self.remaining, self.prefix, block=SELECT_BLOCK)
-            self._launch("lane_cutoff", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
-                         self.beam_delta, self.best, self.worst, self.count, self.need, self.prefix, self.cutoff,
-                         self.adaptive, self.stats)
-            deg = cp.empty(n, cp.int64)
-            self._launch("token_degree", n, i32(n), i32(f), self.tok_lane, self.tok_state, self.tok_cost,
-                         self.lane_end, self.cutoff, self.g["degree"], deg, self.stats)
-            cum = self._on_device("cumsum", lambda: cp.cumsum(deg))
-            total = int(self._read(cum[-1:], "candidate arcs")[0])
-            slots = min(total, self.s.arc_capacity)
-            self.log.arcs += slots
-            if total > slots:
-                self._launch("count_lost", n, i32(n), i64(slots), self.tok_lane, deg, cum, self.stats)
-            self._expand(f, n, slots, deg, cum)
-        if finals:
-            self._lane_best(f, True, self.final_id, self.final_state)
-        if partials:
-            self._lane_best(f, False, self.partial_id, self.partial_state)
-
-    def _expand(self, f: int, n: int, slots: int, deg, cum) -> None:
-        cp, g, s = self.cp, self.g, self.s
-        i32, i64 = np.int32, np.int64
-        if slots == 0:
-            self.n_tok = 0
-            return
-        c_tok, c_entry, c_cost = cp.empty(slots, cp.int32), cp.empty(slots, cp.uint32), cp.empty(slots, cp.float64)
-        self._launch("expand_min", slots, i64(slots), i32(n), i32(f), self.lane_row, i32(self.P), self.tok_lane,
-                     self.tok_state, self.tok_cost, deg, cum, g["offsets"], g["weight"], g["column"], self.costs,
-                     self.min_new, c_tok, c_entry, c_cost)
-        c_index, c_key, c_keep = cp.empty(slots, cp.int64), cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
-        self._launch("expand_recombine", slots, i64(slots), i32(self.lg.num_states), self.tok_lane, c_tok, c_entry,
-                     c_cost, self.min_new, self.adaptive, g["dest"], self.dense_key, c_index, c_key, c_keep,
-                     self.stats, i32(self.s.table_slots), self.hash_state)
-        self._launch("resolve_cost", slots, i64(slots), c_keep, c_key, c_index, c_cost, self.dense_key,
+        best, worst, count, min_new, first, *targets = self.lane_u64
+        tok_lane, tok_state, tok_cost, tok_id = self.queues[self.current]
+        self._launch("frame_begin", _blocks(lanes), i32(lanes), best, worst, count, min_new, first, *targets)
+        self._launch("lane_reduce", grid, ctr, i32(f), tok_lane, tok_cost, self.lane_end, best, worst, count, first)
+        self._launch("lane_select", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
+                     self.beam_delta, best, worst, count, first, tok_cost, self.cutoff, self.adaptive, self.stats,
+                     block=SELECT_BLOCK)
+        self._launch("token_degree", grid, ctr, i32(f), tok_lane, tok_state, tok_cost, self.lane_end, self.cutoff,
+                     g["degree"], self.deg, self.partial, self.stats)
+        self._scan(1, 0)
+        self._launch("scan_apply", grid, ctr, tok_lane, self.deg, self.partial, self.cum, self.stats)
+        self._launch("expand_min", grid, ctr, i32(f), self.lane_row, i32(self.P), tok_lane, tok_state, tok_cost,
+                     self.deg, self.cum, g["offsets"], g["weight"], g["column"], self.costs, min_new, self.c_tok,
+                     self.c_entry, self.c_cost)
+        self._launch("expand_recombine", grid, ctr, i32(self.lg.num_states), tok_lane, self.c_tok, self.c_entry,
+                     self.c_cost, min_new, self.adaptive, g["dest"], self.dense_key, self.c_index, self.c_key,
+                     self.c_keep, self.stats, i32(self.s.table_slots), self.hash_state)
+        self._launch("resolve_cost", grid, ctr, self.c_keep, self.c_key, self.c_index, self.c_cost, self.dense_key,
                      self.dense_cost)
-        self._launch("resolve_index", slots, i64(slots), c_keep, c_key, c_index, c_cost, c_entry, self.dense_key,
-                     self.dense_cost, self.dense_entry)
-        win, lat = cp.empty(slots, cp.int64), cp.empty(slots, cp.int64)
-        with_lattice = s.lattice_beam is not None
-        self._launch("mark", slots, i64(slots), i32(with_lattice), np.float64(s.lattice_beam or 0.0), c_keep,
-                     c_key, c_index, c_cost, c_entry, g["bare_arc"], self.dense_key, self.dense_cost, self.dense_entry,
-                     win, lat)
-        cum_win = self._on_device("cumsum", lambda: cp.cumsum(win))
-        cum_lat = self._on_device("cumsum", lambda: cp.cumsum(lat))
-        both = self._on_device("stack", lambda: cp.stack([cum_win[-1], cum_lat[-1]]))
-        winners, near = (int(v) for v in self._read(both, "winners and lattice links"))
-        room = max(0, min(s.token_capacity, s.arena_capacity - self.arena_size))
-        emitted = min(winners, room)
-        lattice_room = max(0, s.lattice_capacity - self.lattice_size)
-        recorded = min(near, lattice_room)
-        out_lane, out_state = cp.empty(emitted, cp.int32), cp.empty(emitted, cp.int32)
-        out_cost, out_id = cp.empty(emitted, cp.float64), cp.empty(emitted, cp.int64)
-        prev, code = cp.empty(emitted, cp.int64), cp.empty(emitted, cp.int64)
-        records = cp.empty(4 * recorded, cp.int64)
-        self._launch("emit_winners", slots, i64(slots), i32(f), i64(room), i64(self.arena_size), i64(lattice_room),
-                     win, cum_win, lat, cum_lat, c_tok, c_entry, c_cost, c_index, self.tok_lane, self.tok_state,
-                     self.tok_id, g["dest"], g["code"], g["bare_arc"], out_lane, out_state, out_cost, out_id, prev, code,
-                     records,
+        self._launch("resolve_index", grid, ctr, self.c_keep, self.c_key, self.c_index, self.c_cost, self.c_entry,
+                     self.dense_key, self.dense_cost, self.dense_entry)
+        with_lattice = self.s.lattice_beam is not None
+        self._launch("mark", grid, ctr, i32(with_lattice), np.float64(self.s.lattice_beam or 0.0), self.c_keep,
+                     self.c_key, self.c_index, self.c_cost, self.c_entry, g["bare_arc"], self.dense_key,
+                     self.dense_cost, self.dense_entry, self.flags, self.partial)
+        self._scan(2, 1)
+        out = self.queues[1 - self.current]
+        self._launch("emit_winners", grid, ctr, i32(f), i64(self.arena_ring), i64(self.lattice_ring), self.flags,
+                     self.partial, self.c_tok, self.c_entry, self.c_cost, self.c_index, tok_lane, tok_state, tok_id,
+                     g["dest"], g["code"], g["bare_arc"], *out, self.arena_prev, self.arena_code, self.records,
                      self.dense_key, self.dense_cost, self.dense_entry, self.stats, i32(self.s.table_slots),
                      self.hash_state)
-        self.arena_prev.append(prev)
-        self.arena_code.append(code)
-        self.arena_size += emitted
-        if self.records is not None and recorded:
-            self.records.append(records.reshape(recorded, 4))
-            self.lattice_size += recorded
-        self.tok_lane, self.tok_state, self.tok_cost, self.tok_id = out_lane, out_state, out_cost, out_id
-        self.n_tok = emitted
+        self.current = 1 - self.current
+        if finals:
+            self._lane_best(f, True, self.final_id, self.final_state, targets[0], targets[1])
+        if partials:
+            self._lane_best(f, False, self.partial_id, self.partial_state, targets[2], targets[3])
         _PEAK["bytes"] = max(_PEAK["bytes"], self.cp.get_default_memory_pool().total_bytes())
 
     def _epsilon_links(self, frame: int) -> None:
-        """Epsilon lattice links among the current tokens (twin.NumpyLaneKernels.epsilon_links)."""
-        cp, g, n, i32 = self.cp, self.g, self.n_tok, np.int32
-        if n == 0:
-            return
-        states = self.lg.num_states
-        common = (self.tok_lane, self.tok_state, self.tok_cost)
-        table = (i32(self.s.table_slots), self.tok_hash)
-        tok_slot = cp.empty(n, cp.int64)
-        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(0), *table, tok_slot,
-                     self.stats)
-        links = cp.empty(n, cp.int64)
+        """Epsilon lattice links among the live tokens (twin.NumpyLaneKernels.epsilon_links)."""
+        g, grid, ctr, i32 = self.g, self.grid, self.ctr, np.int32
+        states = i32(self.lg.num_states)
+        tok_lane, tok_state, tok_cost, _ = self.queues[self.current]
+        common = (tok_lane, tok_state, tok_cost)
         beam = np.float64(self.s.lattice_beam)
-        self._launch("eps_link_count", n, i32(n), i32(states), beam, *common, g["eps_offsets"], g["eps_dest"],
-                     g["eps_weight"], self.dense_tok, links, *table)
-        cum = self._on_device("cumsum", lambda: cp.cumsum(links))
-        total = int(self._read(cum[-1:], "epsilon links")[0])
-        room = max(0, self.s.lattice_capacity - self.lattice_size)
-        kept = min(total, room)
-        records = cp.empty(4 * max(kept, 1), cp.int64)
-        self._launch("eps_link_write", n, i32(n), i32(states), i32(frame), beam, np.int64(room), *common,
-                     g["eps_offsets"], g["eps_dest"], g["eps_weight"], self.dense_tok, links, cum, records,
-                     self.stats, *table)
-        self._launch("dense_tok_set", n, i32(n), i32(states), *common, self.dense_tok, i32(1), *table, tok_slot,
+        arcs = (g["eps_offsets"], g["eps_dest"], g["eps_weight"], self.dense_tok)
+        table = (i32(self.s.table_slots), self.tok_hash)
+        self._launch("dense_tok_set", grid, ctr, states, *common, self.dense_tok, i32(0), *table, self.tok_slot,
                      self.stats)
-        if kept:
-            self.records.append(records[:4 * kept].reshape(kept, 4))
-            self.lattice_size += kept
+        self._launch("eps_link_count", grid, ctr, states, beam, *common, *arcs, self.links_of, self.partial, *table)
+        self._scan(1, 2)
+        self._launch("eps_link_write", grid, ctr, states, i32(frame), beam, np.int64(self.lattice_ring), *common,
+                     *arcs, self.links_of, self.partial, self.records, self.stats, *table)
+        self._launch("dense_tok_set", grid, ctr, states, *common, self.dense_tok, i32(1), *table, self.tok_slot,
+                     self.stats)
 
-    def _lane_best(self, f: int, finals: bool, out_id, out_state) -> None:
+    def _lane_best(self, f: int, finals: bool, out_id, out_state, best, low) -> None:
         """Best tokens of the lanes that end (`finals`) or take a partial at step f, into their utterances'
         slots: the kernels find the lanes from their placement (`lane_target` in lanes.cu), nothing uploaded."""
-        cp, n, i32 = self.cp, self.n_tok, np.int32
-        if n == 0:
-            return
-        best = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
-        low = self._on_device("fill", lambda: cp.full(self.num_lanes, np.uint64(2**64 - 1), cp.uint64))
-        common = (i32(n), i32(f), i32(finals), i32(self.batch.partial_every), i32(self.slots), self.lane_end,
-                  self.lane_start, self.lane_utt, self.tok_lane, self.tok_state, self.tok_cost, self.g["final"])
-        self._launch("best_cost", n, *common, best)
-        self._launch("best_state", n, *common, best, low)
-        self._launch("best_pick", n, *common, best, low, self.tok_id, out_id, out_state)
+        i32 = np.int32
+        tok_lane, tok_state, tok_cost, tok_id = self.queues[self.current]
+        common = (self.ctr, i32(f), i32(finals), i32(self.batch.partial_every), i32(self.slots), self.lane_end,
+                  self.lane_start, self.lane_utt, tok_lane, tok_state, tok_cost, self.g["final"])
+        self._launch("best_cost", self.grid, *common, best)
+        self._launch("best_state", self.grid, *common, best, low)
+        self._launch("best_pick", self.grid, *common, best, low, tok_id, out_id, out_state)
 
-    def take_outputs(self, utts: np.ndarray) -> LaneOutput:
-        """What was made since the last take and the rows of utterances lo..hi - 1 (the span of `utts`: they
-        were placed at most a wave of lanes apart), packed by one concatenation into one download."""
+    def _ring_slices(self, ring, begin: int, end: int, width: int = 1) -> list:
+        """Entries begin..end - 1 of a wave (rows of `width`) from their ring buffer: one or two slices."""
+        size = ring.shape[0] // width
+        if end <= begin:
+            return []
+        lo, hi = begin % size, (end - 1) % size + 1
+        if lo < hi:
+            return [ring[lo * width:hi * width]]
+        return [ring[lo * width:], ring[:hi * width]]
+
+    def _rows(self, lo: int, hi: int) -> list:
+        """The output rows of utterances lo..hi - 1 (device slices)."""
+        width = self.slots
+        return [self.final_id[lo:hi], self.final_state[lo:hi], self.partial_id[lo * width:hi * width],
+                self.partial_state[lo * width:hi * width],
+                self.utt_stats[lo * len(STAT):hi * len(STAT)].view(self.cp.int64)]
+
+    def _download(self, parts: list, what: str | None) -> np.ndarray:
+        """Device arrays concatenated on the device and read in one download (counted as `what`)."""
         cp = self.cp
-        lo, hi = (int(utts.min()), int(utts.max()) + 1) if utts.shape[0] else (0, 0)
-        slots, width = len(self.batch.partial_frames), self.slots
-        rows = [self.final_id[lo:hi], self.final_state[lo:hi], self.partial_id[lo * width:hi * width],
-                self.partial_state[lo * width:hi * width], self.utt_stats[lo * len(STAT):hi * len(STAT)].view(cp.int64)]
-        records = [r.ravel() for r in self.records] if self.records is not None else []
-        parts = [*self.arena_prev, *self.arena_code, *rows, *records]
-        packed = self._on_device("concatenate", lambda: cp.concatenate(parts))
-        made = sum(int(chunk.shape[0]) for chunk in self.arena_prev)
-        self.arena_prev, self.arena_code = [], []
-        if self.records is not None:
-            self.records = []
-        host = self._read(packed, "outputs download")
-        bounds = np.cumsum([2 * made] + [int(r.shape[0]) for r in rows])
-        _, final_id, final_state, partial_id, partial_state, stats, flat = np.split(host, bounds)
-        at = utts - lo
+        if what is None:  # the wave's final download, outside the frame loop
+            with _host_may_wait():
+                return cp.concatenate(parts).get()
+        return self._read(self._on_device("concatenate", lambda: cp.concatenate(parts)), what)
+
+    def _output(self, host: np.ndarray, sizes: list[int], lo: int, hi: int, at: np.ndarray) -> LaneOutput:
+        """A LaneOutput from a download of (arena prev, arena code, records, the rows of lo..hi - 1)."""
+        made, records = sizes[0], sizes[2]
+        width, slots = self.slots, len(self.batch.partial_frames)
+        bounds = np.cumsum([made, made, records, hi - lo, hi - lo, (hi - lo) * width, (hi - lo) * width])
+        prev, code, flat, final_id, final_state, partial_id, partial_state, stats = np.split(host, bounds)
         return LaneOutput(
-            arena_prev=host[:made], arena_code=host[made:2 * made], final_id=final_id[at], final_state=final_state[at],
+            arena_prev=prev, arena_code=code, final_id=final_id[at], final_state=final_state[at],
             partial_id=partial_id.reshape(hi - lo, width)[at, :slots],
             partial_state=partial_state.reshape(hi - lo, width)[at, :slots],
             stats=stats.reshape(hi - lo, len(STAT))[at],
-            lattice=flat.reshape(-1, 4) if self.records is not None else None)
+            lattice=flat.reshape(-1, 4) if self.s.lattice_beam is not None else None)
 
-    def _made_since(self):
-        """The arena entries and lattice records made since the last take (device arrays; their lists emptied,
-        so that the device memory they held is freed once taken)."""
-        cp = self.cp
-        empty = cp.zeros(0, cp.int64)
-        prev = cp.concatenate(self.arena_prev) if self.arena_prev else empty
-        code = cp.concatenate(self.arena_code) if self.arena_code else empty
-        records = cp.concatenate(self.records) if self.records else cp.zeros((0, 4), cp.int64)
-        self.arena_prev, self.arena_code = [], []
-        if self.records is not None:
-            self.records = []
-        return prev, code, records
+    def _take(self, arena: int, lattice: int, lo: int, hi: int, head: list, what: str | None):
+        """One download: `head` (device arrays), the arena entries and lattice records from the last take up to
+        the wave's `arena`-th and `lattice`-th, and the rows of utterances lo..hi - 1; the takes advanced."""
+        prev = self._ring_slices(self.arena_prev, self.arena_taken, arena)
+        code = self._ring_slices(self.arena_code, self.arena_taken, arena)
+        with_lattice = self.s.lattice_beam is not None
+        records = self._ring_slices(self.records, self.lattice_taken, lattice, 4) if with_lattice else []
+        sizes = [arena - self.arena_taken, arena - self.arena_taken, 4 * (lattice - self.lattice_taken) * with_lattice]
+        host = self._download([*head, *prev, *code, *records, *self._rows(lo, hi)], what)
+        self.arena_taken, self.lattice_taken = arena, lattice
+        return host, sizes
+
+    def status(self, utts: np.ndarray) -> LaneOutput:
+        """The status download (the one host read of STATUS_EVERY frame steps): the counts, what was made up to
+        the previous status point, and the rows of `utts` (their span: they were released close together)."""
+        lo, hi = (int(utts.min()), int(utts.max()) + 1) if utts.shape[0] else (0, 0)
+        host, sizes = self._take(self.known_arena, self.known_lattice, lo, hi, [self.ctr], "status")
+        self._counts(host[:NCTR])
+        return self._output(host[NCTR:], sizes, lo, hi, utts - lo)
+
+    def _counts(self, ctr: np.ndarray) -> None:
+        self.known_arena, self.known_lattice = int(ctr[CTR["arena"]]), int(ctr[CTR["lattice"]])
+        self.log.arcs += int(ctr[CTR["arcs_sum"]]) - self.arcs_seen
+        self.arcs_seen = int(ctr[CTR["arcs_sum"]])
 
     def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
         with _host_may_wait():  # the wave's download, outside the frame loop
@@ -399,18 +427,19 @@ class CudaLaneKernels(LaneKernels):
 
     def _finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
         count = len(self.batch.utt_ids)
-        self._clean_tables = self.num_lanes
+        self._clean_tables = self._lanes
         self._collect_times()
-        stats = self.utt_stats.get().reshape(count, len(STAT)).astype(np.int64)
-        stats[utts] = self.stats.get().reshape(self.num_lanes, len(STAT))[lanes].astype(np.int64)
-        prev, code, records = self._made_since()
-        slots = len(self.batch.partial_frames)
-        return LaneOutput(
-            arena_prev=prev.get(), arena_code=code.get(), final_id=self.final_id.get(),
-            final_state=self.final_state.get(),
-            partial_id=self.partial_id.get().reshape(count, -1)[:, :slots],
-            partial_state=self.partial_state.get().reshape(count, -1)[:, :slots],
-            stats=stats, lattice=records.get() if self.records is not None else None)
+        self._counts(self.ctr.get())
+        host, sizes = self._take(self.known_arena, self.known_lattice, 0, count, [self.stats.view(self.cp.int64)],
+                                 None)
+        lane_stats = host[:self._lanes * len(STAT)].reshape(self._lanes, len(STAT))
+        out = self._output(host[self._lanes * len(STAT):], sizes, 0, count, np.arange(count))
+        out.stats[utts] = lane_stats[lanes]
+        return out
+
+
+def _blocks(count: int) -> int:
+    return max(1, (count + BLOCK - 1) // BLOCK)
 
 
 class GpuDecoder(LaneDecoder):
