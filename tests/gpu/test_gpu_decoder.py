@@ -159,6 +159,26 @@ def test_kernel_log_equals_the_twins() -> None:
     _write_summary()
 
 
+def test_cuda_graphs_replay_the_frame_loop_with_the_same_results() -> None:
+    """With `cuda_graphs`, each frame step's kernels are captured once per queue parity and wave shape and
+    replayed as one graph launch a step: the same results as the twin (1-best and lattices, with partials,
+    lanes refilled over several waves), the same kernels run, one graph launch per frame step."""
+    from specbench.decoder.gpu import GpuDecoder
+
+    graph_path, items = _real_scores(48)
+    graph = read_graph(graph_path)
+    for lattice_beam in (None, 8.0):
+        options = SearchOptions(beam=15.0, max_active=200, min_active=20, lattice_beam=lattice_beam)
+        gpu = GpuDecoder(graph, options, max_lanes=8, cuda_graphs=True, arena_capacity=1 << 16)
+        twin = TwinDecoder(graph, options, max_lanes=8, arena_capacity=1 << 16)
+        got, want = gpu.decode_batch(items, 3), twin.decode_batch(items, 3)
+        assert all(_same(g, w) for g, w in zip(got, want, strict=True))
+        if lattice_beam is not None:
+            assert all(np.array_equal(g.lattice.dst, w.lattice.dst) for g, w in zip(got, want) if w.ok)
+        assert gpu.kernel_log.launches == twin.kernel_log.launches
+        assert gpu.kernel_log.graph_launches == gpu.frame_steps == twin.frame_steps
+
+
 def test_the_frame_loop_waits_for_the_device_only_in_its_counted_reads() -> None:
     """Under `cupyx.allow_synchronize(False)` any synchronization the frame loop makes outside its counted
     reads (`_read`: the status points; a wave's upload and download are outside the loop) raises: a

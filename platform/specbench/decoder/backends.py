@@ -32,10 +32,10 @@ from specbench.wfst.mapped import mapped_graph
 BACKENDS = ("cpu", "cpu_numpy", "kaldi", "twin", "gpu", "auto")
 LANE_BACKENDS = ("twin", "gpu")
 LANE_ARGS = ("max_lanes", "refill", "lattice_workers", "token_capacity", "arc_capacity", "arena_capacity",
-             "lattice_capacity", "table_slots")
+             "lattice_capacity", "table_slots", "arena_window", "lattice_window")
 BACKEND_ARGS: dict[str, tuple[str, ...]] = {
     "cpu": ("epsilon_mode",), "cpu_numpy": ("epsilon_mode",), "kaldi": (), "twin": LANE_ARGS,
-    "gpu": ("device", "timing", *LANE_ARGS),
+    "gpu": ("device", "timing", "cuda_graphs", *LANE_ARGS),
 }
 
 

@@ -66,9 +66,11 @@ algorithm expands what lies below the cutoff and leaves that case out.
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -286,17 +288,29 @@ class LaneOutput:
 
 @dataclass
 class KernelLog:
-    """What the frame loop asked of the device: kernel launches by name (ours and cupy's scans, stacks and
-    fills; the twin counts those its numpy steps stand for, under the GPU's launch conditions), host reads
-    of device memory and uploads the device may wait for (synchronizations) by what they read, candidate
-    arcs, and when the GPU times them, milliseconds per kernel. A wave's upload (with its first placements
-    on the lanes) and its final download are not counted."""
+    """What the frame loop asked of the device: kernels run by name (ours and cupy's concatenations; the twin
+    counts those its numpy steps stand for), host reads of device memory (synchronizations) by what they
+    read, asynchronous uploads, CUDA graph launches (each runs a frame step's kernels, counted by name too),
+    candidate arcs, and when the GPU times them, milliseconds per kernel. A wave's upload and its final
+    download are not counted."""
 
     launches: Counter = field(default_factory=Counter)
     syncs: Counter = field(default_factory=Counter)
     uploads: Counter = field(default_factory=Counter)
+    graph_launches: int = 0
     arcs: int = 0
     kernel_ms: Counter = field(default_factory=Counter)
+    host_seconds: Counter = field(default_factory=Counter)
+
+    @contextmanager
+    def host_stage(self, name: str) -> Iterator[None]:
+        """Wall seconds of the host in a stage of the loop (`host_seconds`: enqueueing the frames, the status
+        reads, which wait for the device, assembling results, planning refills)."""
+        begin = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.host_seconds[name] += time.perf_counter() - begin
 
     def launch(self, name: str, times: int = 1) -> None:
         self.launches[name] += times
@@ -315,11 +329,12 @@ class KernelLog:
         out = {"frame_steps": frame_steps, "launches_per_frame": sum(self.launches.values()) / steps,
                "syncs_per_frame": sum(self.syncs.values()) / steps, "arcs": self.arcs,
                "launches": dict(sorted(self.launches.items())), "syncs": dict(sorted(self.syncs.items())),
-               "uploads": dict(sorted(self.uploads.items()))}
+               "uploads": dict(sorted(self.uploads.items())), "graph_launches": self.graph_launches}
         if seconds:
             out["arcs_per_second"] = self.arcs / seconds
         if self.kernel_ms:
             out["kernel_ms"] = dict(sorted(self.kernel_ms.items(), key=lambda kv: -kv[1]))
+        out["host_seconds"] = dict(sorted(self.host_seconds.items(), key=lambda kv: -kv[1]))
         return out
 
 
@@ -556,28 +571,37 @@ class LaneDecoder:
                 lane_start[event.in_lanes] = step
                 lane_end[event.in_lanes] = step + lengths[event.in_utts]
                 harvest.placed(event.in_lanes, step, event.in_utts)
-                k.refill(step)
-            k.links(step)
+                with log.host_stage("frame launches"):
+                    k.refill(step)
+            with log.host_stage("frame launches"):
+                k.links(step)
 
-        k.plan(planner.window(0, STATUS_EVERY, admit=True))
+        log = k.log
+        with log.host_stage("plan refills"):
+            k.plan(planner.window(0, STATUS_EVERY, admit=True))
         begin(0)
         f = 0
         while (lane_end > f).any() or planner.pending(f + 1):
             running = lane_end > f
             ending = running & (lane_end == f + 1)
-            k.frame(f, bool(ending.any()), bool(every and (running & ((f - lane_start + 1) % every == 0)).any()))
+            partials = bool(every and (running & ((f - lane_start + 1) % every == 0)).any())
+            with log.host_stage("frame launches"):
+                k.frame(f, bool(ending.any()), partials)
             self.frame_steps += 1
             if (f + 1) % STATUS_EVERY == 0:
                 yield from harvest.status_point()
                 if self.refill:
-                    k.plan(planner.window(f + 1, f + 1 + STATUS_EVERY, admit=self._room_to_admit()))
+                    with log.host_stage("plan refills"):
+                        k.plan(planner.window(f + 1, f + 1 + STATUS_EVERY, admit=self._room_to_admit()))
             begin(f + 1)
             yield from harvest.ready()
             f += 1
         self.lane_frames += int(lengths[:planner.admitted].sum())
         left = (lane_utt >= 0).nonzero()[0]
         harvest.released(lane_utt[left])
-        yield from harvest.finish(k.finish(left, lane_utt[left]))
+        with log.host_stage("final download"):
+            out = k.finish(left, lane_utt[left])
+        yield from harvest.finish(out)
 
 
 class _Planner:
@@ -653,7 +677,10 @@ class _Harvest:
         utts = self.complete
         self.complete = np.concatenate(self.waiting) if self.waiting else np.zeros(0, dtype=np.int64)
         self.waiting = []
-        self._take(self.decoder.kernels.status(utts), utts)
+        log = self.decoder.kernels.log
+        with log.host_stage("status reads"):
+            out = self.decoder.kernels.status(utts)
+        self._take(out, utts)
         yield from self.ready()
 
     def ready(self) -> Iterator[tuple[int, DecodeResult]]:
@@ -671,6 +698,10 @@ class _Harvest:
     def _take(self, out: LaneOutput, utts: np.ndarray) -> None:
         """Results of `utts` from `out` (their rows, in that order, and what the kernels made since the last
         take); lattices handed to the worker threads."""
+        with self.decoder.kernels.log.host_stage("assemble results"):
+            self._assemble(out, utts)
+
+    def _assemble(self, out: LaneOutput, utts: np.ndarray) -> None:
         self.arena_prev.extend(out.arena_prev)
         self.arena_code.extend(out.arena_code)
         if out.lattice is not None and out.lattice.shape[0]:  # grouped by utterance: each take costs what it brings

@@ -396,6 +396,7 @@ class NumpyLaneKernels(LaneKernels):
         was made up to the previous status point, and the rows of `utts`."""
         self.log.sync("status")
         self.log.launch("concatenate")
+        self.log.launch("set_taken")
         slots, count = len(self.batch.partial_frames), len(self.batch.utt_ids)
         out = self._made_until(
             self.known_arena, self.known_lattice, final_id=self.final_id[utts], final_state=self.final_state[utts],

@@ -128,6 +128,41 @@ def lane_refill_effect(workload: Workload, options: SearchOptions, backend: str 
     return report
 
 
+def cuda_graphs_effect(workload: Workload, options: SearchOptions, lanes: tuple[int, ...] = (16, 256),
+                       rounds: int = 2) -> dict:
+    """What CUDA graphs buy, side by side in one process: for each lane count, one GPU decoder that launches a
+    frame step's kernels one by one and one that replays them as a CUDA graph (`cuda_graphs=True`), each
+    decoding the workload's utterances in one call (1-best), alternating `rounds` times after a warm-up.
+    Seconds (the fastest round) of each, the speedup, launches and graph launches per frame step, and whether
+    every result is the same."""
+    items = list(workload.items)
+    report: dict[str, Any] = {"rounds": rounds}
+    for count in lanes:
+        decoders = {mode: make_decoder("gpu", workload.graph, one_best(options), max_lanes=count,
+                                       cuda_graphs=mode == "graphs") for mode in ("launches", "graphs")}
+        for decoder in decoders.values():
+            decoder.decode_batch(items[:4])  # warm-up: kernels loaded, graphs captured, memory pool filled
+        harness.say("decoder", f"gpu: {len(items)} utterances on {count} lanes, with and without CUDA graphs, "
+                               f"{rounds} rounds")
+        seconds: dict[str, list[float]] = {mode: [] for mode in decoders}
+        outcomes = {}
+        for _ in range(rounds):
+            for mode, decoder in decoders.items():
+                decoder.reset_counts()
+                took, results = harness.timed(lambda d=decoder: d.decode_batch(items))
+                seconds[mode].append(took)
+                outcomes[mode] = [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)]
+        entry: dict[str, Any] = {"identical": outcomes["launches"] == outcomes["graphs"]}
+        for mode, decoder in decoders.items():
+            log = decoder.kernel_log.report(decoder.frame_steps)
+            entry[mode] = {"seconds": min(seconds[mode]), "frame_steps": decoder.frame_steps,
+                           "launches_per_frame": log["launches_per_frame"],
+                           "graph_launches_per_frame": log["graph_launches"] / max(decoder.frame_steps, 1)}
+        entry["graphs_speedup"] = entry["launches"]["seconds"] / entry["graphs"]["seconds"]
+        report[f"lanes_{count}"] = entry
+    return report
+
+
 def single_utterance_latency(workload: Workload, options: SearchOptions, backend: str = "gpu",
                              count: int = 20) -> dict:
     """Latency of one utterance decoded alone (a batch of one, 1-best) on one decoder after a warm-up: the

@@ -26,6 +26,7 @@ from specbench.benchmarks.decoder.agreement import Timed, agree, summary_metrics
 from specbench.benchmarks.decoder.backends import BACKENDS as IN_PROCESS
 from specbench.benchmarks.decoder.backends import (
     alternating_ratio,
+    cuda_graphs_effect,
     gpu_profile,
     lane_refill_effect,
     one_best,
@@ -122,7 +123,8 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
 def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_runs: dict[str, Timed],
                              status: dict[str, Any], result: dict[str, Any]) -> None:
     """`gpu_profile` (kernel times, launches and host reads per frame), the arc-rate ceiling of this GPU
-    (`gpu_arc_ceiling`), one utterance's latency and what lane refill buys (`gpu_lane_refill`); each 1-best configuration's candidate arcs per second (the profile's arcs, the same
+    (`gpu_arc_ceiling`), one utterance's latency, what lane refill buys (`gpu_lane_refill`) and what CUDA
+    graphs buy (`gpu_cuda_graphs`); each 1-best configuration's candidate arcs per second (the profile's arcs, the same
     for every configuration, over its time) and its fraction of the ceiling."""
     profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
     ceiling = _attempt(status, "gpu_arc_ceiling", lambda: gpu_arc_ceiling(workload, options))
@@ -133,6 +135,12 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
     if refill is not None:
         result["gpu_lane_refill"] = refill
         result["decoder.gpu_lane_refill_speedup"] = refill["refill_speedup"]
+    graphs = _attempt(status, "gpu_cuda_graphs", lambda: cuda_graphs_effect(workload, options))
+    if graphs is not None:
+        result["gpu_cuda_graphs"] = graphs
+        for key, entry in graphs.items():
+            if key.startswith("lanes_"):
+                result[f"decoder.gpu_cuda_graphs_speedup_{key}"] = entry["graphs_speedup"]
     if profile is not None:
         result["gpu_profile"] = profile
     if ceiling is not None:

@@ -18,6 +18,8 @@ with fractional `num_gpus`) may each hold a GpuDecoder on one GPU, each with its
 
 from __future__ import annotations
 
+import functools
+import re
 from functools import partial
 from pathlib import Path
 
@@ -86,6 +88,17 @@ def _host_may_wait():
     return allow(True) if allow is not None else contextlib.nullcontext()
 
 
+def _on_stream(method):
+    """A CudaLaneKernels method whose work goes to the decoder's own stream (in order, and capturable)."""
+
+    @functools.wraps(method)
+    def run(self, *args, **kwargs):
+        with self.stream:
+            return method(self, *args, **kwargs)
+
+    return run
+
+
 def peak_memory_bytes() -> int:
     """The most device memory cupy's pool held while GpuDecoders of this process decoded."""
     return _PEAK["bytes"]
@@ -104,13 +117,39 @@ class CudaLaneKernels(LaneKernels):
     (`grid` blocks, a few per multiprocessor), so the frame loop launches without reading anything back.
     """
 
-    def __init__(self, lg: LaneGraph, settings: LaneSettings, timing: bool = False) -> None:
+    def __init__(self, lg: LaneGraph, settings: LaneSettings, timing: bool = False, graphs: bool = False) -> None:
         cp = self.cp = _cupy()
         self.lg, self.s = lg, settings
         self.log, self.timing, self._events = KernelLog(), timing, []
-        self.module = cp.RawModule(code=KERNEL_SOURCE.read_text(encoding="utf-8"), options=("--std=c++14",))
-        self.fn = {}
-        g = {}
+        if graphs and timing:
+            raise ValueError("GpuDecoder: cuda_graphs and timing exclude each other (a replayed graph has no "
+                             "per-kernel events). Fix: time without cuda_graphs")
+        self.graphs: dict | None = {} if graphs else None  # (parity, key) -> the captured frame (CUDA graph)
+        self.stream = cp.cuda.Stream(non_blocking=True)  # all of the decoder's work, in order
+        source = KERNEL_SOURCE.read_text(encoding="utf-8")
+        self.module = cp.RawModule(code=source, options=("--std=c++14",))
+        self.fn = {name: self.module.get_function(name)  # loaded now: a graph capture may not load a module
+                   for name in re.findall(r'extern "C" __global__ void (\w+)\(', source)}
+        self.per_lane = 1 + lg.init_dest.shape[0]
+        cfg = settings.pruning
+        self.max_active, self.min_active = np.int64(cfg.max_active), np.int64(cfg.min_active)
+        self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta)
+        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
+        self.grid = int(min(4 * sms, 1024))  # blocks of every fixed-grid kernel (scan_partials scans their sums)
+        self.arena_ring = min(settings.arena_window, settings.arena_capacity)
+        self.lattice_ring = min(settings.lattice_window, settings.lattice_capacity)
+        self.capacities = tuple(np.int64(v) for v in (settings.arc_capacity, settings.token_capacity,
+                                                      settings.arena_capacity, self.arena_ring))
+        self._pinned = np.zeros(0, np.int64)
+        self._lanes = 0  # the lanes the per-lane buffers and queues are sized for
+        self._clean_tables = 0  # the lanes of the recombination tables kept from the last wave (0: none)
+        with self.stream:  # set up on the decoder's stream, complete before it decodes
+            self._upload_graph(lg)
+            self._allocate()
+        self.stream.synchronize()
+
+    def _upload_graph(self, lg: LaneGraph) -> None:
+        cp, g = self.cp, {}
         for name, array, dtype in (("offsets", lg.offsets, np.int64), ("degree", lg.degree, np.int32),
                                    ("dest", lg.dest, np.int32), ("weight", lg.weight, np.float64),
                                    ("column", lg.column, np.int32), ("code", lg.code, np.int64),
@@ -122,35 +161,23 @@ class CudaLaneKernels(LaneKernels):
                                    ("init_code", np.concatenate([[0], -1 - lg.init_move]), np.int64)):
             g[name] = cp.asarray(np.ascontiguousarray(array, dtype=dtype))
         self.g = g
-        self.per_lane = 1 + lg.init_dest.shape[0]
-        cfg = settings.pruning
-        self.max_active, self.min_active = np.int64(cfg.max_active), np.int64(cfg.min_active)
-        self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta)
-        sms = cp.cuda.Device().attributes["MultiProcessorCount"]
-        self.grid = int(min(4 * sms, 1024))  # blocks of every fixed-grid kernel (scan_partials scans their sums)
-        s = settings
-        self.arena_ring = min(s.arena_window, s.arena_capacity)
-        self.lattice_ring = min(s.lattice_window, s.lattice_capacity)
-        i64 = np.int64
-        self.capacities = (i64(s.arc_capacity), i64(s.token_capacity), i64(s.arena_capacity), i64(self.arena_ring))
+
+    def _allocate(self) -> None:
+        """The buffers whose sizes follow the capacities alone: counts, block sums, candidate arrays, rings."""
+        cp, s, slots = self.cp, self.s, self.s.arc_capacity
+        self.costs = cp.zeros(1, cp.float32)  # the waves' cost rows, grown as needed (kept: graphs hold it)
         self.ctr = cp.zeros(NCTR, cp.int64)
         self.partial = cp.zeros(2 * self.grid, cp.uint64)
-        slots = s.arc_capacity
         self.c_tok, self.c_entry = cp.empty(slots, cp.int32), cp.empty(slots, cp.uint32)
         self.c_cost, self.c_index = cp.empty(slots, cp.float64), cp.empty(slots, cp.int64)
         self.c_key, self.c_keep = cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
         self.flags = cp.empty(slots, cp.uint8)
         self.arena_prev, self.arena_code = cp.empty(self.arena_ring, cp.int64), cp.empty(self.arena_ring, cp.int64)
         self.records = cp.empty(4 * self.lattice_ring if s.lattice_beam is not None else 4, cp.int64)
-        self._pinned = np.zeros(0, np.int64)
-        self._lanes = 0  # the lanes the per-lane buffers and queues are sized for
-        self._clean_tables = 0  # the lanes of the recombination tables kept from the last wave (0: none)
 
     def _launch(self, name: str, blocks: int, *args, block: int | None = None) -> None:
         """Kernel `name` on `blocks` blocks of `block` threads (default BLOCK)."""
-        fn = self.fn.get(name)
-        if fn is None:
-            fn = self.fn[name] = self.module.get_function(name)
+        fn = self.fn[name]
         threads = block or BLOCK
         self._on_device(name, lambda: fn((int(blocks),), (threads,), args))
 
@@ -199,6 +226,7 @@ class CudaLaneKernels(LaneKernels):
         self.stats = cp.zeros(lanes * len(STAT), u64)
         self._clean_tables = 0
 
+    @_on_stream
     def start(self, batch: LaneBatch, num_lanes: int) -> None:
         with _host_may_wait():  # the wave's upload, outside the frame loop
             self._start(batch, num_lanes)
@@ -208,7 +236,10 @@ class CudaLaneKernels(LaneKernels):
         self._size_for(lanes)
         self.batch, self.num_lanes = batch, lanes
         self.P = int(batch.costs.shape[1])
-        self.costs = cp.asarray(np.ascontiguousarray(batch.costs))
+        rows = np.ascontiguousarray(batch.costs, dtype=np.float32).ravel()
+        if self.costs.shape[0] < rows.shape[0]:
+            self.costs = cp.empty(max(rows.shape[0], 2 * self.costs.shape[0]), cp.float32)
+        self.costs[:rows.shape[0]].set(rows, stream=self.stream)
         self.lane_end.fill(0)
         self.lane_start.fill(0)
         self.lane_row.fill(0)
@@ -237,6 +268,7 @@ class CudaLaneKernels(LaneKernels):
         self.planned: dict[int, tuple[int, int, int]] = {}  # step -> (offset in plan_dev, n_out, n_in)
         self.plan_dev = cp.zeros(1, cp.int64)
 
+    @_on_stream
     def plan(self, refills: list[Refill]) -> None:
         """The refills of the next frame steps in one upload from pinned host memory, which the host does not
         wait for (called at the wave's start and at status points, when the last upload has completed)."""
@@ -259,20 +291,21 @@ class CudaLaneKernels(LaneKernels):
         host = self._pinned[:size]
         host[:at] = np.concatenate([np.asarray(x, dtype=np.int64) for x in parts]) if at else 0
         self.plan_dev = cp.empty(size, cp.int64)
-        self.plan_dev.set(host, stream=cp.cuda.get_current_stream())
+        self.plan_dev.set(host, stream=self.stream)
         self.log.upload("refill plan")
 
+    @_on_stream
     def refill(self, step: int) -> None:
         """The planned refill of `step`: one launch of `refill_lanes` (one block)."""
         planned = self.planned.pop(step, None)
         if planned is None:
             return
         at, n_out, n_in = planned
-        i32, i64 = np.int32, np.int64
+        i32 = np.int32
         lane, state, cost, ids = self.queues[self.current]
-        self._launch("refill_lanes", 1, self.ctr, self.plan_dev[at:], i32(n_out), i32(n_in), i32(step),
+        self._launch("refill_lanes", 1, self.ctr, self.plan_dev[at:], i32(n_out), i32(n_in),
                      i32(self.per_lane), self.g["init_state"], self.g["init_cost"], self.g["init_code"],
-                     *self.capacities[2:], i64(self.arena_taken), self.stats, self.utt_stats, self.lane_end,
+                     *self.capacities[2:], self.stats, self.utt_stats, self.lane_end,
                      self.lane_start, self.lane_row, self.lane_utt, lane, state, cost, ids, self.arena_prev,
                      self.arena_code, block=ONE_BLOCK)
 
@@ -280,28 +313,63 @@ class CudaLaneKernels(LaneKernels):
         """`scan_partials`: the fixed grid's block sums into offsets, and the counts that follow (lanes.cu)."""
         s, i64 = self.s, np.int64
         self._launch("scan_partials", 1, self.ctr, np.int32(self.grid), np.int32(cols), self.partial,
-                     np.int32(which), *self.capacities, i64(self.arena_taken), i64(s.lattice_capacity),
-                     i64(self.lattice_ring), i64(self.lattice_taken), block=ONE_BLOCK)
+                     np.int32(which), *self.capacities, i64(s.lattice_capacity), i64(self.lattice_ring),
+                     block=ONE_BLOCK)
 
+    @_on_stream
     def links(self, step: int) -> None:
         if self.s.lattice_beam is not None:
             self._epsilon_links(step)
 
+    @_on_stream
     def frame(self, f: int, finals: bool, partials: bool) -> None:
+        if self.graphs is None:
+            self._frame_launches()
+        else:
+            self._frame_graph()
+        self.current = 1 - self.current
+        targets = self.lane_u64[5:]
+        if finals:
+            self._lane_best(True, self.final_id, self.final_state, targets[0], targets[1])
+        if partials:
+            self._lane_best(False, self.partial_id, self.partial_state, targets[2], targets[3])
+        _PEAK["bytes"] = max(_PEAK["bytes"], self.cp.get_default_memory_pool().total_bytes())
+
+    def _frame_graph(self) -> None:
+        """The frame's launches as a CUDA graph: captured once per queue parity (and per wave shape and
+        buffers), then replayed with one launch; the kernels read the step and the counts from `ctr`."""
+        key = (self.current, self.num_lanes, self.P, self.costs.data.ptr, self.dense_key.data.ptr)
+        captured = self.graphs.get(key)
+        if captured is None:
+            before = self.log.launches.copy()
+            self.stream.begin_capture()
+            try:
+                self._frame_launches()
+            finally:
+                graph = self.stream.end_capture()
+            captured = self.graphs[key] = (graph, self.log.launches - before)
+        else:
+            self.log.launches.update(captured[1])
+        captured[0].launch(self.stream)
+        self.log.graph_launches += 1
+
+    def _frame_launches(self) -> None:
+        """The kernels of one frame step, up to the winners (lanes.FRAME_LAUNCHES), with the same arguments at
+        every step of a parity (`current`)."""
         g, lanes, grid, ctr = self.g, self.num_lanes, self.grid, self.ctr
         i32, i64 = np.int32, np.int64
         best, worst, count, min_new, first, *targets = self.lane_u64
         tok_lane, tok_state, tok_cost, tok_id = self.queues[self.current]
-        self._launch("frame_begin", _blocks(lanes), i32(lanes), best, worst, count, min_new, first, *targets)
-        self._launch("lane_reduce", grid, ctr, i32(f), tok_lane, tok_cost, self.lane_end, best, worst, count, first)
+        self._launch("frame_begin", _blocks(lanes), i32(lanes), ctr, best, worst, count, min_new, first, *targets)
+        self._launch("lane_reduce", grid, ctr, tok_lane, tok_cost, self.lane_end, best, worst, count, first)
         self._launch("lane_select", lanes, i32(lanes), self.max_active, self.min_active, self.beam32,
                      self.beam_delta, best, worst, count, first, tok_cost, self.cutoff, self.adaptive, self.stats,
                      block=SELECT_BLOCK)
-        self._launch("token_degree", grid, ctr, i32(f), tok_lane, tok_state, tok_cost, self.lane_end, self.cutoff,
+        self._launch("token_degree", grid, ctr, tok_lane, tok_state, tok_cost, self.lane_end, self.cutoff,
                      g["degree"], self.deg, self.partial, self.stats)
         self._scan(1, 0)
         self._launch("scan_apply", grid, ctr, tok_lane, self.deg, self.partial, self.cum, self.stats)
-        self._launch("expand_min", grid, ctr, i32(f), self.lane_row, i32(self.P), tok_lane, tok_state, tok_cost,
+        self._launch("expand_min", grid, ctr, self.lane_row, i32(self.P), tok_lane, tok_state, tok_cost,
                      self.deg, self.cum, g["offsets"], g["weight"], g["column"], self.costs, min_new, self.c_tok,
                      self.c_entry, self.c_cost)
         self._launch("expand_recombine", grid, ctr, i32(self.lg.num_states), tok_lane, self.c_tok, self.c_entry,
@@ -317,17 +385,11 @@ class CudaLaneKernels(LaneKernels):
                      self.dense_cost, self.dense_entry, self.flags, self.partial)
         self._scan(2, 1)
         out = self.queues[1 - self.current]
-        self._launch("emit_winners", grid, ctr, i32(f), i64(self.arena_ring), i64(self.lattice_ring), self.flags,
+        self._launch("emit_winners", grid, ctr, i64(self.arena_ring), i64(self.lattice_ring), self.flags,
                      self.partial, self.c_tok, self.c_entry, self.c_cost, self.c_index, tok_lane, tok_state, tok_id,
                      g["dest"], g["code"], g["bare_arc"], *out, self.arena_prev, self.arena_code, self.records,
                      self.dense_key, self.dense_cost, self.dense_entry, self.stats, i32(self.s.table_slots),
                      self.hash_state)
-        self.current = 1 - self.current
-        if finals:
-            self._lane_best(f, True, self.final_id, self.final_state, targets[0], targets[1])
-        if partials:
-            self._lane_best(f, False, self.partial_id, self.partial_state, targets[2], targets[3])
-        _PEAK["bytes"] = max(_PEAK["bytes"], self.cp.get_default_memory_pool().total_bytes())
 
     def _epsilon_links(self, frame: int) -> None:
         """Epsilon lattice links among the live tokens (twin.NumpyLaneKernels.epsilon_links)."""
@@ -342,17 +404,17 @@ class CudaLaneKernels(LaneKernels):
                      self.stats)
         self._launch("eps_link_count", grid, ctr, states, beam, *common, *arcs, self.links_of, self.partial, *table)
         self._scan(1, 2)
-        self._launch("eps_link_write", grid, ctr, states, i32(frame), beam, np.int64(self.lattice_ring), *common,
+        self._launch("eps_link_write", grid, ctr, states, beam, np.int64(self.lattice_ring), *common,
                      *arcs, self.links_of, self.partial, self.records, self.stats, *table)
         self._launch("dense_tok_set", grid, ctr, states, *common, self.dense_tok, i32(1), *table, self.tok_slot,
                      self.stats)
 
-    def _lane_best(self, f: int, finals: bool, out_id, out_state, best, low) -> None:
+    def _lane_best(self, finals: bool, out_id, out_state, best, low) -> None:
         """Best tokens of the lanes that end (`finals`) or take a partial at step f, into their utterances'
         slots: the kernels find the lanes from their placement (`lane_target` in lanes.cu), nothing uploaded."""
         i32 = np.int32
         tok_lane, tok_state, tok_cost, tok_id = self.queues[self.current]
-        common = (self.ctr, i32(f), i32(finals), i32(self.batch.partial_every), i32(self.slots), self.lane_end,
+        common = (self.ctr, i32(finals), i32(self.batch.partial_every), i32(self.slots), self.lane_end,
                   self.lane_start, self.lane_utt, tok_lane, tok_state, tok_cost, self.g["final"])
         self._launch("best_cost", self.grid, *common, best)
         self._launch("best_state", self.grid, *common, best, low)
@@ -408,11 +470,13 @@ class CudaLaneKernels(LaneKernels):
         self.arena_taken, self.lattice_taken = arena, lattice
         return host, sizes
 
+    @_on_stream
     def status(self, utts: np.ndarray) -> LaneOutput:
         """The status download (the one host read of STATUS_EVERY frame steps): the counts, what was made up to
         the previous status point, and the rows of `utts` (their span: they were released close together)."""
         lo, hi = (int(utts.min()), int(utts.max()) + 1) if utts.shape[0] else (0, 0)
         host, sizes = self._take(self.known_arena, self.known_lattice, lo, hi, [self.ctr], "status")
+        self._launch("set_taken", 1, self.ctr, np.int64(self.arena_taken), np.int64(self.lattice_taken))
         self._counts(host[:NCTR])
         return self._output(host[NCTR:], sizes, lo, hi, utts - lo)
 
@@ -421,6 +485,7 @@ class CudaLaneKernels(LaneKernels):
         self.log.arcs += int(ctr[CTR["arcs_sum"]]) - self.arcs_seen
         self.arcs_seen = int(ctr[CTR["arcs_sum"]])
 
+    @_on_stream
     def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
         with _host_may_wait():  # the wave's download, outside the frame loop
             return self._finish(lanes, utts)
@@ -449,14 +514,15 @@ class GpuDecoder(LaneDecoder):
     (`LaneSettings`): see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current
     device, which Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction). timing: time every
     kernel launch of the frame loop with CUDA events (`kernel_log.kernel_ms`; for profiles, it adds two events a
-    launch).
+    launch). cuda_graphs: capture each frame step's kernels (lanes.FRAME_LAUNCHES) as a CUDA graph, once per
+    queue parity and wave shape, and replay it with one launch a step (`kernel_log.graph_launches`).
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, device: int | None = None,
                  max_lanes: int = 256, refill: bool = True, lattice_workers: int = 2, timing: bool = False,
-                 **capacities: int) -> None:
+                 cuda_graphs: bool = False, **capacities: int) -> None:
         cp = _cupy()
         if device is not None:
             cp.cuda.Device(device).use()
-        super().__init__(graph, partial(CudaLaneKernels, timing=timing), options, max_lanes=max_lanes, refill=refill,
-                         lattice_workers=lattice_workers, **capacities)
+        super().__init__(graph, partial(CudaLaneKernels, timing=timing, graphs=cuda_graphs), options,
+                         max_lanes=max_lanes, refill=refill, lattice_workers=lattice_workers, **capacities)

@@ -33,6 +33,9 @@ typedef long long i64;
 #define C_ARENA_BASE 7    // the arena index of this step's first winner
 #define C_RECORDS 8       // lattice records this step's emit or epsilon links keep
 #define C_LATTICE_BASE 9  // the index of their first
+#define C_STEP 10         // frame steps begun in the wave (frame_begin counts them): step f runs while it is f + 1
+#define C_ARENA_TAKEN 11  // arena entries the host has taken (set_taken, at status points)
+#define C_LATTICE_TAKEN 12
 #define NCTR 16
 #define SCAN_BLOCK 256    // threads per block of the chunked kernels
 
@@ -127,11 +130,26 @@ __device__ __forceinline__ void lane_count(u64* stats, int lane, int col, bool v
         atomicAdd(&stats[(i64)lane * NSTAT + col], (u64)__popc(peers));
 }
 
-// Per-lane scratch of a frame step: reductions, selection, and the best tokens of lanes that end (fin_*) or take
-// a partial (par_*).
-extern "C" __global__ void frame_begin(int L, u64* best, u64* worst, u64* count, u64* min_new, u64* first,
-                                       u64* fin_best, u64* fin_low, u64* par_best, u64* par_low) {
+// The frame step that the kernels of a step run (frame_begin has counted it), and the step that the next
+// begins at (refills and epsilon links between steps): read from the device, so that a frame's launches have
+// the same arguments at every step (a CUDA graph replays them).
+__device__ __forceinline__ int step_running(const i64* ctr) { return (int)ctr[C_STEP] - 1; }
+__device__ __forceinline__ int step_next(const i64* ctr) { return (int)ctr[C_STEP]; }
+
+// The host's takes of the arena and lattice rings, at a status point (one thread).
+extern "C" __global__ void set_taken(i64* ctr, i64 arena_taken, i64 lattice_taken) {
+    if (thread_index() == 0) {
+        ctr[C_ARENA_TAKEN] = arena_taken;
+        ctr[C_LATTICE_TAKEN] = lattice_taken;
+    }
+}
+
+// A frame step begins: counted in ctr; per-lane scratch of reductions, selection, and the best tokens of lanes
+// that end (fin_*) or take a partial (par_*).
+extern "C" __global__ void frame_begin(int L, i64* ctr, u64* best, u64* worst, u64* count, u64* min_new,
+                                       u64* first, u64* fin_best, u64* fin_low, u64* par_best, u64* par_low) {
     i64 t = thread_index();
+    if (t == 0) ctr[C_STEP] += 1;
     if (t < L) {
         best[t] = ~0ULL; worst[t] = 0ULL; count[t] = 0ULL; min_new[t] = ~0ULL; first[t] = ~0ULL;
         fin_best[t] = ~0ULL; fin_low[t] = ~0ULL; par_best[t] = ~0ULL; par_low[t] = ~0ULL;
@@ -139,9 +157,10 @@ extern "C" __global__ void frame_begin(int L, u64* best, u64* worst, u64* count,
 }
 
 // Per running lane: best and worst cost, token count, and the queue index of its first token.
-extern "C" __global__ void lane_reduce(const i64* ctr, int f, const int* tok_lane, const double* tok_cost,
+extern "C" __global__ void lane_reduce(const i64* ctr, const int* tok_lane, const double* tok_cost,
                                        const int* lane_end, u64* best, u64* worst, u64* count, u64* first) {
     i64 n = ctr[C_LIVE];
+    int f = step_running(ctr);
     for (i64 i = thread_index(); i < n; i += grid_stride()) {
         int l = tok_lane[i];
         if (lane_end[l] <= f) continue;
@@ -230,11 +249,12 @@ extern "C" __global__ void lane_select(int L, i64 max_active, i64 min_active, do
 
 // Chunked over the live tokens: the closed-arc out-degree of each token below its lane's cutoff (0 otherwise),
 // and each block's sum (partial[block]) for scan_partials.
-extern "C" __global__ void token_degree(const i64* ctr, int f, const int* tok_lane, const int* tok_state,
+extern "C" __global__ void token_degree(const i64* ctr, const int* tok_lane, const int* tok_state,
                                         const double* tok_cost, const int* lane_end, const double* cutoff,
                                         const int* degree, i64* deg, u64* partial, u64* stats) {
     __shared__ u64 sum;
     i64 n = ctr[C_LIVE], chunk = chunk_size(n);
+    int f = step_running(ctr);
     i64 begin = blockIdx.x * chunk, end = min64(begin + chunk, n);
     if (threadIdx.x == 0) sum = 0ULL;
     __syncthreads();
@@ -261,8 +281,8 @@ extern "C" __global__ void token_degree(const i64* ctr, int f, const int* tok_la
 // C_ARENA_BASE, which become the live tokens; the links that fit the lattice records: C_RECORDS from
 // C_LATTICE_BASE); 2: epsilon links (C_RECORDS from C_LATTICE_BASE).
 extern "C" __global__ void scan_partials(i64* ctr, int G, int cols, u64* partial, int which, i64 arc_capacity,
-                                         i64 token_capacity, i64 arena_capacity, i64 arena_ring, i64 arena_taken,
-                                         i64 lattice_capacity, i64 lattice_ring, i64 lattice_taken) {
+                                         i64 token_capacity, i64 arena_capacity, i64 arena_ring,
+                                         i64 lattice_capacity, i64 lattice_ring) {
     __shared__ u64 buf[1024];
     __shared__ u64 tile_total;
     __shared__ u64 totals[2];
@@ -279,6 +299,7 @@ extern "C" __global__ void scan_partials(i64* ctr, int G, int cols, u64* partial
         __syncthreads();
     }
     if (threadIdx.x != 0) return;
+    i64 arena_taken = ctr[C_ARENA_TAKEN], lattice_taken = ctr[C_LATTICE_TAKEN];
     if (which == 0) {
         i64 arcs = (i64)totals[0];
         ctr[C_ARCS] = arcs;
@@ -326,13 +347,13 @@ extern "C" __global__ void scan_apply(const i64* ctr, const int* tok_lane, const
 
 // One thread per arc slot (grid-stride): its token by binary search over the inclusive prefix sums of the
 // degrees, its closed arc, the new cost; the per-lane minimum of the new costs.
-extern "C" __global__ void expand_min(const i64* ctr, int f, const i64* lane_row, int P, const int* tok_lane,
+extern "C" __global__ void expand_min(const i64* ctr, const i64* lane_row, int P, const int* tok_lane,
                                       const int* tok_state, const double* tok_cost, const i64* deg,
                                       const i64* cum, const i64* offsets, const double* weight,
                                       const int* column, const float* costs, u64* min_new, int* c_tok,
                                       u32* c_entry, double* c_cost) {
     i64 slots = ctr[C_SLOTS];
-    int n = (int)ctr[C_LIVE];
+    int n = (int)ctr[C_LIVE], f = step_running(ctr);
     for (i64 j = thread_index(); j < slots; j += grid_stride()) {
         int lo = 0, hi = n - 1;
         while (lo < hi) {
@@ -438,7 +459,7 @@ extern "C" __global__ void mark(const i64* ctr, int with_lattice, double lattice
 // Chunked over the arc slots (the grid of mark): winners into the next token queue and the arena ring at their
 // positions (block offset + prefix within the block), lattice records into their ring, table entries reset.
 // Winners past C_EMIT and links past C_RECORDS are dropped, counted per lane.
-extern "C" __global__ void emit_winners(const i64* ctr, int f, i64 arena_ring, i64 lattice_ring,
+extern "C" __global__ void emit_winners(const i64* ctr, i64 arena_ring, i64 lattice_ring,
                                         const unsigned char* flags, const u64* partial, const int* c_tok,
                                         const u32* c_entry, const double* c_cost, const i64* c_index,
                                         const int* tok_lane, const int* tok_state, const i64* tok_id,
@@ -452,6 +473,7 @@ extern "C" __global__ void emit_winners(const i64* ctr, int f, i64 arena_ring, i
     i64 begin = blockIdx.x * chunk, end = min64(begin + chunk, slots);
     i64 emit = ctr[C_EMIT], arena_base = ctr[C_ARENA_BASE];
     i64 kept = ctr[C_RECORDS], lattice_base = ctr[C_LATTICE_BASE];
+    int f = step_running(ctr);
     i64 win_at = (i64)partial[2 * (i64)blockIdx.x], lat_at = (i64)partial[2 * (i64)blockIdx.x + 1];
     for (i64 base = begin; base < end; base += blockDim.x) {
         i64 j = base + threadIdx.x;
@@ -505,9 +527,9 @@ extern "C" __global__ void emit_winners(const i64* ctr, int f, i64 arena_ring, i
 // placed lanes, utterances, end steps and cost-row offsets. The placed lanes' frame-0 tokens (per_lane each: the
 // start state and its closure moves, init_*) are appended to the queue after the live tokens and to the arena,
 // as many lanes' as the arena has room for (the others' dropped, counted).
-extern "C" __global__ void refill_lanes(i64* ctr, const i64* plan, int n_out, int n_in, int step, int per_lane,
+extern "C" __global__ void refill_lanes(i64* ctr, const i64* plan, int n_out, int n_in, int per_lane,
                                         const int* init_state, const double* init_cost, const i64* init_code,
-                                        i64 arena_capacity, i64 arena_ring, i64 arena_taken, u64* stats,
+                                        i64 arena_capacity, i64 arena_ring, u64* stats,
                                         u64* utt_stats, int* lane_end, int* lane_start, i64* lane_row,
                                         i64* lane_utt, int* tok_lane, int* tok_state, double* tok_cost,
                                         i64* tok_id, i64* arena_prev, i64* arena_code) {
@@ -518,7 +540,8 @@ extern "C" __global__ void refill_lanes(i64* ctr, const i64* plan, int n_out, in
     const i64* i_end = i_utt + n_in;
     const i64* i_row = i_end + n_in;
     i64 live = ctr[C_LIVE], made = ctr[C_ARENA];
-    i64 fit = min64(n_in, ring_room(arena_capacity, arena_ring, made, arena_taken) / per_lane);
+    int step = step_next(ctr);
+    i64 fit = min64(n_in, ring_room(arena_capacity, arena_ring, made, ctr[C_ARENA_TAKEN]) / per_lane);
     for (i64 t = threadIdx.x; t < (i64)n_out * NSTAT; t += blockDim.x) {
         i64 o = t / NSTAT, c = t % NSTAT;
         utt_stats[o_utt[o] * NSTAT + c] = stats[o_lane[o] * NSTAT + c];
@@ -560,9 +583,9 @@ __device__ __forceinline__ i64 lane_target(int l, int f, int finals, int every, 
     return (every > 0 && done % every == 0) ? lane_utt[l] * slots + done / every - 1 : -1;
 }
 
-#define LANE_PLACEMENT const i64* ctr, int f, int finals, int every, int slots, const int* lane_end, \
+#define LANE_PLACEMENT const i64* ctr, int finals, int every, int slots, const int* lane_end, \
     const int* lane_start, const i64* lane_utt
-#define TARGET(l) lane_target((l), f, finals, every, slots, lane_end, lane_start, lane_utt)
+#define TARGET(l) lane_target((l), step_running(ctr), finals, every, slots, lane_end, lane_start, lane_utt)
 
 // Best token of the lanes with an output slot at this step (lane_target): lowest cost (+ final weight), then
 // lowest state; three passes over the live tokens; written to out_id / out_state at the slot.
@@ -667,7 +690,7 @@ extern "C" __global__ void eps_link_count(const i64* ctr, int S, double lattice_
     if (threadIdx.x == 0) partial[blockIdx.x] = sum;
 }
 
-extern "C" __global__ void eps_link_write(const i64* ctr, int S, int frame, double lattice_beam, i64 lattice_ring,
+extern "C" __global__ void eps_link_write(const i64* ctr, int S, double lattice_beam, i64 lattice_ring,
                                           const int* tok_lane, const int* tok_state, const double* tok_cost,
                                           const i64* eps_offsets, const int* eps_dest, const double* eps_weight,
                                           const double* dense_tok, const i64* links, const u64* partial,
@@ -677,6 +700,7 @@ extern "C" __global__ void eps_link_write(const i64* ctr, int S, int frame, doub
     i64 n = ctr[C_LIVE], chunk = chunk_size(n);
     i64 begin = blockIdx.x * chunk, end = min64(begin + chunk, n);
     i64 kept = ctr[C_RECORDS], lattice_base = ctr[C_LATTICE_BASE];
+    int frame = step_next(ctr);
     i64 carry = (i64)partial[blockIdx.x];
     for (i64 base = begin; base < end; base += blockDim.x) {
         i64 i = base + threadIdx.x;
