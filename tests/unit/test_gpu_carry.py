@@ -21,7 +21,12 @@ import pytest
 from specbench.benchmarks.decoder import agreement as ag
 from specbench.benchmarks.decoder import workloads as wl
 from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
-from specbench.benchmarks.decoder.backends import gpu_profile, lane_refill_effect, single_utterance_latency
+from specbench.benchmarks.decoder.backends import (
+    cuda_graphs_effect,
+    gpu_profile,
+    lane_refill_effect,
+    single_utterance_latency,
+)
 from specbench.benchmarks.decoder.ceiling import ceiling_token_set
 from specbench.benchmarks.decoder.cpu_scaling import core_counts, time_cpu_cores
 from specbench.benchmarks.decoder.gpu_processes import StreamPlan, run_gpu_processes
@@ -202,6 +207,21 @@ def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
     assert report["launches"]["best_pick"] == len({len(m) for _, m in items})  # a step per length that ends
     assert report["launches"]["lane_select"] == steps and report["arcs_per_second"] > 0
     assert "kernel_ms" not in report and report["seconds"] > 0
+
+
+def test_cuda_graphs_effect_reports_both_decoders_side_by_side(tmp_path: Path) -> None:
+    """The CUDA-graph comparison's harness on the twin (which has no graphs): per lane count, both decoders'
+    seconds, launches per frame step, host stages, the speedup, and that their results are the same."""
+    graph_path, items = tiny_graph(tmp_path), scores(6)
+    workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
+    report = cuda_graphs_effect(workload, options, lanes=(2, 4), rounds=1, backend="twin")
+    for count in (2, 4):
+        entry = report[f"lanes_{count}"]
+        assert entry["identical"] and entry["graphs_speedup"] > 0
+        for mode in ("launches", "graphs"):
+            assert entry[mode]["launches_per_frame"] >= 13 and entry[mode]["graph_launches_per_frame"] == 0
+            assert entry[mode]["seconds"] > 0 and "frame launches" in entry[mode]["host_seconds"]
 
 
 def test_lane_refill_effect_compares_refilled_lanes_with_batches(tmp_path: Path) -> None:

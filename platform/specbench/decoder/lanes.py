@@ -650,7 +650,8 @@ class _Harvest:
     """A wave's results as its utterances end. Lanes release their utterances (their last step done, their
     counts moved to them) at refills; at each status point the kernels hand over, in the status download, what
     they made up to the previous status point (arena entries and lattice records, which hold everything of the
-    utterances released before it) and those utterances' outputs (`LaneKernels.status`). Their best paths are
+    utterances released before it) and those utterances' outputs (`LaneKernels.status`). At the next status
+    point, before its download (the device still running the steps enqueued since), their best paths are
     traced on the host, and with lattices their records (mapped to utterances: `records_by_utterance`) are
     pruned on the decoder's worker threads (`lattice_paths.lane_lattices`), a result passed on once its
     lattice is ready."""
@@ -662,6 +663,7 @@ class _Harvest:
         self.held: dict[int, list[np.ndarray]] = {}  # utterance -> its records (frame, src, code) so far
         self.waiting: list[np.ndarray] = []  # released since the last status point
         self.complete = np.zeros(0, dtype=np.int64)  # released before the last status point, not yet taken
+        self.downloaded: tuple[LaneOutput, np.ndarray] | None = None  # the last status download, unassembled
         self.pending: list[tuple[np.ndarray, list[DecodeResult], Future]] = []  # results awaiting lattices
 
     def placed(self, lanes: np.ndarray, step: int, utts: np.ndarray) -> None:
@@ -672,22 +674,28 @@ class _Harvest:
             self.waiting.append(utts)
 
     def status_point(self) -> Iterator[tuple[int, DecodeResult]]:
-        """The status download: the utterances released before the last status point are taken (what was made
-        up to it holds all of theirs); those released since wait for the next."""
+        """First what the last status download brought is assembled (while the device runs the frame steps
+        enqueued since); then the status download: the utterances released before the last status point are
+        taken (what was made up to it holds all of theirs); those released since wait for the next."""
+        self._take_downloaded()
         utts = self.complete
         self.complete = np.concatenate(self.waiting) if self.waiting else np.zeros(0, dtype=np.int64)
         self.waiting = []
-        log = self.decoder.kernels.log
-        with log.host_stage("status reads"):
-            out = self.decoder.kernels.status(utts)
-        self._take(out, utts)
+        with self.decoder.kernels.log.host_stage("status reads"):
+            self.downloaded = (self.decoder.kernels.status(utts), utts)
         yield from self.ready()
+
+    def _take_downloaded(self) -> None:
+        if self.downloaded is not None:
+            self._take(*self.downloaded)
+            self.downloaded = None
 
     def ready(self) -> Iterator[tuple[int, DecodeResult]]:
         yield from self._ready(wait=False)
 
     def finish(self, out: LaneOutput) -> Iterator[tuple[int, DecodeResult]]:
         """The rest, from the kernels' final output (every utterance's rows), then every lattice awaited."""
+        self._take_downloaded()
         utts = np.concatenate([self.complete, *self.waiting])
         self.complete, self.waiting = np.zeros(0, dtype=np.int64), []
         rows = replace(out, final_id=out.final_id[utts], final_state=out.final_state[utts],

@@ -97,6 +97,23 @@ def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu"
             "lane_use": decoder_lane_use(decoder)}
 
 
+def _side_by_side(decoders: dict[str, Any], items: list, rounds: int) -> tuple[dict[str, float], bool]:
+    """Each decoder decoding `items` in one call, alternating `rounds` times after a warm-up (counts reset
+    before each call): the fastest seconds of each, and whether every decoder's results are the same."""
+    for decoder in decoders.values():
+        decoder.decode_batch(items[:4])  # warm-up: kernels compiled (graphs captured), memory pool filled
+    seconds: dict[str, list[float]] = {mode: [] for mode in decoders}
+    outcomes = {}
+    for _ in range(rounds):
+        for mode, decoder in decoders.items():
+            decoder.reset_counts()
+            took, results = harness.timed(lambda d=decoder: d.decode_batch(items))
+            seconds[mode].append(took)
+            outcomes[mode] = [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)]
+    first = next(iter(outcomes.values()))
+    return {mode: min(times) for mode, times in seconds.items()}, all(o == first for o in outcomes.values())
+
+
 def lane_refill_effect(workload: Workload, options: SearchOptions, backend: str = "gpu",
                        max_lanes: int | None = None, rounds: int = 2) -> dict:
     """What lane refill buys, side by side in one process: one decoder with lanes refilled as utterances end
@@ -108,56 +125,40 @@ def lane_refill_effect(workload: Workload, options: SearchOptions, backend: str 
     max_lanes = max_lanes or min(256, max(1, len(items) // 4))
     decoders = {mode: make_decoder(backend, workload.graph, one_best(options), max_lanes=max_lanes,
                                    refill=mode == "refill") for mode in ("refill", "batches")}
-    seconds: dict[str, list[float]] = {mode: [] for mode in decoders}
-    outcomes = {}
-    for decoder in decoders.values():
-        decoder.decode_batch(items[:4])  # warm-up: kernels compiled, memory pool filled
     harness.say("decoder", f"{backend}: {len(items)} utterances on {max_lanes} lanes, refilled and in batches, "
                            f"{rounds} rounds")
-    for _ in range(rounds):
-        for mode, decoder in decoders.items():
-            decoder.reset_counts()
-            took, results = harness.timed(lambda d=decoder: d.decode_batch(items))
-            seconds[mode].append(took)
-            outcomes[mode] = [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)]
-    report: dict[str, Any] = {"max_lanes": max_lanes, "rounds": rounds,
-                              "identical": outcomes["refill"] == outcomes["batches"]}
+    seconds, identical = _side_by_side(decoders, items, rounds)
+    report: dict[str, Any] = {"max_lanes": max_lanes, "rounds": rounds, "identical": identical}
     for mode, decoder in decoders.items():
-        report[mode] = {"seconds": min(seconds[mode]), **decoder_lane_use(decoder)}
+        report[mode] = {"seconds": seconds[mode], **decoder_lane_use(decoder)}
     report["refill_speedup"] = report["batches"]["seconds"] / report["refill"]["seconds"]
     return report
 
 
 def cuda_graphs_effect(workload: Workload, options: SearchOptions, lanes: tuple[int, ...] = (16, 256),
-                       rounds: int = 2) -> dict:
+                       rounds: int = 2, backend: str = "gpu") -> dict:
     """What CUDA graphs buy, side by side in one process: for each lane count, one GPU decoder that launches a
     frame step's kernels one by one and one that replays them as a CUDA graph (`cuda_graphs=True`), each
     decoding the workload's utterances in one call (1-best), alternating `rounds` times after a warm-up.
-    Seconds (the fastest round) of each, the speedup, launches and graph launches per frame step, and whether
-    every result is the same."""
+    Seconds (the fastest round) of each, the speedup, launches and graph launches per frame step, the host's
+    stages, and whether every result is the same. `backend="twin"` runs the harness with two twins (no
+    graphs: the tests' stand-in for the GPU)."""
     items = list(workload.items)
     report: dict[str, Any] = {"rounds": rounds}
     for count in lanes:
-        decoders = {mode: make_decoder("gpu", workload.graph, one_best(options), max_lanes=count,
-                                       cuda_graphs=mode == "graphs") for mode in ("launches", "graphs")}
-        for decoder in decoders.values():
-            decoder.decode_batch(items[:4])  # warm-up: kernels loaded, graphs captured, memory pool filled
-        harness.say("decoder", f"gpu: {len(items)} utterances on {count} lanes, with and without CUDA graphs, "
+        decoders = {mode: make_decoder(backend, workload.graph, one_best(options), max_lanes=count,
+                                       **({"cuda_graphs": mode == "graphs"} if backend == "gpu" else {}))
+                    for mode in ("launches", "graphs")}
+        harness.say("decoder", f"{backend}: {len(items)} utterances on {count} lanes, with and without CUDA graphs, "
                                f"{rounds} rounds")
-        seconds: dict[str, list[float]] = {mode: [] for mode in decoders}
-        outcomes = {}
-        for _ in range(rounds):
-            for mode, decoder in decoders.items():
-                decoder.reset_counts()
-                took, results = harness.timed(lambda d=decoder: d.decode_batch(items))
-                seconds[mode].append(took)
-                outcomes[mode] = [outcome_of(r, len(m)) for r, (_, m) in zip(results, items)]
-        entry: dict[str, Any] = {"identical": outcomes["launches"] == outcomes["graphs"]}
+        seconds, identical = _side_by_side(decoders, items, rounds)
+        entry: dict[str, Any] = {"identical": identical}
         for mode, decoder in decoders.items():
             log = decoder.kernel_log.report(decoder.frame_steps)
-            entry[mode] = {"seconds": min(seconds[mode]), "frame_steps": decoder.frame_steps,
+            entry[mode] = {"seconds": seconds[mode], "frame_steps": decoder.frame_steps,
                            "launches_per_frame": log["launches_per_frame"],
-                           "graph_launches_per_frame": log["graph_launches"] / max(decoder.frame_steps, 1)}
+                           "graph_launches_per_frame": log["graph_launches"] / max(decoder.frame_steps, 1),
+                           "host_seconds": log["host_seconds"]}
         entry["graphs_speedup"] = entry["launches"]["seconds"] / entry["graphs"]["seconds"]
         report[f"lanes_{count}"] = entry
     return report
