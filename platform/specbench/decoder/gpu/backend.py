@@ -214,6 +214,7 @@ class CudaLaneKernels(LaneKernels):
             return
         cp, u64 = self.cp, self.cp.uint64
         self._lanes = lanes
+        self._reallocated()
         queue = self.s.token_capacity + lanes * self.per_lane
         self.queues = [(cp.empty(queue, cp.int32), cp.empty(queue, cp.int32), cp.empty(queue, cp.float64),
                         cp.empty(queue, cp.int64)) for _ in range(2)]
@@ -239,6 +240,7 @@ class CudaLaneKernels(LaneKernels):
         rows = np.ascontiguousarray(batch.costs, dtype=np.float32).ravel()
         if self.costs.shape[0] < rows.shape[0]:
             self.costs = cp.empty(max(rows.shape[0], 2 * self.costs.shape[0]), cp.float32)
+            self._reallocated()
         self.costs[:rows.shape[0]].set(rows, stream=self.stream)
         self.lane_end.fill(0)
         self.lane_start.fill(0)
@@ -247,6 +249,7 @@ class CudaLaneKernels(LaneKernels):
         self.stats.fill(0)
         table = self._lanes * self.s.table_size(lg.num_states)
         if self._clean_tables != self._lanes:  # a wave leaves every entry it touched reset
+            self._reallocated()
             self.dense_key = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
             self.dense_cost = cp.full(table, np.uint64(2**64 - 1), dtype=cp.uint64)
             self.dense_entry = cp.full(table, np.uint32(2**32 - 1), dtype=cp.uint32)
@@ -335,10 +338,15 @@ class CudaLaneKernels(LaneKernels):
             self._lane_best(False, self.partial_id, self.partial_state, targets[2], targets[3])
         _PEAK["bytes"] = max(_PEAK["bytes"], self.cp.get_default_memory_pool().total_bytes())
 
+    def _reallocated(self) -> None:
+        """A buffer the captured graphs point to is replaced: they are captured again."""
+        if self.graphs:
+            self.graphs.clear()
+
     def _frame_graph(self) -> None:
         """The frame's launches as a CUDA graph: captured once per queue parity (and per wave shape and
         buffers), then replayed with one launch; the kernels read the step and the counts from `ctr`."""
-        key = (self.current, self.num_lanes, self.P, self.costs.data.ptr, self.dense_key.data.ptr)
+        key = (self.current, self.num_lanes, self.P)  # graphs are dropped whenever a buffer is reallocated
         captured = self.graphs.get(key)
         if captured is None:
             before = self.log.launches.copy()
