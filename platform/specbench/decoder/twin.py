@@ -175,8 +175,8 @@ class NumpyLaneKernels(LaneKernels):
 
     def radix_select(self, best: np.ndarray, worst: np.ndarray, count: np.ndarray) -> np.ndarray:
         """(L, 2) float32: the max_active-th and min_active-th smallest float32 costs (0-based) of the lanes
-        that need them (else +inf): `select_setup`, then `radix_select`'s 4 passes of 256-bin histograms
-        (the GPU's block per lane reads the lane's tokens as one contiguous run: checked here)."""
+        that need them (else +inf): the first part of `lane_select`, 4 passes of 256-bin histograms (the GPU's
+        block per lane reads the lane's tokens as one contiguous run: checked here)."""
         runs = self.tok_lane[np.flatnonzero(np.diff(self.tok_lane, prepend=-1))]  # the lane of each run
         if np.unique(runs).shape[0] != runs.shape[0]:
             raise RuntimeError("a lane's tokens are not contiguous in the queue, which the GPU's per-lane "
@@ -208,7 +208,8 @@ class NumpyLaneKernels(LaneKernels):
 
     def lane_cutoff(self, best: np.ndarray, worst: np.ndarray, count: np.ndarray,
                     selected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Kaldi's GetCutoff per lane (pruning.get_cutoff's rules): weight cutoff and adaptive beam."""
+        """Kaldi's GetCutoff per lane (pruning.get_cutoff's rules): weight cutoff and adaptive beam (the end of
+        `lane_select`)."""
         cfg, beam32 = self.s.pruning, self.beam32
         has = count > 0
         beam_cutoff = best + beam32
@@ -342,7 +343,7 @@ class NumpyLaneKernels(LaneKernels):
         self.lattice_size += lanes.shape[0]
 
     def epsilon_links(self, frame: int) -> None:
-        """`dense_tok_set`, `eps_link_count` + prefix sums, `eps_link_write`, `dense_tok_clear`: every
+        """`dense_tok_set`, `eps_link_count` + prefix sums, `eps_link_write`, `dense_tok_set` to clear: every
         epsilon arc between two tokens of the frame within the lattice beam of its destination token."""
         lg, states = self.lg, self.token_index()
         for name in LINK_LAUNCHES:  # the GPU backend's, at every step
