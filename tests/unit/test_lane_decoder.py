@@ -196,8 +196,9 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
     """Eleven utterances on three refilled lanes, with partials and lattices (their records taken from the
     kernels at status points every two frame steps): every field equal to the CPU backend's, lattices array
     for array; with an arena small enough to close a wave early, the same again over several waves; with an
-    arena window (the device's ring) too small for two status periods, lanes overflow and are retried, and
-    every result is still the same."""
+    arena window (the device's ring of backpointers) too small for three lanes' utterances and a lattice
+    window too small for two status periods, lanes overflow and are retried, and every result is still the
+    same."""
     monkeypatch.setattr(lanes, "STATUS_EVERY", 2)
     graph = compile_graph(CHAIN)
     items = _utterances(11, 3, [7, 3, 9, 2, 4, 12, 5, 5, 2, 8, 6])
@@ -205,7 +206,7 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
     cpu = CpuDecoder(graph, options)
     want = [cpu.decode(m, u, partial_every=2) for u, m in items]
     assert all(r.ok for r in want)
-    for capacities in ({}, {"arena_capacity": 120}, {"arena_window": 20, "lattice_window": 40}):
+    for capacities in ({}, {"arena_capacity": 120}, {"arena_window": 40, "lattice_window": 40}):
         twin = TwinDecoder(graph, options, max_lanes=3, **capacities)
         got = twin.decode_batch(items, 2)
         for a, b in zip(want, got, strict=True):
@@ -246,8 +247,9 @@ def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations(mon
     """The twin's KernelLog: the same kernels at every frame step (lanes.FRAME_LAUNCHES, the selection one
     per-lane launch), three more where lanes end or take a partial, five more for each step's epsilon links
     with lattices; no host read inside the frame loop but one at each status point (every STATUS_EVERY
-    steps); the refills planned at the start and at status points, one upload each, and one launch at each
-    step where a lane is refilled."""
+    steps, which also traces the best paths of the utterances released since the last one and frees the
+    arena: `trace_paths`, `set_taken`); the refills planned at the start and at status points, one upload
+    each, and one launch at each step where a lane is refilled; one `trace_paths` at the wave's end."""
     graph = compile_graph(CHAIN)
     items = _utterances(2, 3, [3, 5])
     options = SearchOptions(beam=3.0, max_active=3, min_active=1)
@@ -257,10 +259,10 @@ def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations(mon
     assert twin.frame_steps == 5 and not log.syncs and log.uploads == {"refill plan": 1}
     assert log.launches["best_pick"] == 2  # the steps where a lane ends
     assert log.launches["lane_reduce"] == 5 and log.launches["lane_select"] == 5 and log.arcs > 0
-    assert log.launches["scan_partials"] == 10 and sum(log.launches.values()) == 5 * 13 + 2 * 3 + 1
+    assert log.launches["scan_partials"] == 10 and sum(log.launches.values()) == 5 * 13 + 2 * 3 + 1 + 1
     report = log.report(twin.frame_steps, seconds=2.0)
     assert report["syncs_per_frame"] == 0 and report["arcs_per_second"] == log.arcs / 2.0
-    assert report["launches_per_frame"] == (5 * 13 + 2 * 3 + 1) / 5
+    assert report["launches_per_frame"] == (5 * 13 + 2 * 3 + 1 + 1) / 5
     twin.reset_counts()
     assert twin.frame_steps == 0 and not twin.kernel_log.launches
     lattices = TwinDecoder(graph, replace(options, lattice_beam=4.0))
@@ -273,6 +275,7 @@ def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations(mon
     assert three.frame_steps == 6 and three.kernel_log.syncs == {"status": 3}
     assert three.kernel_log.uploads["refill plan"] == 2  # planned at step 0, and at step 4 for steps 4 and 5
     assert three.kernel_log.launches["refill_lanes"] == 2  # the placements at step 0 and at step 4
+    assert three.kernel_log.launches["trace_paths"] == 3 + 1 and three.kernel_log.launches["set_taken"] == 3
 
 
 def test_queue_overflow_is_counted_and_reported() -> None:

@@ -15,9 +15,12 @@ The frame loop does not wait for the device. Its counts (live tokens, candidate 
 lattice fill) stay in device memory, where the kernels read them: they run on fixed grids, with grid-stride
 loops or one contiguous chunk of the items per block, and the prefix sums are the blocks' sums scanned by
 one block (`scan_partials`) and each block's prefix within its chunk. Every `STATUS_EVERY` frame steps, a
-status point reads the device once (`LaneKernels.status`): the fill, which decides whether the wave takes
-more utterances, and what was made up to the previous status point, from which results are assembled. The
-arena entries and lattice records wait on the device in ring buffers (`LaneSettings.arena_window`).
+status point traces the best paths of the utterances released since the last one on the device and reads
+the device once (`LaneKernels.status`): the fill, which decides whether the wave takes more utterances, the
+paths traced at the previous status point and the lattice records made up to it, from which results are
+assembled. The backpointers stay on the device in a ring buffer (`LaneSettings.arena_window`), which holds
+every entry of the utterances in the lanes, and are never downloaded; the lattice records wait in another
+until the host takes them (`lattice_window`).
 
 Per frame step f, over the tokens of every lane whose utterance is still running:
 
@@ -178,25 +181,29 @@ class LaneSettings:
     """The search options (`options.SearchOptions`) and the queue capacities of one lane decoder.
 
     token_capacity: tokens per frame over all lanes; arc_capacity: candidate arcs per frame over all lanes;
-    arena_capacity: backpointers per batch; lattice_capacity: lattice records per batch (ints in [1, 2^31)).
+    arena_capacity: backpointers per wave; lattice_capacity: lattice records per wave (ints in [1, 2^31)).
     table_slots: the recombination table of each lane: 0, one entry per graph state (dense: per-lane memory
     grows with the graph); else a hash table of that many slots (a power of two, 16 to 2^30), open
     addressing by state (on the GPU also the lattices' token-cost table; the twin keeps that one dense):
     per-lane memory grows with the distinct states a frame reaches, and a frame that
     reaches more in a lane overflows it (counted in `queue_overflows`, the lane retried alone).
-    arena_window, lattice_window: the arena entries and lattice records the device holds until the host takes
-    them at a status point (a ring buffer each, at most the capacity; 1 GB each by default): what is made
-    in about two status periods (33 frame steps) must fit, or the lanes that make more overflow (counted,
-    retried as above).
+    arena_window: the backpointers the device holds (a ring buffer, at most the capacity; by default 2^27
+    entries, 2 GiB, or 2^19 a lane where `LaneDecoder` has more than 256 lanes, up to 2^30):
+    every entry of the utterances in the lanes, from their first frame until their best paths are traced at
+    the status point after they end, must fit (about lanes x tokens per lane and frame x the longest
+    utterance's frames: 256 lanes at beam 15 on the SLURP TLG make about 250,000 entries a frame step), or
+    the lanes that make more overflow (counted, retried as above). lattice_window: the lattice records the
+    device holds until the host takes them at a status point (a ring buffer, 1 GB by default): what is made
+    in about two status periods (33 frame steps) must fit (overflows likewise).
     """
 
     options: SearchOptions
     token_capacity: int = 1 << 21
     arc_capacity: int = 1 << 24
-    arena_capacity: int = 1 << 27
+    arena_capacity: int = (1 << 31) - 1
     lattice_capacity: int = 1 << 26
     table_slots: int = 0
-    arena_window: int = 1 << 26
+    arena_window: int = 1 << 27
     lattice_window: int = 1 << 25
 
     def __post_init__(self) -> None:
@@ -211,7 +218,8 @@ class LaneSettings:
             raise ValueError(f"table_slots must be 0 (dense) or a power of two from 16 to 2^30, got {slots!r}")
 
     def arena_room(self, size: int, taken: int) -> int:
-        """Arena entries that may still be made, `size` made in the wave and `taken` of them by the host."""
+        """Arena entries that may still be made, `size` made in the wave and the first `taken` of them freed
+        (no utterance in a lane needs them: `set_taken`)."""
         ring = min(self.arena_window, self.arena_capacity)
         return max(0, min(self.arena_capacity - size, ring - (size - taken)))
 
@@ -272,12 +280,13 @@ class LaneBatch:
 
 @dataclass
 class LaneOutput:
-    """What a backend's kernels hand over (host numpy arrays): arena entries and lattice records made since
-    the last take (records still by lane and frame step: `records_by_utterance` maps them to utterances), and
-    per utterance (of the wave, or those taken) its outputs."""
+    """What a backend's kernels hand over (host numpy arrays): best paths traced on the device, lattice records
+    made since the last take (still by lane and frame step: `records_by_utterance` maps them to utterances),
+    and per utterance (of the wave, or those taken) its outputs."""
 
-    arena_prev: np.ndarray  # (R,) int64, the entries after those taken before
-    arena_code: np.ndarray  # (R,) int64
+    paths: np.ndarray  # (N,) int64 arena codes of traced paths, in path order (a span of the wave's `path_layout`)
+    path_end: np.ndarray  # (U, 1 + len(partial_frames)) int64: where each path ends in `paths` (final, partials)
+    path_len: np.ndarray  # (U, 1 + len(partial_frames)) int64: its length (0: no path; -1: longer than its room)
     final_id: np.ndarray  # (U,) int64 arena entry of the best final token, -1 when none
     final_state: np.ndarray  # (U,) int64
     partial_id: np.ndarray  # (U, len(partial_frames)) int64, -1 when none
@@ -285,20 +294,54 @@ class LaneOutput:
     stats: np.ndarray  # (U, 8) int64, STAT_NAMES order, as counted by the kernels
     lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame step, src state, code: see lattice_paths)
 
+    def rows(self, at: np.ndarray) -> LaneOutput:
+        """The same output with only the utterance rows `at` (in that order)."""
+        return replace(self, path_end=self.path_end[at], path_len=self.path_len[at], final_id=self.final_id[at],
+                       final_state=self.final_state[at], partial_id=self.partial_id[at],
+                       partial_state=self.partial_state[at], stats=self.stats[at])
+
+    def path(self, row: int, which: int) -> list[int]:
+        """Row `row`'s traced path `which` (0: to the best final token; k: to partial slot k - 1's)."""
+        end, length = int(self.path_end[row, which]), int(self.path_len[row, which])
+        if length < 0:
+            raise RuntimeError("a traced best path is longer than its room in the path buffer (one entry per "
+                               "frame and at most one frame-0 epsilon move): the arena was overwritten; please "
+                               "report this with the graph and the utterance")
+        return self.paths[end - length:end].tolist()
+
+
+def path_layout(lengths: np.ndarray, partial_frames: tuple[int, ...]) -> np.ndarray:
+    """Where each utterance of a wave keeps its traced best paths in the device's path buffer: (U + 1,) offsets
+    of its room, which holds its final path, then one path per partial frame within its length, each in
+    `length + 1` entries (a path has one arena entry per frame and at most one frame-0 epsilon move)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    partials = np.searchsorted(np.asarray(partial_frames, dtype=np.int64), lengths, side="left")
+    return np.concatenate([[0], np.cumsum((1 + partials) * (lengths + 1))]).astype(np.int64)
+
+
+def path_ends(base: np.ndarray, lengths: np.ndarray, utts: np.ndarray, slots: int, region_from: int) -> np.ndarray:
+    """(len(utts), 1 + slots) ends of the utterances' paths (final, then each partial slot), counted from
+    entry `region_from` of the path buffer (see `path_layout`; a path is written right-aligned in its room)."""
+    width = lengths[utts].astype(np.int64) + 1
+    return base[utts][:, None] + np.arange(1, slots + 2)[None, :] * width[:, None] - region_from
+
 
 @dataclass
 class KernelLog:
     """What the frame loop asked of the device: kernels run by name (ours and cupy's concatenations; the twin
     counts those its numpy steps stand for), host reads of device memory (synchronizations) by what they
     read, asynchronous uploads, CUDA graph launches (each runs a frame step's kernels, counted by name too),
-    candidate arcs, and when the GPU times them, milliseconds per kernel. A wave's upload and its final
-    download are not counted."""
+    candidate arcs, the bytes the host reads (`read_bytes`), the backpointers made (`arena_entries`, which
+    stay on the device), and when the GPU times them, milliseconds per kernel. A wave's upload and its
+    final download are not counted."""
 
     launches: Counter = field(default_factory=Counter)
     syncs: Counter = field(default_factory=Counter)
     uploads: Counter = field(default_factory=Counter)
     graph_launches: int = 0
     arcs: int = 0
+    read_bytes: int = 0
+    arena_entries: int = 0
     kernel_ms: Counter = field(default_factory=Counter)
     host_seconds: Counter = field(default_factory=Counter)
 
@@ -315,8 +358,9 @@ class KernelLog:
     def launch(self, name: str, times: int = 1) -> None:
         self.launches[name] += times
 
-    def sync(self, what: str) -> None:
+    def sync(self, what: str, nbytes: int = 0) -> None:
         self.syncs[what] += 1
+        self.read_bytes += nbytes
 
     def upload(self, what: str) -> None:
         """An asynchronous upload (from pinned host memory: the host does not wait)."""
@@ -329,7 +373,8 @@ class KernelLog:
         out = {"frame_steps": frame_steps, "launches_per_frame": sum(self.launches.values()) / steps,
                "syncs_per_frame": sum(self.syncs.values()) / steps, "arcs": self.arcs,
                "launches": dict(sorted(self.launches.items())), "syncs": dict(sorted(self.syncs.items())),
-               "uploads": dict(sorted(self.uploads.items())), "graph_launches": self.graph_launches}
+               "uploads": dict(sorted(self.uploads.items())), "graph_launches": self.graph_launches,
+               "read_bytes_per_frame": self.read_bytes / steps, "arena_entries": self.arena_entries}
         if seconds:
             out["arcs_per_second"] = self.arcs / seconds
         if self.kernel_ms:
@@ -362,12 +407,15 @@ class LaneKernels:
     (`LaneOutput.final_id`), with `partials` the lanes whose utterance takes a partial after f their best token
     in its slot (`partial_id`, every `batch.partial_every` frames): the kernels find those lanes from their
     placement. The counts of the frame loop (tokens, candidate arcs, arena entries, lattice records) stay on
-    the device; the host learns them at status points: `status(utts)`, one download, gives the arena's and
-    the lattice records' fill (`known_arena`, `known_lattice`), and hands over what the kernels made up to the
-    previous status point (arena entries, lattice records) with the outputs of `utts` (utterances released
-    before it: their rows of `LaneOutput`, in that order). `finish(lanes, utts)` releases the lanes that still
-    hold utterances and returns the rest: what was made since the last take, and every utterance's rows.
-    `log` counts what the frames asked of the device (`KernelLog`).
+    the device; the host learns them at status points. `status(take, trace)`: the best paths of `trace` (the
+    utterances released since the last status point) are traced on the device through the arena (into each
+    one's room of the path buffer, `path_layout`), the arena entries that no utterance in a lane still needs
+    are freed (`set_taken`), and one download gives the arena's and the lattice records' fill (`known_arena`,
+    `known_lattice`), the lattice records made up to the previous status point, and the rows of `take`
+    (traced at the previous status point: their paths and outputs, `LaneOutput`, in that order).
+    `finish(lanes, utts, untaken)` releases the lanes that still hold utterances (`utts`), traces every path
+    not yet traced, and returns the rest: the lattice records made since the last take, every utterance's
+    rows, and the paths of `untaken`. `log` counts what the frames asked of the device (`KernelLog`).
     """
 
     log: KernelLog
@@ -389,10 +437,10 @@ class LaneKernels:
     def frame(self, f: int, finals: bool, partials: bool) -> None:
         raise NotImplementedError
 
-    def status(self, utts: np.ndarray) -> LaneOutput:
+    def status(self, take: np.ndarray, trace: np.ndarray) -> LaneOutput:
         raise NotImplementedError
 
-    def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+    def finish(self, lanes: np.ndarray, utts: np.ndarray, untaken: np.ndarray) -> LaneOutput:
         raise NotImplementedError
 
 
@@ -447,6 +495,8 @@ class LaneDecoder:
                  max_lanes: int = 256, refill: bool = True, lattice_workers: int = 2, **capacities: int) -> None:
         self.options = require_options(type(self).__name__, options)
         self.options.require_no_partial_lattices(type(self).__name__)
+        if isinstance(max_lanes, int) and max_lanes > 0:  # the ring holds the lanes' utterances: 2^19 a lane
+            capacities.setdefault("arena_window", min(1 << 30, max(LaneSettings.arena_window, max_lanes << 19)))
         self.settings = LaneSettings(options, **capacities)
         self.lane_graph = LaneGraph.build(graph)
         if not isinstance(max_lanes, int) or max_lanes < 1:
@@ -600,7 +650,7 @@ class LaneDecoder:
         left = (lane_utt >= 0).nonzero()[0]
         harvest.released(lane_utt[left])
         with log.host_stage("final download"):
-            out = k.finish(left, lane_utt[left])
+            out = k.finish(left, lane_utt[left], harvest.untaken())
         yield from harvest.finish(out)
 
 
@@ -658,7 +708,6 @@ class _Harvest:
 
     def __init__(self, decoder: LaneDecoder, batch: LaneBatch) -> None:
         self.decoder, self.batch = decoder, batch
-        self.arena_prev, self.arena_code = _Growing(), _Growing()
         self.placements: list[np.ndarray] = []
         self.held: dict[int, list[np.ndarray]] = {}  # utterance -> its records (frame, src, code) so far
         self.waiting: list[np.ndarray] = []  # released since the last status point
@@ -675,15 +724,20 @@ class _Harvest:
 
     def status_point(self) -> Iterator[tuple[int, DecodeResult]]:
         """First what the last status download brought is assembled (while the device runs the frame steps
-        enqueued since); then the status download: the utterances released before the last status point are
-        taken (what was made up to it holds all of theirs); those released since wait for the next."""
+        enqueued since); then the status point: the best paths of the utterances released since the last one
+        are traced on the device, and the status download takes those released before it (traced then; what
+        was made up to it holds all of their lattice records); those released since wait for the next."""
         self._take_downloaded()
         utts = self.complete
         self.complete = np.concatenate(self.waiting) if self.waiting else np.zeros(0, dtype=np.int64)
         self.waiting = []
         with self.decoder.kernels.log.host_stage("status reads"):
-            self.downloaded = (self.decoder.kernels.status(utts), utts)
+            self.downloaded = (self.decoder.kernels.status(utts, self.complete), utts)
         yield from self.ready()
+
+    def untaken(self) -> np.ndarray:
+        """The utterances released and not yet taken."""
+        return np.concatenate([self.complete, *self.waiting])
 
     def _take_downloaded(self) -> None:
         if self.downloaded is not None:
@@ -696,11 +750,9 @@ class _Harvest:
     def finish(self, out: LaneOutput) -> Iterator[tuple[int, DecodeResult]]:
         """The rest, from the kernels' final output (every utterance's rows), then every lattice awaited."""
         self._take_downloaded()
-        utts = np.concatenate([self.complete, *self.waiting])
+        utts = self.untaken()
         self.complete, self.waiting = np.zeros(0, dtype=np.int64), []
-        rows = replace(out, final_id=out.final_id[utts], final_state=out.final_state[utts],
-                       partial_id=out.partial_id[utts], partial_state=out.partial_state[utts], stats=out.stats[utts])
-        self._take(rows, utts)
+        self._take(out.rows(utts), utts)
         yield from self._ready(wait=True)
 
     def _take(self, out: LaneOutput, utts: np.ndarray) -> None:
@@ -710,8 +762,6 @@ class _Harvest:
             self._assemble(out, utts)
 
     def _assemble(self, out: LaneOutput, utts: np.ndarray) -> None:
-        self.arena_prev.extend(out.arena_prev)
-        self.arena_code.extend(out.arena_code)
         if out.lattice is not None and out.lattice.shape[0]:  # grouped by utterance: each take costs what it brings
             mapped = records_by_utterance(out.lattice, np.concatenate(self.placements))
             mapped = mapped[np.argsort(mapped[:, 0], kind="stable")]
@@ -723,8 +773,7 @@ class _Harvest:
         d, b = self.decoder, self.batch
         part = replace(b, utt_ids=[b.utt_ids[u] for u in utts.tolist()], lengths=b.lengths[utts],
                        first_row=b.first_row[utts])
-        rows = replace(out, arena_prev=self.arena_prev.view(), arena_code=self.arena_code.view(), lattice=None)
-        results = assemble_results(d.lane_graph, part, rows)
+        results = assemble_results(d.lane_graph, part, out)
         if d.settings.lattice_beam is None:
             self.pending.append((utts, results, None))
             return
@@ -748,25 +797,6 @@ class _Harvest:
                 yield u, (replace(result, lattice=lattice) if result.ok and lattice is not None else result)
 
 
-class _Growing:
-    """A host int64 array appended to in chunks, its storage doubled as it fills (amortized O(1) per entry)."""
-
-    def __init__(self) -> None:
-        self.data, self.size = np.zeros(1024, dtype=np.int64), 0
-
-    def extend(self, values: np.ndarray) -> None:
-        end = self.size + values.shape[0]
-        if end > self.data.shape[0]:
-            grown = np.zeros(max(end, 2 * self.data.shape[0]), dtype=np.int64)
-            grown[:self.size] = self.data[:self.size]
-            self.data = grown
-        self.data[self.size:end] = values
-        self.size = end
-
-    def view(self) -> np.ndarray:
-        return self.data[:self.size]
-
-
 def records_by_utterance(records: np.ndarray, occupancy: np.ndarray) -> np.ndarray:
     """Lattice records (lane, frame step, src, code) as (utterance, frame of the utterance, src, code), from
     the placements (lane, first step, utterance): a record belongs to its lane's last placement that began
@@ -783,28 +813,10 @@ def records_by_utterance(records: np.ndarray, occupancy: np.ndarray) -> np.ndarr
     return out
 
 
-def _trace(prev: np.ndarray, code: np.ndarray, ids: np.ndarray) -> list[list[int]]:
-    """Backpointer paths of several arena entries at once (one numpy step per path position)."""
-    paths: list[list[int]] = [[] for _ in range(ids.shape[0])]
-    cur = ids.copy()
-    alive = (cur >= 0) & (prev[np.maximum(cur, 0)] >= 0)
-    steps = []
-    while alive.any():
-        idx = alive.nonzero()[0]
-        steps.append((idx, code[cur[idx]]))
-        cur[idx] = prev[cur[idx]]
-        alive[idx] = prev[cur[idx]] >= 0
-    for idx, codes in reversed(steps):
-        for i, c in zip(idx.tolist(), codes.tolist(), strict=True):
-            paths[i].append(c)
-    return paths
-
-
 def assemble_results(lg: LaneGraph, batch: LaneBatch, out: LaneOutput) -> list[DecodeResult]:
-    """Trace back every utterance's best final token (and partials) and build its DecodeResult (lattices are
-    attached by `_Harvest` once pruned)."""
+    """Every utterance's DecodeResult from its best paths, traced on the device (final and partials; lattices
+    are attached by `_Harvest` once pruned)."""
     base = lg.moves.num_moves + 1
-    paths = _trace(out.arena_prev, out.arena_code, out.final_id)
     init_tokens = lg.init_dest.shape[0]
     results = []
     for u, utt_id in enumerate(batch.utt_ids):
@@ -822,7 +834,7 @@ def assemble_results(lg: LaneGraph, batch: LaneBatch, out: LaneOutput) -> list[D
             results.append(DecodeResult.failed(utt_id, STATUS_NO_FINAL, frames, stats))
             continue
         costs = batch.utterance_costs(u)
-        path = read_path(paths[u], base, lg.graph, lg.moves, costs, int(out.final_state[u]))
+        path = read_path(out.path(u, 0), base, lg.graph, lg.moves, costs, int(out.final_state[u]))
         results.append(DecodeResult(
             utt_id=utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
             acoustic_cost=path.acoustic_cost, num_frames=frames, word_end_frames=path.word_end_frames,
@@ -839,7 +851,7 @@ def _partials(lg: LaneGraph, batch: LaneBatch, out: LaneOutput, u: int, base: in
         entry = int(out.partial_id[u, slot])
         if frame >= batch.lengths[u] or entry < 0:
             continue
-        codes = _trace(out.arena_prev, out.arena_code, np.array([entry]))[0]
+        codes = out.path(u, slot + 1)
         path = read_path(codes, base, lg.graph, lg.moves, costs[:frame + 1], int(out.partial_state[u, slot]))
         words = partial_words(path.word_ids, int(out.partial_state[u, slot]), lg.final)
         found.append(PartialHypothesis(frame=frame, word_ids=words))

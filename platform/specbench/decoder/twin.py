@@ -14,7 +14,7 @@ import numpy as np
 
 from specbench.decoder.lanes import (
     BEST_LAUNCHES, FRAME_LAUNCHES, LINK_LAUNCHES, STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels,
-    LaneOutput, LaneSettings, Refill, admitted_tokens,
+    LaneOutput, LaneSettings, Refill, admitted_tokens, path_ends, path_layout,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.search import gather_arcs
@@ -22,6 +22,7 @@ from specbench.wfst.graph import CsrGraph
 
 U64_MAX = np.uint64(2**64 - 1)
 U32_MAX = np.uint32(2**32 - 1)
+I64_MAX = np.iinfo(np.int64).max
 
 
 def ordered32(values: np.ndarray) -> np.ndarray:
@@ -88,8 +89,15 @@ class NumpyLaneKernels(LaneKernels):
         self.tok_state = np.zeros(0, dtype=np.int32)
         self.tok_cost = np.zeros(0, dtype=np.float64)
         self.tok_id = np.zeros(0, dtype=np.int64)
-        self.arena_prev, self.arena_code = [], []  # made since the last take
+        ring = self.arena_ring = min(self.s.arena_window, self.s.arena_capacity)
+        self.arena_prev, self.arena_code = np.empty(ring, dtype=np.int64), np.empty(ring, dtype=np.int64)
         self.arena_size = self.arena_taken = self.known_arena = 0
+        self.lane_first = np.full(lanes, I64_MAX, dtype=np.int64)  # arena entry of the lane's utterance's first
+        self.utt_done = np.full(count, -1, dtype=np.int64)  # the step of the refill that released the utterance
+        self.path_base = path_layout(batch.lengths, batch.partial_frames)
+        self.paths = np.zeros(int(self.path_base[-1]), dtype=np.int64)
+        self.path_len = np.zeros((count, 1 + slots), dtype=np.int64)
+        self.since = self.next_step = 0  # the first step of the status period; the step the next frame runs
         self.lattice: list[np.ndarray] | None = [] if self.s.lattice_beam is not None else None
         self.lattice_size = self.lattice_taken = self.known_lattice = 0
         self.planned: dict[int, Refill] = {}
@@ -112,6 +120,7 @@ class NumpyLaneKernels(LaneKernels):
         self.log.launch("refill_lanes")
         self.utt_stats[r.out_utts] = self.stats[out_lanes]
         self.stats[out_lanes] = 0
+        self.utt_done[r.out_utts] = step
         if not in_lanes.shape[0]:
             return
         self.lane_end[in_lanes] = step + self.batch.lengths[in_utts]
@@ -121,15 +130,15 @@ class NumpyLaneKernels(LaneKernels):
         per_lane = 1 + self.lg.init_dest.shape[0]
         fit = min(in_lanes.shape[0], self.s.arena_room(self.arena_size, self.arena_taken) // per_lane)
         self.stats[in_lanes[fit:], STAT["queue_overflows"]] += per_lane
+        self.lane_first[in_lanes[fit:]] = I64_MAX  # no entries: the utterance overflowed
         in_lanes = in_lanes[:fit]
+        self.lane_first[in_lanes] = self.arena_size + per_lane * np.arange(fit, dtype=np.int64)
         lane, state, cost, ids, prev, code = admitted_tokens(self.lg, in_lanes, self.arena_size)
         self.tok_lane = np.concatenate([self.tok_lane, lane])
         self.tok_state = np.concatenate([self.tok_state, state])
         self.tok_cost = np.concatenate([self.tok_cost, cost])
         self.tok_id = np.concatenate([self.tok_id, ids])
-        self.arena_prev.append(prev)
-        self.arena_code.append(code)
-        self.arena_size += ids.shape[0]
+        self._arena_write(ids, prev, code)
 
     def links(self, step: int) -> None:
         if self.lattice is not None:
@@ -140,6 +149,7 @@ class NumpyLaneKernels(LaneKernels):
     def frame(self, f: int, finals: bool, partials: bool) -> None:
         for name in FRAME_LAUNCHES:  # the GPU backend launches them at every step, whatever the token count
             self.log.launch(name)
+        self.next_step = f + 1
         self._drop_finished_lanes(f)
         best, worst, count = self.lane_reduce()
         selected = self.radix_select(best, worst, count)
@@ -321,9 +331,7 @@ class NumpyLaneKernels(LaneKernels):
         winners = winners[:max(room, 0)]
         src = tok[winners]
         ids = self.arena_size + np.arange(winners.shape[0], dtype=np.int64)
-        self.arena_prev.append(self.tok_id[src])
-        self.arena_code.append(self.lg.code[entry[winners]])
-        self.arena_size += winners.shape[0]
+        self._arena_write(ids, self.tok_id[src], self.lg.code[entry[winners]])
         touched = index[keep]
         self.dense_key[touched] = U64_MAX
         self.dense_cost[touched] = U64_MAX
@@ -332,6 +340,12 @@ class NumpyLaneKernels(LaneKernels):
         self.tok_state = self.lg.dest[entry[winners]]
         self.tok_cost = new[winners]
         self.tok_id = ids
+
+    def _arena_write(self, ids: np.ndarray, prev: np.ndarray, code: np.ndarray) -> None:
+        """Arena entries `ids` (the next ones of the wave) into the ring."""
+        self.arena_prev[ids % self.arena_ring] = prev
+        self.arena_code[ids % self.arena_ring] = code
+        self.arena_size += ids.shape[0]
 
     def _record(self, lanes: np.ndarray, frame: int, src: np.ndarray, code: np.ndarray) -> None:
         """Append lattice records (lane, frame, src state, code) up to the capacity; count the rest."""
@@ -392,44 +406,96 @@ class NumpyLaneKernels(LaneKernels):
         out_id[target[lane[pick]]] = ids[pick]
         out_state[target[lane[pick]]] = state[pick]
 
-    def status(self, utts: np.ndarray) -> LaneOutput:
-        """The GPU backend's status download (one read): the fill of the arena and the lattice records, what
-        was made up to the previous status point, and the rows of `utts`."""
-        self.log.sync("status")
-        self.log.launch("concatenate")
+    # ---- status points and the wave's end: best paths traced through the arena, one download ------------
+
+    def status(self, take: np.ndarray, trace: np.ndarray) -> LaneOutput:
+        """The GPU backend's status point: `trace_paths` for the utterances released since the last one,
+        `set_taken` (the arena entries no utterance in a lane needs are freed), and one read: the fill of the
+        arena and the lattice records, the records made up to the previous status point, and the paths and
+        rows of `take`."""
+        self.log.launch("trace_paths")
         self.log.launch("set_taken")
-        slots, count = len(self.batch.partial_frames), len(self.batch.utt_ids)
-        out = self._made_until(
-            self.known_arena, self.known_lattice, final_id=self.final_id[utts], final_state=self.final_state[utts],
-            partial_id=self.partial_id.reshape(count, -1)[utts, :slots],
-            partial_state=self.partial_state.reshape(count, -1)[utts, :slots], stats=self.utt_stats[utts])
+        self.log.launch("concatenate")
+        self.trace_paths(trace, self.since, unreleased=False)
+        self.since = self.next_step
+        self.set_taken()
+        out = self._made_until(self.known_lattice, take, take)
+        # the GPU's download: the counts (16), records, paths, and per row its outputs at the tables' widths
+        row = 2 + 2 * self.slots + len(STAT) + 1 + self.slots
+        entries = 16 + out.paths.shape[0] + (out.lattice.size if out.lattice is not None else 0)
+        rows = int(take.max() - take.min() + 1) if take.shape[0] else 0  # the span of `take`
+        self.log.sync("status", 8 * (entries + rows * row))
         self.known_arena, self.known_lattice = self.arena_size, self.lattice_size
         return out
 
-    def _made_until(self, arena: int, lattice: int, **rows: np.ndarray) -> LaneOutput:
-        """A LaneOutput of the arena entries and lattice records made since the last take, up to the wave's
-        `arena`-th entry and `lattice`-th record (the rest kept for the next take), with `rows`."""
-        prev = np.concatenate(self.arena_prev) if self.arena_prev else np.zeros(0, dtype=np.int64)
-        code = np.concatenate(self.arena_code) if self.arena_code else np.zeros(0, dtype=np.int64)
-        cut = arena - self.arena_taken
-        self.arena_prev, self.arena_code = [prev[cut:]], [code[cut:]]
-        self.arena_taken = arena
+    def trace_paths(self, utts: np.ndarray, since: int, unreleased: bool) -> None:
+        """`trace_paths`: over the span of `utts`, every utterance released at a refill from step `since` on
+        (with `unreleased`, also those never released: the wave's end) gets its best paths (final, then each
+        partial slot) traced back through the arena, written right-aligned into their rooms of the path
+        buffer (`path_layout`), with their lengths."""
+        if not utts.shape[0]:
+            return
+        span = np.arange(int(utts.min()), int(utts.max()) + 1)
+        done = self.utt_done[span]
+        u = span[(done >= since) | (unreleased & (done < 0))]
+        paths = 1 + self.slots
+        ids = np.concatenate([self.final_id[u][:, None], self.partial_id.reshape(-1, self.slots)[u]], axis=1)
+        width = self.batch.lengths[u].astype(np.int64) + 1
+        rooms = (self.path_base[u + 1] - self.path_base[u]) // width
+        which = np.arange(paths)
+        valid = which[None, :] < rooms[:, None]
+        ends = self.path_base[u][:, None] + (which[None, :] + 1) * width[:, None]
+        rows, cols = valid.nonzero()
+        cur, end, room = ids[rows, cols], ends[rows, cols], width[rows]
+        n = np.zeros(cur.shape[0], dtype=np.int64)
+        prev, code, ring = self.arena_prev, self.arena_code, self.arena_ring
+        alive = cur >= 0
+        alive[alive] = prev[cur[alive] % ring] >= 0
+        while alive.any():
+            idx = alive.nonzero()[0]
+            over = n[idx] >= room[idx]
+            n[idx[over]], alive[idx[over]] = -1, False
+            idx = idx[~over]
+            self.paths[end[idx] - 1 - n[idx]] = code[cur[idx] % ring]
+            n[idx] += 1
+            cur[idx] = prev[cur[idx] % ring]
+            alive[idx] = prev[cur[idx] % ring] >= 0
+        self.path_len[u[rows], cols] = n
+
+    def set_taken(self) -> None:
+        """`set_taken`: the arena is freed up to the first entry of the oldest utterance still in a lane and
+        not released (the released ones' paths are traced); the lattice records up to the host's take."""
+        held = self.lane_utt >= 0
+        held[held] = self.utt_done[self.lane_utt[held]] < 0
+        first = int(self.lane_first[held].min()) if held.any() else self.arena_size
+        self.arena_taken = min(first, self.arena_size)
+
+    def _made_until(self, lattice: int, span: np.ndarray, rows: np.ndarray) -> LaneOutput:
+        """A LaneOutput of the lattice records made since the last take up to the wave's `lattice`-th (the rest
+        kept for the next take), the paths over the span of `span`'s rooms, and the rows of `rows`."""
         records = None
         if self.lattice is not None:
             flat = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
             cut_records = lattice - self.lattice_taken
             records, self.lattice = flat[:cut_records], [flat[cut_records:]]
             self.lattice_taken = lattice
-        return LaneOutput(arena_prev=prev[:cut], arena_code=code[:cut], lattice=records, **rows)
+        slots, base = len(self.batch.partial_frames), self.path_base
+        lo, hi = (int(span.min()), int(span.max()) + 1) if span.shape[0] else (0, 0)
+        partial_id = self.partial_id.reshape(-1, self.slots)[rows, :slots]
+        partial_state = self.partial_state.reshape(-1, self.slots)[rows, :slots]
+        return LaneOutput(paths=self.paths[base[lo]:base[hi]].copy(),
+                          path_end=path_ends(base, self.batch.lengths, rows, slots, int(base[lo])),
+                          path_len=self.path_len[rows, :1 + slots], final_id=self.final_id[rows],
+                          final_state=self.final_state[rows], partial_id=partial_id, partial_state=partial_state,
+                          stats=self.utt_stats[rows], lattice=records)
 
-    def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+    def finish(self, lanes: np.ndarray, utts: np.ndarray, untaken: np.ndarray) -> LaneOutput:
         self._clean_tables = self.num_lanes
         self.utt_stats[utts] = self.stats[lanes]
-        count, slots = len(self.batch.utt_ids), len(self.batch.partial_frames)
-        return self._made_until(
-            self.arena_size, self.lattice_size, final_id=self.final_id, final_state=self.final_state,
-            partial_id=self.partial_id.reshape(count, -1)[:, :slots],
-            partial_state=self.partial_state.reshape(count, -1)[:, :slots], stats=self.utt_stats)
+        self.log.launch("trace_paths")
+        self.trace_paths(untaken, self.since, unreleased=True)
+        self.log.arena_entries += self.arena_size
+        return self._made_until(self.lattice_size, untaken, np.arange(len(self.batch.utt_ids)))
 
 
 class TwinDecoder(LaneDecoder):

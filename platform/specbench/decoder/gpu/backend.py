@@ -4,9 +4,10 @@
 `twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. The frame
 loop does not wait for the device: the counts it needs stay in device memory (`ctr`), read by kernels on
 fixed grids, and the buffers are allocated once per decoder. The host reads the device once per status
-point (every `lanes.STATUS_EVERY` frame steps: the counts, the backpointers and lattice records made up to
-the previous status point, the outputs of the utterances released before it) and uploads the refills
-planned for the next steps then, asynchronously from pinned memory. Every launch and every host read of
+point (every `lanes.STATUS_EVERY` frame steps: the counts, the lattice records made up to the previous status
+point, the best paths and outputs of the utterances released before it, which a kernel traced through the
+backpointers then; the backpointers never leave the device) and uploads the refills planned for the next
+steps then, asynchronously from pinned memory. Every launch and every host read of
 the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin counts
 the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy still has
 `cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
@@ -35,6 +36,8 @@ from specbench.decoder.lanes import (
     LaneOutput,
     LaneSettings,
     Refill,
+    path_ends,
+    path_layout,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.errors import SpecbenchError
@@ -43,7 +46,8 @@ from specbench.wfst.graph import CsrGraph
 KERNEL_SOURCE = Path(__file__).with_name("kernels") / "lanes.cu"
 BLOCK = 256  # threads per block of the fixed-grid kernels (at most lanes.cu's SCAN_BLOCK)
 SELECT_BLOCK = 256  # threads of lane_select's block per lane
-ONE_BLOCK = 1024  # threads of the one-block kernels (scan_partials, refill_lanes)
+ONE_BLOCK = 1024  # threads of the one-block kernels (scan_partials, refill_lanes, set_taken)
+I64_MAX = np.int64(2**63 - 1)
 _PEAK = {"bytes": 0}
 
 
@@ -196,7 +200,7 @@ class CudaLaneKernels(LaneKernels):
 
     def _read(self, array, what: str) -> np.ndarray:
         """A device array on the host: the host waits for the device, counted in `log` under `what`."""
-        self.log.sync(what)
+        self.log.sync(what, int(array.nbytes))
         with _host_may_wait():
             return array.get()
 
@@ -222,6 +226,7 @@ class CudaLaneKernels(LaneKernels):
         self.links_of, self.tok_slot = cp.empty(queue, cp.int64), cp.empty(queue, cp.int64)
         self.lane_end, self.lane_start = cp.zeros(lanes, cp.int32), cp.zeros(lanes, cp.int32)
         self.lane_row, self.lane_utt = cp.zeros(lanes, cp.int64), cp.full(lanes, -1, cp.int64)
+        self.lane_first = cp.full(lanes, I64_MAX, cp.int64)
         self.lane_u64 = [cp.empty(lanes, u64) for _ in range(9)]  # frame_begin's per-lane scratch
         self.cutoff, self.adaptive = cp.empty(lanes, cp.float64), cp.empty(lanes, cp.float64)
         self.stats = cp.zeros(lanes * len(STAT), u64)
@@ -246,6 +251,7 @@ class CudaLaneKernels(LaneKernels):
         self.lane_start.fill(0)
         self.lane_row.fill(0)
         self.lane_utt.fill(-1)
+        self.lane_first.fill(I64_MAX)
         self.stats.fill(0)
         table = self._lanes * self.s.table_size(lg.num_states)
         if self._clean_tables != self._lanes:  # a wave leaves every entry it touched reset
@@ -264,9 +270,16 @@ class CudaLaneKernels(LaneKernels):
         self.final_state = cp.full(count, -1, cp.int64)
         self.partial_id = cp.full(count * slots, -1, cp.int64)
         self.partial_state = cp.full(count * slots, -1, cp.int64)
+        self.utt_done = cp.full(count, -1, cp.int64)  # the step of the refill that released the utterance
+        self.path_base_host = path_layout(batch.lengths, batch.partial_frames)
+        self.path_base = cp.asarray(self.path_base_host)
+        self.lengths = cp.asarray(batch.lengths.astype(np.int32))
+        self.paths = cp.zeros(max(int(self.path_base_host[-1]), 1), cp.int64)
+        self.path_len = cp.zeros(count * (1 + slots), cp.int64)
+        self.since = self.next_step = 0  # the first step of the status period; the step the next frame runs
         self.ctr.fill(0)
         self.current = 0  # which of the two queues holds the live tokens
-        self.arena_taken = self.known_arena = self.lattice_taken = self.known_lattice = 0
+        self.known_arena = self.lattice_taken = self.known_lattice = 0
         self.arcs_seen = 0
         self.planned: dict[int, tuple[int, int, int]] = {}  # step -> (offset in plan_dev, n_out, n_in)
         self.plan_dev = cp.zeros(1, cp.int64)
@@ -310,7 +323,7 @@ class CudaLaneKernels(LaneKernels):
                      i32(self.per_lane), self.g["init_state"], self.g["init_cost"], self.g["init_code"],
                      *self.capacities[2:], self.stats, self.utt_stats, self.lane_end,
                      self.lane_start, self.lane_row, self.lane_utt, lane, state, cost, ids, self.arena_prev,
-                     self.arena_code, block=ONE_BLOCK)
+                     self.arena_code, self.lane_first, self.utt_done, block=ONE_BLOCK)
 
     def _scan(self, cols: int, which: int) -> None:
         """`scan_partials`: the fixed grid's block sums into offsets, and the counts that follow (lanes.cu)."""
@@ -326,6 +339,7 @@ class CudaLaneKernels(LaneKernels):
 
     @_on_stream
     def frame(self, f: int, finals: bool, partials: bool) -> None:
+        self.next_step = f + 1
         if self.graphs is None:
             self._frame_launches()
         else:
@@ -440,10 +454,11 @@ class CudaLaneKernels(LaneKernels):
 
     def _rows(self, lo: int, hi: int) -> list:
         """The output rows of utterances lo..hi - 1 (device slices)."""
-        width = self.slots
+        width, paths = self.slots, 1 + self.slots
         return [self.final_id[lo:hi], self.final_state[lo:hi], self.partial_id[lo * width:hi * width],
                 self.partial_state[lo * width:hi * width],
-                self.utt_stats[lo * len(STAT):hi * len(STAT)].view(self.cp.int64)]
+                self.utt_stats[lo * len(STAT):hi * len(STAT)].view(self.cp.int64),
+                self.path_len[lo * paths:hi * paths]]
 
     def _download(self, parts: list, what: str | None) -> np.ndarray:
         """Device arrays concatenated on the device and read in one download (counted as `what`)."""
@@ -453,40 +468,56 @@ class CudaLaneKernels(LaneKernels):
                 return cp.concatenate(parts).get()
         return self._read(self._on_device("concatenate", lambda: cp.concatenate(parts)), what)
 
-    def _output(self, host: np.ndarray, sizes: list[int], lo: int, hi: int, at: np.ndarray) -> LaneOutput:
-        """A LaneOutput from a download of (arena prev, arena code, records, the rows of lo..hi - 1)."""
-        made, records = sizes[0], sizes[2]
-        width, slots = self.slots, len(self.batch.partial_frames)
-        bounds = np.cumsum([made, made, records, hi - lo, hi - lo, (hi - lo) * width, (hi - lo) * width])
-        prev, code, flat, final_id, final_state, partial_id, partial_state, stats = np.split(host, bounds)
-        return LaneOutput(
-            arena_prev=prev, arena_code=code, final_id=final_id[at], final_state=final_state[at],
-            partial_id=partial_id.reshape(hi - lo, width)[at, :slots],
-            partial_state=partial_state.reshape(hi - lo, width)[at, :slots],
-            stats=stats.reshape(hi - lo, len(STAT))[at],
-            lattice=flat.reshape(-1, 4) if self.s.lattice_beam is not None else None)
-
-    def _take(self, arena: int, lattice: int, lo: int, hi: int, head: list, what: str | None):
-        """One download: `head` (device arrays), the arena entries and lattice records from the last take up to
-        the wave's `arena`-th and `lattice`-th, and the rows of utterances lo..hi - 1; the takes advanced."""
-        prev = self._ring_slices(self.arena_prev, self.arena_taken, arena)
-        code = self._ring_slices(self.arena_code, self.arena_taken, arena)
+    def _take(self, lattice: int, span: np.ndarray, lo: int, hi: int, head: list,
+              what: str | None) -> tuple[np.ndarray, LaneOutput]:
+        """One download: `head` (device arrays, returned first), the lattice records from the last take up to
+        the wave's `lattice`-th (the take advanced), the traced paths over the span of `span`'s rooms, and the
+        rows of utterances lo..hi - 1."""
         with_lattice = self.s.lattice_beam is not None
         records = self._ring_slices(self.records, self.lattice_taken, lattice, 4) if with_lattice else []
-        sizes = [arena - self.arena_taken, arena - self.arena_taken, 4 * (lattice - self.lattice_taken) * with_lattice]
-        host = self._download([*head, *prev, *code, *records, *self._rows(lo, hi)], what)
-        self.arena_taken, self.lattice_taken = arena, lattice
-        return host, sizes
+        base = self.path_base_host
+        first, last = (int(span.min()), int(span.max()) + 1) if span.shape[0] else (0, 0)
+        paths = [self.paths[int(base[first]):int(base[last])]]
+        sizes = [sum(int(p.shape[0]) for p in head), 4 * (lattice - self.lattice_taken) * with_lattice,
+                 int(base[last] - base[first])]
+        host = self._download([*head, *records, *paths, *self._rows(lo, hi)], what)
+        self.lattice_taken = lattice
+        count, width, slots = hi - lo, self.slots, len(self.batch.partial_frames)
+        bounds = np.cumsum([*sizes, count, count, count * width, count * width, count * len(STAT)])
+        head_part, flat, codes, final_id, final_state, partial_id, partial_state, stats, path_len = \
+            np.split(host, bounds)
+        rows = np.arange(lo, hi)
+        return head_part, LaneOutput(
+            paths=codes, path_end=path_ends(base, self.batch.lengths, rows, slots, int(base[first])),
+            path_len=path_len.reshape(count, 1 + width)[:, :1 + slots], final_id=final_id, final_state=final_state,
+            partial_id=partial_id.reshape(count, width)[:, :slots],
+            partial_state=partial_state.reshape(count, width)[:, :slots], stats=stats.reshape(count, len(STAT)),
+            lattice=flat.reshape(-1, 4) if with_lattice else None)
+
+    def _trace_paths(self, utts: np.ndarray, unreleased: bool) -> None:
+        """`trace_paths` over the span of `utts`: the utterances released since the status period began (with
+        `unreleased`, also those never released)."""
+        i32 = np.int32
+        lo, hi = (int(utts.min()), int(utts.max()) + 1) if utts.shape[0] else (0, 0)
+        blocks = min(self.grid, _blocks((hi - lo) * (1 + self.slots)))
+        self._launch("trace_paths", blocks, i32(lo), i32(hi), i32(self.slots), np.int64(self.since),
+                     i32(unreleased), self.utt_done, self.path_base, self.lengths, self.final_id, self.partial_id,
+                     self.arena_prev, self.arena_code, np.int64(self.arena_ring), self.paths, self.path_len)
 
     @_on_stream
-    def status(self, utts: np.ndarray) -> LaneOutput:
-        """The status download (the one host read of STATUS_EVERY frame steps): the counts, what was made up to
-        the previous status point, and the rows of `utts` (their span: they were released close together)."""
-        lo, hi = (int(utts.min()), int(utts.max()) + 1) if utts.shape[0] else (0, 0)
-        host, sizes = self._take(self.known_arena, self.known_lattice, lo, hi, [self.ctr], "status")
-        self._launch("set_taken", 1, self.ctr, np.int64(self.arena_taken), np.int64(self.lattice_taken))
-        self._counts(host[:NCTR])
-        return self._output(host[NCTR:], sizes, lo, hi, utts - lo)
+    def status(self, take: np.ndarray, trace: np.ndarray) -> LaneOutput:
+        """The status point (the one host read of STATUS_EVERY frame steps): the paths of `trace` (released
+        since the last one) traced, the arena freed up to what the lanes hold (`set_taken`), and one download:
+        the counts, the lattice records made up to the previous status point, and the paths and rows of `take`
+        (their span: they were released close together)."""
+        self._trace_paths(trace, unreleased=False)
+        self.since = self.next_step
+        self._launch("set_taken", 1, self.ctr, np.int64(self.known_lattice), np.int32(self.num_lanes),
+                     self.lane_utt, self.lane_first, self.utt_done, block=ONE_BLOCK)
+        lo, hi = (int(take.min()), int(take.max()) + 1) if take.shape[0] else (0, 0)
+        ctr, out = self._take(self.known_lattice, take, lo, hi, [self.ctr], "status")
+        self._counts(ctr)
+        return out.rows(take - lo)
 
     def _counts(self, ctr: np.ndarray) -> None:
         self.known_arena, self.known_lattice = int(ctr[CTR["arena"]]), int(ctr[CTR["lattice"]])
@@ -494,20 +525,19 @@ class CudaLaneKernels(LaneKernels):
         self.arcs_seen = int(ctr[CTR["arcs_sum"]])
 
     @_on_stream
-    def finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+    def finish(self, lanes: np.ndarray, utts: np.ndarray, untaken: np.ndarray) -> LaneOutput:
         with _host_may_wait():  # the wave's download, outside the frame loop
-            return self._finish(lanes, utts)
+            return self._finish(lanes, utts, untaken)
 
-    def _finish(self, lanes: np.ndarray, utts: np.ndarray) -> LaneOutput:
+    def _finish(self, lanes: np.ndarray, utts: np.ndarray, untaken: np.ndarray) -> LaneOutput:
         count = len(self.batch.utt_ids)
         self._clean_tables = self._lanes
+        self._trace_paths(untaken, unreleased=True)
         self._collect_times()
         self._counts(self.ctr.get())
-        host, sizes = self._take(self.known_arena, self.known_lattice, 0, count, [self.stats.view(self.cp.int64)],
-                                 None)
-        lane_stats = host[:self._lanes * len(STAT)].reshape(self._lanes, len(STAT))
-        out = self._output(host[self._lanes * len(STAT):], sizes, 0, count, np.arange(count))
-        out.stats[utts] = lane_stats[lanes]
+        self.log.arena_entries += self.known_arena
+        lane_stats, out = self._take(self.known_lattice, untaken, 0, count, [self.stats.view(self.cp.int64)], None)
+        out.stats[utts] = lane_stats.reshape(self._lanes, len(STAT))[lanes]
         return out
 
 

@@ -7,8 +7,11 @@
 // arena and of the lattice records) live in the device array `ctr` (C_* below), written by the one-block
 // kernel scan_partials and read by the others, which run on fixed grids: over tokens or arc slots with
 // grid-stride loops, or (where they feed a prefix sum) over one contiguous chunk of the items per block
-// (chunk_size), whose sums scan_partials turns into the blocks' offsets. The arena entries and lattice
-// records go into ring buffers that the host empties at status points.
+// (chunk_size), whose sums scan_partials turns into the blocks' offsets. The arena entries go into a ring
+// buffer that holds every entry of the utterances in the lanes: at each status point, trace_paths follows the
+// backpointers of the utterances released since the last one into their rooms of the path buffer, which the
+// host downloads, and set_taken frees the entries that no utterance in a lane needs. The lattice records go
+// into a ring buffer that the host empties at status points.
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -34,7 +37,7 @@ typedef long long i64;
 #define C_RECORDS 8       // lattice records this step's emit or epsilon links keep
 #define C_LATTICE_BASE 9  // the index of their first
 #define C_STEP 10         // frame steps begun in the wave (frame_begin counts them): step f runs while it is f + 1
-#define C_ARENA_TAKEN 11  // arena entries the host has taken (set_taken, at status points)
+#define C_ARENA_TAKEN 11  // arena entries freed (set_taken, at status points)
 #define C_LATTICE_TAKEN 12
 #define NCTR 16
 #define SCAN_BLOCK 256    // threads per block of the chunked kernels
@@ -136,11 +139,50 @@ __device__ __forceinline__ void lane_count(u64* stats, int lane, int col, bool v
 __device__ __forceinline__ int step_running(const i64* ctr) { return (int)ctr[C_STEP] - 1; }
 __device__ __forceinline__ int step_next(const i64* ctr) { return (int)ctr[C_STEP]; }
 
-// The host's takes of the arena and lattice rings, at a status point (one thread).
-extern "C" __global__ void set_taken(i64* ctr, i64 arena_taken, i64 lattice_taken) {
-    if (thread_index() == 0) {
-        ctr[C_ARENA_TAKEN] = arena_taken;
+// At a status point, in one block: the arena is freed up to the first entry of the oldest utterance still in a
+// lane and not released (lane_first; the released ones' paths are traced: trace_paths runs first), and the
+// lattice records up to the host's take.
+extern "C" __global__ void set_taken(i64* ctr, i64 lattice_taken, int L, const i64* lane_utt,
+                                     const i64* lane_first, const i64* utt_done) {
+    __shared__ u64 oldest;
+    if (threadIdx.x == 0) oldest = ~0ULL;
+    __syncthreads();
+    for (int l = threadIdx.x; l < L; l += blockDim.x) {
+        i64 u = lane_utt[l];
+        if (u >= 0 && utt_done[u] < 0) atomicMin(&oldest, (u64)lane_first[l]);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        ctr[C_ARENA_TAKEN] = oldest < (u64)ctr[C_ARENA] ? (i64)oldest : ctr[C_ARENA];
         ctr[C_LATTICE_TAKEN] = lattice_taken;
+    }
+}
+
+// At a status point (and the wave's end), over utterances lo..hi - 1: each released at a refill from step
+// `since` on (with `unreleased`, also each never released) gets its best paths (path 0 to its final token,
+// path k to partial slot k - 1's) traced back through the arena, one thread a path: the codes of the entries
+// with a backpointer, written right-aligned into the path's room (path_base[u] + k * (length + 1), length + 1
+// entries: one entry a frame, at most one frame-0 epsilon move), its length into path_len (-1: longer).
+extern "C" __global__ void trace_paths(int lo, int hi, int W, i64 since, int unreleased, const i64* utt_done,
+                                       const i64* path_base, const int* lengths, const i64* final_id,
+                                       const i64* partial_id, const i64* arena_prev, const i64* arena_code,
+                                       i64 arena_ring, i64* paths, i64* path_len) {
+    i64 n = (i64)(hi - lo) * (1 + W);
+    for (i64 t = thread_index(); t < n; t += grid_stride()) {
+        i64 u = lo + t / (1 + W), k = t % (1 + W);
+        i64 done = utt_done[u];
+        if (!(done >= since || (unreleased && done < 0))) continue;
+        i64 room = (i64)lengths[u] + 1;
+        if (k >= (path_base[u + 1] - path_base[u]) / room) continue;
+        i64 cur = k == 0 ? final_id[u] : partial_id[u * W + k - 1];
+        i64 end = path_base[u] + (k + 1) * room, made = 0;
+        while (cur >= 0 && arena_prev[cur % arena_ring] >= 0) {
+            if (made == room) { made = -1; break; }
+            paths[end - 1 - made] = arena_code[cur % arena_ring];
+            cur = arena_prev[cur % arena_ring];
+            ++made;
+        }
+        path_len[u * (1 + W) + k] = made;
     }
 }
 
@@ -526,13 +568,15 @@ extern "C" __global__ void emit_winners(const i64* ctr, i64 arena_ring, i64 latt
 // n_out released lanes and their utterances, whose counts move to the utterances (the lanes' zeroed); then n_in
 // placed lanes, utterances, end steps and cost-row offsets. The placed lanes' frame-0 tokens (per_lane each: the
 // start state and its closure moves, init_*) are appended to the queue after the live tokens and to the arena,
-// as many lanes' as the arena has room for (the others' dropped, counted).
+// as many lanes' as the arena has room for (the others' dropped, counted). The released utterances get the
+// step in utt_done, the placed lanes their first arena entry in lane_first (which set_taken keeps).
 extern "C" __global__ void refill_lanes(i64* ctr, const i64* plan, int n_out, int n_in, int per_lane,
                                         const int* init_state, const double* init_cost, const i64* init_code,
                                         i64 arena_capacity, i64 arena_ring, u64* stats,
                                         u64* utt_stats, int* lane_end, int* lane_start, i64* lane_row,
                                         i64* lane_utt, int* tok_lane, int* tok_state, double* tok_cost,
-                                        i64* tok_id, i64* arena_prev, i64* arena_code) {
+                                        i64* tok_id, i64* arena_prev, i64* arena_code, i64* lane_first,
+                                        i64* utt_done) {
     const i64* o_lane = plan;
     const i64* o_utt = plan + n_out;
     const i64* i_lane = plan + 2 * (i64)n_out;
@@ -546,6 +590,7 @@ extern "C" __global__ void refill_lanes(i64* ctr, const i64* plan, int n_out, in
         i64 o = t / NSTAT, c = t % NSTAT;
         utt_stats[o_utt[o] * NSTAT + c] = stats[o_lane[o] * NSTAT + c];
         stats[o_lane[o] * NSTAT + c] = 0ULL;
+        if (c == 0) utt_done[o_utt[o]] = step;
     }
     __syncthreads();  // the released counts moved before a placed lane's are written
     for (i64 t = threadIdx.x; t < n_in; t += blockDim.x) {
@@ -554,6 +599,7 @@ extern "C" __global__ void refill_lanes(i64* ctr, const i64* plan, int n_out, in
         lane_start[l] = step;
         lane_row[l] = i_row[t];
         lane_utt[l] = i_utt[t];
+        lane_first[l] = t < fit ? made + t * per_lane : 0x7fffffffffffffffLL;  // overflowed: no entries
         if (t >= fit) stats[l * NSTAT + S_OVER] += (u64)per_lane;
     }
     for (i64 k = threadIdx.x; k < fit * per_lane; k += blockDim.x) {
