@@ -138,8 +138,8 @@ def test_slurp_one_best_equals_cpu(max_active: int, table_slots: int) -> None:
 
 
 def test_kernel_log_equals_the_twins() -> None:
-    """The frame loop's launches, host reads and uploads, counted by the GPU backend as it runs them, equal the
-    twin's count of the same batch (1-best and lattices, with partials; 64 utterances on 16 lanes, so lanes
+    """The frame loop's launches, host reads (and the bytes they read) and uploads, counted by the GPU backend
+    as it runs them, equal the twin's count of the same batch (1-best and lattices, with partials; 64 utterances on 16 lanes, so lanes
     are refilled and lattice records taken at status points); with timing, every launch has its time."""
     from specbench.decoder.gpu import GpuDecoder
 
@@ -154,6 +154,8 @@ def test_kernel_log_equals_the_twins() -> None:
         assert gpu.kernel_log.launches == twin.kernel_log.launches
         assert gpu.kernel_log.syncs == twin.kernel_log.syncs and gpu.kernel_log.arcs == twin.kernel_log.arcs
         assert gpu.kernel_log.uploads == twin.kernel_log.uploads
+        assert gpu.kernel_log.read_bytes == twin.kernel_log.read_bytes  # paths and rows, no backpointers
+        assert gpu.kernel_log.arena_entries == twin.kernel_log.arena_entries
         assert set(gpu.kernel_log.kernel_ms) == set(gpu.kernel_log.launches)
         SUMMARY[f"kernel_log_lattice_{lattice_beam}"] = gpu.kernel_log.report(gpu.frame_steps)
     _write_summary()

@@ -698,13 +698,13 @@ class _Planner:
 
 class _Harvest:
     """A wave's results as its utterances end. Lanes release their utterances (their last step done, their
-    counts moved to them) at refills; at each status point the kernels hand over, in the status download, what
-    they made up to the previous status point (arena entries and lattice records, which hold everything of the
-    utterances released before it) and those utterances' outputs (`LaneKernels.status`). At the next status
-    point, before its download (the device still running the steps enqueued since), their best paths are
-    traced on the host, and with lattices their records (mapped to utterances: `records_by_utterance`) are
-    pruned on the decoder's worker threads (`lattice_paths.lane_lattices`), a result passed on once its
-    lattice is ready."""
+    counts moved to them) at refills; at each status point the kernels trace the best paths of those released
+    since the last one, and hand over, in the status download, the paths and outputs of those released
+    before it (traced then) and the lattice records made up to it, which hold all of theirs
+    (`LaneKernels.status`). At the next status point, before its download (the device still running the
+    steps enqueued since), their paths are read into results (`assemble_results`), and with lattices their
+    records (mapped to utterances: `records_by_utterance`) are pruned on the decoder's worker threads
+    (`lattice_paths.lane_lattices`), a result passed on once its lattice is ready."""
 
     def __init__(self, decoder: LaneDecoder, batch: LaneBatch) -> None:
         self.decoder, self.batch = decoder, batch
