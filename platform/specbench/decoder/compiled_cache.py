@@ -47,7 +47,8 @@ from numba import njit, types
 from specbench.paths import work_dir
 
 # the kernels, and this module (how they are compiled)
-KERNEL_MODULES = ("compiled_kernels.py", "lattice_kernels.py", "relax_kernels.py", "compiled_cache.py")
+KERNEL_MODULES = ("compiled_kernels.py", "lattice_kernels.py", "relax_kernels.py", "path_kernels.py",
+                  "compiled_cache.py")
 
 
 def kernel_hash() -> str:

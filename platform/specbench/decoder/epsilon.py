@@ -19,6 +19,7 @@ for the traceback (the word labels on epsilon arcs).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -53,6 +54,11 @@ class EpsilonMoves:
     def num_moves(self) -> int:
         """Number of moves M."""
         return int(self.dest.shape[0])
+
+    @cached_property
+    def longest_arc_path(self) -> int:
+        """The most epsilon arcs a move's `arc_path` can have (a closure move's: its source's moves + 1)."""
+        return int(self.degree.max()) + 1 if self.closed and self.degree.shape[0] else 1
 
     def arc_path(self, move: int) -> list[int]:
         """The epsilon arc indices of `move`, in path order (for a closure move: its prefixes' last arcs)."""

@@ -90,7 +90,7 @@ from specbench.decoder.result import (
     DecodeResult,
     DecodeStats,
 )
-from specbench.decoder.traceback import partial_words, read_path
+from specbench.decoder.traceback import BestPath, partial_words, read_paths
 from specbench.wfst.graph import CsrGraph
 
 STAT_NAMES = ("frames", "tokens_created", "tokens_pruned", "max_active_binds", "min_active_binds",
@@ -187,12 +187,13 @@ class LaneSettings:
     addressing by state (on the GPU also the lattices' token-cost table; the twin keeps that one dense):
     per-lane memory grows with the distinct states a frame reaches, and a frame that
     reaches more in a lane overflows it (counted in `queue_overflows`, the lane retried alone).
-    arena_window: the backpointers the device holds (a ring buffer, at most the capacity; by default 2^27
-    entries, 2 GiB, or 2^19 a lane where `LaneDecoder` has more than 256 lanes, up to 2^30):
+    arena_window: the backpointers the device holds (a ring buffer, at most the capacity; by default 2^24
+    entries, 256 MiB, or 2^16 a lane where `LaneDecoder` has more than 256 lanes, up to 2^30):
     every entry of the utterances in the lanes, from their first frame until their best paths are traced at
     the status point after they end, must fit (about lanes x tokens per lane and frame x the longest
-    utterance's frames: 256 lanes at beam 15 on the SLURP TLG make about 250,000 entries a frame step), or
-    the lanes that make more overflow (counted, retried as above). lattice_window: the lattice records the
+    utterance's frames: on the 1,000 SLURP test utterances at beam 15, 256 lanes made 42,000 entries a frame
+    step, 171 a lane, and the longest utterance has 201 frames), or the lanes that make more overflow
+    (counted, retried as above). lattice_window: the lattice records the
     device holds until the host takes them at a status point (a ring buffer, 1 GB by default): what is made
     in about two status periods (33 frame steps) must fit (overflows likewise).
     """
@@ -203,7 +204,7 @@ class LaneSettings:
     arena_capacity: int = (1 << 31) - 1
     lattice_capacity: int = 1 << 26
     table_slots: int = 0
-    arena_window: int = 1 << 27
+    arena_window: int = 1 << 24
     lattice_window: int = 1 << 25
 
     def __post_init__(self) -> None:
@@ -495,8 +496,8 @@ class LaneDecoder:
                  max_lanes: int = 256, refill: bool = True, lattice_workers: int = 2, **capacities: int) -> None:
         self.options = require_options(type(self).__name__, options)
         self.options.require_no_partial_lattices(type(self).__name__)
-        if isinstance(max_lanes, int) and max_lanes > 0:  # the ring holds the lanes' utterances: 2^19 a lane
-            capacities.setdefault("arena_window", min(1 << 30, max(LaneSettings.arena_window, max_lanes << 19)))
+        if isinstance(max_lanes, int) and max_lanes > 0:  # the ring holds the lanes' utterances: 2^16 a lane
+            capacities.setdefault("arena_window", min(1 << 30, max(LaneSettings.arena_window, max_lanes << 16)))
         self.settings = LaneSettings(options, **capacities)
         self.lane_graph = LaneGraph.build(graph)
         if not isinstance(max_lanes, int) or max_lanes < 1:
@@ -814,45 +815,46 @@ def records_by_utterance(records: np.ndarray, occupancy: np.ndarray) -> np.ndarr
 
 
 def assemble_results(lg: LaneGraph, batch: LaneBatch, out: LaneOutput) -> list[DecodeResult]:
-    """Every utterance's DecodeResult from its best paths, traced on the device (final and partials; lattices
-    are attached by `_Harvest` once pruned)."""
-    base = lg.moves.num_moves + 1
+    """Every utterance's DecodeResult from its best paths, traced on the device (final and partials, all read
+    by one compiled call: `read_paths`; lattices are attached by `_Harvest` once pruned)."""
+    from specbench.decoder.result import PartialHypothesis
+
     init_tokens = lg.init_dest.shape[0]
+    stats, wanted = [], []  # wanted: (utterance, partial slot or -1, codes, final or last state)
+    for u in range(len(batch.utt_ids)):
+        counts = dict(zip(STAT_NAMES, (int(c) for c in out.stats[u]), strict=True))
+        # the frame-0 tokens (one epsilon round when the start state has closure moves), one round a frame
+        counts["frames"] = int(batch.lengths[u])
+        counts["tokens_created"] += init_tokens
+        counts["epsilon_iterations"] += counts["frames"] + (1 if init_tokens else 0)
+        stats.append(DecodeStats(**counts))
+        if stats[-1].queue_overflows or out.final_id[u] < 0:
+            continue
+        wanted.append((u, -1, out.path(u, 0), int(out.final_state[u])))
+        for slot, frame in enumerate(batch.partial_frames):
+            if frame < batch.lengths[u] and out.partial_id[u, slot] >= 0:
+                wanted.append((u, slot, out.path(u, slot + 1), int(out.partial_state[u, slot])))
+    paths = read_paths([w[2] for w in wanted], lg.moves.num_moves + 1, lg.graph, lg.moves, batch.costs,
+                       batch.first_row[[w[0] for w in wanted]], np.array([w[3] for w in wanted], dtype=np.int64))
+    best: dict[int, BestPath] = {}
+    partials: dict[int, list] = {}
+    for (u, slot, _, state), path in zip(wanted, paths, strict=True):
+        if slot < 0:
+            best[u] = path
+        else:
+            words = partial_words(path.word_ids, state, lg.final)
+            partials.setdefault(u, []).append(PartialHypothesis(frame=batch.partial_frames[slot], word_ids=words))
     results = []
     for u, utt_id in enumerate(batch.utt_ids):
         frames = int(batch.lengths[u])
-        counts = dict(zip(STAT_NAMES, (int(c) for c in out.stats[u]), strict=True))
-        # the frame-0 tokens (one epsilon round when the start state has closure moves), one round a frame
-        counts["frames"] = frames
-        counts["tokens_created"] += init_tokens
-        counts["epsilon_iterations"] += frames + (1 if init_tokens else 0)
-        stats = DecodeStats(**counts)
-        if stats.queue_overflows:
-            results.append(DecodeResult.failed(utt_id, STATUS_OVERFLOW, frames, stats))
-            continue
-        if out.final_id[u] < 0:
-            results.append(DecodeResult.failed(utt_id, STATUS_NO_FINAL, frames, stats))
-            continue
-        costs = batch.utterance_costs(u)
-        path = read_path(out.path(u, 0), base, lg.graph, lg.moves, costs, int(out.final_state[u]))
-        results.append(DecodeResult(
-            utt_id=utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
-            acoustic_cost=path.acoustic_cost, num_frames=frames, word_end_frames=path.word_end_frames,
-            stats=stats, partials=_partials(lg, batch, out, u, base)))
+        if stats[u].queue_overflows:
+            results.append(DecodeResult.failed(utt_id, STATUS_OVERFLOW, frames, stats[u]))
+        elif u not in best:
+            results.append(DecodeResult.failed(utt_id, STATUS_NO_FINAL, frames, stats[u]))
+        else:
+            path = best[u]
+            results.append(DecodeResult(
+                utt_id=utt_id, status=STATUS_OK, word_ids=path.word_ids, graph_cost=path.graph_cost,
+                acoustic_cost=path.acoustic_cost, num_frames=frames, word_end_frames=path.word_end_frames,
+                stats=stats[u], partials=tuple(partials.get(u, ()))))
     return results
-
-
-def _partials(lg: LaneGraph, batch: LaneBatch, out: LaneOutput, u: int, base: int) -> tuple:
-    from specbench.decoder.result import PartialHypothesis
-
-    found = []
-    costs = batch.utterance_costs(u)
-    for slot, frame in enumerate(batch.partial_frames):
-        entry = int(out.partial_id[u, slot])
-        if frame >= batch.lengths[u] or entry < 0:
-            continue
-        codes = out.path(u, slot + 1)
-        path = read_path(codes, base, lg.graph, lg.moves, costs[:frame + 1], int(out.partial_state[u, slot]))
-        words = partial_words(path.word_ids, int(out.partial_state[u, slot]), lg.final)
-        found.append(PartialHypothesis(frame=frame, word_ids=words))
-    return tuple(found)

@@ -46,30 +46,32 @@ def read_path(codes: list[int], base: int, graph: CsrGraph, moves: EpsilonMoves,
 
     costs: (T, P) float32 acoustic costs (-acoustic_scale * loglikes) of the frames decoded.
     """
-    code = np.asarray(codes, dtype=np.int64)
-    emitting = code >= 0
-    arc = (code // base)[emitting]
-    move = np.where(emitting, code % base - 1, -1 - code)
+    return read_paths([codes], base, graph, moves, np.asarray(costs, dtype=np.float32), np.zeros(1, np.int64),
+                      np.array([final_state]))[0]
+
+
+def read_paths(paths: list[list[int]], base: int, graph: CsrGraph, moves: EpsilonMoves, costs: np.ndarray,
+               rows: np.ndarray, final_states: np.ndarray) -> list[BestPath]:
+    """The BestPath of each path of codes: path p ends in final_states[p], and its frame t's acoustic costs
+    are row rows[p] + t of `costs` ((R, P) float32). Read by one compiled call (`path_kernels`): the graph
+    cost is the final weight plus every arc's float32 weight as float64, added in path order; the acoustic
+    cost the emitting arcs' costs, added in frame order."""
+    from specbench.decoder.path_kernels import _read_paths
+
+    offsets = np.zeros(len(paths) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in paths])
+    codes = np.fromiter((c for p in paths for c in p), dtype=np.int64, count=int(offsets[-1]))
     emit, eps = graph.emitting, graph.epsilon
-    frames = int(arc.shape[0])
-    graph_cost = float(graph.final[final_state]) + float(emit.weight[arc].astype(np.float64).sum())
-    acoustic_cost = float(costs[np.arange(frames), emit.ilabel[arc] - 1].astype(np.float64).sum())
-    arc_olabel = iter(emit.olabel[arc].tolist())
-    words: list[int] = []
-    starts: list[int] = []
-    frame = 0
-    for is_emitting, eps_move in zip(emitting.tolist(), move.tolist(), strict=True):
-        if is_emitting:
-            if label := next(arc_olabel):
-                words.append(label)
-                starts.append(frame)
-            frame += 1
-        for eps_arc in moves.arc_path(eps_move) if eps_move >= 0 else ():
-            graph_cost += float(eps.weight[eps_arc])
-            if label := int(eps.olabel[eps_arc]):
-                words.append(label)
-                starts.append(frame)
-    return BestPath(tuple(words), tuple(starts), graph_cost, acoustic_cost, frames)
+    graph_cost, acoustic_cost, frames, word_offsets, words, starts = _read_paths(
+        codes, offsets, int(base), np.asarray(final_states, dtype=np.int64), np.asarray(rows, dtype=np.int64),
+        np.ascontiguousarray(costs, dtype=np.float32), emit.weight, emit.ilabel, emit.olabel, eps.weight,
+        eps.olabel, graph.final, *(np.ascontiguousarray(a, dtype=np.int64) for a in (
+            moves.last_arc, moves.src, moves.offsets, moves.dest, moves.arc_src)), int(moves.closed),
+        moves.longest_arc_path)
+    word_list, start_list = words.tolist(), starts.tolist()
+    bounds = word_offsets.tolist()
+    return [BestPath(tuple(word_list[bounds[p]:bounds[p + 1]]), tuple(start_list[bounds[p]:bounds[p + 1]]),
+                     float(graph_cost[p]), float(acoustic_cost[p]), int(frames[p])) for p in range(len(paths))]
 
 
 def partial_words(word_ids: tuple[int, ...], last_state: int, final: np.ndarray) -> tuple[int, ...]:
