@@ -15,7 +15,7 @@ from specbench.decoder.compiled_cache import entry, kernel
 
 
 @kernel
-def _move_arcs(move, last_arc, src, offsets, dest, arc_src, closed, out):  # noqa: ANN001, ANN201
+def _move_arcs(move, last_arc, src, offsets, dest, arc_src, closed, out):
     """The epsilon arcs of `move` into `out` in path order (epsilon.EpsilonMoves.arc_path); their count."""
     out[0] = last_arc[move]
     n = 1
@@ -35,7 +35,7 @@ def _move_arcs(move, last_arc, src, offsets, dest, arc_src, closed, out):  # noq
 @entry("(int64[::1], int64[::1], int64, int64[::1], int64[::1], float32[:, ::1], float32[::1], int32[::1], "
        "int32[::1], float32[::1], int32[::1], float32[::1], int64[::1], int64[::1], int64[::1], int64[::1], "
        "int64[::1], int64, int64)")
-def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, emit_ilabel, emit_olabel,  # noqa: ANN001, ANN201
+def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, emit_ilabel, emit_olabel,
                 eps_weight, eps_olabel, final, last_arc, src, move_offsets, move_dest, arc_src, closed, longest):
     """Path p: codes[offsets[p]:offsets[p + 1]], ending in final_states[p], its frame t's costs in row
     rows[p] + t of `costs`; a move has at most `longest` arcs. Returns graph and acoustic costs, emitting arcs, and the words (word_offsets,
