@@ -396,3 +396,35 @@ def test_compiled_records_pruning_equals_the_numpy_path(graph_spec, lengths, see
             for name in ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel",
                          "graph_cost", "acoustic_cost"):
                 assert want is None or np.array_equal(getattr(got, name), getattr(want, name)), name
+
+
+def test_compiled_record_grouping_equals_the_numpy_reference() -> None:
+    """`path_kernels.group_records` (what the lane decoder uses) against `lanes.records_by_utterance` followed
+    by a stable sort by utterance, on random placements (lanes refilled at random steps) and records; a record
+    before its lane's first placement is an error."""
+    from specbench.decoder.path_kernels import group_records
+
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        lanes_, placements, utt = int(rng.integers(1, 6)), [], 0
+        for lane in range(lanes_):
+            step = int(rng.integers(0, 3))
+            for _ in range(int(rng.integers(1, 4))):
+                placements.append((lane, step, utt))
+                utt, step = utt + 1, step + int(rng.integers(2, 6))
+        placements = np.array(placements, dtype=np.int64)
+        lane_first = {int(p[0]): int(p[1]) for p in placements[::-1]}
+        lane = rng.integers(0, lanes_, size=int(rng.integers(0, 60)))
+        step = np.array([lane_first[int(x)] + int(rng.integers(0, 12)) for x in lane], dtype=np.int64)
+        records = np.stack([lane, step, rng.integers(0, 9, lane.shape[0]), rng.integers(-5, 9, lane.shape[0])],
+                           axis=1).astype(np.int64)
+        placements = placements[np.argsort(placements[:, 1], kind="stable")]  # in the order made: by step
+        want = lanes.records_by_utterance(records, placements)
+        want = want[np.argsort(want[:, 0], kind="stable")] if want.shape[0] else want
+        grouped, keys, bounds = group_records(records, placements)
+        assert np.array_equal(grouped, want[:, 1:]) if want.shape[0] else grouped.shape == (0, 3)
+        assert keys.tolist() == sorted(set(want[:, 0].tolist()))
+        assert np.array_equal(np.repeat(keys, np.diff(bounds)), want[:, 0])
+    early = np.array([[0, 0, 1, 1]], dtype=np.int64)
+    with pytest.raises(ValueError, match="precedes every placement"):
+        group_records(early, np.array([[0, 3, 0]], dtype=np.int64))

@@ -704,7 +704,7 @@ class _Harvest:
     before it (traced then) and the lattice records made up to it, which hold all of theirs
     (`LaneKernels.status`). At the next status point, before its download (the device still running the
     steps enqueued since), their paths are read into results (`assemble_results`), and with lattices their
-    records (mapped to utterances: `records_by_utterance`) are pruned on the decoder's worker threads
+    records (grouped by utterance: `path_kernels.group_records`) are pruned on the decoder's worker threads
     (`lattice_paths.lane_lattices`), a result passed on once its lattice is ready."""
 
     def __init__(self, decoder: LaneDecoder, batch: LaneBatch) -> None:
@@ -764,11 +764,11 @@ class _Harvest:
 
     def _assemble(self, out: LaneOutput, utts: np.ndarray) -> None:
         if out.lattice is not None and out.lattice.shape[0]:  # grouped by utterance: each take costs what it brings
-            mapped = records_by_utterance(out.lattice, np.concatenate(self.placements))
-            mapped = mapped[np.argsort(mapped[:, 0], kind="stable")]
-            keys, starts = np.unique(mapped[:, 0], return_index=True)
-            for u, part in zip(keys.tolist(), np.split(mapped[:, 1:], starts[1:]), strict=True):
-                self.held.setdefault(u, []).append(part)
+            from specbench.decoder.path_kernels import group_records
+
+            grouped, keys, bounds = group_records(out.lattice, np.concatenate(self.placements))
+            for u, lo, hi in zip(keys.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                self.held.setdefault(u, []).append(grouped[lo:hi])
         if not utts.shape[0]:
             return
         d, b = self.decoder, self.batch
@@ -799,7 +799,7 @@ class _Harvest:
 
 
 def records_by_utterance(records: np.ndarray, occupancy: np.ndarray) -> np.ndarray:
-    """Lattice records (lane, frame step, src, code) as (utterance, frame of the utterance, src, code), from
+    """The numpy reference of `path_kernels.group_records` (which the lane decoder uses). Lattice records (lane, frame step, src, code) as (utterance, frame of the utterance, src, code), from
     the placements (lane, first step, utterance): a record belongs to its lane's last placement that began
     at or before its step (a lane's utterances are a step apart, so their records never share a step)."""
     if records.shape[0] == 0:

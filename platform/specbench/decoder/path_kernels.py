@@ -1,4 +1,5 @@
-"""Best paths read from backpointer codes, many at once, compiled with numba (traceback.read_paths).
+"""What the lane decoder's host reads from its downloads, compiled with numba: best paths from backpointer
+codes, many at once (`traceback.read_paths`), and lattice records grouped by utterance (`group_records`).
 
 A path is a run of codes (traceback.py): `c >= 0` is emitting arc `c // base` followed by epsilon move
 `c % base - 1` (none when -1), `c < 0` is epsilon move `-1 - c` alone. For each path this gives its word
@@ -82,3 +83,71 @@ def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, em
             else:
                 word_offsets[p + 1] = w
     return graph_cost, acoustic_cost, frames, word_offsets, words, starts
+
+
+@entry("(int64[:, ::1], int64[:, ::1])")
+def _group_records(records, placements):
+    """Lattice records (K, 4: lane, frame step, src state, code) by utterance, from the lanes' placements
+    (P, 3: lane, first step, utterance; a lane's in step order): a record belongs to its lane's last placement
+    that began at or before its step (`lanes.records_by_utterance`, the numpy reference). Returns the records
+    as (K, 3) (frame of the utterance, src, code) grouped by utterance in ascending order, each utterance's in
+    the order made (counting sorts), the utterances present and where each one's records start (G + 1)."""
+    lanes = 0
+    for p in range(placements.shape[0]):
+        lanes = max(lanes, placements[p, 0] + 1)
+    first = np.zeros(lanes + 1, dtype=np.int64)  # placements by lane, in the order made
+    for p in range(placements.shape[0]):
+        first[placements[p, 0] + 1] += 1
+    for lane in range(lanes):
+        first[lane + 1] += first[lane]
+    by_lane = np.empty(placements.shape[0], dtype=np.int64)
+    fill = first[:-1].copy()
+    for p in range(placements.shape[0]):
+        by_lane[fill[placements[p, 0]]] = p
+        fill[placements[p, 0]] += 1
+    count = records.shape[0]
+    utt = np.empty(count, dtype=np.int64)
+    frame = np.empty(count, dtype=np.int64)
+    utts = 0
+    for k in range(count):
+        lane, step = records[k, 0], records[k, 1]
+        lo, hi = (first[lane], first[lane + 1]) if lane < lanes else (0, 0)
+        while lo < hi:  # the first placement of the lane after `step`
+            mid = (lo + hi) // 2
+            if placements[by_lane[mid], 1] <= step:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lane >= lanes or lo == first[lane]:
+            raise ValueError("a lattice record precedes every placement of its lane")
+        p = by_lane[lo - 1]
+        utt[k], frame[k] = placements[p, 2], step - placements[p, 1]
+        utts = max(utts, utt[k] + 1)
+    start = np.zeros(utts + 1, dtype=np.int64)
+    for k in range(count):
+        start[utt[k] + 1] += 1
+    present = 0
+    for u in range(utts):
+        present += start[u + 1] > 0
+        start[u + 1] += start[u]
+    grouped = np.empty((count, 3), dtype=np.int64)
+    fill = start[:-1].copy()
+    for k in range(count):
+        at = fill[utt[k]]
+        fill[utt[k]] += 1
+        grouped[at, 0], grouped[at, 1], grouped[at, 2] = frame[k], records[k, 2], records[k, 3]
+    keys = np.empty(present, dtype=np.int64)
+    bounds = np.empty(present + 1, dtype=np.int64)
+    g = 0
+    for u in range(utts):
+        if start[u + 1] > start[u]:
+            keys[g], bounds[g] = u, start[u]
+            g += 1
+    bounds[present] = count
+    return grouped, keys, bounds
+
+
+def group_records(records: np.ndarray, placements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_group_records` on int64 C arrays."""
+    return _group_records(np.ascontiguousarray(records, dtype=np.int64),
+                          np.ascontiguousarray(placements, dtype=np.int64))
