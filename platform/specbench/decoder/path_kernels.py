@@ -35,7 +35,8 @@ def _move_arcs(move, last_arc, src, offsets, dest, arc_src, closed, out):
 
 @entry("(int64[::1], int64[::1], int64, int64[::1], int64[::1], float32[:, ::1], float32[::1], int32[::1], "
        "int32[::1], float32[::1], int32[::1], float32[::1], int64[::1], int64[::1], int64[::1], int64[::1], "
-       "int64[::1], int64, int64)")
+       "int64[::1], int64, int64)",
+       returns="Tuple((float64[::1], float64[::1], int64[::1], int64[::1], int64[::1], int64[::1]))")
 def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, emit_ilabel, emit_olabel,
                 eps_weight, eps_olabel, final, last_arc, src, move_offsets, move_dest, arc_src, closed, longest):
     """Path p: codes[offsets[p]:offsets[p + 1]], ending in final_states[p], its frame t's costs in row
@@ -85,7 +86,7 @@ def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, em
     return graph_cost, acoustic_cost, frames, word_offsets, words, starts
 
 
-@entry("(int64[:, ::1], int64[:, ::1])")
+@entry("(int64[:, ::1], int64[:, ::1])", returns="Tuple((int64[:, ::1], int64[::1], int64[::1]))")
 def _group_records(records, placements):
     """Lattice records (K, 4: lane, frame step, src state, code) by utterance, from the lanes' placements
     (P, 3: lane, first step, utterance; a lane's in step order): a record belongs to its lane's last placement
