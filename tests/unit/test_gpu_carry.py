@@ -176,8 +176,13 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
         assert stream["frames_per_second"] == pytest.approx(stream["frames"] / stream["seconds"])
         assert len(stream["passes"]) == 3 and min(stream["passes"]) >= (2 if mode == "gpu" else 1)
     assert runs["gpu"].outcomes == reference
-    for timed in runs.values():
+    for mode, timed in runs.items():
         assert timed.seconds > 0
+        # the host's work per stage, summed over the processes: lattices grouped and pruned off the frame loop
+        log = timed.extra.pop("kernel_log")
+        assert log["processes"] == 3 and log["launches_per_frame"] > 0 and "frame launches" in log["host_seconds"]
+        assert set(log.get("lattice_thread_cpu_seconds", ())) == (
+            {"group records", "prune lattices"} if mode == "gpu_lattice" else set())
         assert [(o.ok, o.word_ids, o.total_cost) for o in timed.outcomes] == [
             (o.ok, o.word_ids, o.total_cost) for o in reference]
         # each process decodes its strided shard as one batch: as many frame steps as its longest utterance

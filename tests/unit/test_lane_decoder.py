@@ -198,7 +198,8 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
     for array; with an arena small enough to close a wave early, the same again over several waves; with an
     arena window (the device's ring of backpointers) too small for three lanes' utterances and a lattice
     window too small for two status periods, lanes overflow and are retried, and every result is still the
-    same."""
+    same. With three lattice workers, each take's records grouped in chunks of three records and the lattices
+    pruned one utterance a job: the same lattices."""
     monkeypatch.setattr(lanes, "STATUS_EVERY", 2)
     graph = compile_graph(CHAIN)
     items = _utterances(11, 3, [7, 3, 9, 2, 4, 12, 5, 5, 2, 8, 6])
@@ -206,7 +207,11 @@ def test_refilled_lanes_give_every_utterance_its_own_results_and_lattice(monkeyp
     cpu = CpuDecoder(graph, options)
     want = [cpu.decode(m, u, partial_every=2) for u, m in items]
     assert all(r.ok for r in want)
-    for capacities in ({}, {"arena_capacity": 120}, {"arena_window": 40, "lattice_window": 40}):
+    for capacities in ({}, {"arena_capacity": 120}, {"arena_window": 40, "lattice_window": 40},
+                       {"lattice_workers": 3}):
+        if "lattice_workers" in capacities:
+            monkeypatch.setattr(lanes, "GROUP_CHUNK_MIN", 3)
+            monkeypatch.setattr(lanes, "LATTICE_JOB_MIN", 1)
         twin = TwinDecoder(graph, options, max_lanes=3, **capacities)
         got = twin.decode_batch(items, 2)
         for a, b in zip(want, got, strict=True):
@@ -386,12 +391,11 @@ def test_compiled_records_pruning_equals_the_numpy_path(graph_spec, lengths, see
         lattice_paths.lane_lattices = real
     final = graph.final.astype(np.float64)
     for batch, records in handed:
-        bounds = np.searchsorted(records[:, 0], np.arange(len(batch.utt_ids) + 1))
+        assert len(records) == len(batch.utt_ids)
         for u in range(len(batch.utt_ids)):
             costs = batch.utterance_costs(u)
-            want = lattice_paths.lattice_from_records(graph, costs, records[bounds[u]:bounds[u + 1], 1:],
-                                                      lattice_beam, prune_lattice, final)
-            got = prune_records(graph, costs, records, bounds[u], bounds[u + 1], final, lattice_beam)
+            want = lattice_paths.lattice_from_records(graph, costs, records[u], lattice_beam, prune_lattice, final)
+            got = prune_records(graph, costs, records[u], final, lattice_beam)
             assert (want is None) == (got is None)
             for name in ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel",
                          "graph_cost", "acoustic_cost"):

@@ -69,6 +69,8 @@ algorithm expands what lies below the cutoff and leaves that case out.
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -104,6 +106,11 @@ HASH_TABLE_SLOTS = 1 << 15
 # lattice records, and what is taken), plans the refills of the next steps and uploads them; nothing else
 # in the frame loop waits for the device
 STATUS_EVERY = 16
+# the fewest utterances a lattice job takes (a take's utterances are shared among the lattice workers in
+# jobs of at least this many)
+LATTICE_JOB_MIN = 8
+# the fewest lattice records a grouping job takes (a take's records are grouped in chunks on the workers)
+GROUP_CHUNK_MIN = 1 << 18
 # The kernels the GPU backend launches at every frame step, at a step where lanes end or take a partial
 # (each), and for the epsilon lattice links of a step (the twin counts the same in its `KernelLog`)
 FRAME_LAUNCHES = ("frame_begin", "lane_reduce", "lane_select", "token_degree", "scan_partials", "scan_apply",
@@ -345,6 +352,8 @@ class KernelLog:
     arena_entries: int = 0
     kernel_ms: Counter = field(default_factory=Counter)
     host_seconds: Counter = field(default_factory=Counter)
+    thread_cpu_seconds: Counter = field(default_factory=Counter)
+    _thread_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @contextmanager
     def host_stage(self, name: str) -> Iterator[None]:
@@ -355,6 +364,18 @@ class KernelLog:
             yield
         finally:
             self.host_seconds[name] += time.perf_counter() - begin
+
+    @contextmanager
+    def thread_stage(self, name: str) -> Iterator[None]:
+        """CPU seconds of a lattice thread's work (`thread_cpu_seconds`: grouping records, pruning lattices),
+        summed over the threads; it overlaps the frame loop. CPU time, not wall time: on a busy machine
+        the threads wait for cores, which is not their cost."""
+        begin = time.thread_time()
+        try:
+            yield
+        finally:
+            with self._thread_lock:
+                self.thread_cpu_seconds[name] += time.thread_time() - begin
 
     def launch(self, name: str, times: int = 1) -> None:
         self.launches[name] += times
@@ -381,6 +402,8 @@ class KernelLog:
         if self.kernel_ms:
             out["kernel_ms"] = dict(sorted(self.kernel_ms.items(), key=lambda kv: -kv[1]))
         out["host_seconds"] = dict(sorted(self.host_seconds.items(), key=lambda kv: -kv[1]))
+        if self.thread_cpu_seconds:
+            out["lattice_thread_cpu_seconds"] = dict(sorted(self.thread_cpu_seconds.items(), key=lambda kv: -kv[1]))
         return out
 
 
@@ -485,15 +508,18 @@ class LaneDecoder:
     last status point, every `STATUS_EVERY` frame steps), and the rest go to the next wave. Without `refill`,
     the items run in batches of max_lanes of similar length, each as many frame steps as its longest. At each
     status point, the results of the utterances that ended before the previous one are taken from the device
-    and assembled (`_Harvest`; `decode_stream` passes them on at once), with lattices pruned on
-    `lattice_workers` host threads while decoding goes on (`lattice_paths.lane_lattices`; the compiled
-    pruning releases the GIL). `frame_steps` counts
+    and assembled (`_Harvest`; `decode_stream` passes them on at once); with lattices, the records are
+    grouped by utterance and pruned on `lattice_workers` host threads (default: `default_lattice_workers()`;
+    one more keeps the takes in order) while decoding goes on
+    (`lattice_paths.lane_lattices`; the compiled grouping and pruning release the GIL), so the frame loop's
+    thread only reads paths. `frame_steps` counts
     the frame steps run (retries included), `lane_frames` the utterances' frames, `kernel_log` the device
     work (`KernelLog`).
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
-                 max_lanes: int = 256, refill: bool = True, lattice_workers: int = 2, **capacities: int) -> None:
+                 max_lanes: int = 256, refill: bool = True, lattice_workers: int | None = None,
+                 **capacities: int) -> None:
         self.options = require_options(type(self).__name__, options)
         self.options.require_no_partial_lattices(type(self).__name__)
         if isinstance(max_lanes, int) and max_lanes > 0:  # the ring holds the lanes' utterances: 2^16 a lane
@@ -502,6 +528,7 @@ class LaneDecoder:
         self.lane_graph = LaneGraph.build(graph)
         if not isinstance(max_lanes, int) or max_lanes < 1:
             raise ValueError(f"max_lanes must be a positive int, got {max_lanes!r}")
+        lattice_workers = default_lattice_workers() if lattice_workers is None else lattice_workers
         if not isinstance(lattice_workers, int) or lattice_workers < 1:
             raise ValueError(f"lattice_workers must be a positive int, got {lattice_workers!r}")
         self.max_lanes, self.refill, self.lattice_workers = max_lanes, bool(refill), lattice_workers
@@ -509,11 +536,18 @@ class LaneDecoder:
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
         self.lane_frames = 0
-        self._lattice_thread: ThreadPoolExecutor | None = None
+        self._lattice_threads: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
 
     @property
     def kernel_log(self) -> KernelLog:
         return self.kernels.log
+
+    def lattice_threads(self) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
+        """(the grouping thread, the `lattice_workers` pruning threads), started on first use."""
+        if self._lattice_threads is None:
+            self._lattice_threads = (ThreadPoolExecutor(1, thread_name_prefix="lattice-grouping"),
+                                     ThreadPoolExecutor(self.lattice_workers, thread_name_prefix="lattices"))
+        return self._lattice_threads
 
     def reset_counts(self) -> None:
         """Zero `frame_steps`, `lane_frames` and `kernel_log` (e.g. after a warm-up)."""
@@ -655,6 +689,14 @@ class LaneDecoder:
         yield from harvest.finish(out)
 
 
+def default_lattice_workers(processes: int = 1) -> int:
+    """Lattice pruning threads for each of `processes` lane decoders sharing this machine: the cores this
+    process may use, shared among them, less one each for the frame loop's thread and the grouping thread;
+    between 1 and 8."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return max(1, min(8, cores // max(1, processes) - 2))
+
+
 class _Planner:
     """A wave's placements of utterances on lanes, planned ahead of the frame loop (the lengths say when each
     lane's utterance ends): utterances in order, each onto a lane one idle step after the lane's last
@@ -763,37 +805,85 @@ class _Harvest:
             self._assemble(out, utts)
 
     def _assemble(self, out: LaneOutput, utts: np.ndarray) -> None:
-        if out.lattice is not None and out.lattice.shape[0]:  # grouped by utterance: each take costs what it brings
-            from specbench.decoder.path_kernels import group_records
-
-            grouped, keys, bounds = group_records(out.lattice, np.concatenate(self.placements))
-            for u, lo, hi in zip(keys.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
-                self.held.setdefault(u, []).append(grouped[lo:hi])
-        if not utts.shape[0]:
-            return
+        """Results from the paths; with lattices, the records handed to the grouping thread (`_lattices`),
+        which hands the utterances' records on to the pruning workers: the frame loop's thread only reads
+        paths, so that it goes back to launching frame steps at once."""
         d, b = self.decoder, self.batch
         part = replace(b, utt_ids=[b.utt_ids[u] for u in utts.tolist()], lengths=b.lengths[utts],
                        first_row=b.first_row[utts])
-        results = assemble_results(d.lane_graph, part, out)
+        results = assemble_results(d.lane_graph, part, out) if utts.shape[0] else []
         if d.settings.lattice_beam is None:
-            self.pending.append((utts, results, None))
+            if utts.shape[0]:
+                self.pending.append((utts, results, None))
             return
+        records = out.lattice if out.lattice is not None and out.lattice.shape[0] else None
+        if records is not None and len(self.placements) > 1:
+            self.placements = [np.concatenate(self.placements)]
+        if records is None and not utts.shape[0]:
+            return
+        job = d.lattice_threads()[0].submit(self._lattices, records, self.placements[0] if records is not None
+                                            else None, utts, part)
+        if utts.shape[0]:
+            self.pending.append((utts, results, job))
+
+    def _lattices(self, records: np.ndarray | None, placements: np.ndarray | None, utts: np.ndarray,
+                  part: LaneBatch) -> list[Future]:
+        """On the grouping thread (one, so takes are held in order): a take's records grouped by utterance
+        (`path_kernels.group_records`, compiled, the GIL released) in chunks of at least GROUP_CHUNK_MIN
+        records on the workers, and held; the records of `utts` (complete now) shared among the workers in
+        pruning jobs of at least LATTICE_JOB_MIN utterances. Returns the pruning jobs, in order."""
+        d = self.decoder
+        if records is not None:  # in chunks on the workers; each chunk's pieces appended in order
+            step = max(GROUP_CHUNK_MIN, -(-records.shape[0] // d.lattice_workers))
+            chunks = [d.lattice_threads()[1].submit(self._grouped, records[lo:lo + step], placements)
+                      for lo in range(0, records.shape[0], step)]
+            for chunk in chunks:
+                grouped, keys, bounds = chunk.result()
+                for u, lo, hi in zip(keys.tolist(), bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+                    self.held.setdefault(u, []).append(grouped[lo:hi])  # views: no copy
+        ready = [self._records_of(u) for u in utts.tolist()]
+        if not utts.shape[0]:
+            return []
+        size = max(LATTICE_JOB_MIN, -(-len(ready) // d.lattice_workers))
+        jobs = []
+        for lo in range(0, len(ready), size):
+            hi = min(lo + size, len(ready))
+            chunk = replace(part, utt_ids=part.utt_ids[lo:hi], lengths=part.lengths[lo:hi],
+                            first_row=part.first_row[lo:hi])
+            jobs.append(d.lattice_threads()[1].submit(self._pruned, chunk, ready[lo:hi]))
+        return jobs
+
+    def _grouped(self, records: np.ndarray, placements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """On a worker: `path_kernels.group_records` of a chunk of a take's records."""
+        from specbench.decoder.path_kernels import group_records
+
+        with self.decoder.kernels.log.thread_stage("group records"):
+            return group_records(records, placements)
+
+    def _pruned(self, part: LaneBatch, records: list[np.ndarray]) -> list:
+        """On a pruning worker: the lattices of `part`'s utterances from their records."""
         from specbench.decoder.lattice_paths import lane_lattices  # lattices are optional
 
-        parts = [np.concatenate(self.held.pop(u)) if u in self.held else np.zeros((0, 3), dtype=np.int64)
-                 for u in utts.tolist()]
-        records = np.concatenate([np.repeat(np.arange(len(parts)), [p.shape[0] for p in parts])[:, None],
-                                  np.concatenate(parts)], axis=1)
-        if d._lattice_thread is None:
-            d._lattice_thread = ThreadPoolExecutor(d.lattice_workers, thread_name_prefix="lattices")
-        job = d._lattice_thread.submit(lane_lattices, d.lane_graph.graph, part, records, d.settings.lattice_beam)
-        self.pending.append((utts, results, job))
+        d = self.decoder
+        with d.kernels.log.thread_stage("prune lattices"):
+            return lane_lattices(d.lane_graph.graph, part, records, d.settings.lattice_beam)
+
+    def _records_of(self, u: int) -> np.ndarray:
+        """Utterance u's lattice records (frame, src, code), taken from those held: a view of one take's
+        grouped records when one take brought them all, else their concatenation."""
+        pieces = self.held.pop(u, None)
+        if not pieces:
+            return np.zeros((0, 3), dtype=np.int64)
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
     def _ready(self, wait: bool) -> Iterator[tuple[int, DecodeResult]]:
         """The results whose lattices are ready (all of them with `wait`), in the order taken."""
-        while self.pending and (wait or self.pending[0][2] is None or self.pending[0][2].done()):
-            utts, results, job = self.pending.pop(0)
-            lattices = job.result() if job is not None else [None] * len(results)
+        while self.pending:
+            utts, results, job = self.pending[0]
+            if job is not None and not wait and not (job.done() and all(j.done() for j in job.result())):
+                return
+            self.pending.pop(0)
+            lattices = [lat for j in job.result() for lat in j.result()] if job is not None else [None] * len(results)
             for u, result, lattice in zip(utts.tolist(), results, lattices, strict=True):
                 yield u, (replace(result, lattice=lattice) if result.ok and lattice is not None else result)
 

@@ -191,43 +191,58 @@ def _within_beam(init, end_cost, src, dst, cost, eps_start, eps_arcs, emit_start
 
 
 @kernel
-def _nodes(start_state, sf, ss, df, ds, order, table):  # noqa: ANN001, ANN201
+def _slot(keys, key, mask):  # noqa: ANN001, ANN201
+    """The slot of `key` (0 <= key < 2^32) in the open-addressing table `keys` (size mask + 1, free slots
+    -1, linear probing): where it is, else the free slot where it goes."""
+    h = ((key ^ (key >> 15)) * 0x2C1B3C6D) & mask
+    while keys[h] != -1 and keys[h] != key:
+        h = (h + 1) & mask
+    return h
+
+
+@kernel
+def _nodes(start_state, sf, ss, df, ds, order):  # noqa: ANN001, ANN201
     """The distinct (frame, state) nodes of the start node and the arcs' ends, numbered as first seen (the
     start node 0), the arcs taken in `order` (by source frame): (node frame, node state, src, dst). An arc
     of source frame f ends at frame f or f + 1, so a table holding two frames, by parity, finds every node
-    seen before: table[2 s + f % 2] = (frame, node) of state s; `table` ((2 S, 2) int64, all -1) is
-    restored on return."""
+    seen before: key 2 s + f % 2 -> (frame, node) of state s, the latest seen. The table is a hash table
+    sized by the arcs (at most half full), not by the graph: its cost does not grow with the graph's states."""
     m = sf.shape[0]
     node_frame = np.empty(1 + 2 * m, dtype=np.int64)
     node_state = np.empty(1 + 2 * m, dtype=np.int64)
     src = np.empty(m, dtype=np.int64)
     dst = np.empty(m, dtype=np.int64)
+    size = 16
+    while size < 2 * (1 + 2 * m):
+        size *= 2
+    mask = size - 1
+    keys = np.full(size, -1, dtype=np.int64)
+    frames = np.empty(size, dtype=np.int64)
+    numbers = np.empty(size, dtype=np.int64)
+    h = _slot(keys, 2 * np.int64(start_state), mask)
+    keys[h], frames[h], numbers[h] = 2 * np.int64(start_state), 0, 0
     node_frame[0], node_state[0] = 0, start_state
-    table[2 * start_state, 0], table[2 * start_state, 1] = 0, 0
     n = 1
     for i in range(m):
         a = order[i]
         for end in range(2):
             f, s = (sf[a], ss[a]) if end == 0 else (df[a], ds[a])
-            row = 2 * s + (f & 1)
-            if table[row, 0] != f:
-                table[row, 0], table[row, 1] = f, n
+            key = 2 * np.int64(s) + (f & 1)
+            h = _slot(keys, key, mask)
+            if keys[h] != key or frames[h] != f:
+                keys[h], frames[h], numbers[h] = key, f, n
                 node_frame[n], node_state[n] = f, s
                 n += 1
             if end == 0:
-                src[a] = table[row, 1]
+                src[a] = numbers[h]
             else:
-                dst[a] = table[row, 1]
-    for j in range(n):
-        row = 2 * node_state[j] + (node_frame[j] & 1)
-        table[row, 0], table[row, 1] = -1, -1
+                dst[a] = numbers[h]
     return node_frame[:n], node_state[:n], src, dst
 
 
 @kernel
-def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam,  # noqa: ANN001, ANN201
-            table):
-    """The pruned lattice's arrays (WordLattice's fields after num_frames), or None; `table`: _nodes's.
+def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam):  # noqa: ANN001, ANN201
+    """The pruned lattice's arrays (WordLattice's fields after num_frames), or None.
 
     The forward-backward pass runs over every recorded arc, duplicates included (they change no node's
     cost), on nodes numbered as first seen; only the arcs it keeps (a few percent of a decoder's records)
@@ -239,7 +254,7 @@ def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acou
             in_order = False
             break
     order = np.arange(m) if in_order else _group(sf, num_frames + 1)[1]
-    node_frame, node_state, src, dst = _nodes(start_state, sf, ss, df, ds, order, table)
+    node_frame, node_state, src, dst = _nodes(start_state, sf, ss, df, ds, order)
     n = node_frame.shape[0]
     epsilon = df == sf
     eps_start, eps_arcs = _bucket(sf, epsilon, num_frames)
@@ -307,49 +322,50 @@ def _renumbered(kept, src, dst, ilabel, olabel, graph, acoustic, node_frame, nod
 @entry("(int64, int64, int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], "
        "float64[::1], float64[::1], float64)")
 def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam):  # noqa: ANN001, ANN201
-    width = max(ss.max() if sf.shape[0] else 0, ds.max() if sf.shape[0] else 0, start_state) + 1
-    table = np.full((2 * width, 2), -1, dtype=np.int64)
-    return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table)
+    return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam)
 
 
 @kernel
-def _raw_of_records(records, begin, end, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight, eps_dest,  # noqa: ANN001, ANN201
-                    eps_olabel, eps_weight):
-    """`lattice_paths.records_to_raw`'s arrays from records[begin:end] (columns frame, src state, code):
-    the emitting records' arcs first, then the epsilon records', each in record order."""
-    n = end - begin
+def _raw_of_records(records, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight, eps_dest, eps_olabel,  # noqa: ANN001, ANN201
+                    eps_weight):
+    """`lattice_paths.records_to_raw`'s arrays from one utterance's records (columns frame, src state,
+    code): the emitting records' arcs first, then the epsilon records', each in record order (the emitting
+    ones counted first, then both written in one pass)."""
+    n = records.shape[0]
     sf, ss = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     df, ds = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     il, ol = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
     gc, ac = np.empty(n), np.empty(n)
-    k = 0
-    for emitting in (True, False):
-        for i in range(begin, end):
-            code = records[i, 3]
-            if (code >= 0) != emitting:
-                continue
-            f = records[i, 1]
-            sf[k], ss[k] = f, records[i, 2]
-            if emitting:
-                df[k], ds[k], il[k], ol[k] = f + 1, emit_dest[code], emit_ilabel[code], emit_olabel[code]
-                gc[k], ac[k] = emit_weight[code], costs[f, emit_ilabel[code] - 1]
-            else:
-                e = -1 - code
-                df[k], ds[k], il[k], ol[k] = f, eps_dest[e], 0, eps_olabel[e]
-                gc[k], ac[k] = eps_weight[e], 0.0
-            k += 1
+    k_eps = 0
+    for i in range(n):
+        if records[i, 2] >= 0:
+            k_eps += 1
+    k_emit = 0
+    for i in range(n):
+        f, code = records[i, 0], records[i, 2]
+        if code >= 0:
+            k = k_emit
+            k_emit += 1
+            label = emit_ilabel[code]
+            df[k], ds[k], il[k], ol[k] = f + 1, emit_dest[code], label, emit_olabel[code]
+            gc[k], ac[k] = emit_weight[code], costs[f, label - 1]
+        else:
+            k = k_eps
+            k_eps += 1
+            e = -1 - code
+            df[k], ds[k], il[k], ol[k] = f, eps_dest[e], 0, eps_olabel[e]
+            gc[k], ac[k] = eps_weight[e], 0.0
+        sf[k], ss[k] = f, records[i, 1]
     return sf, ss, df, ds, il, ol, gc, ac
 
 
-@entry("(int64[:, ::1], int64, int64, int64, float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], "
-       "int32[::1], int32[::1], float32[::1], float64[::1], float64)")
-def _prune_records(records, begin, end, start_state, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight,  # noqa: ANN001, ANN201
-                   eps_dest, eps_olabel, eps_weight, final, beam):
-    sf, ss, df, ds, il, ol, gc, ac = _raw_of_records(records, begin, end, costs, emit_dest, emit_ilabel, emit_olabel,
+@entry("(int64[:, ::1], int64, float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], int32[::1], "
+       "int32[::1], float32[::1], float64[::1], float64)")
+def _prune_records(records, start_state, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight, eps_dest,  # noqa: ANN001, ANN201
+                   eps_olabel, eps_weight, final, beam):
+    sf, ss, df, ds, il, ol, gc, ac = _raw_of_records(records, costs, emit_dest, emit_ilabel, emit_olabel,
                                                      emit_weight, eps_dest, eps_olabel, eps_weight)
-    width = max(ss.max() if sf.shape[0] else 0, ds.max() if sf.shape[0] else 0, start_state) + 1
-    table = np.full((2 * width, 2), -1, dtype=np.int64)
-    return _pruned(costs.shape[0], start_state, sf, ss, df, ds, il, ol, gc, ac, final, beam, table)
+    return _pruned(costs.shape[0], start_state, sf, ss, df, ds, il, ol, gc, ac, final, beam)
 
 
 @entry("(int64[::1], int64[::1], int64, int64[:, ::1], float64[::1], int64[:, ::1], float64[::1], "
@@ -450,15 +466,16 @@ def prune_compiled(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> W
 
 
 
-def prune_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, begin: int, end: int,
-                  final: np.ndarray, lattice_beam: float) -> WordLattice | None:
-    """`lattice_paths.lattice_from_records(graph, costs, records[begin:end, 1:], lattice_beam)` compiled, from
-    the raw lattice to the pruned one in one call that releases the GIL (same arrays as the numpy path).
-    records: (K, 4) int64 (utterance, frame, src state, code); costs: (T, P) float32; final: (S,) float64."""
+def prune_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, final: np.ndarray,
+                  lattice_beam: float) -> WordLattice | None:
+    """`lattice_paths.lattice_from_records(graph, costs, records, lattice_beam)` compiled, from the raw
+    lattice to the pruned one in one call that releases the GIL (same arrays as the numpy path).
+    records: (K, 3) int64 (frame, src state, code) of one utterance; costs: (T, P) float32; final: (S,)
+    float64."""
     if not float(lattice_beam) >= 0:
         raise ValueError(f"prune_lattice: lattice_beam must be >= 0, got {lattice_beam!r}")
     emit, eps = graph.emitting, graph.epsilon
-    out = _prune_records(np.ascontiguousarray(records, dtype=np.int64), int(begin), int(end), int(graph.start),
+    out = _prune_records(np.ascontiguousarray(records, dtype=np.int64).reshape(-1, 3), int(graph.start),
                          np.ascontiguousarray(costs, dtype=np.float32), emit.dest, emit.ilabel, emit.olabel,
                          emit.weight, eps.dest, eps.olabel, eps.weight, np.ascontiguousarray(final, np.float64),
                          float(lattice_beam))

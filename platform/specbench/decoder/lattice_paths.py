@@ -10,7 +10,7 @@ applies Kaldi's forward-backward lattice pruning over the (frame, state) nodes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -95,19 +95,19 @@ def warm_pruning() -> None:
     fastest_prune()(raw, np.zeros(2), 1.0)
 
 
-def lane_lattices(graph: CsrGraph, batch, records: np.ndarray, lattice_beam: float) -> list[WordLattice | None]:
-    """Per utterance of a lane batch (`lanes.LaneBatch`): its lattice from the (K, 4) records (utterance,
-    frame, src state, code); `lattice_kernels.prune_records` (raw lattice and pruning compiled, the GIL
+def lane_lattices(graph: CsrGraph, batch, records: Sequence[np.ndarray],
+                  lattice_beam: float) -> list[WordLattice | None]:
+    """Per utterance of a lane batch (`lanes.LaneBatch`): its lattice from its (K, 3) records (frame, src
+    state, code), `records[u]`; `lattice_kernels.prune_records` (raw lattice and pruning compiled, the GIL
     released throughout) where numba imports, else `lattice_from_records`: the same lattices."""
-    if records.shape[0] > 1 and (np.diff(records[:, 0]) < 0).any():
-        records = records[np.argsort(records[:, 0], kind="stable")]
-    bounds = np.searchsorted(records[:, 0], np.arange(len(batch.utt_ids) + 1))
+    if len(records) != len(batch.utt_ids):
+        raise ValueError(f"lane_lattices: {len(records)} record arrays for {len(batch.utt_ids)} utterances")
     final = graph.final.astype(np.float64)
     try:
         from specbench.decoder.lattice_kernels import prune_records
     except ImportError:
         prune = fastest_prune()
-        return [lattice_from_records(graph, batch.utterance_costs(u), records[bounds[u]:bounds[u + 1], 1:],
-                                     lattice_beam, prune, final) for u in range(len(batch.utt_ids))]
-    return [prune_records(graph, batch.utterance_costs(u), records, bounds[u], bounds[u + 1], final, lattice_beam)
+        return [lattice_from_records(graph, batch.utterance_costs(u), records[u], lattice_beam, prune, final)
+                for u in range(len(batch.utt_ids))]
+    return [prune_records(graph, batch.utterance_costs(u), records[u], final, lattice_beam)
             for u in range(len(batch.utt_ids))]

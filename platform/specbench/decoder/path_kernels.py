@@ -86,7 +86,7 @@ def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, em
     return graph_cost, acoustic_cost, frames, word_offsets, words, starts
 
 
-@entry("(int64[:, ::1], int64[:, ::1])", returns="Tuple((int64[:, ::1], int64[::1], int64[::1]))")
+@entry("(int64[:, ::1], int64[:, ::1])")  # numba's JIT, which releases the GIL (only lattices need it)
 def _group_records(records, placements):
     """Lattice records (K, 4: lane, frame step, src state, code) by utterance, from the lanes' placements
     (P, 3: lane, first step, utterance; a lane's in step order): a record belongs to its lane's last placement

@@ -506,6 +506,6 @@ class TwinDecoder(LaneDecoder):
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, max_lanes: int = 256,
-                 refill: bool = True, lattice_workers: int = 2, **capacities: int) -> None:
+                 refill: bool = True, lattice_workers: int | None = None, **capacities: int) -> None:
         super().__init__(graph, NumpyLaneKernels, options, max_lanes=max_lanes, refill=refill,
                          lattice_workers=lattice_workers, **capacities)

@@ -9,7 +9,8 @@ backend is registering one function here:
 - `kaldi`: kaldi-decoder's C++ `FasterDecoder`, one utterance at a time, no lattice;
 - `cpu`: our compiled CPU backend (`CompiledCpuDecoder`), 1-best only; `cpu_lattice`: the same with the
   lattice beam; `cpu_numpy`: the numpy reference (`CpuDecoder`), 1-best only;
-- `twin`: `TwinDecoder`, the numpy twin of the GPU algorithm, all utterances as lanes of one batch.
+- `twin`: `TwinDecoder`, the numpy twin of the GPU algorithm, all utterances as lanes of one batch;
+  `twin_lattice`: the same with the lattice beam (what lattices cost the host).
 
 The GPU backend runs in processes of its own (`gpu_processes.py`). A backend whose module cannot be
 imported raises ImportError, which the benchmark reports as unavailable.
@@ -201,6 +202,14 @@ def time_twin(workload: Workload, options: SearchOptions) -> Timed:
     timed = all_as_lanes("twin", workload, one_best(options))
     timed.extra["lane_refill"] = lane_refill_effect(workload, options, backend="twin", rounds=1)
     return timed
+
+
+@register("twin_lattice")
+def time_twin_lattice(workload: Workload, options: SearchOptions) -> Timed:
+    """The twin with the lattice beam, all utterances as lanes: its `kernel_log` says what lattices cost the
+    host beside the device work (`host_seconds` on the frame loop's thread, `lattice_thread_cpu_seconds` on the
+    grouping and pruning threads, `read_bytes_per_frame`), the same host code the GPU backend runs."""
+    return all_as_lanes("twin", workload, with_lattice(options))
 
 
 def alternating_ratio(workload: Workload, options: SearchOptions, rounds: int,

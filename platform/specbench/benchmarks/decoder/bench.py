@@ -1,7 +1,7 @@
 """`specbench bench decoder`: the WFST decoders side by side, in one run, on the same graph, scores and beams.
 
 The composition of the package: a workload (`workloads.py`: the graph and the held-out-voice test scores),
-the in-process backends (`backends.py`: kaldi, cpu, cpu_lattice, twin), the GPU backend as 1, 2, 4, 8
+the in-process backends (`backends.py`: kaldi, cpu, cpu_lattice, twin, twin_lattice), the GPU backend as 1, 2, 4, 8
 processes sharing the GPU (`gpu_processes.py`: modes gpu and gpu_lattice), and the comparison with its
 `decoder.*` metrics (`agreement.py`). Each backend is skipped as "unavailable", with the reason, when its
 module cannot be imported, and reported as an error (the others go on) when it fails.
@@ -43,7 +43,7 @@ from specbench.benchmarks.decoder.gpu_processes import NO_STREAM, StreamPlan, gp
 from specbench.benchmarks.decoder.partial_posteriors import CPU_PARTIAL_POSTERIORS, partial_posterior_cost
 from specbench.benchmarks.decoder.workloads import Workload, load_scores, load_workload
 from specbench.config import BenchDecoderConfig, EvalAmConfig, GraphConfig
-from specbench.decoder.lanes import HASH_TABLE_SLOTS
+from specbench.decoder.lanes import HASH_TABLE_SLOTS, default_lattice_workers
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.hardware import describe, limit_threads
@@ -171,8 +171,9 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
     gpu_runs: dict[str, Timed] = {}
     peak = 0
     for n in sorted({int(n) for n in gpu_decoders}):
-        timed = _attempt(status, f"gpu x{n}", lambda n=n: run_gpu_processes(
-            workload.graph_path, list(workload.items), options, n, modes, plan=plan))
+        timed = _attempt(status, f"gpu x{n}", lambda n=n: run_gpu_processes(  # the cores shared by the processes
+            workload.graph_path, list(workload.items), options, n, modes, plan=plan,
+            settings={"lattice_workers": default_lattice_workers(n)}))
         for mode, t in (timed or {}).items():
             key = mode.replace("gpu", f"gpu{n}", 1)  # gpu4, gpu4_lattice
             gpu_runs[key] = t

@@ -117,10 +117,11 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
             t1 = time.perf_counter()
             outcomes = [outcome_of(r, len(m)) for r, (_, m) in zip(decoded, items)]
             use = decoder_lane_use(lanes) if counts else None
+            log = _host_log(lanes.kernel_log.report(lanes.frame_steps)) if counts else None
             lattice = dict(modes)[mode] is not None
             stream = (_stream(lanes, items, outcomes, plan.per_process(processes, lattice), plan.seconds, barrier)
                       if plan else None)
-            results.put(("done", rank, mode, t0, t1, outcomes, int(peak()), use, stream))
+            results.put(("done", rank, mode, t0, t1, outcomes, int(peak()), use, stream, log))
     except threading.BrokenBarrierError:
         return  # another worker failed and reported it
     except BaseException:  # noqa: BLE001 - reported to the parent, which fails the configuration
@@ -163,8 +164,8 @@ def run_gpu_processes(graph_path: Path, items: list[tuple[str, np.ndarray]], opt
 
 
 def _collect(results: Any, workers: list, expected: int, timeout_s: float) -> dict[tuple[str, int], tuple]:
-    """(mode, rank) -> (start, end, outcomes, peak bytes, lane use, stream) of every worker's report; RuntimeError when a
-    worker reports an error, dies, or `timeout_s` passes."""
+    """(mode, rank) -> (start, end, outcomes, peak bytes, lane use, stream, host log) of every worker's report;
+    RuntimeError when a worker reports an error, dies, or `timeout_s` passes."""
     done: dict[tuple[str, int], tuple] = {}
     deadline = time.monotonic() + timeout_s
     while len(done) < expected:
@@ -186,7 +187,8 @@ def _collect(results: Any, workers: list, expected: int, timeout_s: float) -> di
 
 def _assemble(done: dict[tuple[str, int], tuple], mode: str, processes: int, count: int) -> Timed:
     """One mode's Timed: first start to last end, outcomes back in item order, peak memory per process
-    (the largest) and in total, and the lanes' use (`lane_use`) over all processes."""
+    (the largest) and in total, the lanes' use (`lane_use`) over all processes, and their host logs
+    (`_merged_logs`: the host's seconds by stage, on the frame loop's thread and the lattice threads)."""
     starts = [done[(mode, r)][0] for r in range(processes)]
     ends = [done[(mode, r)][1] for r in range(processes)]
     outcomes: list[Outcome | None] = [None] * count
@@ -201,7 +203,35 @@ def _assemble(done: dict[tuple[str, int], tuple], mode: str, processes: int, cou
     streams = [done[(mode, r)][5] for r in range(processes)]
     if all(s is not None for s in streams):
         extra["stream"] = _stream_report(streams)
+    logs = [done[(mode, r)][6] for r in range(processes)]
+    if all(log is not None for log in logs):
+        extra["kernel_log"] = _merged_logs(logs)
     return Timed(max(ends) - min(starts), outcomes, extra)  # type: ignore[arg-type]
+
+
+HOST_LOG_FIELDS = ("launches_per_frame", "syncs_per_frame", "read_bytes_per_frame", "host_seconds",
+                   "lattice_thread_cpu_seconds")
+
+
+def _host_log(report: dict[str, Any]) -> dict[str, Any]:
+    """What a process's timed call asked of the device and of its host (`KernelLog.report`'s per-frame
+    counts, and seconds by host stage: the frame loop's thread, and the lattice threads)."""
+    return {name: report[name] for name in HOST_LOG_FIELDS if name in report}
+
+
+def _merged_logs(logs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The processes' host logs together: per-frame counts averaged, seconds summed per stage."""
+    out: dict[str, Any] = {"processes": len(logs)}
+    for name in HOST_LOG_FIELDS:
+        values = [log[name] for log in logs if name in log]
+        if not values:
+            continue
+        if isinstance(values[0], dict):
+            stages = sorted(set().union(*values), key=lambda stage: -sum(v.get(stage, 0.0) for v in values))
+            out[name] = {stage: sum(v.get(stage, 0.0) for v in values) for stage in stages}
+        else:
+            out[name] = sum(values) / len(values)
+    return out
 
 
 def _stream_report(streams: list[dict[str, Any]]) -> dict[str, Any]:

@@ -557,7 +557,7 @@ class GpuDecoder(LaneDecoder):
     """
 
     def __init__(self, graph: CsrGraph, options: SearchOptions = DEFAULT_OPTIONS, device: int | None = None,
-                 max_lanes: int = 256, refill: bool = True, lattice_workers: int = 2, timing: bool = False,
+                 max_lanes: int = 256, refill: bool = True, lattice_workers: int | None = None, timing: bool = False,
                  cuda_graphs: bool = False, **capacities: int) -> None:
         cp = _cupy()
         if device is not None:
