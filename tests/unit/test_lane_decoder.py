@@ -372,10 +372,11 @@ def test_lattice_links_only_reach_states_that_hold_a_token() -> None:
        st.sampled_from([0.0, 0.75, math.inf]))
 def test_compiled_records_pruning_equals_the_numpy_path(graph_spec, lengths, seed, lattice_beam) -> None:
     """`lattice_kernels.prune_records` (raw lattice and pruning in one compiled call) gives, from the twin's
-    records of every utterance, the lattice of `lattice_from_records` with the numpy pruning, array for array."""
+    records of every utterance, the lattice of `lattice_from_records` with the numpy pruning, array for array,
+    and leaves its thread's node table as it found it."""
     from specbench.decoder import lattice_paths
     from specbench.decoder.lattice import prune_lattice
-    from specbench.decoder.lattice_kernels import prune_records
+    from specbench.decoder.lattice_kernels import node_table, prune_records
 
     arcs, finals, width = graph_spec
     graph = compile_graph(fst_text(arcs, finals))
@@ -400,6 +401,7 @@ def test_compiled_records_pruning_equals_the_numpy_path(graph_spec, lengths, see
             for name in ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel",
                          "graph_cost", "acoustic_cost"):
                 assert want is None or np.array_equal(getattr(got, name), getattr(want, name)), name
+    assert (node_table(graph.num_states) == -1).all()  # this thread's table, reused: left as found
 
 
 def test_compiled_record_grouping_equals_the_numpy_reference() -> None:

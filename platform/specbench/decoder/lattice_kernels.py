@@ -12,6 +12,8 @@ counting sorts, and only a frame's states or a node's arcs (a handful to a few h
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from specbench.decoder.compiled_cache import entry, kernel
@@ -191,58 +193,43 @@ def _within_beam(init, end_cost, src, dst, cost, eps_start, eps_arcs, emit_start
 
 
 @kernel
-def _slot(keys, key, mask):  # noqa: ANN001, ANN201
-    """The slot of `key` (0 <= key < 2^32) in the open-addressing table `keys` (size mask + 1, free slots
-    -1, linear probing): where it is, else the free slot where it goes."""
-    h = ((key ^ (key >> 15)) * 0x2C1B3C6D) & mask
-    while keys[h] != -1 and keys[h] != key:
-        h = (h + 1) & mask
-    return h
-
-
-@kernel
-def _nodes(start_state, sf, ss, df, ds, order):  # noqa: ANN001, ANN201
+def _nodes(start_state, sf, ss, df, ds, order, table):  # noqa: ANN001, ANN201
     """The distinct (frame, state) nodes of the start node and the arcs' ends, numbered as first seen (the
     start node 0), the arcs taken in `order` (by source frame): (node frame, node state, src, dst). An arc
     of source frame f ends at frame f or f + 1, so a table holding two frames, by parity, finds every node
-    seen before: key 2 s + f % 2 -> (frame, node) of state s, the latest seen. The table is a hash table
-    sized by the arcs (at most half full), not by the graph: its cost does not grow with the graph's states."""
+    seen before: table[2 s + f % 2] = (frame, node) of state s. `table` ((2 S, 2) int32, all -1: one per
+    thread, reused, `node_table`) is restored on return, so it costs only the rows this lattice touches."""
     m = sf.shape[0]
     node_frame = np.empty(1 + 2 * m, dtype=np.int64)
     node_state = np.empty(1 + 2 * m, dtype=np.int64)
     src = np.empty(m, dtype=np.int64)
     dst = np.empty(m, dtype=np.int64)
-    size = 16
-    while size < 2 * (1 + 2 * m):
-        size *= 2
-    mask = size - 1
-    keys = np.full(size, -1, dtype=np.int64)
-    frames = np.empty(size, dtype=np.int64)
-    numbers = np.empty(size, dtype=np.int64)
-    h = _slot(keys, 2 * np.int64(start_state), mask)
-    keys[h], frames[h], numbers[h] = 2 * np.int64(start_state), 0, 0
     node_frame[0], node_state[0] = 0, start_state
+    table[2 * start_state, 0], table[2 * start_state, 1] = 0, 0
     n = 1
     for i in range(m):
         a = order[i]
         for end in range(2):
             f, s = (sf[a], ss[a]) if end == 0 else (df[a], ds[a])
-            key = 2 * np.int64(s) + (f & 1)
-            h = _slot(keys, key, mask)
-            if keys[h] != key or frames[h] != f:
-                keys[h], frames[h], numbers[h] = key, f, n
+            row = 2 * s + (f & 1)
+            if table[row, 0] != f:
+                table[row, 0], table[row, 1] = f, n
                 node_frame[n], node_state[n] = f, s
                 n += 1
             if end == 0:
-                src[a] = numbers[h]
+                src[a] = table[row, 1]
             else:
-                dst[a] = numbers[h]
+                dst[a] = table[row, 1]
+    for j in range(n):
+        row = 2 * node_state[j] + (node_frame[j] & 1)
+        table[row, 0], table[row, 1] = -1, -1
     return node_frame[:n], node_state[:n], src, dst
 
 
 @kernel
-def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam):  # noqa: ANN001, ANN201
-    """The pruned lattice's arrays (WordLattice's fields after num_frames), or None.
+def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam,  # noqa: ANN001, ANN201
+            table):
+    """The pruned lattice's arrays (WordLattice's fields after num_frames), or None; `table`: _nodes's.
 
     The forward-backward pass runs over every recorded arc, duplicates included (they change no node's
     cost), on nodes numbered as first seen; only the arcs it keeps (a few percent of a decoder's records)
@@ -254,7 +241,7 @@ def _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acou
             in_order = False
             break
     order = np.arange(m) if in_order else _group(sf, num_frames + 1)[1]
-    node_frame, node_state, src, dst = _nodes(start_state, sf, ss, df, ds, order)
+    node_frame, node_state, src, dst = _nodes(start_state, sf, ss, df, ds, order, table)
     n = node_frame.shape[0]
     epsilon = df == sf
     eps_start, eps_arcs = _bucket(sf, epsilon, num_frames)
@@ -320,9 +307,9 @@ def _renumbered(kept, src, dst, ilabel, olabel, graph, acoustic, node_frame, nod
 
 
 @entry("(int64, int64, int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], int32[::1], float64[::1], "
-       "float64[::1], float64[::1], float64)")
-def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam):  # noqa: ANN001, ANN201
-    return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam)
+       "float64[::1], float64[::1], float64, int32[:, ::1])")
+def _prune(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table):  # noqa: ANN001, ANN201
+    return _pruned(num_frames, start_state, sf, ss, df, ds, ilabel, olabel, graph, acoustic, final, beam, table)
 
 
 @kernel
@@ -360,12 +347,12 @@ def _raw_of_records(records, costs, emit_dest, emit_ilabel, emit_olabel, emit_we
 
 
 @entry("(int64[:, ::1], int64, float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], int32[::1], "
-       "int32[::1], float32[::1], float64[::1], float64)")
+       "int32[::1], float32[::1], float64[::1], float64, int32[:, ::1])")
 def _prune_records(records, start_state, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight, eps_dest,  # noqa: ANN001, ANN201
-                   eps_olabel, eps_weight, final, beam):
+                   eps_olabel, eps_weight, final, beam, table):
     sf, ss, df, ds, il, ol, gc, ac = _raw_of_records(records, costs, emit_dest, emit_ilabel, emit_olabel,
                                                      emit_weight, eps_dest, eps_olabel, eps_weight)
-    return _pruned(costs.shape[0], start_state, sf, ss, df, ds, il, ol, gc, ac, final, beam)
+    return _pruned(costs.shape[0], start_state, sf, ss, df, ds, il, ol, gc, ac, final, beam, table)
 
 
 @entry("(int64[::1], int64[::1], int64, int64[:, ::1], float64[::1], int64[:, ::1], float64[::1], "
@@ -426,6 +413,20 @@ def _prune_links(counts, token_states, start, emit_links, emit_cost, eps_links, 
                        base[0] + start, alpha, end_cost, limit)
 
 
+_TABLES = threading.local()
+
+
+def node_table(num_states: int) -> np.ndarray:
+    """This thread's table of `_nodes` ((2 S, 2) int32, all -1) for states below `num_states`: made once
+    per thread (grown for a larger graph) and reused, since every call leaves it as it found it (16 bytes
+    a state: 4 MB for the SLURP TLG)."""
+    table = getattr(_TABLES, "table", None)
+    if table is None or table.shape[0] < 2 * num_states:
+        table = np.full((2 * max(num_states, 1), 2), -1, dtype=np.int32)
+        _TABLES.table = table
+    return table
+
+
 _NAMES = ("node_frame", "node_state", "final_cost", "src", "dst", "ilabel", "olabel", "graph_cost",
           "acoustic_cost")
 
@@ -460,8 +461,9 @@ def prune_compiled(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> W
         "src_frame", "src_state", "dst_frame", "dst_state", "ilabel", "olabel"))
     costs = (np.require(getattr(raw, name), np.float64, ["C", "W"])
              for name in ("graph_cost", "acoustic_cost"))
+    width = max(int(np.max(raw.src_state, initial=0)), int(np.max(raw.dst_state, initial=0)), raw.start_state) + 1
     out = _prune(raw.num_frames, raw.start_state, *ints, *costs, np.require(final, np.float64, ["C", "W"]),
-                 float(lattice_beam))
+                 float(lattice_beam), node_table(width))
     return None if out is None else WordLattice(num_frames=raw.num_frames, **dict(zip(_NAMES, out)))
 
 
@@ -478,5 +480,5 @@ def prune_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, final
     out = _prune_records(np.ascontiguousarray(records, dtype=np.int64).reshape(-1, 3), int(graph.start),
                          np.ascontiguousarray(costs, dtype=np.float32), emit.dest, emit.ilabel, emit.olabel,
                          emit.weight, eps.dest, eps.olabel, eps.weight, np.ascontiguousarray(final, np.float64),
-                         float(lattice_beam))
+                         float(lattice_beam), node_table(graph.num_states))
     return None if out is None else WordLattice(num_frames=costs.shape[0], **dict(zip(_NAMES, out)))
