@@ -380,7 +380,7 @@ def test_cli_bench_decoder_without_ray_mlflow_polars_tqdm(tmp_path: Path) -> Non
     proc = subprocess.run([sys.executable, "-c", RUNNER, "bench", "decoder", "--graph", str(graph), "--scores",
                            str(tmp_path / "s.npz"), "--frame-shift-ms", "40", "--utterances", "4",
                            "--backends", "cpu,cpu-lattice,twin,gpu", "--output", str(out)],
-                          capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "platform"),
+                          capture_output=True, encoding="utf-8", env={"PYTHONPATH": str(ROOT / "platform"),
                                                                "PATH": "/usr/bin:/bin"}, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "not logged to MLflow" in proc.stderr
@@ -412,7 +412,7 @@ def test_cli_train_mt_without_ray_mlflow_polars(tmp_path: Path, tiny_mt_job: Cal
 
     job = tiny_mt_job("tiny_no_mlflow", tmp_path / "tiny.pt", TINY_MT_BODY)
     proc = subprocess.run([sys.executable, "-c", runner(("ray", "mlflow", "polars")), "train", "mt", str(job),
-                           "--no-mlflow", "--device", "cpu"], capture_output=True, text=True, timeout=600,
+                           "--no-mlflow", "--device", "cpu"], capture_output=True, encoding="utf-8", timeout=600,
                           env={"PYTHONPATH": str(ROOT / "platform"), "PATH": "/usr/bin:/bin",
                                "SPECBENCH_HOME": str(tmp_path / "home")})
     assert proc.returncode == 0, proc.stderr
@@ -471,13 +471,13 @@ def test_cli_bench_acoustic_on_wav_files_without_ray_mlflow_polars(checkpoint: P
     env = {"PYTHONPATH": str(ROOT / "platform"), "PATH": "/usr/bin:/bin"}
     cmd = [sys.executable, "-c", runner(("ray", "mlflow", "polars")), "bench", "acoustic", "--checkpoint",
            str(checkpoint), "--no-mlflow"]
-    proc = subprocess.run([*cmd, "--audio", str(audio), "--utterances", "2"], capture_output=True, text=True,
+    proc = subprocess.run([*cmd, "--audio", str(audio), "--utterances", "2"], capture_output=True, encoding="utf-8",
                           env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["utterances"] == 2 and result["cpu_audio_seconds"] == pytest.approx(1.25)  # 0.5 s + 0.75 s
     assert 0 < result["cpu_features_rtf"] < result["cpu_rtf"] and "synth_espeak-ng_utts_per_s" not in result
-    empty = subprocess.run([*cmd, "--audio", str(tmp_path)], capture_output=True, text=True, env=env, timeout=300)
+    empty = subprocess.run([*cmd, "--audio", str(tmp_path)], capture_output=True, encoding="utf-8", env=env, timeout=300)
     assert empty.returncode != 0 and "no .wav files there" in empty.stderr and "Traceback" not in empty.stderr
 
 

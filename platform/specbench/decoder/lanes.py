@@ -109,6 +109,9 @@ STATUS_EVERY = 16
 # the fewest utterances a lattice job takes (a take's utterances are shared among the lattice workers in
 # jobs of at least this many)
 LATTICE_JOB_MIN = 8
+# a lattice record's four fields (lane, frame step, src state, code), as the kernels write them and the host
+# reads them: 16 bytes a record (the codes are arc indices, which LaneDecoder checks fit)
+RECORD_DTYPE = np.int32
 # the fewest lattice records a grouping job takes (a take's records are grouped in chunks on the workers)
 GROUP_CHUNK_MIN = 1 << 18
 # The kernels the GPU backend launches at every frame step, at a step where lanes end or take a partial
@@ -300,7 +303,7 @@ class LaneOutput:
     partial_id: np.ndarray  # (U, len(partial_frames)) int64, -1 when none
     partial_state: np.ndarray  # (U, len(partial_frames)) int64
     stats: np.ndarray  # (U, 8) int64, STAT_NAMES order, as counted by the kernels
-    lattice: np.ndarray | None  # (K, 4) int64 records (lane, frame step, src state, code: see lattice_paths)
+    lattice: np.ndarray | None  # (K, 4) RECORD_DTYPE records (lane, frame step, src state, code: see lattice_paths)
 
     def rows(self, at: np.ndarray) -> LaneOutput:
         """The same output with only the utterance rows `at` (in that order)."""
@@ -532,6 +535,10 @@ class LaneDecoder:
         if not isinstance(lattice_workers, int) or lattice_workers < 1:
             raise ValueError(f"lattice_workers must be a positive int, got {lattice_workers!r}")
         self.max_lanes, self.refill, self.lattice_workers = max_lanes, bool(refill), lattice_workers
+        arcs = max(graph.emitting.dest.shape[0], graph.epsilon.dest.shape[0])
+        if self.settings.lattice_beam is not None and arcs > np.iinfo(RECORD_DTYPE).max:
+            raise ValueError(f"lattice records hold arc indices as {np.dtype(RECORD_DTYPE).name}, and this graph "
+                             f"has {arcs:,} arcs of one kind; decode it without lattices, or on the cpu backend")
         self.kernels: LaneKernels = kernels_factory(self.lane_graph, self.settings)
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
@@ -873,7 +880,7 @@ class _Harvest:
         grouped records when one take brought them all, else their concatenation."""
         pieces = self.held.pop(u, None)
         if not pieces:
-            return np.zeros((0, 3), dtype=np.int64)
+            return np.zeros((0, 3), dtype=RECORD_DTYPE)
         return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
     def _ready(self, wait: bool) -> Iterator[tuple[int, DecodeResult]]:

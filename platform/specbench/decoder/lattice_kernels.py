@@ -346,7 +346,7 @@ def _raw_of_records(records, costs, emit_dest, emit_ilabel, emit_olabel, emit_we
     return sf, ss, df, ds, il, ol, gc, ac
 
 
-@entry("(int64[:, ::1], int64, float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], int32[::1], "
+@entry("(int32[:, ::1], int64, float32[:, ::1], int32[::1], int32[::1], int32[::1], float32[::1], int32[::1], "
        "int32[::1], float32[::1], float64[::1], float64, int32[:, ::1])")
 def _prune_records(records, start_state, costs, emit_dest, emit_ilabel, emit_olabel, emit_weight, eps_dest,  # noqa: ANN001, ANN201
                    eps_olabel, eps_weight, final, beam, table):
@@ -472,12 +472,12 @@ def prune_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, final
                   lattice_beam: float) -> WordLattice | None:
     """`lattice_paths.lattice_from_records(graph, costs, records, lattice_beam)` compiled, from the raw
     lattice to the pruned one in one call that releases the GIL (same arrays as the numpy path).
-    records: (K, 3) int64 (frame, src state, code) of one utterance; costs: (T, P) float32; final: (S,)
+    records: (K, 3) int32 (frame, src state, code) of one utterance; costs: (T, P) float32; final: (S,)
     float64."""
     if not float(lattice_beam) >= 0:
         raise ValueError(f"prune_lattice: lattice_beam must be >= 0, got {lattice_beam!r}")
     emit, eps = graph.emitting, graph.epsilon
-    out = _prune_records(np.ascontiguousarray(records, dtype=np.int64).reshape(-1, 3), int(graph.start),
+    out = _prune_records(np.ascontiguousarray(records, dtype=np.int32).reshape(-1, 3), int(graph.start),
                          np.ascontiguousarray(costs, dtype=np.float32), emit.dest, emit.ilabel, emit.olabel,
                          emit.weight, eps.dest, eps.olabel, eps.weight, np.ascontiguousarray(final, np.float64),
                          float(lattice_beam), node_table(graph.num_states))

@@ -41,7 +41,7 @@ def records_to_raw(graph: CsrGraph, costs: np.ndarray, frame: np.ndarray, src_st
 def lattice_from_records(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, lattice_beam: float,
                          prune: Callable[..., WordLattice | None] = prune_lattice,
                          final: np.ndarray | None = None) -> WordLattice | None:
-    """records: (K, 3) int64 (frame, src state, code) of one utterance; `prune` is `prune_lattice` or its
+    """records: (K, 3) ints (frame, src state, code) of one utterance; `prune` is `prune_lattice` or its
     compiled twin (`lattice_kernels.prune_compiled`); `final`: the graph's final weights as (S,) float64,
     when the caller holds them already (else converted from `graph.final` on every call)."""
     raw = records_to_raw(graph, costs, records[:, 0], records[:, 1], records[:, 2])

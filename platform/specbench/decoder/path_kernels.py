@@ -86,12 +86,12 @@ def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, em
     return graph_cost, acoustic_cost, frames, word_offsets, words, starts
 
 
-@entry("(int64[:, ::1], int64[:, ::1])")  # numba's JIT, which releases the GIL (only lattices need it)
+@entry("(int32[:, ::1], int64[:, ::1])")  # numba's JIT, which releases the GIL (only lattices need it)
 def _group_records(records, placements):
-    """Lattice records (K, 4: lane, frame step, src state, code) by utterance, from the lanes' placements
+    """Lattice records (K, 4 int32: lane, frame step, src state, code) by utterance, from the lanes' placements
     (P, 3: lane, first step, utterance; a lane's in step order): a record belongs to its lane's last placement
     that began at or before its step (`lanes.records_by_utterance`, the numpy reference). Returns the records
-    as (K, 3) (frame of the utterance, src, code) grouped by utterance in ascending order, each utterance's in
+    as (K, 3) int32 (frame of the utterance, src, code) grouped by utterance in ascending order, each utterance's in
     the order made (counting sorts), the utterances present and where each one's records start (G + 1)."""
     lanes = 0
     for p in range(placements.shape[0]):
@@ -131,7 +131,7 @@ def _group_records(records, placements):
     for u in range(utts):
         present += start[u + 1] > 0
         start[u + 1] += start[u]
-    grouped = np.empty((count, 3), dtype=np.int64)
+    grouped = np.empty((count, 3), dtype=np.int32)
     fill = start[:-1].copy()
     for k in range(count):
         at = fill[utt[k]]
@@ -149,6 +149,6 @@ def _group_records(records, placements):
 
 
 def group_records(records: np.ndarray, placements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_group_records` on int64 C arrays."""
-    return _group_records(np.ascontiguousarray(records, dtype=np.int64),
+    """`_group_records` on C arrays: records (K, 4) int32 (`lanes.RECORD_DTYPE`), placements (P, 3) int64."""
+    return _group_records(np.ascontiguousarray(records, dtype=np.int32),
                           np.ascontiguousarray(placements, dtype=np.int64))

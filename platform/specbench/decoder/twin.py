@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from specbench.decoder.lanes import (
-    BEST_LAUNCHES, FRAME_LAUNCHES, LINK_LAUNCHES, STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels,
+    BEST_LAUNCHES, FRAME_LAUNCHES, LINK_LAUNCHES, RECORD_DTYPE, STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels,
     LaneOutput, LaneSettings, Refill, admitted_tokens, path_ends, path_layout,
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
@@ -352,8 +352,7 @@ class NumpyLaneKernels(LaneKernels):
         room = self.s.lattice_room(self.lattice_size, self.lattice_taken)
         _add_per_lane(self.stats, STAT["queue_overflows"], lanes[room:])
         lanes, src, code = lanes[:room], src[:room], code[:room]
-        self.lattice.append(np.stack([lanes.astype(np.int64), np.full(lanes.shape[0], frame, dtype=np.int64),
-                                      src.astype(np.int64), code.astype(np.int64)], axis=1))
+        self.lattice.append(np.stack([lanes, np.full(lanes.shape[0], frame), src, code], axis=1).astype(RECORD_DTYPE))
         self.lattice_size += lanes.shape[0]
 
     def epsilon_links(self, frame: int) -> None:
@@ -420,9 +419,10 @@ class NumpyLaneKernels(LaneKernels):
         self.since = self.next_step
         self.set_taken()
         out = self._made_until(self.known_lattice, take, take)
-        # the GPU's download: the counts (16), records, paths, and per row its outputs at the tables' widths
+        # the GPU's download, in int64 entries: the counts (16), records (two a record), paths, and per row its
+        # outputs at the tables' widths
         row = 2 + 2 * self.slots + len(STAT) + 1 + self.slots
-        entries = 16 + out.paths.shape[0] + (out.lattice.size if out.lattice is not None else 0)
+        entries = 16 + out.paths.shape[0] + (out.lattice.nbytes // 8 if out.lattice is not None else 0)
         rows = int(take.max() - take.min() + 1) if take.shape[0] else 0  # the span of `take`
         self.log.sync("status", 8 * (entries + rows * row))
         self.known_arena, self.known_lattice = self.arena_size, self.lattice_size
@@ -475,7 +475,7 @@ class NumpyLaneKernels(LaneKernels):
         kept for the next take), the paths over the span of `span`'s rooms, and the rows of `rows`."""
         records = None
         if self.lattice is not None:
-            flat = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=np.int64)
+            flat = np.concatenate(self.lattice) if self.lattice else np.zeros((0, 4), dtype=RECORD_DTYPE)
             cut_records = lattice - self.lattice_taken
             records, self.lattice = flat[:cut_records], [flat[cut_records:]]
             self.lattice_taken = lattice

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from specbench.decoder.lanes import (
+    RECORD_DTYPE,
     STAT,
     KernelLog,
     LaneBatch,
@@ -177,7 +178,8 @@ class CudaLaneKernels(LaneKernels):
         self.c_key, self.c_keep = cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
         self.flags = cp.empty(slots, cp.uint8)
         self.arena_prev, self.arena_code = cp.empty(self.arena_ring, cp.int64), cp.empty(self.arena_ring, cp.int64)
-        self.records = cp.empty(4 * self.lattice_ring if s.lattice_beam is not None else 4, cp.int64)
+        # lattice records: 4 int32 each (lanes.RECORD_DTYPE), downloaded as 2 int64 each beside the int64 outputs
+        self.records = cp.empty(4 * self.lattice_ring if s.lattice_beam is not None else 4, cp.int32)
 
     def _launch(self, name: str, blocks: int, *args, block: int | None = None) -> None:
         """Kernel `name` on `blocks` blocks of `block` threads (default BLOCK)."""
@@ -474,11 +476,12 @@ class CudaLaneKernels(LaneKernels):
         the wave's `lattice`-th (the take advanced), the traced paths over the span of `span`'s rooms, and the
         rows of utterances lo..hi - 1."""
         with_lattice = self.s.lattice_beam is not None
-        records = self._ring_slices(self.records, self.lattice_taken, lattice, 4) if with_lattice else []
+        records = (self._ring_slices(self.records.view(self.cp.int64), self.lattice_taken, lattice, 2)
+                   if with_lattice else [])
         base = self.path_base_host
         first, last = (int(span.min()), int(span.max()) + 1) if span.shape[0] else (0, 0)
         paths = [self.paths[int(base[first]):int(base[last])]]
-        sizes = [sum(int(p.shape[0]) for p in head), 4 * (lattice - self.lattice_taken) * with_lattice,
+        sizes = [sum(int(p.shape[0]) for p in head), 2 * (lattice - self.lattice_taken) * with_lattice,
                  int(base[last] - base[first])]
         host = self._download([*head, *records, *paths, *self._rows(lo, hi)], what)
         self.lattice_taken = lattice
@@ -492,7 +495,7 @@ class CudaLaneKernels(LaneKernels):
             path_len=path_len.reshape(count, 1 + width)[:, :1 + slots], final_id=final_id, final_state=final_state,
             partial_id=partial_id.reshape(count, width)[:, :slots],
             partial_state=partial_state.reshape(count, width)[:, :slots], stats=stats.reshape(count, len(STAT)),
-            lattice=flat.reshape(-1, 4) if with_lattice else None)
+            lattice=flat.view(RECORD_DTYPE).reshape(-1, 4) if with_lattice else None)
 
     def _trace_paths(self, utts: np.ndarray, unreleased: bool) -> None:
         """`trace_paths` over the span of `utts`: the utterances released since the status period began (with

@@ -10,8 +10,8 @@
 // (chunk_size), whose sums scan_partials turns into the blocks' offsets. The arena entries go into a ring
 // buffer that holds every entry of the utterances in the lanes: at each status point, trace_paths follows the
 // backpointers of the utterances released since the last one into their rooms of the path buffer, which the
-// host downloads, and set_taken frees the entries that no utterance in a lane needs. The lattice records go
-// into a ring buffer that the host empties at status points.
+// host downloads, and set_taken frees the entries that no utterance in a lane needs. The lattice records
+// (4 ints: lane, frame step, source state, code) go into a ring buffer that the host empties at status points.
 
 typedef unsigned long long u64;
 typedef unsigned int u32;
@@ -507,7 +507,7 @@ extern "C" __global__ void emit_winners(const i64* ctr, i64 arena_ring, i64 latt
                                         const int* tok_lane, const int* tok_state, const i64* tok_id,
                                         const int* dest, const i64* code, const i64* bare_arc, int* out_lane,
                                         int* out_state, double* out_cost, i64* out_id, i64* arena_prev,
-                                        i64* arena_code, i64* records, u64* dense_key, u64* dense_cost,
+                                        i64* arena_code, int* records, u64* dense_key, u64* dense_cost,
                                         u32* dense_entry, u64* stats, int cap, int* hash_state) {
     __shared__ u64 buf[SCAN_BLOCK];
     __shared__ u64 tile_total;
@@ -554,7 +554,7 @@ extern "C" __global__ void emit_winners(const i64* ctr, i64 arena_ring, i64 latt
                 records[r] = l;
                 records[r + 1] = f;
                 records[r + 2] = tok_state[t];
-                records[r + 3] = bare_arc[c_entry[j]];
+                records[r + 3] = (int)bare_arc[c_entry[j]];  // < 2^31 (LaneDecoder checks the graph)
             } else {
                 lost_lat = true;
             }
@@ -740,7 +740,7 @@ extern "C" __global__ void eps_link_write(const i64* ctr, int S, double lattice_
                                           const int* tok_lane, const int* tok_state, const double* tok_cost,
                                           const i64* eps_offsets, const int* eps_dest, const double* eps_weight,
                                           const double* dense_tok, const i64* links, const u64* partial,
-                                          i64* records, u64* stats, int cap, const int* tok_hash) {
+                                          int* records, u64* stats, int cap, const int* tok_hash) {
     __shared__ u64 buf[SCAN_BLOCK];
     __shared__ u64 tile_total;
     i64 n = ctr[C_LIVE], chunk = chunk_size(n);
@@ -765,7 +765,7 @@ extern "C" __global__ void eps_link_write(const i64* ctr, int S, double lattice_
                     records[r] = l;
                     records[r + 1] = frame;
                     records[r + 2] = tok_state[i];
-                    records[r + 3] = -1 - e;
+                    records[r + 3] = (int)(-1 - e);
                 } else {
                     ++lost;
                 }
