@@ -327,9 +327,15 @@ def test_lanes_that_overflow_together_are_decoded_again_apart() -> None:
     assert tight.decode_batch(items) == ample
 
 
-def test_partial_frames_and_bad_options() -> None:
+def test_partial_frames_and_bad_options(monkeypatch) -> None:
     assert partial_frame_indices(10, 3) == (2, 5, 8) and partial_frame_indices(10, None) == ()
     graph = compile_graph(CHAIN)
+    monkeypatch.setattr(lanes, "RECORD_DTYPE", np.int8)  # records too narrow for the graph's arc indices
+    wide = compile_graph("".join(f"0 0 {i % 3 + 1} 0 0.0\n" for i in range(200)) + "0 0.0\n")
+    with pytest.raises(ValueError, match="200 arcs"):
+        TwinDecoder(wide, replace(KALDI_DEFAULTS, lattice_beam=1.0))
+    TwinDecoder(wide, KALDI_DEFAULTS)  # without lattices there are no records
+    monkeypatch.undo()
     with pytest.raises(ValueError, match="lattice_beam"):
         TwinDecoder(graph, replace(KALDI_DEFAULTS, lattice_beam=-1.0))
     with pytest.raises(ValueError, match="max_lanes"):
