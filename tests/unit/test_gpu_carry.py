@@ -200,7 +200,7 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
 def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
     """The profile's report on the twin (the GPU's adds kernel milliseconds): no host read inside the frame
     loop (a batch shorter than a status period), the same launches at every frame step, launches by kernel,
-    arcs per second, the lanes' use."""
+    arcs per second, the lanes' use; with lattices, their links' kernels and the lattice threads' CPU time."""
     graph_path, items = tiny_graph(tmp_path), scores(7)
     workload = wl.Workload("tiny", GraphFile(graph_path), tuple(items), 40.0)
     options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0, lattice_beam=8.0)
@@ -212,6 +212,10 @@ def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
     assert report["launches"]["best_pick"] == len({len(m) for _, m in items})  # a step per length that ends
     assert report["launches"]["lane_select"] == steps and report["arcs_per_second"] > 0
     assert "kernel_ms" not in report and report["seconds"] > 0
+    assert "lattice_thread_cpu_seconds" not in report
+    lattices = gpu_profile(workload, options, backend="twin", lattice=True)  # the lattice links' kernels too
+    assert lattices["launches"]["eps_link_write"] == steps + 1 and lattices["arcs"] == report["arcs"]
+    assert set(lattices["lattice_thread_cpu_seconds"]) == {"group records", "prune lattices"}
 
 
 def test_cuda_graphs_effect_reports_both_decoders_side_by_side(tmp_path: Path) -> None:

@@ -82,17 +82,20 @@ def all_as_lanes(backend: str, workload: Workload, options: SearchOptions) -> Ti
                   "kernel_log": decoder.kernel_log.report(decoder.frame_steps, seconds)})
 
 
-def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu") -> dict:
-    """One GPU decoder in this process with every launch of its frame loop timed by CUDA events (1-best, the
-    workload's utterances in one `decode_batch` call after a warm-up): milliseconds per kernel, launches and
-    host reads per frame step, candidate arcs per second of the timed call (`KernelLog.report`, events
-    included), and the lanes' use. A profile, not a speed figure: the events add work to every launch.
+def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu", lattice: bool = False) -> dict:
+    """One GPU decoder in this process with every launch of its frame loop timed by CUDA events (1-best, or
+    with `lattice` the options' lattice beam; the workload's utterances in one `decode_batch` call after a
+    warm-up): milliseconds per kernel, launches and host reads per frame step, candidate arcs per second of
+    the timed call (`KernelLog.report`, events included; with lattices also the lattice threads' CPU seconds),
+    and the lanes' use. A profile, not a speed figure: the events add work to every launch.
     `backend="twin"` gives the same report without kernel times (the tests' stand-in for the GPU)."""
-    decoder = make_decoder(backend, workload.graph, one_best(options), **({"timing": True} if backend == "gpu" else {}))
+    chosen = with_lattice(options) if lattice else one_best(options)
+    decoder = make_decoder(backend, workload.graph, chosen, **({"timing": True} if backend == "gpu" else {}))
     items = list(workload.items)
     decoder.decode_batch(items[:4])  # warm-up: kernels compiled, memory pool filled
     decoder.reset_counts()
-    harness.say("decoder", f"gpu profile: decoding {len(items)} utterances with every launch timed")
+    harness.say("decoder", f"gpu profile{' with lattices' if lattice else ''}: decoding {len(items)} utterances "
+                "with every launch timed")
     seconds, _ = harness.timed(lambda: decoder.decode_batch(items))
     return {"seconds": seconds, **decoder.kernel_log.report(decoder.frame_steps, seconds),
             "lane_use": decoder_lane_use(decoder)}

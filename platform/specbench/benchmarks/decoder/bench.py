@@ -121,12 +121,18 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
 
 
 def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_runs: dict[str, Timed],
-                             status: dict[str, Any], result: dict[str, Any]) -> None:
-    """`gpu_profile` (kernel times, launches and host reads per frame), the arc-rate ceiling of this GPU
-    (`gpu_arc_ceiling`), one utterance's latency, what lane refill buys (`gpu_lane_refill`) and what CUDA
-    graphs buy (`gpu_cuda_graphs`); each 1-best configuration's candidate arcs per second (the profile's arcs, the same
-    for every configuration, over its time) and its fraction of the ceiling."""
+                             status: dict[str, Any], result: dict[str, Any], lattices: bool = False) -> None:
+    """`gpu_profile` (kernel times, launches and host reads per frame; with `lattices` also with the lattice
+    beam: `gpu_lattice_profile`), the arc-rate ceiling of this GPU (`gpu_arc_ceiling`), one utterance's
+    latency, what lane refill buys (`gpu_lane_refill`) and what CUDA graphs buy (`gpu_cuda_graphs`); each
+    1-best configuration's candidate arcs per second (the profile's arcs, the same for every configuration,
+    over its time) and its fraction of the ceiling."""
     profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
+    if lattices:
+        lattice_profile = _attempt(status, "gpu_lattice_profile", lambda: gpu_profile(workload, options,
+                                                                                       lattice=True))
+        if lattice_profile is not None:
+            result["gpu_lattice_profile"] = lattice_profile
     ceiling = _attempt(status, "gpu_arc_ceiling", lambda: gpu_arc_ceiling(workload, options))
     latency = _attempt(status, "gpu_single_utterance_latency", lambda: single_utterance_latency(workload, options))
     if latency is not None:
@@ -184,7 +190,7 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
     if "gpu" in include and graph_copies:
         _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"))
     if "gpu" in include:  # last, in this process: where the frame loop's time goes, against what the GPU can
-        _profile_against_ceiling(workload, options, gpu_runs, status, result)
+        _profile_against_ceiling(workload, options, gpu_runs, status, result, lattices="gpu_lattice" in include)
     for mode, _ in modes:
         if any(k.endswith("_lattice") == (mode == "gpu_lattice") for k in gpu_runs):
             status.setdefault(mode, {"status": "ok"})
