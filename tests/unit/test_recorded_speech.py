@@ -71,3 +71,20 @@ def test_missing_packages_name_the_fix(tmp_path: Path) -> None:
         asterisk_prompts(tmp_path / "none", tmp_path / "none.txt.gz")
     with pytest.raises(ToolError, match="pocketsphinx-testdata"):
         sphinx_testdata(tmp_path)
+
+
+def test_a_sample_decodes_only_the_prompts_it_keeps(tmp_path: Path) -> None:
+    from specbench.experiments.real_speech.audio import gather
+
+    rows = gather(("asterisk", "cards"), 2, tmp_path)
+    usable = [r for r in rows if r.status == STATUS_OK]
+    halves = [r.half for r in usable if r.set == "asterisk"]
+    assert sorted(halves) == ["test", "test", "tune", "tune"] and [r.set for r in usable].count("cards") == 2
+    assert all(r.wav.suffix == ".wav" and read_wav(r.wav)[1] == 16000 for r in usable if r.set == "asterisk")
+    decoded = sorted(p.relative_to(tmp_path / "asterisk").with_suffix("").as_posix()
+                     for p in (tmp_path / "asterisk").rglob("*.wav"))
+    assert decoded == sorted(r.utt_id for r in usable if r.set == "asterisk")  # not the other 559
+    assert sum(r.status.startswith("not speech") for r in rows) == 5  # flagged rows are kept
+    ok = [p.utt_id for p in asterisk_prompts() if p.status == STATUS_OK]
+    first_tune = next(u for u in ok if prompt_half(u) == "tune")
+    assert first_tune in decoded  # the first usable ones in name order

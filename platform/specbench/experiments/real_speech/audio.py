@@ -35,20 +35,21 @@ class RealUtterance:
         return f"{self.set}/{self.utt_id}"
 
 
-def _asterisk(cache: Path) -> list[RealUtterance]:
-    out = []
-    for u in recorded_speech.asterisk_prompts():
-        row = RealUtterance("asterisk", u.utt_id, None, u.text, recorded_speech.prompt_half(u.utt_id), u.status)
-        if u.status == STATUS_OK:
-            wav = cache / "asterisk" / f"{u.utt_id}.wav"
-            try:
-                if not wav.is_file():
-                    recorded_speech.decode_g722(u.audio_path, wav)
-                row = replace(row, wav=wav)
-            except SpecbenchError as err:
-                row = replace(row, status=str(err))
-        out.append(row)
-    return out
+def _asterisk() -> list[RealUtterance]:
+    """The prompts in name order, not yet decoded: `wav` holds the G.722 file until `_decoded`."""
+    return [RealUtterance("asterisk", u.utt_id, u.audio_path, u.text, recorded_speech.prompt_half(u.utt_id),
+                          u.status) for u in recorded_speech.asterisk_prompts()]
+
+
+def _decoded(row: RealUtterance, cache: Path) -> RealUtterance:
+    """An Asterisk prompt with its G.722 audio decoded into the cache (once), or flagged with the reason."""
+    wav = cache / "asterisk" / f"{row.utt_id}.wav"
+    try:
+        if not wav.is_file():
+            recorded_speech.decode_g722(row.wav, wav)
+        return replace(row, wav=wav)
+    except SpecbenchError as err:
+        return replace(row, status=str(err))
 
 
 def _recordings(cache: Path) -> list[RealUtterance]:
@@ -69,21 +70,23 @@ def _recordings(cache: Path) -> list[RealUtterance]:
 
 def gather(sets: tuple[str, ...], max_per_set: int, cache: Path) -> list[RealUtterance]:
     """Every utterance of `sets` (flagged rows included); with `max_per_set`, the first usable ones of each
-    set in name order (for the Asterisk prompts, of each half)."""
+    set in name order (for the Asterisk prompts, of each half). Only the prompts kept are decoded: a sample of
+    a few per half does not wait for all 569."""
     rows: list[RealUtterance] = []
     if "asterisk" in sets:
-        rows += _asterisk(cache)
+        rows += _asterisk()
     if {"librivox", "cards"} & set(sets):
         rows += [RealUtterance(u.set, u.utt_id, u.audio_path, u.text, "-", u.status)
                  for u in recorded_speech.sphinx_testdata() if u.set in sets]
     if "recordings" in sets:
         rows += _recordings(cache)
-    if not max_per_set:
-        return rows
     kept, seen = [], {}
     for row in rows:
         group = (row.set, row.half)
-        if row.status != STATUS_OK or seen.get(group, 0) < max_per_set:
-            kept.append(row)
-            seen[group] = seen.get(group, 0) + (row.status == STATUS_OK)
+        if row.status == STATUS_OK and max_per_set and seen.get(group, 0) >= max_per_set:
+            continue
+        if row.set == "asterisk" and row.status == STATUS_OK:
+            row = _decoded(row, cache)
+        kept.append(row)
+        seen[group] = seen.get(group, 0) + (row.status == STATUS_OK)
     return kept
