@@ -2,11 +2,16 @@
 `specbench server`: a nightly report run and the comparison of two runs show their headline metric names and
 values, and the parent run of the quick suite (`jobs/quick.toml`, run here against the server, several
 minutes) shows the headline metrics the platform is compared by, its description and its child runs.
-Screenshots are kept in `.specbench/test-artifacts/browser/`."""
+Screenshots are kept in `.specbench/test-artifacts/browser/`.
+
+The suite runs as `make run` does on a new machine: in a work directory of its own (every graph, corpus and
+score built from the data; only KenLM's binaries are reused) and on a local Ray of its own, so these tests
+share nothing with the others and run beside them (`isolated`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -20,7 +25,7 @@ import pytest
 from specbench.tracking.runs import DESCRIPTION_TAG, PARENT_TAG, TrackedRun
 from specbench.tracking.ui import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / ".specbench" / "test-artifacts" / "browser"
 CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
@@ -100,10 +105,13 @@ def _shown(value: float) -> str:
     return str(int(value)) if value.is_integer() else repr(value)
 
 
-def test_ui_shows_the_quick_suite_parent_run(server: str, browser) -> None:
+def test_ui_shows_the_quick_suite_parent_run(server: str, browser, tmp_path: Path) -> None:
+    from specbench.wfst.kenlm_tools import kenlm_binary
+
+    env = {**os.environ, "SPECBENCH_HOME": str(tmp_path / "home"), "SPECBENCH_LMPLZ": str(kenlm_binary("lmplz"))}
     proc = subprocess.run([sys.executable, "-m", "specbench", "--tracking-uri", server, "run",
-                           str(ROOT / "jobs" / "quick.toml")], cwd=ROOT, capture_output=True, text=True,
-                          encoding="utf-8", timeout=1800)
+                           str(ROOT / "jobs" / "quick.toml")], check=False, cwd=ROOT, capture_output=True,
+                          text=True, encoding="utf-8", timeout=1800, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     from mlflow.tracking import MlflowClient
 
