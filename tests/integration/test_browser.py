@@ -5,8 +5,8 @@ minutes) shows the headline metrics the platform is compared by, its description
 Screenshots are kept in `.specbench/test-artifacts/browser/`.
 
 The suite runs as `make run` does on a new machine: in a work directory of its own (every graph, corpus and
-score built from the data; only KenLM's binaries are reused) and on a local Ray of its own, so these tests
-share nothing with the others and run beside them (`isolated`)."""
+score built from the data; only KenLM's binaries and the compiled decoder kernels in ~/.cache are reused) and
+on a local Ray of its own, so these tests share no cache with the others and run beside them (`isolated`)."""
 
 from __future__ import annotations
 
