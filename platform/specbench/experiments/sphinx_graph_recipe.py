@@ -33,6 +33,7 @@ from specbench.wfst import (
     graph,
     hclg,
     hmm_transducer,
+    ngram_arrays,
     reweight,
     sphinx_lexicon,
     sphinx_lm,
@@ -42,8 +43,8 @@ from specbench.wfst.lexicon import read_cmudict
 from specbench.wfst.symbols import SymbolTable, word_table
 
 RECIPE_VERSION = 1
-_SOURCES = (arpa_mod, arpa_prune, compose, graph, hclg, hmm_transducer, reweight, sphinx_lexicon, sphinx_lm,
-            sphinx_mdef)
+_SOURCES = (arpa_mod, arpa_prune, compose, graph, hclg, hmm_transducer, ngram_arrays, reweight, sphinx_lexicon,
+            sphinx_lm, sphinx_mdef)
 _PACKAGES = ("kaldifst", "kaldilm", "pocketsphinx")
 _MARKERS = {"<s>", "</s>", "<unk>"}
 

@@ -18,6 +18,10 @@ the threshold; every n-gram is judged against the unpruned model (Stolcke's inde
 The highest order is pruned first, and an n-gram that is the context of a kept longer n-gram stays, so the
 model stays a valid back-off model. Unigrams are never pruned. Back-off weights are then recomputed from
 the lowest order up, so every context's distribution sums to one again.
+
+Both passes run over the whole model as arrays (`wfst.ngram_arrays`): the Sphinx trigram restricted to 3,000
+words (1.9 M n-grams) is conditioned and pruned in seconds. tests/unit/test_arpa_prune.py keeps the formulas
+above as plain loops over `ArpaModel` and checks that these functions equal them to the last bit.
 """
 
 from __future__ import annotations
@@ -25,9 +29,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from specbench.wfst.arpa import BOS, EOS, ArpaModel
+import numpy as np
 
-LN10 = math.log(10.0)
+from specbench.wfst.arpa import BOS, EOS, ArpaModel
+from specbench.wfst.ngram_arrays import NgramArrays, segment_sums
+
 _EPS = 1e-12
 
 
@@ -41,26 +47,20 @@ class PruneReport:
     kept_as_context: list[int] = field(default_factory=list)
 
 
-def _prob(model: ArpaModel, word: str, context: tuple[str, ...]) -> float:
-    return 10.0 ** model.log10_prob(word, context)
-
-
-def context_prob(model: ArpaModel, context: tuple[str, ...]) -> float:
-    """p(context) by the chain rule under `model`; a context starting with <s> starts at probability 1."""
-    words, start = (context[1:], (BOS,)) if context[:1] == (BOS,) else (context, ())
-    total, history = 0.0, list(start)
-    for w in words:
-        total += model.log10_prob(w, history)
-        history.append(w)
-    return 10.0 ** total
-
-
-def _listed_after(model: ArpaModel, n: int) -> dict[tuple[str, ...], list[tuple[str, ...]]]:
-    """Context (n - 1 words) -> its listed n-grams."""
-    out: dict[tuple[str, ...], list[tuple[str, ...]]] = {}
-    for ngram in model.ngrams[n - 1]:
-        out.setdefault(ngram[:-1], []).append(ngram)
-    return out
+def _deltas(arrays: NgramArrays, n: int) -> np.ndarray:
+    """D (nats) of removing each n-gram of order n alone; see the module docstring."""
+    contexts, n_contexts = arrays.context[n - 1], arrays.count(n - 1)
+    p = 10.0 ** arrays.logp[n - 1]
+    q = arrays.lower_order_probs(n)
+    left_here = (1.0 - segment_sums(p, contexts, n_contexts))[contexts]
+    left_lower = (1.0 - segment_sums(q, contexts, n_contexts))[contexts]
+    bow = (10.0 ** arrays.bow[n - 2])[contexts]
+    weight = (10.0 ** arrays.context_log10(n - 1))[contexts]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        new_bow = (left_here + p) / np.maximum(left_lower + q, _EPS)
+        delta = p * (np.log(p) - np.log(new_bow) - np.log(q))
+        delta = np.where(left_here > _EPS, delta + left_here * (np.log(bow) - np.log(new_bow)), delta)
+    return weight * delta
 
 
 def entropy_deltas(model: ArpaModel, n: int) -> dict[tuple[str, ...], float]:
@@ -68,36 +68,28 @@ def entropy_deltas(model: ArpaModel, n: int) -> dict[tuple[str, ...], float]:
     alone from `model`."""
     if not 2 <= n <= model.order:
         raise ValueError(f"n-grams of order {n} cannot be pruned: orders 2..{model.order} can")
-    out = {}
-    for context, ngrams in _listed_after(model, n).items():
-        shorter = context[1:]
-        p_here = [10.0 ** model.ngrams[n - 1][g][0] for g in ngrams]
-        p_lower = [_prob(model, g[-1], shorter) for g in ngrams]
-        left_here, left_lower = 1.0 - sum(p_here), 1.0 - sum(p_lower)
-        bow_entry = model.ngrams[n - 2].get(context)
-        bow = 10.0 ** (bow_entry[1] if bow_entry is not None else 0.0)
-        weight = context_prob(model, context)
-        for g, p, q in zip(ngrams, p_here, p_lower):
-            new_bow = (left_here + p) / max(left_lower + q, _EPS)
-            delta = p * (math.log(p) - math.log(new_bow) - math.log(q))
-            if left_here > _EPS:
-                delta += left_here * (math.log(bow) - math.log(new_bow))
-            out[g] = weight * delta
-    return out
+    arrays = NgramArrays.from_model(model)
+    return dict(zip(arrays.grams[n - 1], _deltas(arrays, n).tolist(), strict=True))
+
+
+def _recompute_backoffs(arrays: NgramArrays) -> None:
+    """Set every context's back-off weight so that its distribution sums to one, lowest order first (in
+    place). A context whose listed n-grams leave no mass gets log10 bow 0 (it never backs off usefully)."""
+    for n in range(2, arrays.order + 1):
+        contexts, n_contexts = arrays.context[n - 1], arrays.count(n - 1)
+        left_here = 1.0 - segment_sums(10.0 ** arrays.logp[n - 1], contexts, n_contexts)
+        left_lower = 1.0 - segment_sums(arrays.lower_order_probs(n), contexts, n_contexts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bow = np.log10(np.maximum(left_here, _EPS)) - np.log10(np.maximum(left_lower, _EPS))
+        arrays.bow[n - 2] = np.where(np.bincount(contexts, minlength=n_contexts) > 0, bow, 0.0)
 
 
 def recompute_backoffs(model: ArpaModel) -> None:
-    """Set every context's back-off weight so that its distribution sums to one, lowest order first (in
-    place). A context whose listed n-grams leave no mass gets log10 bow 0 (it never backs off usefully)."""
-    for n in range(2, model.order + 1):
-        listed = _listed_after(model, n)
-        lower = model.ngrams[n - 2]
-        for context, (logp, _) in list(lower.items()):
-            ngrams = listed.get(context, [])
-            left_here = 1.0 - sum(10.0 ** model.ngrams[n - 1][g][0] for g in ngrams)
-            left_lower = 1.0 - sum(_prob(model, g[-1], context[1:]) for g in ngrams)
-            bow = 0.0 if not ngrams else (math.log10(max(left_here, _EPS)) - math.log10(max(left_lower, _EPS)))
-            lower[context] = (logp, bow)
+    """Set every context's back-off weight so that its distribution sums to one (in place; see
+    `_recompute_backoffs`)."""
+    arrays = NgramArrays.from_model(model)
+    _recompute_backoffs(arrays)
+    model.ngrams[:] = arrays.to_model().ngrams
 
 
 def prune(model: ArpaModel, threshold: float) -> tuple[ArpaModel, PruneReport]:
@@ -106,23 +98,36 @@ def prune(model: ArpaModel, threshold: float) -> tuple[ArpaModel, PruneReport]:
     if not (threshold >= 0.0 and math.isfinite(threshold)):
         raise ValueError(f"the pruning threshold must be a finite relative perplexity increase >= 0 (SRILM's "
                          f"-prune, e.g. 1e-8), got {threshold!r}")
-    deltas = {n: entropy_deltas(model, n) for n in range(2, model.order + 1)}
-    kept: list[dict[tuple[str, ...], tuple[float, float]]] = [dict(level) for level in model.ngrams]
+    arrays = NgramArrays.from_model(model)
+    keep = [np.ones(arrays.count(n), bool) for n in range(1, model.order + 1)]
     kept_as_context = [0] * model.order
     for n in range(model.order, 1, -1):
-        contexts = {g[:-1] for g in kept[n]} if n < model.order else set()
-        level = {}
-        for g, entry in model.ngrams[n - 1].items():
-            if math.expm1(deltas[n][g]) >= threshold:
-                level[g] = entry
-            elif g in contexts:
-                level[g] = entry
-                kept_as_context[n - 1] += 1
-        kept[n - 1] = level
-    pruned = ArpaModel(order=model.order, ngrams=kept)
-    recompute_backoffs(pruned)
-    return pruned, PruneReport(threshold=threshold, before=model.counts, after=pruned.counts,
-                               kept_as_context=kept_as_context)
+        own = np.expm1(_deltas(arrays, n)) >= threshold
+        context = np.zeros(arrays.count(n), bool)
+        if n < model.order:
+            context[arrays.context[n][keep[n]]] = True
+        keep[n - 1] = own | context
+        kept_as_context[n - 1] = int(np.count_nonzero(context & ~own))
+    pruned = arrays.subset(keep)
+    _recompute_backoffs(pruned)
+    out = pruned.to_model()
+    return out, PruneReport(threshold=threshold, before=model.counts, after=out.counts,
+                            kept_as_context=kept_as_context)
+
+
+def _suffix_mass(arrays: NgramArrays, mass: list[np.ndarray], contexts: np.ndarray) -> np.ndarray:
+    """Z(h') per row of `contexts` (`mass[k]` holds Z of every k-gram, `mass[0]` Z of the empty context); an
+    unlisted h' backs off with weight 1 and lists nothing, so Z(h') = Z(h' without its oldest word)."""
+    width = contexts.shape[1]
+    out = np.empty(len(contexts))
+    todo = np.arange(len(contexts))
+    for k in range(width, 0, -1):
+        position = arrays.find(contexts[todo, width - k:])
+        hit = position >= 0
+        out[todo[hit]] = mass[k][position[hit]]
+        todo = todo[~hit]
+    out[todo] = mass[0][0]
+    return out
 
 
 def restrict_vocabulary(model: ArpaModel, size: int) -> ArpaModel:
@@ -133,21 +138,25 @@ def restrict_vocabulary(model: ArpaModel, size: int) -> ArpaModel:
     Z(h) = sum_{listed v} p(v | h) + bow(h) (Z(h') - sum_{listed v} p(v | h'))."""
     if size <= 0:
         raise ValueError(f"the vocabulary size must be positive, got {size}")
-    ranked = sorted((g for g in model.ngrams[0] if g not in {(BOS,), (EOS,)}), key=lambda g: -model.ngrams[0][g][0])
-    keep = {g[0] for g in ranked[:size]} | {BOS, EOS}
-    levels = [{g: e for g, e in level.items() if all(w in keep for w in g)} for level in model.ngrams]
-    mass = {(): sum(10.0 ** p for g, (p, _) in levels[0].items() if g != (BOS,))}
+    arrays = NgramArrays.from_model(model)
+    markers = np.array([w in (BOS, EOS) for w in arrays.words])
+    candidates = np.flatnonzero(~markers)
+    ranked = candidates[np.argsort(-arrays.logp[0][candidates], kind="stable")]
+    kept_words = markers.copy()
+    kept_words[ranked[:size]] = True
+    small = arrays.subset([kept_words[ids].all(axis=1) for ids in arrays.ids])
+    # The terms of a kept n-gram's back-off chain are all over kept words: the same in `small` as in `model`.
+    not_bos = np.array([w != BOS for w in small.words])
+    mass = [segment_sums(10.0 ** small.logp[0][not_bos], np.zeros(int(not_bos.sum()), np.int64), 1)]
     for n in range(2, model.order + 1):
-        listed = _listed_after(ArpaModel(order=model.order, ngrams=levels), n)
-        for context, (_, log_bow) in levels[n - 2].items():
-            ngrams = listed.get(context, [])
-            here = sum(10.0 ** levels[n - 1][g][0] for g in ngrams)
-            lower = sum(_prob(model, g[-1], context[1:]) for g in ngrams)
-            mass[context] = here + 10.0 ** log_bow * (mass[context[1:]] - lower)
-    for n, level in enumerate(levels):
-        for g, (logp, log_bow) in level.items():
-            if g != (BOS,):
-                level[g] = (logp - math.log10(mass[g[:-1]]), log_bow)
-    restricted = ArpaModel(order=model.order, ngrams=levels)
-    recompute_backoffs(restricted)
-    return restricted
+        contexts, n_contexts = small.context[n - 1], small.count(n - 1)
+        here = segment_sums(10.0 ** small.logp[n - 1], contexts, n_contexts)
+        lower = segment_sums(small.lower_order_probs(n), contexts, n_contexts)
+        shorter = _suffix_mass(small, mass, small.ids[n - 2][:, 1:])
+        mass.append(here + 10.0 ** small.bow[n - 2] * (shorter - lower))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        small.logp[0] = np.where(not_bos, small.logp[0] - np.log10(mass[0][0]), small.logp[0])
+        for n in range(2, model.order + 1):
+            small.logp[n - 1] = small.logp[n - 1] - np.log10(mass[n - 1])[small.context[n - 1]]
+    _recompute_backoffs(small)
+    return small.to_model()
