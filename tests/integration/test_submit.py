@@ -1,5 +1,7 @@
 """`specbench submit`, `jobs` and `logs` against a real Ray head started with `ray start` (token auth, the
-Jobs API on its dashboard): the project travels as the job's working_dir and the run lands in MLflow."""
+Jobs API on its dashboard): the project travels as the job's working_dir and the run lands in MLflow. The job
+works in its working_dir's `.specbench/` and this process in a work directory of its own, so the module runs
+beside the other integration tests (`isolated`)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import pytest
 from specbench.cli import main
 from specbench.tracking.ui import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
 RAY = str(Path(sys.executable).with_name("ray"))
 
@@ -42,6 +44,11 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield f"http://127.0.0.1:{dashboard}"
     finally:
         _stop_cluster(temp)
+
+
+@pytest.fixture(autouse=True)
+def own_work_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
 
 
 def _stop_cluster(temp: Path) -> None:

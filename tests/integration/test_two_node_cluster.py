@@ -1,7 +1,9 @@
 """A real two-node Ray cluster on one machine: two network namespaces joined by a veth pair (root, iproute2),
 the Ray head and `specbench server` in one, a Ray worker in the other inside its own mount namespace where
 the checkout, the data folder and the MLflow store are hidden. A job submitted through the Jobs API must run
-tasks on both nodes, upload its artifacts to the server over HTTP, and give the results of a local run."""
+tasks on both nodes, upload its artifacts to the server over HTTP, and give the results of a local run. The
+cluster lives in its own network namespaces, the job works in its working_dir's `.specbench/` and the local
+run in a work directory of its own, so the module runs beside the other integration tests (`isolated`)."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pytest
 from specbench.cli import main
 from specbench.data.resolver import data_dir
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 HEAD_IP, WORKER_IP = "10.77.0.1", "10.77.0.2"
@@ -94,8 +96,8 @@ def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
             f"mkdir -p {temp_b}/venv && mount --bind {ROOT / '.venv'} {temp_b}/venv",
             *(f"mount -t tmpfs tmpfs {p}" for p in hide),
             f"mkdir -p {ROOT / '.venv'} && mount --bind {temp_b}/venv {ROOT / '.venv'}",
-            f"exec ray start --address {HEAD_IP}:{GCS_PORT} --node-ip-address {WORKER_IP} --num-cpus 1 "
-            f"--num-gpus 0 --temp-dir {temp_b} --disable-usage-stats --block",
+            (f"exec ray start --address {HEAD_IP}:{GCS_PORT} --node-ip-address {WORKER_IP} --num-cpus 1 "
+             f"--num-gpus 0 --temp-dir {temp_b} --disable-usage-stats --block"),
         ])
         worker = subprocess.Popen(["ip", "netns", "exec", ns_b, "unshare", "--mount", "--propagation", "private",
                                    "sh", "-c", script], env=env, cwd="/", stdout=subprocess.DEVNULL,
@@ -124,7 +126,8 @@ def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
             shutil.rmtree(temp, ignore_errors=True)
 
 
-def test_job_runs_on_both_nodes_and_equals_a_local_run(two_nodes: dict, tmp_path: Path) -> None:
+def test_job_runs_on_both_nodes_and_equals_a_local_run(two_nodes: dict, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     ns, env = two_nodes["ns"], two_nodes["env"]
     submit = _run("ip", "netns", "exec", ns, sys.executable, "-m", "specbench", "submit", str(JOB), "--address",
                   two_nodes["dashboard"], "--tracking-uri", two_nodes["mlflow"], "--follow", env=env, cwd=ROOT,
@@ -139,6 +142,7 @@ def test_job_runs_on_both_nodes_and_equals_a_local_run(two_nodes: dict, tmp_path
     assert list((two_nodes["store"] / "art").rglob("simultrans_report.json"))  # uploaded over HTTP
     remote_db = f"sqlite:///{two_nodes['store'] / 'm.db'}"
     local_db = f"sqlite:///{tmp_path / 'local.db'}"
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
     assert main(["--tracking-uri", local_db, "--ray-address", "local", "run", str(JOB)]) == 0
     metrics = []
     for uri in (remote_db, local_db):
