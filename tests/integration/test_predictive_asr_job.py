@@ -33,6 +33,7 @@ routine_shares = [0.0, 1.0]
 target_oracle = 0.57
 [asr]
 graph_job = "{graph}"
+adaptation_job = "{adaptation}"
 [model]
 members = 2
 hidden = [32, 32]
@@ -92,11 +93,19 @@ epochs = 1
 """
 
 
+def _adaptation_job(folder: Path) -> Path:
+    path = folder / "adaptation.toml"
+    path.write_text(ADAPTATION_JOB.format(speech=ROOT / "jobs" / "speech_slurp.toml", graph=GRAPH_JOB))
+    return path
+
+
 @pytest.fixture(scope="module")
 def confidence_models(tmp_path_factory: pytest.TempPathFactory, ray_cluster: object, slurp_graph: object) -> tuple:
+    """Trained as jobs/confidence.toml trains them: on requests scored with the evaluation's adaptation, so the
+    evaluations below find the devel users' renditions in the transcript cache, as the real job does."""
     tmp = tmp_path_factory.mktemp("confidence")
     job = tmp / "confidence.toml"
-    job.write_text(CONFIDENCE_JOB.format(out=tmp / "conf.pt", graph=GRAPH_JOB))
+    job.write_text(CONFIDENCE_JOB.format(out=tmp / "conf.pt", graph=GRAPH_JOB, adaptation=_adaptation_job(tmp)))
     uri = f"sqlite:///{tmp / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "train", "confidence", str(job)]) == 0
     return tmp / "conf.pt", tmp / "conf_nopersonal.pt", tmp / "conf_context.pt", uri
@@ -105,10 +114,8 @@ def confidence_models(tmp_path_factory: pytest.TempPathFactory, ray_cluster: obj
 def _run(tmp_path: Path, models: tuple, mode: str, users: int, sweep: bool) -> mlflow.entities.Run:
     conf, conf_np, conf_ctx, _ = models
     job = tmp_path / "predictive.toml"
-    adaptation = tmp_path / "adaptation.toml"
-    adaptation.write_text(ADAPTATION_JOB.format(speech=ROOT / "jobs" / "speech_slurp.toml", graph=GRAPH_JOB))
     job.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=users, mode=mode, graph=GRAPH_JOB,
-                                   sweep=str(sweep).lower(), adaptation=adaptation))
+                                   sweep=str(sweep).lower(), adaptation=_adaptation_job(tmp_path)))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "run", str(job)]) == 0
     client = mlflow.MlflowClient(uri)
@@ -218,7 +225,7 @@ def test_partial_posteriors_train_and_decide_a_configuration_of_their_own(tmp_pa
     (decoded once, lattices built in the same pass), a model with the posterior features trains on them, and
     the job evaluates it as `lm_personal.conf_posterior` beside MAIN, with its paired comparison."""
     job = tmp_path / "confidence_posterior.toml"  # two users of each kind: lattices at every partial cost time
-    job.write_text(CONFIDENCE_JOB.format(out=tmp_path / "conf.pt", graph=GRAPH_JOB)
+    job.write_text(CONFIDENCE_JOB.format(out=tmp_path / "conf.pt", graph=GRAPH_JOB, adaptation=_adaptation_job(tmp_path))
                    .replace("calibrate_routine_share = true", 'calibrate_routine_share = false\nmodels = ["posterior"]\n'
                             "half_precision_file = true")
                    .replace("train_users = 3\ndevel_users = 3", "train_users = 2\ndevel_users = 2")
@@ -228,11 +235,9 @@ def test_partial_posteriors_train_and_decide_a_configuration_of_their_own(tmp_pa
     posterior = tmp_path / "conf_posterior.pt"
     assert posterior.is_file() and not (tmp_path / "conf.pt").exists()
     conf, conf_np, conf_ctx, _ = confidence_models
-    adaptation = tmp_path / "adaptation.toml"
-    adaptation.write_text(ADAPTATION_JOB.format(speech=ROOT / "jobs" / "speech_slurp.toml", graph=GRAPH_JOB))
     evaluation = tmp_path / "predictive.toml"
     evaluation.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=2, mode="decoder",
-                                          graph=GRAPH_JOB, sweep="false", adaptation=adaptation)
+                                          graph=GRAPH_JOB, sweep="false", adaptation=tmp_path / "adaptation.toml")
                           .replace("tune_users = 3", "tune_users = 2")
                           .replace(f'confidence_context = "{conf_ctx}"\n',
                                    f'confidence_context = "{conf_ctx}"\nconfidence_posterior = "{posterior}"\n')

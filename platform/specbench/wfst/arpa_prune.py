@@ -89,7 +89,8 @@ def recompute_backoffs(model: ArpaModel) -> None:
     `_recompute_backoffs`)."""
     arrays = NgramArrays.from_model(model)
     _recompute_backoffs(arrays)
-    model.ngrams[:] = arrays.to_model().ngrams
+    for level, recomputed in zip(model.ngrams, arrays.to_model().ngrams, strict=True):
+        level.update(recomputed)  # same n-grams: new values, same dicts and order
 
 
 def prune(model: ArpaModel, threshold: float) -> tuple[ArpaModel, PruneReport]:
