@@ -6,8 +6,10 @@ beside the other integration tests (`isolated`)."""
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +20,6 @@ import mlflow
 import pytest
 
 from specbench.cli import main
-from specbench.tracking.ui import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,18 +33,49 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     # the job's entrypoint runs `python` from the PATH the cluster was started with: the project's environment
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", PATH=path)
-    dashboard = free_port()
-    # every port chosen free: the session's local Ray of other tests holds Ray's default agent ports
-    cmd = [RAY, "start", "--head", "--port", str(free_port()), "--dashboard-host", "127.0.0.1",
-           "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(free_port()),
-           "--dashboard-agent-grpc-port", str(free_port()), "--metrics-export-port", str(free_port()),
-           "--runtime-env-agent-port", str(free_port()), "--ray-client-server-port", str(free_port()),
-           "--num-cpus", "2", "--num-gpus", "0", "--temp-dir", str(temp), "--disable-usage-stats"]
-    subprocess.run(cmd, env=env, check=True, capture_output=True, timeout=180)
     try:
-        yield f"http://127.0.0.1:{dashboard}"
+        yield _start_head(env, temp)
     finally:
         _stop_cluster(temp)
+
+
+def _unused_ports(count: int, rng: random.Random) -> list[int]:
+    """`count` distinct ports that are free now, between Ray's worker ports (10002-19999) and the kernel's
+    ephemeral range (32768 and up), which the other tests' clusters draw from all the time: the session's
+    local Ray holds Ray's default ports, and its connections and bind-to-0 servers take ephemeral ones."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = rng.randrange(20000, 32768)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
+def _start_head(env: dict[str, str], temp: Path, attempts: int = 3) -> str:
+    """`ray start --head` on ports of its own; the dashboard's address. A port can still be taken between
+    the check and Ray's bind (the integration tests beside this module start processes all the time), so a
+    start that fails is cleaned up and tried again on new ports; the last failure's output is the error."""
+    rng = random.Random(os.getpid())
+    for _ in range(attempts):
+        gcs, dashboard, listen, grpc, metrics, runtime_env, client = _unused_ports(7, rng)
+        cmd = [RAY, "start", "--head", "--port", str(gcs), "--dashboard-host", "127.0.0.1",
+               "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(listen),
+               "--dashboard-agent-grpc-port", str(grpc), "--metrics-export-port", str(metrics),
+               "--runtime-env-agent-port", str(runtime_env), "--ray-client-server-port", str(client),
+               "--num-cpus", "2", "--num-gpus", "0", "--temp-dir", str(temp), "--disable-usage-stats"]
+        started = subprocess.run(cmd, env=env, capture_output=True, text=True, encoding="utf-8", timeout=180,
+                                 check=False)
+        if started.returncode == 0:
+            return f"http://127.0.0.1:{dashboard}"
+        said = started.stdout[-2000:] + started.stderr[-2000:] + "".join(
+            f.read_text(errors="replace")[-1500:] for f in temp.glob("session_latest/logs/*.err"))
+        _stop_cluster(temp)
+    raise RuntimeError(f"`ray start --head` failed {attempts} times; the last one said:\n{said}")
 
 
 @pytest.fixture(autouse=True)
