@@ -8,6 +8,7 @@ import functools
 import gzip
 import hashlib
 import math
+import re
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -262,8 +263,15 @@ def test_a_routine_larger_than_a_users_sentences_is_a_clear_error() -> None:
 def test_an_exhausted_pool_of_new_texts_is_a_clear_error() -> None:
     test = pop("test")
     tiny = Population(test.users[:2], 0, "test", pool=test.pool[:3])
-    with pytest.raises(DataError, match="one-off texts.*Fix: lower usage.requests_per_day"):
+    with pytest.raises(DataError, match=r"never said.*hold \d+\. Fix: usage.requests_per_day <= ") as error:
         simulate_usage(tiny, UsageSettings(routine_share=0.0, requests_per_day=20.0))
+    # the value named is one at which that user's requests fit, and the next step up is not
+    user_id = re.search(r"user (\S+) of the test split", str(error.value)).group(1)
+    named = float(re.search(r"requests_per_day <= ([0-9.]+)", str(error.value)).group(1))
+    alone = Population(tuple(u for u in tiny.users if u.user_id == user_id), 0, "test", pool=test.pool[:3])
+    assert simulate_usage(alone, UsageSettings(routine_share=0.0, requests_per_day=named)).num_rows > 0
+    with pytest.raises(DataError, match=user_id):
+        simulate_usage(alone, UsageSettings(routine_share=0.0, requests_per_day=named + 0.1))
 
 
 def _by_user(data: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

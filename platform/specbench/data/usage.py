@@ -67,7 +67,7 @@ import functools
 import gzip
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -402,6 +402,12 @@ class _NewTexts:
         self.order: dict[str, list[UserSentence]] = {}
         self.any_order: list[UserSentence] | None = None
 
+    @property
+    def supply(self) -> int:
+        """How many texts `draw` can hand out: the own non-routine sentences and the distinct unused texts of
+        the pool."""
+        return len(self.own) + len({t.normalized_text for texts in self.by_scenario.values() for t in texts})
+
     def _next_unused(self, queue: list[UserSentence]) -> UserSentence | None:
         while queue:
             sentence = queue.pop()
@@ -423,14 +429,45 @@ class _NewTexts:
                 every = [t for texts in self.by_scenario.values() for t in texts]
                 self.any_order = [every[int(i)] for i in self.rng.permutation(len(every))]
             sentence, matched = self._next_unused(self.any_order), False
-        if sentence is None:
-            raise DataError(
-                f"usage simulation: user {self.user.user_id} needs more one-off texts than the "
-                f"{len(self.user.sentences)} own sentences and the split's pool of other speakers' texts hold. "
-                "Fix: lower usage.requests_per_day or usage.weeks."
-            )
+        if sentence is None:  # _check_supply rules this out before the first draw
+            raise RuntimeError(f"usage simulation: user {self.user.user_id} drew more one-offs than its supply")
         self.used.add(sentence.normalized_text)
         return sentence, "other_speaker", matched
+
+
+def _request_days(g_rate: np.random.Generator, g_days: np.random.Generator, s: UsageSettings) -> np.ndarray:
+    """Each request's 0-based day, in order: a per-user log-normal activity level (mean
+    `requests_per_day`), then a Poisson count per day."""
+    sigma = s.activity_sigma
+    rate = s.requests_per_day * math.exp(sigma * g_rate.standard_normal() - sigma * sigma / 2)
+    n_days = 7 * s.weeks
+    return np.repeat(np.arange(n_days, dtype=np.int64), g_days.poisson(rate, size=n_days))
+
+
+def _request_count(user_id: str, split: str, s: UsageSettings) -> int:
+    g_rate, g_days = _user_generators(s.seed, split, user_id, 5)[:2]
+    return int(_request_days(g_rate, g_days, s).size)
+
+
+def _check_supply(user: User, split: str, s: UsageSettings, n: int, supply: int) -> None:
+    """`DataError` when the user's `n` requests need more never-said texts than `supply` (every request is
+    given the text it would say as a one-off, whatever the routine share), naming the largest
+    `requests_per_day` (in steps of 0.1) and `weeks` at which this user's requests fit."""
+    if n <= supply:
+        return
+    per_day = next((v / 10 for v in range(int(s.requests_per_day * 10) - 1, 0, -1)
+                    if _request_count(user.user_id, split, replace(s, requests_per_day=v / 10)) <= supply), None)
+    weeks = next((w for w in range(s.weeks - 1, s.history_weeks, -1)
+                  if _request_count(user.user_id, split, replace(s, weeks=w)) <= supply), None)
+    fixes = [f"usage.requests_per_day <= {per_day:g}" if per_day else None,
+             f"usage.weeks <= {weeks}" if weeks else None]
+    fix = " or ".join(f for f in fixes if f) or "a larger pool of texts (more speakers in the split)"
+    raise DataError(
+        f"usage simulation: user {user.user_id} of the {split} split makes {n} requests at "
+        f"usage.requests_per_day = {s.requests_per_day:g} and usage.weeks = {s.weeks}, and each needs a text the "
+        f"user never said, but the user's own sentences and the split's pool of other speakers' texts hold "
+        f"{supply}. Fix: {fix} (where this user's requests fit; another user may need less)."
+    )
 
 
 def _simulate_user(user: User, pool: tuple[UserSentence, ...], split: str, s: UsageSettings
@@ -439,9 +476,7 @@ def _simulate_user(user: User, pool: tuple[UserSentence, ...], split: str, s: Us
     scenario-matched flags and slots (each request's index before time ordering)."""
     g_rate, g_days, g_routine, g_requests, g_one_off = _user_generators(s.seed, split, user.user_id, 5)
     n_days = 7 * s.weeks
-    sigma = s.activity_sigma
-    rate = s.requests_per_day * math.exp(sigma * g_rate.standard_normal() - sigma * sigma / 2)
-    day0 = np.repeat(np.arange(n_days, dtype=np.int64), g_days.poisson(rate, size=n_days))
+    day0 = _request_days(g_rate, g_days, s)
     n = day0.size
     items, weights, pref = _routine(len(user.sentences), s, g_routine)
     kind_draw = g_requests.random(n)  # a request is routine when its draw is below routine_share
@@ -458,6 +493,7 @@ def _simulate_user(user: User, pool: tuple[UserSentence, ...], split: str, s: Us
     # exactly those with the highest draws, so they get the user's own sentences before any borrowed text,
     # and a sweep of the share changes only the requests whose kind changes.
     new_texts = _NewTexts(user, items, pool, g_one_off)
+    _check_supply(user, split, s, n, new_texts.supply)
     one_off_text: list[tuple[UserSentence, str, bool]] = [None] * n  # type: ignore[list-item]
     for i in np.lexsort((order, -kind_draw)):  # ties (never seen) broken by slot, not by time
         one_off_text[int(i)] = new_texts.draw()
