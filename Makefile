@@ -42,7 +42,7 @@ test-integration: setup
 	$(BIN)/python -m pytest tests -m "integration"
 
 bench: setup
-	$(BIN)/specbench bench graph --output benchmarks/results/graph.json
+	$(BIN)/specbench bench graph --rebuild --output benchmarks/results/graph_cpu.json
 
 # Python 3.12 with numpy, pyarrow, cupy and pytest; kaldifst, kaldi-decoder and kaldiio from the carried wheels.
 GPU_PYTHON ?= python3
