@@ -339,6 +339,8 @@ def _bench_job_with_mt_checkpoint(env: Env) -> tuple[list[str], Path, tuple[str,
     return ["--tracking-uri", env.uri, "run", str(path)], MODELS / "mt_full.pt", ("translation model",)
 
 
+PREDICTIVE_TWO_USERS = 'kind = "predictive_asr"\nusers = 2\ntune_users = 2\nrun_habit_sweep = false\n[usage]\n'
+
 JOB_CASES: dict[str, Make] = {
     "validate-eval-am-missing-checkpoint": job(EVAL_MISSING_AM, validate, "key 'checkpoint'",
                                                "does not exist", "specbench train am"),
@@ -350,6 +352,15 @@ JOB_CASES: dict[str, Make] = {
     "validate-predictive-asr-missing-confidence": job(
         'kind = "predictive_asr"\nconfidence_no_personal = "{tmp}/conf_nopersonal.pt"\n', validate,
         "key 'confidence_no_personal'", "train confidence"),
+    "validate-predictive-asr-impossible-routine-share": job(
+        'kind = "predictive_asr"\n[usage]\nroutine_share = 1.5\n', validate, "routine_share", "1.5"),
+    # stopped before anything is synthesized: the users' requests are simulated first
+    "run-predictive-asr-routine-larger-than-sentences": job(
+        PREDICTIVE_TWO_USERS + "routine_size = [400, 500]\n", run, "[usage]", "usage.routine_size",
+        "Fix: routine_size[0] <="),
+    "run-predictive-asr-new-texts-run-out": job(
+        PREDICTIVE_TWO_USERS + "requests_per_day = 400.0\n", run, "[usage]", "never said",
+        "Fix: usage.requests_per_day <="),
     "run-bench-simultrans-missing-bpe": job('kind = "bench_simultrans"\nbpe = "{tmp}/gone.model"\n', run,
                                             "key 'bpe'"),
     "train-confidence-missing-lm": job('kind = "train_confidence"\nlm = "{tmp}/lm_missing.pt"\n',

@@ -71,7 +71,7 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
     """Build the training and devel predictions, train the `models` named, write them with cards."""
     shares = config.habit.routine_shares if config.calibrate_routine_share else ()
     check_usage({"train": config.train_users, "devel": config.devel_users},
-                [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)])
+                [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)], job_path)
     connect(ray_address)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     usage, sweep = config.usage, []

@@ -144,14 +144,17 @@ def predict_population(split: str, users: int, usage: UsageSettings, config: Any
                       repeat_rate=simulation["usage.repeat_rate"], simulation=simulation, timings=timings)
 
 
-def check_usage(splits: dict[str, int], variants: list[UsageSettings]) -> None:
+def check_usage(splits: dict[str, int], variants: list[UsageSettings], job_path: Path) -> None:
     """Every usage setting the job will simulate, simulated for every population it simulates before
     anything is synthesized: a routine larger than a user's sentences (`ConfigError`) or a pool of new texts
-    that runs out (`DataError`) stops the job here, naming the key and a value that works. Simulating is
-    cheap (about a second per population)."""
-    for split, users in splits.items():
-        for usage in variants:
-            simulate_population(split, users, usage)  # checks the routine
+    that runs out (`DataError`) stops the job here, naming the job file, the key and a value that works.
+    Simulating is cheap (about a second per population)."""
+    try:
+        for split, users in splits.items():
+            for usage in variants:
+                simulate_population(split, users, usage)  # checks the routine
+    except (ConfigError, DataError) as err:
+        raise type(err)(f"{job_path}: [usage] {err}") from None
 
 
 def stage_metrics(timings: list[dict[str, float]], prefix: str = "prefetch.") -> dict[str, float]:
@@ -487,7 +490,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     start = time.perf_counter()
     variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
     check_usage({"devel": config.tune_users, config.split: config.users},
-                [config.usage, *(variants if config.run_habit_sweep else [])])
+                [config.usage, *(variants if config.run_habit_sweep else [])], job_path)
     models = load_models(config)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
