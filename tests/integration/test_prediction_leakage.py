@@ -2,16 +2,20 @@
 confidence training take: the history as Ray tasks, the shipped word LM as a Ray stage) on a small log, and
 a brute-force check that the personal predictions of every (request, partial) are exactly the final
 hypotheses of the same user's earlier requests whose audio had ended, never the request's own, a later
-request's, one still being spoken or another user's."""
+request's, one still being spoken or another user's. Once on a hand-made log whose edge cases are named, once
+on a log from the usage simulation."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
+import polars as pl
 import pyarrow as pa
 import pytest
 
+from specbench.data.usage import UsageSettings, population, simulate_usage
 from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.experiments.predictive_asr.partials import PARTIAL
 from specbench.experiments.predictive_asr.table import build_predictions
@@ -29,43 +33,56 @@ LOG = [("a1", "A", 1000, 2000.0, "play my music"), ("a2", "A", 1001, 1500.0, "pl
        ("b2", "B", 6000, 2500.0, "play my music")]
 
 
-def _tables() -> tuple[pa.Table, pa.Table]:
-    requests = pa.table({"request_id": [r[0] for r in LOG], "user_id": [r[1] for r in LOG],
-                         "timestamp_s": pa.array([r[2] for r in LOG], pa.int64()), "evaluated": [True] * len(LOG)})
-    partials = [[{"time_ms": 300.0, "words": ["play"]}, {"time_ms": 600.0, "words": text.split()[:2]}]
-                for *_, text in LOG]
+def _tables(log: list[tuple], evaluated: list[bool] | None = None) -> tuple[pa.Table, pa.Table]:
+    """The requests and transcripts of `log`: two partials per request, its first word and its first two."""
+    requests = pa.table({"request_id": [r[0] for r in log], "user_id": [r[1] for r in log],
+                         "timestamp_s": pa.array([r[2] for r in log], pa.int64()),
+                         "evaluated": evaluated or [True] * len(log)})
+    partials = [[{"time_ms": 300.0, "words": text.split()[:1]}, {"time_ms": 600.0, "words": text.split()[:2]}]
+                for *_, text in log]
     transcripts = pa.table({
-        "request_id": [r[0] for r in LOG], "utt_id": [f"utt-{r[0]}" for r in LOG], "status": [STATUS_OK] * len(LOG),
-        "final_words": [r[4].split() for r in LOG], "ref_words": [r[4].split() for r in LOG],
-        "partials": pa.array(partials, pa.list_(PARTIAL)), "end_of_speech_ms": [r[3] for r in LOG],
-        "end_source": ["decoder"] * len(LOG), "duration_ms": [r[3] for r in LOG]})
+        "request_id": [r[0] for r in log], "utt_id": [f"utt-{r[0]}" for r in log], "status": [STATUS_OK] * len(log),
+        "final_words": [r[4].split() for r in log], "ref_words": [r[4].split() for r in log],
+        "partials": pa.array(partials, pa.list_(PARTIAL)), "end_of_speech_ms": [r[3] for r in log],
+        "end_source": ["decoder"] * len(log), "duration_ms": [r[3] for r in log]})
     return requests, transcripts
 
 
-def _expected(request: tuple, prefix: tuple[str, ...]) -> set[tuple[str, ...]]:
+def _expected(request: tuple, prefix: tuple[str, ...], log: list[tuple] = LOG) -> set[tuple[str, ...]]:
     """Brute force: finals of the same user's requests whose audio ended (whole seconds up) before this one
     started, and that extend the prefix."""
     _, user, start, _, _ = request
-    return {tuple(text.split()) for _, u, s, duration_ms, text in LOG
+    return {tuple(text.split()) for _, u, s, duration_ms, text in log
             if u == user and s + math.ceil(duration_ms / 1000.0) < start
             and tuple(text.split()[:len(prefix)]) == prefix}
 
 
-def test_personal_predictions_come_only_from_earlier_finished_requests(ray_cluster: object) -> None:
-    requests, transcripts = _tables()
+def _predictions(requests: pa.Table, transcripts: pa.Table) -> pl.DataFrame:
     cache = LmCache(ROOT / "models" / "lm_slurp.pt", CompletionSettings(n_best=2, beam=2, max_new_words=4),
                     persist=False)  # every answer from the Ray stage, none from an earlier run
-    predictions, _ = build_predictions(requests, transcripts, cache, shards=2)
-    by_id = {r[0]: r for r in LOG}
+    return build_predictions(requests, transcripts, cache, shards=2)[0]
+
+
+def _check_personal(predictions: pl.DataFrame, log: list[tuple], prefixes: Callable[[tuple], set],
+                    checked: list[tuple] | None = None) -> int:
+    """Every (request, prefix)'s personal predictions, for the requests `checked` (all of `log` by default),
+    equal the brute force's over the whole log; returns how many there were."""
     seen = 0
-    for request_id, request in by_id.items():
-        for prefix in {("play",), tuple(request[4].split()[:2])}:
-            rows = predictions.filter((predictions["request_id"] == request_id)
+    for request in log if checked is None else checked:
+        for prefix in prefixes(request):
+            rows = predictions.filter((predictions["request_id"] == request[0])
                                       & (predictions["partial_words"].list.join(" ") == " ".join(prefix)))
             personal = {tuple(w) for w, flag in zip(rows["prediction_words"].to_list(),
                                                     rows["in_personal"].to_list(), strict=True) if flag}
-            assert personal == _expected(request, prefix), (request_id, prefix)
+            assert personal == _expected(request, prefix, log), (request[0], prefix)
             seen += len(personal)
+    return seen
+
+
+def test_personal_predictions_come_only_from_earlier_finished_requests(ray_cluster: object) -> None:
+    predictions = _predictions(*_tables(LOG))
+    by_id = {r[0]: r for r in LOG}
+    seen = _check_personal(predictions, LOG, lambda r: {("play",), tuple(r[4].split()[:2])})
     # the context columns too: the candidate was last said (its audio ended) before the request started
     said = predictions.filter(predictions["in_personal"])
     assert said["last_said_s"].null_count() == 0 and (said["last_said_s"] < said["timestamp_s"]).all()
@@ -75,3 +92,21 @@ def test_personal_predictions_come_only_from_earlier_finished_requests(ray_clust
     assert seen >= 6 and _expected(by_id["a2"], ("play",)) == set()
     assert _expected(by_id["a5"], ("play",)) == {("play", "my", "music"), ("play", "jazz", "now"),
                                                  ("play", "the", "news")}
+
+
+def test_no_leak_on_a_simulated_log(ray_cluster: object) -> None:
+    """A log from the usage simulation (three test users, a history week and an evaluated one, routines and
+    one-offs): each final is the request's text followed by its own id, so all finals differ and a leaked
+    own or later final would show; durations follow the text's length."""
+    simulated = simulate_usage(population("test", 3), UsageSettings(weeks=2, history_weeks=1, routine_share=0.6))
+    rows = simulated.to_pylist()
+    log = [(r["request_id"], r["user_id"], r["timestamp_s"], 300.0 + 350.0 * len(r["normalized_text"].split()),
+            f"{r['normalized_text']} {r['request_id'].lower()}") for r in rows]
+    evaluated = [r["evaluated"] for r in rows]
+    predictions = _predictions(*_tables(log, evaluated))
+    assert set(predictions["request_id"].unique()) == {r[0] for r, e in zip(log, evaluated, strict=True) if e}
+    checked = [r for r, e in zip(log, evaluated, strict=True) if e]
+    seen = _check_personal(predictions, log, lambda r: {tuple(r[4].split()[:1]), tuple(r[4].split()[:2])},
+                           checked)
+    repeats = sum(r["routine"] for r, e in zip(rows, evaluated, strict=True) if e)
+    assert repeats > 0 and seen > 0  # the history is exercised: repeats find their earlier renditions
