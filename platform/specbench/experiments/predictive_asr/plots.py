@@ -93,13 +93,15 @@ def _curves_figure(plt: Any, sweeps: dict[str, pl.DataFrame], names: list[str], 
 
 def _habit_figure(plt: Any, habit: list[dict[str, float]], metrics: dict[str, float], path: Path) -> Path:
     """Success against habit: oracle and success at the devel thresholds (left), failed rate and mean gain
-    over all requests (right), for LM only, personal only and both (and the cache model, the context
+    over all requests (right, the gain on its own axis), for LM only, personal only and both (and the cache model, the context
     features and the per-source thresholds on the same candidates), against the realized repeat rate."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     x = [r["repeat_rate"] for r in habit]
     names = {"both": "LM + personal", "lm": "LM only", "personal": "personal only"}
+    colors = {}
     for key, label in names.items():
         line = left.plot(x, [r[f"{key}.success_rate"] for r in habit], marker="o", label=f"{label}: success")[0]
+        colors[key] = line.get_color()
         left.plot(x, [r[f"{key}.oracle_rate"] for r in habit], linestyle=":", color=line.get_color(),
                   label=f"{label}: oracle")
         right.plot(x, [r[f"{key}.failed_rate"] for r in habit], marker="o", color=line.get_color(),
@@ -112,7 +114,9 @@ def _habit_figure(plt: Any, habit: list[dict[str, float]], metrics: dict[str, fl
             right.plot(x, [r[f"{key}.failed_rate"] for r in habit], marker="^", linestyle="--",
                        color=line.get_color(), label=f"{label}: failed")
     gain = right.twinx()
-    gain.plot(x, [r["both.gain_ms_all"] for r in habit], marker="s", color="grey", label="LM + personal: mean gain")
+    for key, label in names.items():
+        gain.plot(x, [r[f"{key}.gain_ms_all"] for r in habit], marker="s", linestyle="-.", linewidth=0.8,
+                  color=colors[key], label=f"{label}: mean gain")
     gain.set_ylabel("mean gain over all requests (ms)")
     if "prefetch.calibrated_routine_share" in metrics:
         left.axvline(metrics["prefetch.repeat_rate"], color="grey", linestyle="--", label="calibrated population")
