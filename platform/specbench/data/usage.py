@@ -445,7 +445,7 @@ def _request_days(g_rate: np.random.Generator, g_days: np.random.Generator, s: U
 
 
 def _request_count(user_id: str, split: str, s: UsageSettings) -> int:
-    g_rate, g_days = _user_generators(s.seed, split, user_id, 5)[:2]
+    g_rate, g_days = _user_generators(s.seed, split, user_id, 5)[:2]  # spawned as in _simulate_user: same draws
     return int(_request_days(g_rate, g_days, s).size)
 
 

@@ -93,8 +93,9 @@ def _curves_figure(plt: Any, sweeps: dict[str, pl.DataFrame], names: list[str], 
 
 def _habit_figure(plt: Any, habit: list[dict[str, float]], metrics: dict[str, float], path: Path) -> Path:
     """Success against habit: oracle and success at the devel thresholds (left), failed rate and mean gain
-    over all requests (right, the gain on its own axis), for LM only, personal only and both (and the cache model, the context
-    features and the per-source thresholds on the same candidates), against the realized repeat rate."""
+    over all requests (right, the gain on its own axis), for LM only, personal only and both (and the cache
+    model, the context features and the per-source thresholds on the same candidates), against the realized
+    repeat rate."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     x = [r["repeat_rate"] for r in habit]
     names = {"both": "LM + personal", "lm": "LM only", "personal": "personal only"}
