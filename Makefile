@@ -45,27 +45,15 @@ bench: setup
 	$(BIN)/specbench bench graph --rebuild --output benchmarks/results/graph_cpu.json
 
 # Python 3.12 with numpy, pyarrow, cupy and pytest; kaldifst, kaldi-decoder and kaldiio from the carried wheels.
+# scripts/gpu_check.sh runs each step under its own time limit and logs to OUT/gpu_check.log.
 GPU_PYTHON ?= python3
 OUT ?= benchmarks/results/gpu
 UTTS ?= 1000
 # more `specbench bench decoder` options, e.g. a shorter run: --stream-seconds 5 --graph-copies 1,10
 DECODER_ARGS ?=
-CARRY := .specbench/gpu-carry
-GPU_ENV := PYTHONPATH=platform:$(CARRY)/site
 
 gpu-check:
-	@test -f $(CARRY)/manifest.json || { echo "$(CARRY) is missing: run 'python scripts/gpu_carry.py' first"; exit 2; }
-	mkdir -p $(OUT)
-	test -d $(CARRY)/site/kaldi_decoder || $(GPU_PYTHON) -c "import kaldifst, kaldi_decoder, kaldiio" 2>/dev/null || \
-		$(GPU_PYTHON) -m pip install --quiet --no-index --no-deps --target $(CARRY)/site $(CARRY)/wheels/*.whl
-	$(GPU_ENV) SPECBENCH_GPU_OUT=$(OUT) $(GPU_PYTHON) -m pytest tests/gpu -m gpu -q --junitxml=$(OUT)/gpu_tests.xml; tests=$$?; \
-	$(GPU_ENV) $(GPU_PYTHON) -m specbench bench decoder --graph $(CARRY)/TLG.fst --scores $(CARRY)/scores_test.npz \
-		--utterances $(UTTS) --no-mlflow --output $(OUT)/decoder_h200.json $(DECODER_ARGS) > /dev/null; bench=$$?; \
-	SPECBENCH_DATA=$(CARRY)/data $(GPU_ENV) $(GPU_PYTHON) -m specbench bench completion --device cuda --no-mlflow \
-		--output $(OUT)/completion_h200.json > /dev/null || bench=1; \
-	$(GPU_ENV) $(GPU_PYTHON) -m specbench bench acoustic --audio $(CARRY)/audio --utterances 100 --no-mlflow \
-		--output $(OUT)/acoustic_h200.json > /dev/null || bench=1; \
-	[ $$tests -eq 0 ] || [ $$tests -eq 5 ] || exit $$tests; exit $$bench  # pytest 5: no GPU tests collected
+	OUT=$(OUT) GPU_PYTHON=$(GPU_PYTHON) UTTS=$(UTTS) DECODER_ARGS="$(DECODER_ARGS)" bash scripts/gpu_check.sh
 
 clean:
 	rm -rf $(VENV) .specbench

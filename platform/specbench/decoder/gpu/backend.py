@@ -81,16 +81,25 @@ def gpu_available() -> bool:
     return True
 
 
+def sync_detection_works() -> bool:
+    """Whether `cupyx.allow_synchronize` detects synchronizations in this cupy: before CuPy 10 it did; since
+    then it is deprecated, only warns, and nothing in cupy checks it (seen in 14.2)."""
+    import cupy
+    import cupyx
+
+    major = int(str(cupy.__version__).split(".")[0])
+    return major < 10 and getattr(cupyx, "allow_synchronize", None) is not None
+
+
 def _host_may_wait():
-    """`cupyx.allow_synchronize(True)` where this cupy still has it (deprecated since CuPy 10), else nothing:
-    the counted reads, and a batch's upload and download, may synchronize when the GPU tests forbid every
-    other synchronization of the frame loop."""
+    """`cupyx.allow_synchronize(True)` where this cupy still detects synchronizations (`sync_detection_works`),
+    else nothing: the counted reads, and a batch's upload and download, may synchronize when the GPU tests
+    forbid every other synchronization of the frame loop."""
     import contextlib
 
     import cupyx
 
-    allow = getattr(cupyx, "allow_synchronize", None)
-    return allow(True) if allow is not None else contextlib.nullcontext()
+    return cupyx.allow_synchronize(True) if sync_detection_works() else contextlib.nullcontext()
 
 
 def _on_stream(method):
