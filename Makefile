@@ -49,8 +49,10 @@ bench: setup
 GPU_PYTHON ?= python3
 OUT ?= benchmarks/results/gpu
 UTTS ?= 1000
-# more `specbench bench decoder` options, e.g. a shorter run: --stream-seconds 5 --graph-copies 1,10
-DECODER_ARGS ?=
+# `specbench bench decoder` options: the GPU configurations and the CPU baselines they are measured against
+# (the CPU-only backends, twin, cpu_numpy and the partial-posterior cost, are measured by `make bench`'s
+# machines; here they would take three minutes); add e.g. --gpu-lanes 2048 --gpu-table-slots 32768
+DECODER_ARGS ?= --backends kaldi,cpu,cpu_lattice,gpu,gpu_lattice,cpu_scaling --ratio-rounds 1
 
 gpu-check:
 	OUT=$(OUT) GPU_PYTHON=$(GPU_PYTHON) UTTS=$(UTTS) DECODER_ARGS="$(DECODER_ARGS)" bash scripts/gpu_check.sh

@@ -506,3 +506,12 @@ def test_copy_test_audio_takes_the_first_ok_test_utterances_by_id(tmp_path: Path
     assert info["utterances"] == 2 and info["seconds"] == 3.0
     with pytest.raises(SystemExit, match="no such manifest"):
         gpu_carry.copy_test_audio(tmp_path / "missing.parquet", tmp_path / "audio", 2)
+
+
+def test_a_stream_batch_holds_about_eight_utterances_a_lane() -> None:
+    from specbench.benchmarks.decoder.gpu_processes import STREAM_BATCH_MAX, stream_repeats
+
+    assert stream_repeats(256, 1000) == 3  # 2,048 wanted: three copies of the shard
+    assert stream_repeats(2048, 250) == 66  # 16,384 wanted (the cap): 66 copies
+    assert stream_repeats(4096, 1000) == STREAM_BATCH_MAX // 1000 + 1
+    assert stream_repeats(1, 1000) == 1 and stream_repeats(8, 0) == 8 * 8

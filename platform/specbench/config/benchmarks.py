@@ -77,6 +77,10 @@ class BenchDecoderConfig(BenchConfig):
     lattice_beam: float = field(default=8.0, metadata=_range(0.0, 100.0))
     acoustic_scale: float = field(default=1.0, metadata=_range(0.01, 10.0))
     gpu_decoders: tuple[int, ...] = field(default=(1, 2, 4, 8), metadata=_range(1, 64))
+    # lanes of each GPU decoder process (utterances decoded together) and its recombination table: 0, dense
+    # (one entry per graph state a lane), or a hash table of that many slots a lane (`LaneSettings.table_slots`)
+    gpu_lanes: int = field(default=256, metadata=_range(1, 65536))
+    gpu_table_slots: int = field(default=0, metadata=_range(0, 2**30))
     # each GPU configuration's throughput stream after its first pass: the utterances repeated until the
     # processes have decoded this many (1-best) and this many seconds have passed; 0 and 0: no stream
     stream_utterances: int = field(default=20000, metadata=_range(0, 10_000_000))

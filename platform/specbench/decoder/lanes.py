@@ -191,7 +191,8 @@ class LaneSettings:
     """The search options (`options.SearchOptions`) and the queue capacities of one lane decoder.
 
     token_capacity: tokens per frame over all lanes; arc_capacity: candidate arcs per frame over all lanes;
-    arena_capacity: backpointers per wave; lattice_capacity: lattice records per wave (ints in [1, 2^31)).
+    arena_capacity: backpointers per wave; lattice_capacity: lattice records per wave (ints in [1, 2^31);
+    `LaneDecoder` raises the latter to 2^17 a lane where it has more than 512 lanes).
     table_slots: the recombination table of each lane: 0, one entry per graph state (dense: per-lane memory
     grows with the graph); else a hash table of that many slots (a power of two, 16 to 2^30), open
     addressing by state (on the GPU also the lattices' token-cost table; the twin keeps that one dense):
@@ -527,6 +528,10 @@ class LaneDecoder:
         self.options.require_no_partial_lattices(type(self).__name__)
         if isinstance(max_lanes, int) and max_lanes > 0:  # the ring holds the lanes' utterances: 2^16 a lane
             capacities.setdefault("arena_window", min(1 << 30, max(LaneSettings.arena_window, max_lanes << 16)))
+            # a wave admits utterances while its records are under a quarter of this: 2^17 a lane keeps
+            # thousands of lanes full with lattices (about 12,000 records an utterance on the SLURP test set)
+            capacities.setdefault("lattice_capacity", min((1 << 31) - 1,
+                                                          max(LaneSettings.lattice_capacity, max_lanes << 17)))
         self.settings = LaneSettings(options, **capacities)
         self.lane_graph = LaneGraph.build(graph)
         if not isinstance(max_lanes, int) or max_lanes < 1:

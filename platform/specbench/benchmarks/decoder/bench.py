@@ -161,8 +161,9 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
 
 def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str], gpu_decoders: Sequence[int],
               status: dict[str, Any], result: dict[str, Any], plan: StreamPlan = NO_STREAM,
-              graph_copies: Sequence[int] = ()) -> dict[str, Timed]:
-    """The GPU modes of `include` with each number of processes in `gpu_decoders`: runs named gpu4,
+              graph_copies: Sequence[int] = (), lanes: dict[str, int] | None = None) -> dict[str, Timed]:
+    """The GPU modes of `include` with each number of processes in `gpu_decoders`, each process's decoder
+    with `lanes` (max_lanes and table_slots; the decoder's defaults where absent): runs named gpu4,
     gpu4_lattice, ...; `result` gets their times (the first pass), real-time factors, peak memory and
     throughput streams (`plan`); then the graph-size sweep over `graph_copies` (`_graph_size_sweep`)."""
     modes = [(m, None if m == "gpu" else options.lattice_beam) for m in GPU_MODES if m in include]
@@ -179,7 +180,7 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
     for n in sorted({int(n) for n in gpu_decoders}):
         timed = _attempt(status, f"gpu x{n}", lambda n=n: run_gpu_processes(  # the cores shared by the processes
             workload.graph_path, list(workload.items), options, n, modes, plan=plan,
-            settings={"lattice_workers": default_lattice_workers(n)}))
+            settings={"lattice_workers": default_lattice_workers(n), **(lanes or {})}))
         for mode, t in (timed or {}).items():
             key = mode.replace("gpu", f"gpu{n}", 1)  # gpu4, gpu4_lattice
             gpu_runs[key] = t
@@ -187,8 +188,9 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
             result[f"{key}_peak_memory_bytes_total"] = t.extra["peak_memory_bytes_total"]
             peak = max(peak, t.extra["peak_memory_bytes_per_process"])
     result["gpu_peak_memory_bytes"] = peak
+    result["gpu_lanes"] = dict(lanes or {})
     if "gpu" in include and graph_copies:
-        _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"))
+        _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"), lanes or {})
     if "gpu" in include:  # last, in this process: where the frame loop's time goes, against what the GPU can
         _profile_against_ceiling(workload, options, gpu_runs, status, result, lattices="gpu_lattice" in include)
     for mode, _ in modes:
@@ -200,21 +202,23 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
 
 
 def _graph_size_sweep(workload: Workload, options: SearchOptions, graph_copies: Sequence[int], plan: StreamPlan,
-                      status: dict[str, Any], result: dict[str, Any], one_copy: Timed | None) -> None:
+                      status: dict[str, Any], result: dict[str, Any], one_copy: Timed | None,
+                      lanes: dict[str, int]) -> None:
     """One GPU decoder process (1-best, with the stream of `plan`) on k disjoint copies of the graph for each
     k of `graph_copies` (`wfst.graph.disjoint_copies`: the same searches on a graph k times the size), with
     the dense recombination tables and with hash tables of HASH_TABLE_SLOTS slots (`LaneSettings.
     table_slots`): `graph_size_sweep` lists per run the states, the first pass's seconds, the stream's frames
     per second, the peak device memory and the share of 1-bests equal to gpu1's (`one_copy`, which is the
-    dense run of k = 1)."""
+    run of k = 1 with the configuration's table). Every run has the configuration's lanes (`lanes`)."""
     graph = workload.graph.csr
     rows = []
+    own_slots = int(lanes.get("table_slots", 0))
     for slots in (0, HASH_TABLE_SLOTS):
         for k in sorted({1, *(int(c) for c in graph_copies)}):
             name = f"gpu on {k} graph copies" + (f", {slots} table slots" if slots else "")
-            timed = one_copy if (k, slots) == (1, 0) else _attempt(status, name, lambda k=k, slots=slots: (
+            timed = one_copy if (k, slots) == (1, own_slots) else _attempt(status, name, lambda k=k, slots=slots: (
                 run_gpu_processes(workload.graph_path, list(workload.items), options, 1, [("gpu", None)],
-                                  plan=plan, copies=k, settings={"table_slots": slots})["gpu"]))
+                                  plan=plan, copies=k, settings={**lanes, "table_slots": slots})["gpu"]))
             if timed is not None:
                 rows.append(_size_row(k, slots, graph, timed, one_copy))
     result["graph_size_sweep"] = rows
@@ -270,11 +274,13 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
                   include: Sequence[str] | None = None, frame_shift_ms: float | None = None,
                   command: str | None = None, workload: str = DEFAULT_WORKLOAD,
                   cpu_cores: Sequence[int] = (1, 2), ratio_rounds: int = 3,
-                  stream: StreamPlan = NO_STREAM, graph_copies: Sequence[int] = ()) -> dict[str, Any]:
+                  stream: StreamPlan = NO_STREAM, graph_copies: Sequence[int] = (),
+                  gpu_lanes: dict[str, int] | None = None) -> dict[str, Any]:
     """Measure the backends in `include` (default: all, see `backend_names`) on the workload `workload`
     with `options` (its lattice beam for the lattice backends), each GPU configuration with the throughput
     stream `stream` after its first pass, and one GPU process on each number of disjoint graph copies in
-    `graph_copies` (`_graph_size_sweep`); returns the JSON-able result. Backends
+    `graph_copies` (`_graph_size_sweep`), the GPU decoders with `gpu_lanes` (max_lanes and table_slots);
+    returns the JSON-able result. Backends
     that cannot be imported are reported unavailable; those that fail, as errors (`errors` lists them)."""
     include = backend_names() if include is None else tuple(include)
     unknown = set(include) - set(backend_names())
@@ -288,7 +294,7 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     result = _header(work, options, Path(scores_path), command, threads)
     status: dict[str, dict[str, Any]] = {}
     runs = _time_in_process(work, options, include, status, result, ratio_rounds)
-    gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result, stream, graph_copies)
+    gpu_runs = _time_gpu(work, options, include, gpu_decoders, status, result, stream, graph_copies, gpu_lanes)
     result["stream_plan"] = {"utterances": stream.utterances, "seconds": stream.seconds}
     _time_cpu_cores(work, options, include, cpu_cores, status, result, max(ratio_rounds, 1))
     result.update(summary_metrics(runs, gpu_runs, work.ids, work.audio_seconds))
@@ -317,7 +323,8 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
                          frame_shift_ms=config.frame_shift_ms, cpu_cores=config.cpu_cores,
                          ratio_rounds=config.ratio_rounds, workload=config.workload,
                          stream=StreamPlan(config.stream_utterances, config.stream_seconds),
-                         graph_copies=config.graph_copies)
+                         graph_copies=config.graph_copies,
+                         gpu_lanes={"max_lanes": config.gpu_lanes, "table_slots": config.gpu_table_slots})
 
 
 def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:

@@ -10,7 +10,9 @@ With a `StreamPlan`, that first pass over the shards is the warm-up of a through
 barrier each process decodes its shard again and again (as Kaldi's CUDA benchmark repeats its data set with
 `--iterations`) until the processes together have decoded the plan's utterances and its seconds have
 passed; the stream's frames per second are its frames over the time from that barrier to the last end, and
-every repeated 1-best is compared with the first pass's.
+every repeated 1-best is compared with the first pass's. The copies of the shard go to the decoder in
+batches of about 8 utterances a lane (`stream_repeats`), so that lanes are refilled across the copies and
+drain only at the end of a batch, as in a stream that does not end after every pass.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from specbench.decoder.options import SearchOptions
 GPU_DECODER = "specbench.decoder.gpu.backend:GpuDecoder"
 GPU_WARMUP_UTTERANCES = 4
 GPU_TIMEOUT_S = 3600.0
+STREAM_WAVES = 8  # utterances a lane in one batch of a throughput stream (`stream_repeats`)
+STREAM_BATCH_MAX = 16384  # utterances in one batch of a stream at most (the batch's scores are uploaded at once)
 Mode = tuple[str, "float | None"]  # (name, lattice beam or None)
 
 
@@ -59,16 +63,27 @@ def _stream(lanes: Any, items: list[tuple[str, np.ndarray]], first: list[Outcome
     """Decode `items` again and again, after the barrier, until `utterances` and `seconds` are both reached:
     the start and end, passes, utterances and frames decoded, and the utterances whose outcome differs from
     the first pass's (`first`)."""
+    repeats = stream_repeats(getattr(lanes, "max_lanes", 1), len(items))
+    batch, expected = list(items) * repeats, list(first) * repeats
+    frames = repeats * sum(len(m) for _, m in items)
     barrier.wait(timeout=GPU_TIMEOUT_S)
     start = time.perf_counter()
-    done = {"passes": 0, "utterances": 0, "frames": 0, "repeat_mismatches": 0}
+    done = {"passes": 0, "utterances": 0, "frames": 0, "repeat_mismatches": 0, "repeats_per_batch": repeats}
     while items and (done["utterances"] < utterances or time.perf_counter() - start < seconds):
-        decoded = lanes.decode_batch(items)
-        done["passes"] += 1
-        done["utterances"] += len(items)
-        done["frames"] += sum(len(m) for _, m in items)
-        done["repeat_mismatches"] += sum(outcome_of(r, len(m)) != o for r, (_, m), o in zip(decoded, items, first))
+        decoded = lanes.decode_batch(batch)
+        done["passes"] += repeats
+        done["utterances"] += len(batch)
+        done["frames"] += frames
+        done["repeat_mismatches"] += sum(outcome_of(r, len(m)) != o for r, (_, m), o in zip(decoded, batch, expected))
     return {"start": start, "end": time.perf_counter(), **done}
+
+
+def stream_repeats(max_lanes: int, shard: int) -> int:
+    """How many copies of a process's shard one batch of its stream holds: about STREAM_WAVES utterances a
+    lane (at most STREAM_BATCH_MAX), so that lane refill keeps the lanes full and only the end of each batch
+    drains them, as in a stream that never ends; at least one copy."""
+    wanted = min(STREAM_BATCH_MAX, STREAM_WAVES * max(int(max_lanes), 1))
+    return max(1, -(-wanted // max(shard, 1)))
 
 
 def gpu_state() -> tuple[bool, str | None]:
@@ -243,6 +258,7 @@ def _stream_report(streams: list[dict[str, Any]]) -> dict[str, Any]:
     mismatches = sum(s["repeat_mismatches"] for s in streams)
     return {"seconds": seconds, "utterances": utterances, "frames": frames,
             "passes": [s["passes"] for s in streams],
+            "repeats_per_batch": [s.get("repeats_per_batch", 1) for s in streams],
             "frames_per_second": frames / seconds if seconds > 0 else None,
             "utterances_per_second": utterances / seconds if seconds > 0 else None,
             "repeat_identical": 1.0 - mismatches / utterances if utterances else None}
