@@ -12,7 +12,7 @@
 #
 # Environment: OUT (required), GPU_PYTHON (python3), UTTS (1000), DECODER_ARGS (more `bench decoder` options),
 # TESTS_LIMIT, DECODER_LIMIT, COMPLETION_LIMIT, ACOUSTIC_LIMIT (seconds per step), STOP_ON_FAILED_TESTS=1 (no
-# benchmarks after a failed GPU test: what a short first try on a lent machine wants).
+# benchmarks after a failed GPU test: a short first try).
 set -u
 out=${OUT:?set OUT to the folder for the results}
 py=${GPU_PYTHON:-python3}

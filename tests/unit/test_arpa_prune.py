@@ -1,7 +1,9 @@
 """Relative-entropy pruning (`wfst.arpa_prune`) against a brute-force computation on small trigram models:
 every context's whole distribution enumerated before and after removing one n-gram; and its array passes
-against the same formulas written as plain loops over `ArpaModel` (`reference_*` below), equal to the last
-bit on random trigram and 4-gram models."""
+against the same formulas written as plain loops over `ArpaModel` (`reference_*` below) on random trigram and
+4-gram models: the same n-grams in the same order, every value equal to within rounding (`close`). Where numpy
+computes log10 and powers with libm they are bit-identical; on a machine with AVX-512 numpy uses its own SIMD
+log10 and power, which differ from libm's (`math.log10`, `**`) in the last bit of some values."""
 
 from __future__ import annotations
 
@@ -154,7 +156,7 @@ def test_a_restricted_vocabulary_keeps_every_distribution_normalized(seed) -> No
 
 
 # The same formulas as plain loops over `ArpaModel`, one n-gram at a time (what `wfst.arpa_prune` computed
-# before it ran on arrays): the reference the array passes must equal to the last bit.
+# before it ran on arrays): the reference the array passes must equal to within rounding (`close`).
 
 _EPS = 1e-12
 
@@ -245,12 +247,26 @@ def reference_restrict_vocabulary(model: ArpaModel, size: int) -> ArpaModel:
     return restricted
 
 
+def close(a: float, b: float) -> bool:
+    """Equal to within rounding: 1e-12 relative, or 1e-14 absolute for values near zero (a few ulps of the
+    log-probabilities and entropy deltas these are; on AVX-512 the largest difference seen is 3e-15)."""
+    return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-14)
+
+
+def _close_dicts(x: dict, y: dict, what: str) -> None:
+    """The same keys in the same order, every value (a float or a tuple of floats) `close`."""
+    assert list(x) == list(y), f"{what}: different n-grams or order"
+    for key, u in x.items():
+        v = y[key]
+        pairs = zip(u, v, strict=True) if isinstance(u, tuple) else [(u, v)]
+        assert all(close(p, q) for p, q in pairs), f"{what}: {key} {u} against {v}"
+
+
 def _same(a: ArpaModel, b: ArpaModel) -> None:
-    """Equal to the last bit, n-grams in the same order."""
+    """The same n-grams in the same order, every log-probability and back-off weight `close`."""
     assert a.order == b.order
     for n, (x, y) in enumerate(zip(a.ngrams, b.ngrams, strict=True), 1):
-        assert list(x) == list(y), f"order {n}: different n-grams or order"
-        assert list(x.values()) == list(y.values()), f"order {n}: values differ"
+        _close_dicts(x, y, f"order {n}")
 
 
 def larger_models() -> list[ArpaModel]:
@@ -260,10 +276,10 @@ def larger_models() -> list[ArpaModel]:
 
 
 @pytest.mark.parametrize("index", range(3))
-def test_array_passes_equal_the_loops_to_the_last_bit(index: int) -> None:
+def test_array_passes_equal_the_loops(index: int) -> None:
     model = larger_models()[index]
     for n in range(2, model.order + 1):
-        assert entropy_deltas(model, n) == reference_entropy_deltas(model, n)
+        _close_dicts(entropy_deltas(model, n), reference_entropy_deltas(model, n), f"entropy deltas, order {n}")
     for threshold in (0.0, 1e-4, 1e-2):
         _same(prune(model, threshold)[0], reference_prune(model, threshold))
     for size in (1, 3, len(model.ngrams[0]) - 3):
