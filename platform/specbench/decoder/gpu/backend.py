@@ -81,6 +81,7 @@ def gpu_available() -> bool:
     return True
 
 
+@functools.cache
 def sync_detection_works() -> bool:
     """Whether `cupyx.allow_synchronize` detects synchronizations in this cupy: before CuPy 10 it did; since
     then it is deprecated, only warns, and nothing in cupy checks it (seen in 14.2)."""
