@@ -29,7 +29,7 @@ from specbench.benchmarks.decoder.backends import (
 )
 from specbench.benchmarks.decoder.ceiling import ceiling_token_set
 from specbench.benchmarks.decoder.cpu_scaling import core_counts, time_cpu_cores
-from specbench.benchmarks.decoder.gpu_processes import StreamPlan, run_gpu_processes
+from specbench.benchmarks.decoder.gpu_processes import StreamPlan, run_gpu_processes, stream_repeats
 from specbench.decoder.backends import GraphFile, make_decoder
 from specbench.decoder.lanes import STATUS_EVERY
 from specbench.decoder.options import SearchOptions
@@ -216,6 +216,10 @@ def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
     lattices = gpu_profile(workload, options, backend="twin", lattice=True)  # the lattice links' kernels too
     assert lattices["launches"]["eps_link_write"] == steps + 1 and lattices["arcs"] == report["arcs"]
     assert set(lattices["lattice_thread_cpu_seconds"]) == {"group records", "prune lattices"}
+    full = gpu_profile(workload, options, backend="twin", lanes={"max_lanes": 2, "table_slots": 0})
+    assert full["repeats"] == stream_repeats(2, len(items)) == 3  # about eight utterances a lane, as the stream
+    assert full["utterances"] == 3 * len(items) and full["lanes"] == {"max_lanes": 2}
+    assert full["lane_use"]["max_lanes"] == 2 and full["arcs"] == 3 * report["arcs"]
 
 
 def test_cuda_graphs_effect_reports_both_decoders_side_by_side(tmp_path: Path) -> None:

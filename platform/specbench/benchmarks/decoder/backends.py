@@ -25,6 +25,7 @@ from dataclasses import replace
 
 from specbench.benchmarks import harness
 from specbench.benchmarks.decoder.agreement import Timed, decoder_lane_use, outcome_of
+from specbench.benchmarks.decoder.gpu_processes import stream_repeats
 from specbench.benchmarks.decoder.workloads import Workload
 from specbench.decoder.backends import make_decoder
 from specbench.decoder.options import SearchOptions
@@ -82,23 +83,33 @@ def all_as_lanes(backend: str, workload: Workload, options: SearchOptions) -> Ti
                   "kernel_log": decoder.kernel_log.report(decoder.frame_steps, seconds)})
 
 
-def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu", lattice: bool = False) -> dict:
+def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu", lattice: bool = False,
+                lanes: dict[str, int] | None = None) -> dict:
     """One GPU decoder in this process with every launch of its frame loop timed by CUDA events (1-best, or
     with `lattice` the options' lattice beam; the workload's utterances in one `decode_batch` call after a
     warm-up): milliseconds per kernel, launches and host reads per frame step, candidate arcs per second of
     the timed call (`KernelLog.report`, events included; with lattices also the lattice threads' CPU seconds),
     and the lanes' use. A profile, not a speed figure: the events add work to every launch.
-    `backend="twin"` gives the same report without kernel times (the tests' stand-in for the GPU)."""
+    With `lanes` (the decoder's max_lanes and table_slots, as the throughput stream uses them) the call decodes
+    as many copies of the utterances as one batch of that stream holds (`stream_repeats`: about eight a lane),
+    so the profile sees the lanes as full as the stream keeps them; the report then names `lanes` and
+    `repeats`. `backend="twin"` gives the same report without kernel times (the tests' stand-in for the GPU)."""
     chosen = with_lattice(options) if lattice else one_best(options)
-    decoder = make_decoder(backend, workload.graph, chosen, **({"timing": True} if backend == "gpu" else {}))
-    items = list(workload.items)
+    settings = {k: int(v) for k, v in (lanes or {}).items() if v}
+    decoder = make_decoder(backend, workload.graph, chosen, **settings,
+                           **({"timing": True} if backend == "gpu" else {}))
+    repeats = stream_repeats(settings["max_lanes"], len(workload.items)) if "max_lanes" in settings else 1
+    items = list(workload.items) * repeats
     decoder.decode_batch(items[:4])  # warm-up: kernels compiled, memory pool filled
     decoder.reset_counts()
     harness.say("decoder", f"gpu profile{' with lattices' if lattice else ''}: decoding {len(items)} utterances "
-                "with every launch timed")
+                f"with every launch timed{f' ({settings})' if settings else ''}")
     seconds, _ = harness.timed(lambda: decoder.decode_batch(items))
-    return {"seconds": seconds, **decoder.kernel_log.report(decoder.frame_steps, seconds),
-            "lane_use": decoder_lane_use(decoder)}
+    report = {"seconds": seconds, **decoder.kernel_log.report(decoder.frame_steps, seconds),
+              "lane_use": decoder_lane_use(decoder)}
+    if lanes is not None:
+        report.update(lanes=settings, repeats=repeats, utterances=len(items))
+    return report
 
 
 def _side_by_side(decoders: dict[str, Any], items: list, rounds: int) -> tuple[dict[str, float], bool]:

@@ -121,9 +121,12 @@ def _time_in_process(workload: Workload, options: SearchOptions, include: Sequen
 
 
 def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_runs: dict[str, Timed],
-                             status: dict[str, Any], result: dict[str, Any], lattices: bool = False) -> None:
+                             status: dict[str, Any], result: dict[str, Any], lattices: bool = False,
+                             lanes: dict[str, int] | None = None) -> None:
     """`gpu_profile` (kernel times, launches and host reads per frame; with `lattices` also with the lattice
-    beam: `gpu_lattice_profile`), the arc-rate ceiling of this GPU (`gpu_arc_ceiling`), one utterance's
+    beam: `gpu_lattice_profile`); where the stream's decoders have `lanes` of their own (`--gpu-lanes`), the
+    same at those lanes with the lanes as full as the stream keeps them (`gpu_stream_profile`,
+    `gpu_stream_lattice_profile`, `gpu_stream_arc_ceiling_fraction`); the arc-rate ceiling of this GPU (`gpu_arc_ceiling`), one utterance's
     latency, what lane refill buys (`gpu_lane_refill`) and what CUDA graphs buy (`gpu_cuda_graphs`); each
     1-best configuration's candidate arcs per second (the profile's arcs, the same for every configuration,
     over its time) and its fraction of the ceiling."""
@@ -133,7 +136,17 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
                                                                                        lattice=True))
         if lattice_profile is not None:
             result["gpu_lattice_profile"] = lattice_profile
+    stream_lanes = {k: v for k, v in (lanes or {}).items() if v}
+    for name, with_lattices in (("gpu_stream_profile", False), ("gpu_stream_lattice_profile", True)):
+        if stream_lanes.get("max_lanes") and (lattices or not with_lattices):
+            entry = _attempt(status, name, lambda w=with_lattices: gpu_profile(workload, options, lattice=w,
+                                                                               lanes=stream_lanes))
+            if entry is not None:
+                result[name] = entry
     ceiling = _attempt(status, "gpu_arc_ceiling", lambda: gpu_arc_ceiling(workload, options))
+    if ceiling is not None and "gpu_stream_profile" in result:
+        result["gpu_stream_arc_ceiling_fraction"] = (result["gpu_stream_profile"]["arcs_per_second"]
+                                                     / ceiling["arcs_per_second"])
     latency = _attempt(status, "gpu_single_utterance_latency", lambda: single_utterance_latency(workload, options))
     if latency is not None:
         result["gpu_single_utterance_latency"] = latency
@@ -192,7 +205,8 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
     if "gpu" in include and graph_copies:
         _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"), lanes or {})
     if "gpu" in include:  # last, in this process: where the frame loop's time goes, against what the GPU can
-        _profile_against_ceiling(workload, options, gpu_runs, status, result, lattices="gpu_lattice" in include)
+        _profile_against_ceiling(workload, options, gpu_runs, status, result, lattices="gpu_lattice" in include,
+                                 lanes=lanes)
     for mode, _ in modes:
         if any(k.endswith("_lattice") == (mode == "gpu_lattice") for k in gpu_runs):
             status.setdefault(mode, {"status": "ok"})
