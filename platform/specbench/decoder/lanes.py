@@ -92,12 +92,14 @@ from specbench.decoder.result import (
     DecodeResult,
     DecodeStats,
 )
-from specbench.decoder.traceback import BestPath, partial_words, read_paths
+from specbench.decoder.traceback import BestPath, partial_words, read_flat_paths
 from specbench.wfst.graph import CsrGraph
 
 STAT_NAMES = ("frames", "tokens_created", "tokens_pruned", "max_active_binds", "min_active_binds",
               "beam_narrowings", "epsilon_iterations", "queue_overflows")
 STAT = {name: i for i, name in enumerate(STAT_NAMES)}
+_FRAMES, _CREATED, _EPSILON, _OVERFLOWS = (STAT[n] for n in ("frames", "tokens_created", "epsilon_iterations",
+                                                              "queue_overflows"))
 FLT_MAX = float(np.finfo(np.float32).max)
 # Hash-table slots per lane that the benchmarks use (`LaneSettings.table_slots`): on the SLURP TLG at beam
 # 15 a lane's frame reached at most 6,280 distinct states over 300 held-out-voice test utterances
@@ -918,29 +920,45 @@ def records_by_utterance(records: np.ndarray, occupancy: np.ndarray) -> np.ndarr
 
 def assemble_results(lg: LaneGraph, batch: LaneBatch, out: LaneOutput) -> list[DecodeResult]:
     """Every utterance's DecodeResult from its best paths, traced on the device (final and partials, all read
-    by one compiled call: `read_paths`; lattices are attached by `_Harvest` once pruned)."""
+    by one compiled call: `read_flat_paths`, their codes gathered from `out.paths` without a loop; lattices
+    are attached by `_Harvest` once pruned). Runs on the frame loop's thread between two status points, so
+    its cost per utterance bounds one decoder's stream (docs/decoders.md)."""
     from specbench.decoder.result import PartialHypothesis
 
     init_tokens = lg.init_dest.shape[0]
-    stats, wanted = [], []  # wanted: (utterance, partial slot or -1, codes, final or last state)
-    for u in range(len(batch.utt_ids)):
-        counts = dict(zip(STAT_NAMES, (int(c) for c in out.stats[u]), strict=True))
+    count = len(batch.utt_ids)
+    lengths = batch.lengths[:count].tolist()
+    stats = []
+    for u, row in enumerate(out.stats[:count].tolist()):
         # the frame-0 tokens (one epsilon round when the start state has closure moves), one round a frame
-        counts["frames"] = int(batch.lengths[u])
-        counts["tokens_created"] += init_tokens
-        counts["epsilon_iterations"] += counts["frames"] + (1 if init_tokens else 0)
-        stats.append(DecodeStats(**counts))
-        if stats[-1].queue_overflows or out.final_id[u] < 0:
-            continue
-        wanted.append((u, -1, out.path(u, 0), int(out.final_state[u])))
-        for slot, frame in enumerate(batch.partial_frames):
-            if frame < batch.lengths[u] and out.partial_id[u, slot] >= 0:
-                wanted.append((u, slot, out.path(u, slot + 1), int(out.partial_state[u, slot])))
-    paths = read_paths([w[2] for w in wanted], lg.moves.num_moves + 1, lg.graph, lg.moves, batch.costs,
-                       batch.first_row[[w[0] for w in wanted]], np.array([w[3] for w in wanted], dtype=np.int64))
+        row[_FRAMES] = lengths[u]
+        row[_CREATED] += init_tokens
+        row[_EPSILON] += lengths[u] + (1 if init_tokens else 0)
+        stats.append(DecodeStats(*row))
+    has_path = (out.stats[:count, _OVERFLOWS] == 0) & (out.final_id[:count] >= 0)
+    utts, slots = has_path.nonzero()[0], np.full(int(has_path.sum()), -1, dtype=np.int64)
+    states = out.final_state[utts]
+    if batch.partial_frames:  # (utterance, slot) of every partial within its utterance that has a path
+        frames = np.asarray(batch.partial_frames, dtype=np.int64)
+        inside = (frames[None, :] < batch.lengths[utts][:, None]) & (out.partial_id[utts] >= 0)
+        rows, cols = inside.nonzero()
+        order = np.lexsort((np.concatenate([np.full(utts.shape[0], -1), cols]),
+                            np.concatenate([utts, utts[rows]])))
+        states = np.concatenate([states, out.partial_state[utts[rows], cols]])[order]
+        utts, slots = np.concatenate([utts, utts[rows]])[order], np.concatenate([slots, cols])[order]
+    end, length = out.path_end[utts, slots + 1], out.path_len[utts, slots + 1]
+    if (length < 0).any():
+        raise RuntimeError("a traced best path is longer than its room in the path buffer (one entry per "
+                           "frame and at most one frame-0 epsilon move): the arena was overwritten; please "
+                           "report this with the graph and the utterance")
+    offsets = np.zeros(length.shape[0] + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    codes = out.paths[np.repeat(end - length - offsets[:-1], length) + np.arange(offsets[-1], dtype=np.int64)]
+    paths = read_flat_paths(codes, offsets, lg.moves.num_moves + 1, lg.graph, lg.moves, batch.costs,
+                            batch.first_row[utts], states)
     best: dict[int, BestPath] = {}
     partials: dict[int, list] = {}
-    for (u, slot, _, state), path in zip(wanted, paths, strict=True):
+    for u, slot, state, path in zip(utts.tolist(), slots.tolist(), states.tolist(), paths, strict=True):
         if slot < 0:
             best[u] = path
         else:
@@ -948,7 +966,7 @@ def assemble_results(lg: LaneGraph, batch: LaneBatch, out: LaneOutput) -> list[D
             partials.setdefault(u, []).append(PartialHypothesis(frame=batch.partial_frames[slot], word_ids=words))
     results = []
     for u, utt_id in enumerate(batch.utt_ids):
-        frames = int(batch.lengths[u])
+        frames = lengths[u]
         if stats[u].queue_overflows:
             results.append(DecodeResult.failed(utt_id, STATUS_OVERFLOW, frames, stats[u]))
         elif u not in best:

@@ -29,7 +29,11 @@ def _move_arcs(move, last_arc, src, offsets, dest, arc_src, closed, out):
             via = arc_src[out[n - 1]]
             out[n] = last_arc[lo + np.searchsorted(dest[lo:hi], via)]
             n += 1
-        out[:n] = out[:n][::-1].copy()
+        i, j = 0, n - 1
+        while i < j:  # into path order, in place (a copy here was an allocation per move)
+            out[i], out[j] = out[j], out[i]
+            i += 1
+            j -= 1
     return n
 
 
@@ -40,50 +44,46 @@ def _move_arcs(move, last_arc, src, offsets, dest, arc_src, closed, out):
 def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, emit_ilabel, emit_olabel,
                 eps_weight, eps_olabel, final, last_arc, src, move_offsets, move_dest, arc_src, closed, longest):
     """Path p: codes[offsets[p]:offsets[p + 1]], ending in final_states[p], its frame t's costs in row
-    rows[p] + t of `costs`; a move has at most `longest` arcs. Returns graph and acoustic costs, emitting arcs, and the words (word_offsets,
-    words, starts: for each word, the emitting arcs before it)."""
+    rows[p] + t of `costs`; a move has at most `longest` arcs. Returns graph and acoustic costs, emitting arcs,
+    and the words (word_offsets, words, starts: for each word, the emitting arcs before it). One pass, the
+    words written into room for the most a code can carry (its emitting arc and its move's arcs)."""
     n = offsets.shape[0] - 1
     graph_cost = np.empty(n, dtype=np.float64)
     acoustic_cost = np.empty(n, dtype=np.float64)
     frames = np.zeros(n, dtype=np.int64)
     word_offsets = np.zeros(n + 1, dtype=np.int64)
     scratch = np.empty(longest, dtype=np.int64)
-    for write in range(2):
-        if write:
-            words = np.empty(word_offsets[n], dtype=np.int64)
-            starts = np.empty(word_offsets[n], dtype=np.int64)
-        for p in range(n):
-            g = np.float64(final[final_states[p]])
-            a = 0.0
-            t = 0
-            w = word_offsets[p]
-            for i in range(offsets[p], offsets[p + 1]):
-                c = codes[i]
-                move = c % base - 1 if c >= 0 else -1 - c
-                if c >= 0:
-                    arc = c // base
-                    g += np.float64(emit_weight[arc])
-                    a += np.float64(costs[rows[p] + t, emit_ilabel[arc] - 1])
-                    if emit_olabel[arc] != 0:
-                        if write:
-                            words[w] = emit_olabel[arc]
-                            starts[w] = t
+    room = codes.shape[0] * (1 + longest)
+    words = np.empty(room, dtype=np.int64)
+    starts = np.empty(room, dtype=np.int64)
+    w = 0
+    for p in range(n):
+        g = np.float64(final[final_states[p]])
+        a = 0.0
+        t = 0
+        row = rows[p]
+        for i in range(offsets[p], offsets[p + 1]):
+            c = codes[i]
+            move = c % base - 1 if c >= 0 else -1 - c
+            if c >= 0:
+                arc = c // base
+                g += np.float64(emit_weight[arc])
+                a += np.float64(costs[row + t, emit_ilabel[arc] - 1])
+                if emit_olabel[arc] != 0:
+                    words[w] = emit_olabel[arc]
+                    starts[w] = t
+                    w += 1
+                t += 1
+            if move >= 0:
+                for k in range(_move_arcs(move, last_arc, src, move_offsets, move_dest, arc_src, closed, scratch)):
+                    g += np.float64(eps_weight[scratch[k]])
+                    if eps_olabel[scratch[k]] != 0:
+                        words[w] = eps_olabel[scratch[k]]
+                        starts[w] = t
                         w += 1
-                    t += 1
-                if move >= 0:
-                    for k in range(_move_arcs(move, last_arc, src, move_offsets, move_dest, arc_src, closed,
-                                              scratch)):
-                        g += np.float64(eps_weight[scratch[k]])
-                        if eps_olabel[scratch[k]] != 0:
-                            if write:
-                                words[w] = eps_olabel[scratch[k]]
-                                starts[w] = t
-                            w += 1
-            if write:
-                graph_cost[p], acoustic_cost[p], frames[p] = g, a, t
-            else:
-                word_offsets[p + 1] = w
-    return graph_cost, acoustic_cost, frames, word_offsets, words, starts
+        graph_cost[p], acoustic_cost[p], frames[p] = g, a, t
+        word_offsets[p + 1] = w
+    return graph_cost, acoustic_cost, frames, word_offsets, words[:w].copy(), starts[:w].copy()
 
 
 @entry("(int32[:, ::1], int64[:, ::1])")  # numba's JIT, which releases the GIL (only lattices need it)

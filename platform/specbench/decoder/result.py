@@ -50,11 +50,14 @@ class DecodeStats:
     queue_overflows: int = 0
 
     def __post_init__(self) -> None:
-        for item in fields(self):
-            value = getattr(self, item.name)
+        for name in _STATS_FIELDS:  # names cached: `fields()` per result was most of a lane decoder's assembly
+            value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"DecodeStats.{item.name} must be a non-negative int, got {value!r}")
+                raise ValueError(f"DecodeStats.{name} must be a non-negative int, got {value!r}")
 
+
+
+_STATS_FIELDS = tuple(item.name for item in fields(DecodeStats))
 
 @dataclass(frozen=True)
 class PartialHypothesis:

@@ -53,25 +53,33 @@ def read_path(codes: list[int], base: int, graph: CsrGraph, moves: EpsilonMoves,
 def read_paths(paths: list[list[int]], base: int, graph: CsrGraph, moves: EpsilonMoves, costs: np.ndarray,
                rows: np.ndarray, final_states: np.ndarray) -> list[BestPath]:
     """The BestPath of each path of codes: path p ends in final_states[p], and its frame t's acoustic costs
-    are row rows[p] + t of `costs` ((R, P) float32). Read by one compiled call (`path_kernels`): the graph
-    cost is the final weight plus every arc's float32 weight as float64, added in path order; the acoustic
-    cost the emitting arcs' costs, added in frame order."""
-    from specbench.decoder.path_kernels import _read_paths
-
+    are row rows[p] + t of `costs` ((R, P) float32). Read by one compiled call (`read_flat_paths`)."""
     offsets = np.zeros(len(paths) + 1, dtype=np.int64)
     offsets[1:] = np.cumsum([len(p) for p in paths])
     codes = np.fromiter((c for p in paths for c in p), dtype=np.int64, count=int(offsets[-1]))
+    return read_flat_paths(codes, offsets, base, graph, moves, costs, rows, final_states)
+
+
+def read_flat_paths(codes: np.ndarray, offsets: np.ndarray, base: int, graph: CsrGraph, moves: EpsilonMoves,
+                    costs: np.ndarray, rows: np.ndarray, final_states: np.ndarray) -> list[BestPath]:
+    """`read_paths` of paths laid end to end: path p is codes[offsets[p]:offsets[p + 1]] (int64). One compiled
+    call (`path_kernels`): the graph cost is the final weight plus every arc's float32 weight as float64,
+    added in path order; the acoustic cost the emitting arcs' costs, added in frame order."""
+    from specbench.decoder.path_kernels import _read_paths
+
     emit, eps = graph.emitting, graph.epsilon
     graph_cost, acoustic_cost, frames, word_offsets, words, starts = _read_paths(
-        codes, offsets, int(base), np.asarray(final_states, dtype=np.int64), np.asarray(rows, dtype=np.int64),
+        np.ascontiguousarray(codes, dtype=np.int64), np.ascontiguousarray(offsets, dtype=np.int64), int(base),
+        np.asarray(final_states, dtype=np.int64), np.asarray(rows, dtype=np.int64),
         np.ascontiguousarray(costs, dtype=np.float32), emit.weight, emit.ilabel, emit.olabel, eps.weight,
         eps.olabel, graph.final, *(np.ascontiguousarray(a, dtype=np.int64) for a in (
             moves.last_arc, moves.src, moves.offsets, moves.dest, moves.arc_src)), int(moves.closed),
         moves.longest_arc_path)
     word_list, start_list = words.tolist(), starts.tolist()
     bounds = word_offsets.tolist()
-    return [BestPath(tuple(word_list[bounds[p]:bounds[p + 1]]), tuple(start_list[bounds[p]:bounds[p + 1]]),
-                     float(graph_cost[p]), float(acoustic_cost[p]), int(frames[p])) for p in range(len(paths))]
+    graph_list, acoustic_list, frame_list = graph_cost.tolist(), acoustic_cost.tolist(), frames.tolist()
+    return [BestPath(tuple(word_list[lo:hi]), tuple(start_list[lo:hi]), graph_list[p], acoustic_list[p],
+                     frame_list[p]) for p, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
 def partial_words(word_ids: tuple[int, ...], last_state: int, final: np.ndarray) -> tuple[int, ...]:
