@@ -217,7 +217,7 @@ def test_gpu_profile_reports_the_frame_loops_counts(tmp_path: Path) -> None:
     assert lattices["launches"]["eps_link_write"] == steps + 1 and lattices["arcs"] == report["arcs"]
     assert set(lattices["lattice_thread_cpu_seconds"]) == {"group records", "prune lattices"}
     full = gpu_profile(workload, options, backend="twin", lanes={"max_lanes": 2, "table_slots": 0})
-    assert full["repeats"] == stream_repeats(2, len(items)) == 3  # about eight utterances a lane, as the stream
+    assert full["repeats"] == stream_repeats(2, len(items)) == 3  # about eight utterances a lane
     assert full["utterances"] == 3 * len(items) and full["lanes"] == {"max_lanes": 2}
     assert full["lane_use"]["max_lanes"] == 2 and full["arcs"] == 3 * report["arcs"]
 

@@ -1,5 +1,5 @@
 """What the lane decoder's host reads from its downloads, compiled with numba: best paths from backpointer
-codes, many at once (`traceback.read_paths`), and lattice records grouped by utterance (`group_records`).
+codes, many at once (`traceback.read_flat_paths`), and lattice records grouped by utterance (`group_records`).
 
 A path is a run of codes (traceback.py): `c >= 0` is emitting arc `c // base` followed by epsilon move
 `c % base - 1` (none when -1), `c < 0` is epsilon move `-1 - c` alone. For each path this gives its word
@@ -44,9 +44,9 @@ def _move_arcs(move, last_arc, src, offsets, dest, arc_src, closed, out):
 def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, emit_ilabel, emit_olabel,
                 eps_weight, eps_olabel, final, last_arc, src, move_offsets, move_dest, arc_src, closed, longest):
     """Path p: codes[offsets[p]:offsets[p + 1]], ending in final_states[p], its frame t's costs in row
-    rows[p] + t of `costs`; a move has at most `longest` arcs. Returns graph and acoustic costs, emitting arcs,
-    and the words (word_offsets, words, starts: for each word, the emitting arcs before it). One pass, the
-    words written into room for the most a code can carry (its emitting arc and its move's arcs)."""
+    rows[p] + t of `costs`; a move has at most `longest` arcs. Returns graph and acoustic costs, emitting
+    arcs, and the words (word_offsets, words, starts: for each word, the emitting arcs before it). One pass,
+    the words written into room for the most a code can carry (its emitting arc and its move's arcs)."""
     n = offsets.shape[0] - 1
     graph_cost = np.empty(n, dtype=np.float64)
     acoustic_cost = np.empty(n, dtype=np.float64)
@@ -75,7 +75,8 @@ def _read_paths(codes, offsets, base, final_states, rows, costs, emit_weight, em
                     w += 1
                 t += 1
             if move >= 0:
-                for k in range(_move_arcs(move, last_arc, src, move_offsets, move_dest, arc_src, closed, scratch)):
+                arcs = _move_arcs(move, last_arc, src, move_offsets, move_dest, arc_src, closed, scratch)
+                for k in range(arcs):
                     g += np.float64(eps_weight[scratch[k]])
                     if eps_olabel[scratch[k]] != 0:
                         words[w] = eps_olabel[scratch[k]]

@@ -50,7 +50,7 @@ class DecodeStats:
     queue_overflows: int = 0
 
     def __post_init__(self) -> None:
-        for name in _STATS_FIELDS:  # names cached: `fields()` per result was most of a lane decoder's assembly
+        for name in _STATS_FIELDS:  # cached: `fields()` per result was a large share of lane result assembly
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"DecodeStats.{name} must be a non-negative int, got {value!r}")

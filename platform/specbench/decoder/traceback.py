@@ -46,25 +46,19 @@ def read_path(codes: list[int], base: int, graph: CsrGraph, moves: EpsilonMoves,
 
     costs: (T, P) float32 acoustic costs (-acoustic_scale * loglikes) of the frames decoded.
     """
-    return read_paths([codes], base, graph, moves, np.asarray(costs, dtype=np.float32), np.zeros(1, np.int64),
-                      np.array([final_state]))[0]
-
-
-def read_paths(paths: list[list[int]], base: int, graph: CsrGraph, moves: EpsilonMoves, costs: np.ndarray,
-               rows: np.ndarray, final_states: np.ndarray) -> list[BestPath]:
-    """The BestPath of each path of codes: path p ends in final_states[p], and its frame t's acoustic costs
-    are row rows[p] + t of `costs` ((R, P) float32). Read by one compiled call (`read_flat_paths`)."""
-    offsets = np.zeros(len(paths) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(p) for p in paths])
-    codes = np.fromiter((c for p in paths for c in p), dtype=np.int64, count=int(offsets[-1]))
-    return read_flat_paths(codes, offsets, base, graph, moves, costs, rows, final_states)
+    flat = np.asarray(codes, dtype=np.int64)
+    return read_flat_paths(flat, np.array([0, flat.shape[0]], dtype=np.int64), base, graph, moves,
+                           np.asarray(costs, dtype=np.float32), np.zeros(1, np.int64),
+                           np.array([final_state]))[0]
 
 
 def read_flat_paths(codes: np.ndarray, offsets: np.ndarray, base: int, graph: CsrGraph, moves: EpsilonMoves,
                     costs: np.ndarray, rows: np.ndarray, final_states: np.ndarray) -> list[BestPath]:
-    """`read_paths` of paths laid end to end: path p is codes[offsets[p]:offsets[p + 1]] (int64). One compiled
-    call (`path_kernels`): the graph cost is the final weight plus every arc's float32 weight as float64,
-    added in path order; the acoustic cost the emitting arcs' costs, added in frame order."""
+    """The BestPath of each of the paths laid end to end in `codes`: path p is
+    codes[offsets[p]:offsets[p + 1]] (int64), it ends in final_states[p], and its frame t's acoustic costs are
+    row rows[p] + t of `costs` ((R, P) float32). One compiled call (`path_kernels`): the graph cost is the
+    final weight plus every arc's float32 weight as float64, added in path order; the acoustic cost the
+    emitting arcs' costs, added in frame order."""
     from specbench.decoder.path_kernels import _read_paths
 
     emit, eps = graph.emitting, graph.epsilon

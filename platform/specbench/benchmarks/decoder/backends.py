@@ -90,10 +90,11 @@ def gpu_profile(workload: Workload, options: SearchOptions, backend: str = "gpu"
     warm-up): milliseconds per kernel, launches and host reads per frame step, candidate arcs per second of
     the timed call (`KernelLog.report`, events included; with lattices also the lattice threads' CPU seconds),
     and the lanes' use. A profile, not a speed figure: the events add work to every launch.
-    With `lanes` (the decoder's max_lanes and table_slots, as the throughput stream uses them) the call decodes
-    as many copies of the utterances as one batch of that stream holds (`stream_repeats`: about eight a lane),
-    so the profile sees the lanes as full as the stream keeps them; the report then names `lanes` and
-    `repeats`. `backend="twin"` gives the same report without kernel times (the tests' stand-in for the GPU)."""
+    With `lanes` (the decoder's max_lanes and table_slots, as the throughput stream uses them) the call
+    decodes as many copies of the utterances as one batch of that stream holds (`stream_repeats`: about eight
+    a lane), so the profile sees the lanes as full as the stream keeps them; the report then names `lanes`
+    and `repeats`. `backend="twin"` gives the same report without kernel times (the tests' stand-in for the
+    GPU)."""
     chosen = with_lattice(options) if lattice else one_best(options)
     settings = {k: int(v) for k, v in (lanes or {}).items() if v}
     decoder = make_decoder(backend, workload.graph, chosen, **settings,

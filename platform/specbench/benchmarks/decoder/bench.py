@@ -126,10 +126,10 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
     """`gpu_profile` (kernel times, launches and host reads per frame; with `lattices` also with the lattice
     beam: `gpu_lattice_profile`); where the stream's decoders have `lanes` of their own (`--gpu-lanes`), the
     same at those lanes with the lanes as full as the stream keeps them (`gpu_stream_profile`,
-    `gpu_stream_lattice_profile`, `gpu_stream_arc_ceiling_fraction`); the arc-rate ceiling of this GPU (`gpu_arc_ceiling`), one utterance's
-    latency, what lane refill buys (`gpu_lane_refill`) and what CUDA graphs buy (`gpu_cuda_graphs`); each
-    1-best configuration's candidate arcs per second (the profile's arcs, the same for every configuration,
-    over its time) and its fraction of the ceiling."""
+    `gpu_stream_lattice_profile`, `gpu_stream_arc_ceiling_fraction`); the arc-rate ceiling of this GPU
+    (`gpu_arc_ceiling`), one utterance's latency, what lane refill buys (`gpu_lane_refill`) and what CUDA
+    graphs buy (`gpu_cuda_graphs`); each 1-best configuration's candidate arcs per second (the profile's arcs,
+    the same for every configuration, over its time) and its fraction of the ceiling."""
     profile = _attempt(status, "gpu_profile", lambda: gpu_profile(workload, options))
     if lattices:
         lattice_profile = _attempt(status, "gpu_lattice_profile", lambda: gpu_profile(workload, options,
@@ -205,8 +205,8 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
     if "gpu" in include and graph_copies:
         _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"), lanes or {})
     if "gpu" in include:  # last, in this process: where the frame loop's time goes, against what the GPU can
-        _profile_against_ceiling(workload, options, gpu_runs, status, result, lattices="gpu_lattice" in include,
-                                 lanes=lanes)
+        _profile_against_ceiling(workload, options, gpu_runs, status, result,
+                                 lattices="gpu_lattice" in include, lanes=lanes)
     for mode, _ in modes:
         if any(k.endswith("_lattice") == (mode == "gpu_lattice") for k in gpu_runs):
             status.setdefault(mode, {"status": "ok"})
