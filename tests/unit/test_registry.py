@@ -62,10 +62,11 @@ def test_bench_verb_defaults_are_the_config_defaults(kind: str) -> None:
 def test_bench_verb_options_replace_defaults_and_resolve_paths(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
     monkeypatch.chdir(tmp_path)
     args = _namespace(cfg.BenchDecoderConfig, ["--utterances", "7", "--gpu-decoders", "1,3", "--backends",
-                                               "cpu,cpu-lattice", "--scores", "s.npz"])
+                                               "cpu,cpu-lattice", "--scores", "s.npz", "--gpu-cuda-graphs"])
     config = config_from_args(cfg.BenchDecoderConfig, args, "specbench bench decoder")
     assert config == dataclasses.replace(cfg.BenchDecoderConfig(), utterances=7, gpu_decoders=(1, 3),
-                                         backends=("cpu", "cpu_lattice"), scores=tmp_path / "s.npz")
+                                         backends=("cpu", "cpu_lattice"), scores=tmp_path / "s.npz",
+                                         gpu_cuda_graphs=True)
 
 
 @pytest.mark.parametrize(("argv", "words"), [

@@ -81,6 +81,8 @@ class BenchDecoderConfig(BenchConfig):
     # (one entry per graph state a lane), or a hash table of that many slots a lane (`LaneSettings.table_slots`)
     gpu_lanes: int = field(default=256, metadata=_range(1, 65536))
     gpu_table_slots: int = field(default=0, metadata=_range(0, 2**30))
+    # the GPU processes replay each frame step's kernels as a CUDA graph (`GpuDecoder(cuda_graphs=True)`)
+    gpu_cuda_graphs: bool = False
     # each GPU configuration's throughput stream after its first pass: the utterances repeated until the
     # processes have decoded this many (1-best) and this many seconds have passed; 0 and 0: no stream
     stream_utterances: int = field(default=20000, metadata=_range(0, 10_000_000))

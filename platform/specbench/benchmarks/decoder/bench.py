@@ -136,7 +136,7 @@ def _profile_against_ceiling(workload: Workload, options: SearchOptions, gpu_run
                                                                                        lattice=True))
         if lattice_profile is not None:
             result["gpu_lattice_profile"] = lattice_profile
-    stream_lanes = {k: v for k, v in (lanes or {}).items() if v}
+    stream_lanes = {k: v for k, v in (lanes or {}).items() if v and k != "cuda_graphs"}  # timed: no graphs
     for name, with_lattices in (("gpu_stream_profile", False), ("gpu_stream_lattice_profile", True)):
         if stream_lanes.get("max_lanes") and (lattices or not with_lattices):
             entry = _attempt(status, name, lambda w=with_lattices: gpu_profile(workload, options, lattice=w,
@@ -293,7 +293,8 @@ def bench_decoder(graph_path: Path, scores_path: Path, options: SearchOptions = 
     """Measure the backends in `include` (default: all, see `backend_names`) on the workload `workload`
     with `options` (its lattice beam for the lattice backends), each GPU configuration with the throughput
     stream `stream` after its first pass, and one GPU process on each number of disjoint graph copies in
-    `graph_copies` (`_graph_size_sweep`), the GPU decoders with `gpu_lanes` (max_lanes and table_slots);
+    `graph_copies` (`_graph_size_sweep`), the GPU decoders with `gpu_lanes` (max_lanes, table_slots and, where
+    given, cuda_graphs);
     returns the JSON-able result. Backends
     that cannot be imported are reported unavailable; those that fail, as errors (`errors` lists them)."""
     include = backend_names() if include is None else tuple(include)
@@ -338,7 +339,8 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
                          ratio_rounds=config.ratio_rounds, workload=config.workload,
                          stream=StreamPlan(config.stream_utterances, config.stream_seconds),
                          graph_copies=config.graph_copies,
-                         gpu_lanes={"max_lanes": config.gpu_lanes, "table_slots": config.gpu_table_slots})
+                         gpu_lanes={"max_lanes": config.gpu_lanes, "table_slots": config.gpu_table_slots,
+                                    **({"cuda_graphs": True} if config.gpu_cuda_graphs else {})})
 
 
 def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
