@@ -47,6 +47,9 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     assert log["syncs_per_frame"] <= 1 / 16 and log["launches_per_frame"] >= 13 and log["arcs_per_second"] > 0
     assert result["gpu"] in ("available", "unavailable")
     assert result["decoder.cpu_kaldi_identical"] >= 0.75
+    # Kaldi's fastest pass, the steadier reference: the timed pass and the alternating round's
+    assert len(result["kaldi_round_seconds"]) == 1
+    assert result["kaldi_best_seconds"] == min(result["kaldi_seconds"], *result["kaldi_round_seconds"])
     assert 0.0 <= result["decoder.onebest_identical"] <= 1.0
     assert result["decoder.lattice_density"] >= 1.0  # at least the best path's arc per frame
     assert result["decoder.max_active_bound_utterances"] + result["decoder.max_active_free_utterances"] == 8

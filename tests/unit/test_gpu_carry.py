@@ -333,6 +333,8 @@ def test_summary_metrics() -> None:
 
 
 def test_stream_metrics_are_frames_per_second_against_one_cores_pass() -> None:
+    from specbench.benchmarks.decoder import bench
+
     ok = ag.Outcome(True, (1, 2), 10.0, 0, None, 50)
     runs = {"kaldi": ag.Timed(4.0, [ok, ok], {}), "cpu": ag.Timed(2.0, [ok, ok], {})}  # 25 and 50 frames/s
     streams = {"gpu1": (2000.0, 1.0), "gpu2": (5000.0, 0.99), "gpu2_lattice": (2000.0, 1.0)}
@@ -343,6 +345,12 @@ def test_stream_metrics_are_frames_per_second_against_one_cores_pass() -> None:
     assert out["decoder.stream_speedup_vs_kaldi"] == 200.0 and out["decoder.stream_speedup_vs_cpu"] == 100.0
     assert out["decoder.stream_lattice_speedup_vs_kaldi"] == 80.0 and out["decoder.stream_lattice_fraction"] == 0.4
     assert out["decoder.stream_repeat_identical"] == 0.99
+    # against Kaldi's fastest pass (the timed one and the alternating rounds'): 100 frames in 2.5 s, 40 frames/s
+    best = bench._against_kaldi_best_pass(runs, {**out, "kaldi_round_seconds": [2.5, 3.0]})
+    assert best["kaldi_best_seconds"] == 2.5 and best["decoder.stream_speedup_vs_kaldi_best_pass"] == 125.0
+    assert best["decoder.stream_lattice_speedup_vs_kaldi_best_pass"] == 50.0
+    assert bench._against_kaldi_best_pass(runs, out)["kaldi_best_seconds"] == 4.0  # no rounds: the timed pass
+    assert bench._against_kaldi_best_pass({"cpu": runs["cpu"]}, out) == {}
     assert not [k for k in ag.summary_metrics(runs, {}, ["a", "b"], 4.0) if k.startswith("decoder.stream")]
 
 
