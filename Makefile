@@ -51,8 +51,8 @@ OUT ?= benchmarks/results/gpu
 UTTS ?= 1000
 # `specbench bench decoder` options: the GPU configurations and the CPU baselines they are measured against
 # (the CPU-only backends, twin, cpu_numpy and the partial-posterior cost, are measured on the CPU machines,
-# benchmarks/results/decoder_cpu*.json; here they would add three minutes); add e.g. --gpu-lanes 2048
-# --gpu-table-slots 32768 for the throughput configuration
+# benchmarks/results/decoder_cpu*.json; here they would add three minutes); the fastest configuration
+# measured: --gpu-lanes 2048 --gpu-decoders 4 --gpu-cuda-graphs --graph-copies 1 (docs/operations.md)
 DECODER_ARGS ?= --backends kaldi,cpu,cpu_lattice,gpu,gpu_lattice,cpu_scaling --ratio-rounds 1
 
 gpu-check:
