@@ -38,13 +38,13 @@ What is simulated (`simulate_usage`, all settings in `UsageSettings`)
   uniformly in `one_off_hours`, whose text the user has **never said before** (`text_source`). Every
   request is given the new text it says if it is a one-off, whether it is one or not, in decreasing order of
   the uniform draw that decides its kind (routine when the draw is below `routine_share`). The one-offs at any
-  share are the requests with the highest draws, so they take the new texts in this order:
-  - ``own``: the user's own non-routine sentences, in a random order, without replacement;
-  - then ``other_speaker``: a text of another speaker of the same split (`Population.pool`: for a test
-    user the other test-half speakers' SLURP test texts, for a devel user the devel half's, for a training
-    user the other training speakers' sentences), never one the user has said or has in their routine. Its
-    scenario is the scenario of one of the user's own sentences drawn uniformly, so the request is plausible
-    for that person (`scenario_matched`); when no unused text of that scenario is left, any unused text.
+  share are the requests with the highest draws. Every new text is ``other_speaker``: a text of another
+  speaker of the same split (`Population.pool`: for a test user the other test-half speakers' SLURP test
+  texts, for a devel user the devel half's, for a training user the other training speakers' sentences),
+  never one of the user's own sentences (routine or not) and never one handed out before. Its scenario is
+  the scenario of one of the user's own sentences drawn uniformly, so the request is plausible for that
+  person (`scenario_matched`); when no unused text of that scenario is left, any unused text. The user's
+  own sentences are the routine's source only.
   A sweep of `routine_share` flips only the requests whose draw lies between two shares, and only those
   change text.
   A one-off is therefore never a repeat: the share of evaluated requests whose text the user said before
@@ -104,10 +104,10 @@ USAGE_SCHEMA = pa.schema([
     pa.field("routine", pa.bool_(), nullable=False),
     pa.field("evaluated", pa.bool_(), nullable=False),
     pa.field("slot", pa.int32(), nullable=False),  # the request's index before time ordering: see simulate_usage
-    pa.field("text_source", pa.string(), nullable=False),  # "routine", "own" or "other_speaker"
+    pa.field("text_source", pa.string(), nullable=False),  # "routine" or "other_speaker"
     pa.field("scenario_matched", pa.bool_(), nullable=False),  # other_speaker: drawn in the wanted scenario
 ])
-TEXT_SOURCES = ("routine", "own", "other_speaker")
+TEXT_SOURCES = ("routine", "other_speaker")
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ class Population:
         split: "train", "devel" or "test".
         dropped_users: users with fewer than `min_sentences` sentences, left out (before sampling).
         pool: every distinct text (by normalized text, smallest `slurp_id`) of every speaker of the split,
-            sampled or not: where one-offs come from once a user's own sentences are used up.
+            sampled or not: where one-offs come from (never from the user's own sentences).
     """
 
     users: tuple[User, ...]
@@ -385,15 +385,11 @@ def _routine(n_sentences: int, s: UsageSettings, rng: np.random.Generator
 
 
 class _NewTexts:
-    """One user's supply of never-said texts: their own non-routine sentences in a random order, then other
-    speakers' texts of a wanted scenario (each scenario's list shuffled once, on first use), each text at
-    most once."""
+    """One user's supply of never-said texts: other speakers' texts of a wanted scenario (each scenario's list
+    shuffled once, on first use), each text at most once, never one of the user's own sentences."""
 
-    def __init__(self, user: User, routine: np.ndarray, pool: tuple[UserSentence, ...],
-                 rng: np.random.Generator) -> None:
+    def __init__(self, user: User, pool: tuple[UserSentence, ...], rng: np.random.Generator) -> None:
         self.rng, self.user = rng, user
-        own = np.setdiff1d(np.arange(len(user.sentences)), routine)
-        self.own = [user.sentences[int(i)] for i in rng.permutation(own)]
         self.used = {s.normalized_text for s in user.sentences}  # own texts are never borrowed back
         self.by_scenario: dict[str, list[UserSentence]] = {}
         for sentence in pool:
@@ -404,9 +400,8 @@ class _NewTexts:
 
     @property
     def supply(self) -> int:
-        """How many texts `draw` can hand out: the own non-routine sentences and the distinct unused texts of
-        the pool."""
-        return len(self.own) + len({t.normalized_text for texts in self.by_scenario.values() for t in texts})
+        """How many texts `draw` can hand out: the distinct texts of the pool that are not the user's own."""
+        return len({t.normalized_text for texts in self.by_scenario.values() for t in texts})
 
     def _next_unused(self, queue: list[UserSentence]) -> UserSentence | None:
         while queue:
@@ -417,8 +412,6 @@ class _NewTexts:
 
     def draw(self) -> tuple[UserSentence, str, bool]:
         """(sentence, text source, scenario matched) of the next one-off."""
-        if self.own:
-            return self.own.pop(), "own", False
         wanted = self.user.sentences[int(self.rng.integers(len(self.user.sentences)))].scenario
         if wanted not in self.order:
             found = self.by_scenario.get(wanted, [])
@@ -465,7 +458,7 @@ def _check_supply(user: User, split: str, s: UsageSettings, n: int, supply: int)
     raise DataError(
         f"usage simulation: user {user.user_id} of the {split} split makes {n} requests at "
         f"usage.requests_per_day = {s.requests_per_day:g} and usage.weeks = {s.weeks}, and each needs a text the "
-        f"user never said, but the user's own sentences and the split's pool of other speakers' texts hold "
+        f"user never said, but the split's pool of other speakers' texts (not the user's own) holds "
         f"{supply}. Fix: {fix} (where this user's requests fit; another user may need less)."
     )
 
@@ -490,9 +483,9 @@ def _simulate_user(user: User, pool: tuple[UserSentence, ...], split: str, s: Us
     routine, item, kind_draw = routine[order], items[pick[order]], kind_draw[order]
     # Every request gets the new text it says if it is a one-off, whether or not it is one at this routine
     # share, handed out in decreasing order of its kind draw: the requests that are one-offs at a share are
-    # exactly those with the highest draws, so they get the user's own sentences before any borrowed text,
-    # and a sweep of the share changes only the requests whose kind changes.
-    new_texts = _NewTexts(user, items, pool, g_one_off)
+    # exactly those with the highest draws, so a sweep of the share changes only the requests whose kind
+    # changes.
+    new_texts = _NewTexts(user, pool, g_one_off)
     _check_supply(user, split, s, n, new_texts.supply)
     one_off_text: list[tuple[UserSentence, str, bool]] = [None] * n  # type: ignore[list-item]
     for i in np.lexsort((order, -kind_draw)):  # ties (never seen) broken by slot, not by time

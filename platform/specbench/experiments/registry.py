@@ -70,11 +70,11 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute"),
     JobKind(cfg.PredictiveAsrConfig, f"{_EXP}.predictive_asr.job:execute",
             ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate"),
-            metrics_version=2,
-            metrics_change="usage simulation 2: one-offs are texts new to the user (they never repeat), every "
-                           "request is rendered anew (speaking rate, noise and pitch drawn per request), and "
-                           "each split has its own random streams; success and oracle rates no longer follow "
-                           "forced repeats and replayed audio"),
+            metrics_version=3,
+            metrics_change="usage simulation 3: one-offs are other speakers' texts only (before: the user's own "
+                           "unsaid sentences first), so a one-off is never a text of the user's own pool; "
+                           "version 2 made one-offs new to the user, rendered every request anew and gave each "
+                           "split its own random streams"),
     JobKind(cfg.NightlyConfig, f"{_EXP}.nightly:run_nightly"),
     JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute"),
     JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute"),
