@@ -22,7 +22,7 @@ def test_recorded_clips_are_decoded_by_every_system_and_reported_per_set(tmp_pat
     mlflow.set_tracking_uri(uri)
     run = mlflow.search_runs(experiment_names=["real_speech"], output_format="list")[0]
     metrics = run.data.metrics
-    assert metrics["asr.real.utterances"] == 10  # two usable clips of each set (the Asterisk prompts per half)
+    assert metrics["asr.real.utterances"] == 10  # two clips of each set of 3+ words (the Asterisk prompts per half)
     assert metrics["asr.real.flagged"] == 6  # five Asterisk tones without speech, one transcript without audio
     assert metrics["asr.real.cpu_twin_identical"] == 10  # the twin's 1-best equals the CPU backend's
     assert metrics["asr.real.wer"] == metrics["asr.real.wer.asterisk_test.cpu"]
@@ -33,6 +33,9 @@ def test_recorded_clips_are_decoded_by_every_system_and_reported_per_set(tmp_pat
         assert f"asr.real.vs_pocketsphinx.{group}.cpu" in metrics
     # recorded read speech, recognized: far from chance on the LibriVox sentences even with 3,000 words
     assert metrics["asr.real.wer.librivox.cpu"] < 0.7
+    for group in SETS:  # out-of-vocabulary words, a floor under every system's WER
+        assert 0.0 <= metrics[f"asr.real.oov_rate.{group}"] <= metrics[f"asr.real.wer.{group}.cpu"]
+    assert metrics["asr.real.oov_rate.cards"] == 0.0 and metrics["asr.real.oov_rate.asterisk_test"] > 0.0
     for system in ("cpu", "twin", "pocketsphinx"):
         assert metrics[f"asr.real.frames_per_second.{system}"] > 0
 

@@ -93,3 +93,10 @@ def test_suite_may_not_nest_and_scales_may_not_be_empty(tmp_path: Path) -> None:
         load_config(write(tmp_path, 'kind = "suite"\njobs = ["inner.toml"]\n', "outer.toml"))
     with pytest.raises(ConfigError, match="acoustic_scales must list at least one value"):
         load_config(write(tmp_path, 'kind = "eval_am"\n[decode]\nacoustic_scales = []\n'))
+
+
+def test_a_word_floor_without_a_sample_is_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"top-level keys: sample_min_words .* set max_per_set too"):
+        load_config(write(tmp_path, 'kind = "real_speech"\nsample_min_words = 3\n'))
+    with pytest.raises(ConfigError, match=r"section \[decode\]: acoustic_scales"):
+        load_config(write(tmp_path, 'kind = "eval_am"\n[decode]\nacoustic_scales = []\n'))

@@ -88,3 +88,16 @@ def test_a_sample_decodes_only_the_prompts_it_keeps(tmp_path: Path) -> None:
     ok = [p.utt_id for p in asterisk_prompts() if p.status == STATUS_OK]
     first_tune = next(u for u in ok if prompt_half(u) == "tune")
     assert first_tune in decoded  # the first usable ones in name order
+
+
+def test_a_sample_can_skip_clips_of_few_words(tmp_path: Path) -> None:
+    from specbench.experiments.real_speech.audio import gather
+
+    rows = gather(("asterisk", "cards"), 2, tmp_path, min_words=3)
+    usable = [r for r in rows if r.status == STATUS_OK]
+    assert len(usable) == 6 and all(len(r.text.split()) >= 3 for r in usable)
+    ok = [p for p in asterisk_prompts() if p.status == STATUS_OK and prompt_half(p.utt_id) == "test"]
+    first_long = next(p.utt_id for p in ok if len(p.text.split()) >= 3)
+    assert ok[0].utt_id != first_long and first_long in {r.utt_id for r in usable}  # a one-word prompt skipped
+    assert ok[0].utt_id not in {r.utt_id for r in usable}
+    assert sum(r.status.startswith("not speech") for r in rows) == 5  # flagged rows are still kept

@@ -248,12 +248,18 @@ class RealSpeechConfig:
     graph_job: Path = field(default=Path("graph_sphinx.toml"), metadata=_input(GRAPH_JOB_FIX, "job"))
     sets: tuple[str, ...] = field(default=REAL_SPEECH_SETS, metadata=_choices(*REAL_SPEECH_SETS))
     max_per_set: int = field(default=0, metadata=_range(0, 100000))  # 0: all (the quick job decodes a few)
+    sample_min_words: int = field(default=0, metadata=_range(0, 100))  # with max_per_set: words a sampled clip has
     chunk_utterances: int = field(default=64, metadata=_range(1, 10000))  # scored and decoded together
     tune_utterances: int = field(default=0, metadata=_range(0, 100000))  # of the Asterisk tune half; 0: all
     bootstrap_samples: int = field(default=1000, metadata=_range(10, 100000))
     search: RealSearchSection = RealSearchSection()
     pocketsphinx: PocketsphinxSection = PocketsphinxSection()
     tracking: TrackingSection = TrackingSection(experiment="real_speech")
+
+    def __post_init__(self) -> None:
+        if self.sample_min_words and not self.max_per_set:
+            raise ValueError("sample_min_words only chooses the clips of a sample: set max_per_set too "
+                             "(e.g. 2), or leave sample_min_words at 0 to decode every clip")
 
 
 EVAL_AM_JOB_FIX = ('Fix: name an existing kind = "eval_am" job file, relative to this one (e.g. '

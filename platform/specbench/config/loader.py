@@ -112,9 +112,9 @@ def build_config(path: Path, cls: type, table: dict[str, Any], prefix: str = "")
     try:
         return cls(**kwargs)
     except (ValueError, TypeError, ConfigError) as err:
-        section = prefix.rstrip(".") or cls.__name__
-        raise ConfigError(f"{path}: section '{section}': {str(err).rstrip('.')}. Fix: change those values in "
-                          "the job file.") from err
+        where = f"section [{prefix.rstrip('.')}]" if prefix else "top-level keys"
+        raise ConfigError(f"{path}: {where}: {str(err).rstrip('.')}. Fix: change those values in the job "
+                          "file.") from err
 
 
 def read_toml(path: Path) -> dict[str, Any]:

@@ -68,10 +68,11 @@ def _recordings(cache: Path) -> list[RealUtterance]:
     return out
 
 
-def gather(sets: tuple[str, ...], max_per_set: int, cache: Path) -> list[RealUtterance]:
+def gather(sets: tuple[str, ...], max_per_set: int, cache: Path, min_words: int = 0) -> list[RealUtterance]:
     """Every utterance of `sets` (flagged rows included); with `max_per_set`, the first usable ones of each
-    set in name order (for the Asterisk prompts, of each half). Only the prompts kept are decoded: a sample of
-    a few per half does not wait for all 569."""
+    set in name order (for the Asterisk prompts, of each half) among those of at least `min_words` words, so a
+    small sample is not a handful of one-word prompts. Only the prompts kept are decoded: a sample of a few per
+    half does not wait for all 569."""
     rows: list[RealUtterance] = []
     if "asterisk" in sets:
         rows += _asterisk()
@@ -83,7 +84,8 @@ def gather(sets: tuple[str, ...], max_per_set: int, cache: Path) -> list[RealUtt
     kept, seen = [], {}
     for row in rows:
         group = (row.set, row.half)
-        if row.status == STATUS_OK and max_per_set and seen.get(group, 0) >= max_per_set:
+        if row.status == STATUS_OK and max_per_set and (seen.get(group, 0) >= max_per_set
+                                                        or len(row.text.split()) < min_words):
             continue
         if row.set == "asterisk" and row.status == STATUS_OK:
             row = _decoded(row, cache)

@@ -14,7 +14,8 @@
    identity of the CPU backend and the twin, and decode speed (frames per second of search on one core:
    one decoder per backend, its setup and the reading of the scores left out; pocketsphinx's includes its
    front end and scoring); the decoder benchmark's `real_speech` workload measures it side by side.
-   `asr.real.wer` is the CPU backend's WER on the Asterisk test half.
+   `asr.real.wer` is the CPU backend's WER on the Asterisk test half. Per set, the share of reference words
+   outside the graph's vocabulary (`asr.real.oov_rate.<set>`), which no system can recognize.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ def _wer(rows: list[RealUtterance], words: dict[str, list[str]]) -> float:
     return float(errors.sum() / max(n.sum(), 1.0))
 
 
-def _groups(rows: list[RealUtterance]) -> dict[str, list[RealUtterance]]:
+def set_groups(rows: list[RealUtterance]) -> dict[str, list[RealUtterance]]:
     out: dict[str, list[RealUtterance]] = {}
     for u in rows:
         name = f"asterisk_{u.half}" if u.set == "asterisk" else u.set
@@ -147,7 +148,7 @@ def _groups(rows: list[RealUtterance]) -> dict[str, list[RealUtterance]]:
 def _report(rows: list[RealUtterance], systems: dict[str, dict[str, list[str]]], samples: int) -> dict[str, Any]:
     """WER with intervals per set and system, and each system against pocketsphinx (paired)."""
     report: dict[str, Any] = {}
-    for group, members in sorted(_groups(rows).items()):
+    for group, members in sorted(set_groups(rows).items()):
         refs = [u.text.split() for u in members]
         base = utterance_errors(refs, [systems[SPHINX].get(u.key, []) for u in members])[0] if SPHINX in systems else None
         for name, words in systems.items():
@@ -156,6 +157,18 @@ def _report(rows: list[RealUtterance], systems: dict[str, dict[str, list[str]]],
             cmp = paired_wer_bootstrap(errors, other, n, samples=samples)
             report[f"{group}.{name}"] = asdict(cmp)
     return report
+
+
+def oov_rates(rows: list[RealUtterance], graph: GraphArtifacts) -> dict[str, float]:
+    """Per set, the share of reference words that the graph cannot put out (spelled as the hypotheses are
+    normalized): a floor under every system's WER, since each such word is at least one error."""
+    symbols = SymbolTable.read(graph.directory / "words.txt").symbols
+    vocabulary = {w for s in symbols for w in normalize(s).split()}
+    out = {}
+    for group, members in sorted(set_groups(rows).items()):
+        words = [w for u in members for w in u.text.split()]
+        out[group] = sum(w not in vocabulary for w in words) / max(len(words), 1)
+    return out
 
 
 def _check_graph(graph: GraphArtifacts, path: Path) -> None:
@@ -170,7 +183,7 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
     graph = build_graph(referenced_job(path, "graph_job", config.graph_job, GraphConfig))
     _check_graph(graph, path)
     cache = work_dir() / "real_speech"
-    rows = gather(config.sets, config.max_per_set, cache / "audio")
+    rows = gather(config.sets, config.max_per_set, cache / "audio", config.sample_min_words)
     flagged = {u.key: u.status for u in rows if u.status != STATUS_OK}
     usable = [u for u in rows if u.status == STATUS_OK]
     _log(f"{len(usable)} usable utterances, {len(flagged)} flagged")
@@ -218,7 +231,8 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
         identical = sum(extras["cpu"][k]["word_ids"] == extras["twin"].get(k, {}).get("word_ids") for k in extras["cpu"])
     result = {"utterances": len(usable), "flagged": flagged, "acoustic_scale": scale, "beam": config.search.beam,
               "language_weight": weight,
-              "tuning": tuning, "wer": report, "speed": speed, "cpu_twin_identical": identical,
+              "tuning": tuning, "wer": report, "oov_rate": oov_rates(usable, graph), "speed": speed,
+              "cpu_twin_identical": identical,
               "graph": {"directory": str(graph.directory), "states": graph.stats.states, "arcs": graph.stats.arcs},
               "seconds": time.perf_counter() - start}
     if run is not None:
@@ -242,6 +256,8 @@ def _metrics(result: dict[str, Any]) -> dict[str, float]:
         if compared and not key.endswith(SPHINX):
             out[f"asr.real.vs_pocketsphinx.{key}"] = cmp["difference"]
             out[f"asr.real.vs_pocketsphinx_low.{key}"], out[f"asr.real.vs_pocketsphinx_high.{key}"] = cmp["low"], cmp["high"]
+    for group, rate in result["oov_rate"].items():
+        out[f"asr.real.oov_rate.{group}"] = rate
     for name, s in result["speed"].items():
         out[f"asr.real.frames_per_second.{name}"] = s["frames_per_second"]
     if "cpu" in result["speed"] and "kaldi" in result["speed"]:
@@ -264,6 +280,8 @@ def summary(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {key:<28} WER {cmp['wer_a']:6.1%} [{cmp['low_a']:.1%}, {cmp['high_a']:.1%}]"
                      + ("" if key.endswith(SPHINX) or not compared else
                         f"  vs pocketsphinx {cmp['difference']:+.1%} [{cmp['low']:+.1%}, {cmp['high']:+.1%}]"))
+    lines.append("  out of the graph's vocabulary: " + ", ".join(f"{group} {rate:.1%}" for group, rate
+                                                                  in result["oov_rate"].items()))
     for name, s in result["speed"].items():
         lines.append(f"  speed {name:<13} {s['frames_per_second']:8.0f} frames/s ({s['frames']:,} frames)")
     if result["cpu_twin_identical"] is not None:

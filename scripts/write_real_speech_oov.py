@@ -1,0 +1,56 @@
+"""Write the out-of-vocabulary rates of the real-speech job's recorded sets against the Sphinx graphs
+(benchmarks/results/real_speech_oov_cpu.json): per set, the share of the usable utterances' reference words
+that each graph cannot put out, as the job logs them (`asr.real.oov_rate.<set>`). Builds the graphs if they
+are not built yet (jobs/graph_sphinx.toml: about 7 minutes on 2 cores).
+
+    python scripts/write_real_speech_oov.py [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "platform"))
+
+from specbench.config import GraphConfig
+from specbench.experiments.graph_recipe import build_graph
+from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.real_speech.audio import STATUS_OK, gather
+from specbench.experiments.real_speech.job import oov_rates, set_groups
+from specbench.paths import work_dir
+
+SETS = ("asterisk", "librivox", "cards", "recordings")
+GRAPH_JOBS = ("graph_sphinx.toml", "graph_sphinx_quick.toml")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "real_speech_oov_cpu.json")
+    args = parser.parse_args()
+    rows = [u for u in gather(SETS, 0, work_dir() / "real_speech" / "audio") if u.status == STATUS_OK]
+    groups = set_groups(rows)
+    graphs = {}
+    for job in GRAPH_JOBS:
+        graph = build_graph(referenced_job(ROOT / "jobs" / "real_speech.toml", "graph_job", Path(job), GraphConfig))
+        graphs[f"jobs/{job}"] = {"directory": graph.directory.name,
+                                 "oov_rate": {g: round(r, 4) for g, r in oov_rates(rows, graph).items()}}
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    result = {"command": "python scripts/write_real_speech_oov.py", "git_commit": commit,
+              "conditions": "the usable utterances of every recorded set (flagged rows left out, as the job "
+                            "leaves them out); reference words normalized as the job normalizes them, the "
+                            "graph's word symbols spelled the same way",
+              "utterances": {g: len(m) for g, m in sorted(groups.items())},
+              "reference_words": {g: sum(len(u.text.split()) for u in m) for g, m in sorted(groups.items())},
+              "graphs": graphs}
+    args.output.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(graphs, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
