@@ -36,6 +36,7 @@ def test_recorded_clips_are_decoded_by_every_system_and_reported_per_set(tmp_pat
     for group in SETS:  # out-of-vocabulary words, a floor under every system's WER
         assert 0.0 <= metrics[f"asr.real.oov_rate.{group}"] <= metrics[f"asr.real.wer.{group}.cpu"]
     assert metrics["asr.real.oov_rate.cards"] == 0.0 and metrics["asr.real.oov_rate.asterisk_test"] > 0.0
+    assert metrics["asr.real.oov_rate"] == metrics["asr.real.oov_rate.asterisk_test"]
     for system in ("cpu", "twin", "pocketsphinx"):
         assert metrics[f"asr.real.frames_per_second.{system}"] > 0
 

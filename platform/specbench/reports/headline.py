@@ -20,6 +20,8 @@ HEADLINE_METRICS: dict[str, str] = {
     "asr.real_recordings_wer": "word error rate on the six real recordings (mostly out-of-vocabulary book text)",
     "asr.real.wer": "word error rate on the recorded Asterisk prompts' test half: CMU Sphinx's en-us model, its HCLG, "
                     "our CPU decoder",
+    "asr.real.oov_rate": "share of the Asterisk test half's reference words outside the HCLG's vocabulary (a floor "
+                         "under every system's WER there)",
     "confidence.nce": "normalized cross entropy of the 1-best words' lattice posteriors (our CPU backend) on the "
                       "held-out-voice test set: above 0 is better than a constant confidence",
     "decoder.rtfx": "audio seconds decoded per second by the fastest GPU configuration (the CPU backend without "

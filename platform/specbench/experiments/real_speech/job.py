@@ -256,6 +256,8 @@ def _metrics(result: dict[str, Any]) -> dict[str, float]:
         if compared and not key.endswith(SPHINX):
             out[f"asr.real.vs_pocketsphinx.{key}"] = cmp["difference"]
             out[f"asr.real.vs_pocketsphinx_low.{key}"], out[f"asr.real.vs_pocketsphinx_high.{key}"] = cmp["low"], cmp["high"]
+    if "asterisk_test" in result["oov_rate"]:
+        out["asr.real.oov_rate"] = result["oov_rate"]["asterisk_test"]
     for group, rate in result["oov_rate"].items():
         out[f"asr.real.oov_rate.{group}"] = rate
     for name, s in result["speed"].items():
