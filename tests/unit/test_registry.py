@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,16 @@ def test_every_verb_has_a_handler() -> None:
                  ["logs", "j", "--address", "a"], *(["bench", name] for name in BENCHES),
                  ["decode", "--graph", "g", "--scores", "s", "--out", "o"]):
         assert callable(parser.parse_args(argv).handler), argv
+
+
+def _readme_headline_names() -> set[str]:
+    """The metric names in the first column of README.md's headline table."""
+    section = (ROOT / "README.md").read_text().split("## Headline metrics", 1)[1].split("\n## ", 1)[0]
+    return {name for line in section.splitlines() if line.startswith("| `")
+            for name in re.findall(r"`([^`]+)`", line.split(" | ", 1)[0])}
+
+
+def test_the_readme_lists_exactly_the_headline_metrics() -> None:
+    listed = _readme_headline_names()
+    assert listed == set(HEADLINE_METRICS), (sorted(listed - set(HEADLINE_METRICS)),
+                                             sorted(set(HEADLINE_METRICS) - listed))

@@ -186,7 +186,8 @@ def _add_train(sub) -> None:  # noqa: ANN001
         train,
         "confidence",
         cmd_train,
-        "train the prefetch confidence models (with and without the personal feature)",
+        "train the prefetch confidence models (with the personal feature, without it, with the personal "
+        "and context features)",
         "a train_confidence job (jobs/confidence.toml)",
     )
 

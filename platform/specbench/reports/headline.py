@@ -28,9 +28,19 @@ HEADLINE_METRICS: dict[str, str] = {
                     "a GPU)",
     "decoder.speedup_vs_kaldi": "Kaldi FasterDecoder seconds on one core / fastest GPU configuration seconds, same "
                                 "utterances, graph and beams, one run",
+    "decoder.stream_speedup_vs_kaldi": "GPU frames per second in steady state (the fastest 1-best configuration's "
+                                       "stream) / Kaldi FasterDecoder's frames per second on one core, one run",
+    "decoder.stream_speedup_vs_kaldi_best_pass": "the same over Kaldi's fastest pass of the run (--ratio-rounds)",
+    "decoder.gpu_lane_refill_speedup": "one GPU decoder's seconds in length-sorted batches / its seconds with lanes "
+                                       "refilled as utterances end, side by side",
+    "decoder.gpu_cuda_graphs_speedup_lanes_16": "one GPU decoder's seconds launching each frame step's kernels / "
+                                                "replaying them as a CUDA graph, on 16 lanes, side by side",
+    "decoder.gpu_cuda_graphs_speedup_lanes_256": "the same on 256 lanes",
     "decoder.cpu_vs_kaldi": "Kaldi FasterDecoder seconds / our CPU backend seconds, both on one core, one run",
     "decoder.cpu_vs_kaldi_median": "the same ratio as the median over rounds of the two decoders timed "
                                    "alternately (steadier on a busy machine)",
+    "decoder.cpu_lattice_vs_kaldi_median": "Kaldi's 1-best seconds / our CPU backend's seconds with lattices "
+                                           "(beam 8), median over the alternating rounds",
     "decoder.onebest_identical": "fraction of utterances whose GPU (without a GPU: twin) 1-best words equal the "
                                  "CPU backend's, total cost within 1e-3",
     "decoder.lattice_density": "lattice arcs per frame at lattice beam 8",
