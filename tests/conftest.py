@@ -43,3 +43,12 @@ def ray_cluster() -> Iterator[Any]:
 
     with ray_session("local", num_cpus=2, num_gpus=0, python_path=[TESTS_DIR]) as info:
         yield info
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/unit and tests/property is a unit test (`make test-unit`, `-m unit`), whether or
+    not its module says so."""
+    fast = (TESTS_DIR / "unit", TESTS_DIR / "property")
+    for item in items:
+        if any(d in item.path.parents for d in fast) and item.get_closest_marker("unit") is None:
+            item.add_marker(pytest.mark.unit)

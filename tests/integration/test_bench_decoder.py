@@ -50,7 +50,7 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     # Kaldi's fastest pass, the steadier reference: the timed pass and the alternating round's
     assert len(result["kaldi_round_seconds"]) == 1
     assert result["kaldi_best_seconds"] == min(result["kaldi_seconds"], *result["kaldi_round_seconds"])
-    assert 0.0 <= result["decoder.onebest_identical"] <= 1.0
+    assert result["decoder.onebest_identical"] == 1.0  # the twin's (a GPU's where there is one) equal the CPU's
     assert result["decoder.lattice_density"] >= 1.0  # at least the best path's arc per frame
     assert result["decoder.max_active_bound_utterances"] + result["decoder.max_active_free_utterances"] == 8
     # what partial posteriors cost, side by side: every configuration timed, posteriors defined

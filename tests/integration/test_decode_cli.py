@@ -176,8 +176,8 @@ def test_cli_writes_lattices_and_partials(tmp_path: Path, slurp_graph: GraphArti
         assert all(p["time_ms"] == pytest.approx(40 * (p["frame"] + 1)) for p in cpu["partials"])
         assert all(len(p["words"]) == len(p["word_ids"]) for p in cpu["partials"])
         lattice = read_lattice(cpu["lattice_path"])
-        assert lattice.num_states > 0 and Path(twin["lattice_path"]).stat().st_size == Path(
-            cpu["lattice_path"]).stat().st_size
+        assert lattice.num_states > 0  # the twin's lattice file is the CPU backend's, byte for byte
+        assert Path(twin["lattice_path"]).read_bytes() == Path(cpu["lattice_path"]).read_bytes()
     assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"),
                  "--frame-shift-ms", "40", "--backend", "kaldi", "--partial-every-ms", "120",
                  "--out", str(tmp_path / "k.jsonl")]) == 2

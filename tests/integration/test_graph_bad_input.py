@@ -50,7 +50,7 @@ def test_truncated_tlg(private_home: Path, capsys: pytest.CaptureFixture[str]) -
 def test_corrupt_tlg_magic(private_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     tlg = private_home / "TLG.fst"
     tlg.write_bytes(b"\0\0\0\0" + tlg.read_bytes()[4:])
-    _run_and_expect_failure(capsys, str(tlg), "magic")
+    _run_and_expect_failure(capsys, str(tlg), "magic", "Fix:", "specbench graph build")
 
 
 def test_arpa_with_bad_header(private_home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -62,7 +62,7 @@ def test_arpa_with_bad_header(private_home: Path, capsys: pytest.CaptureFixture[
 def test_missing_data_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, private_home: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("SPECBENCH_DATA", str(tmp_path / "gone"))
-    _run_and_expect_failure(capsys, str(tmp_path / "gone"), "SPECBENCH_DATA")
+    _run_and_expect_failure(capsys, str(tmp_path / "gone"), "Fix: point SPECBENCH_DATA", "specbench data check")
 
 
 def test_unknown_config_key_starts_no_run(private_home: Path, tmp_path: Path,

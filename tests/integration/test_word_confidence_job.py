@@ -31,7 +31,9 @@ def test_word_posteriors_of_the_quick_test_set_are_measured_per_backend(tmp_path
     assert metrics[f"confidence.devel_nce.{chosen}"] == max(v for k, v in metrics.items()
                                                             if k.startswith("confidence.devel_nce."))
     assert metrics["confidence.nce"] == metrics["confidence.nce.cpu"]
-    assert 0.0 <= metrics["confidence.auc"] <= 1.0 and metrics["confidence.words.cpu"] > 50
+    assert metrics["confidence.words.cpu"] > 50
+    # posteriors that separate right words from wrong ones (make run's quick suite: AUC 0.93, NCE 0.42)
+    assert metrics["confidence.auc"] > 0.7 and metrics["confidence.nce"] > 0.1
     assert metrics["confidence.undefined_utterances.cpu"] == 0
     # the twin keeps the same lattices as the CPU backend, so the same 1-best and the same posteriors
     assert metrics["confidence.onebest_identical.twin"] == 1.0

@@ -168,12 +168,20 @@ def test_later_partial_prefetches_when_earlier_ones_fall_short() -> None:
 
 
 def test_ties_prefer_lm_probability_then_personal_source_then_words() -> None:
-    rows = [R("a", 0, "call", "call mum", "call dad", lm=-2.0), R("a", 0, "call", "call dad", "call dad", lm=-1.0),
-            R("b", 0, "call", "call mum", "call dad", "lm"), R("b", 0, "call", "call dad", "call dad", "personal"),
+    """Equal scores; in each request the rule under test picks the right candidate and every later rule
+    would pick the wrong one ("call dad" < "call mum" in word order)."""
+    rows = [  # a: the LM probability decides, against the personal source and the word order
+            R("a", 0, "call", "call mum", "call mum", "lm", lm=-1.0),
+            R("a", 0, "call", "call dad", "call mum", "personal", lm=-2.0),
+            # b: the personal source decides, against the word order
+            R("b", 0, "call", "call mum", "call mum", "personal"), R("b", 0, "call", "call dad", "call mum", "lm"),
+            # c: the word order decides
             R("c", 0, "call", "call mum", "call dad"), R("c", 0, "call", "call dad", "call dad")]
     pred, req = tables(rows, {"a": 900.0, "b": 900.0, "c": 900.0})
     out = first_prefetch([0.5] * 6, pred, req, [0.5]).to_dicts()
-    assert [r["outcome"] for r in out] == ["success", "success", "success"]  # "call dad" < "call mum"
+    assert [(r["request_id"], r["outcome"]) for r in out] == [("a", "success"), ("b", "success"), ("c", "success")]
+    scored = first_prefetch([0.5, 0.6, 0.5, 0.6, 0.5, 0.5], pred, req, [0.5]).to_dicts()
+    assert [r["outcome"] for r in scored] == ["failure", "failure", "success"]  # a higher score comes first
 
 
 def test_multi_attempts_skip_repeats_and_stop_at_success() -> None:
