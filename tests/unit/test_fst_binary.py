@@ -523,7 +523,10 @@ def test_replace_ilabels_turns_disambiguation_symbols_into_epsilons() -> None:
     assert set_arcs(graph.epsilon, 1) == [(0, 0, 0.25, 2), (0, 0, 0.0, 2)]
     assert set_arcs(graph.epsilon, 2) == [(0, 0, 2.0, 0)]
     assert graph.max_ilabel == 3
-    assert replace_ilabels(small_graph(), []) is not None
+    unchanged, original = replace_ilabels(small_graph(), []), small_graph()  # nothing to replace: the same graph
+    for arcs in ("emitting", "epsilon"):
+        assert [set_arcs(getattr(unchanged, arcs), s) for s in range(3)] == \
+            [set_arcs(getattr(original, arcs), s) for s in range(3)]
     relabeled = replace_ilabels(small_graph(), [3], new_label=8)
     assert set_arcs(relabeled.emitting, 0) == [(8, 7, 0.5, 1)]
 
