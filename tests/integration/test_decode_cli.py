@@ -143,6 +143,26 @@ def test_missing_graph_or_words_is_one_clear_error(tmp_path: Path, slurp_graph: 
         assert code == 2 and "nope" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize(("option", "expected"), [
+    (["--beam", "-5"], "--beam: beam must be a positive finite number"),
+    (["--max-active", "0"], "--max-active: max_active must be an int"),
+    (["--lattice-beam", "-1"], "--lattice-beam: lattice_beam must be a number >= 0"),
+    (["--frame-shift-ms", "-1"], "--frame-shift-ms -1.0: must be a positive number of milliseconds"),
+    (["--out", "o.csv"], "--out o.csv: unknown output format '.csv'"),
+])
+def test_a_bad_option_names_the_flag_and_the_fix(tmp_path: Path, slurp_graph: GraphArtifacts,
+                                                 utterances: dict[str, np.ndarray], option: list[str],
+                                                 expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    np.savez(tmp_path / "s.npz", **utterances)
+    defaults = {"--frame-shift-ms": "40", "--out": str(tmp_path / "o.jsonl")}
+    defaults.pop(option[0], None)
+    argv = ["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"), *option]
+    assert main([*argv, *(x for kv in defaults.items() for x in kv)]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Fix:" in err and "Traceback" not in err
+    assert not list(tmp_path.glob("o.*")), "nothing is written"
+
+
 def test_a_malformed_row_fails_alone(slurp_graph: GraphArtifacts, utterances: dict[str, np.ndarray]) -> None:
     good = utterances["utt1"]
     table = pa.table({"utt_id": ["bad", "good"], "num_frames": [7, len(good)], "num_classes": [40, 40],

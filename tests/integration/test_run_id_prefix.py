@@ -115,3 +115,27 @@ def test_an_unknown_id_says_so_and_points_at_runs(store: tuple[str, list[str]],
             assert main(["--tracking-uri", uri, *argv]) == 2
             err = capsys.readouterr().err
             assert unknown in err and "specbench runs" in err and "Fix:" in err and "Traceback" not in err
+
+
+def test_baseline_set_refuses_a_run_that_did_not_finish(store: tuple[str, list[str]],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    uri, _ = store
+    with pytest.raises(RuntimeError, match="stopped"):
+        with TrackedRun("failed_runs", "wait3", uri, {"kind": "test"}) as run:
+            failed = run.run_id
+            raise RuntimeError("stopped")
+    assert MlflowClient(uri).get_run(failed).info.status == "FAILED"
+    assert main(["--tracking-uri", uri, "baseline", "set", failed]) == 2
+    err = capsys.readouterr().err
+    assert f"run {failed} has status FAILED" in err and "Fix: pick a FINISHED run" in err
+    assert "baseline" not in MlflowClient(uri).get_run(failed).data.tags
+
+
+def test_runs_names_the_experiments_when_asked_for_an_unknown_one(store: tuple[str, list[str]],
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    uri, _ = store
+    assert main(["--tracking-uri", uri, "runs", "--experiment", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "--experiment nosuch: no such experiment" in err and "asr" in err and "mt" in err
+    assert main(["--tracking-uri", uri, "runs", "--limit", "0"]) == 2
+    assert "--limit: '0' is not a whole number >= 1" in capsys.readouterr().err

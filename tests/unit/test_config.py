@@ -100,3 +100,39 @@ def test_a_word_floor_without_a_sample_is_refused_with_the_fix(tmp_path: Path) -
         load_config(write(tmp_path, 'kind = "real_speech"\nsample_min_words = 3\n'))
     with pytest.raises(ConfigError, match=r"section \[decode\]: acoustic_scales"):
         load_config(write(tmp_path, 'kind = "eval_am"\n[decode]\nacoustic_scales = []\n'))
+
+
+def test_a_file_that_is_not_utf8_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "bin.toml"
+    path.write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match=r"bin.toml: not a UTF-8 text file .* Fix: save the job file as UTF-8"):
+        load_config(path)
+
+
+@pytest.mark.parametrize(("corpus", "expected"), [
+    ('eval_voices = ["flite:rms"]', r"section \[corpus\]: eval_voices: must include the held-out voices"),
+    ("rates = []", r"section \[corpus\]: len\(rates\) = 0: out of range"),
+    ('train_voices = ["nosuch:v"]', r"section \[corpus\]: train_voices: unknown voice 'nosuch:v'"),
+    ('train_voices = ["flite:rms"]', r"train_voices: \['flite:rms'\] are held out .* Fix: remove them"),
+])
+def test_a_speech_corpus_is_checked_when_the_job_is_read(tmp_path: Path, corpus: str, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected) as err:
+        load_config(write(tmp_path, f'kind = "speech"\n[corpus]\n{corpus}\n'))
+    assert str(err.value).count("Fix:") == 1 and "CorpusPlan" not in str(err.value)
+
+
+def test_a_referenced_job_must_exist_and_be_of_its_kind(tmp_path: Path) -> None:
+    from specbench.config.loader import check_inputs
+    from specbench.errors import DataError
+
+    wrong = write(tmp_path, f'kind = "train_am"\nspeech_job = "{ROOT / "jobs/speech_quick.toml"}"\n'
+                            f'graph_job = "{ROOT / "jobs/speech_quick.toml"}"\n')
+    with pytest.raises(ConfigError, match=r"key 'graph_job' = .* names a kind = \"speech\" job; it must name a "
+                                          r"kind = \"graph\" job. Fix:"):
+        check_inputs(wrong, load_config(wrong), load_config)
+    missing = write(tmp_path, 'kind = "speech"\ngraph_job = "nosuch_graph.toml"\n', "speech.toml")
+    with pytest.raises(DataError, match=r"speech.toml: key 'graph_job' = 'nosuch_graph.toml': .* does not exist"):
+        check_inputs(missing, load_config(missing), load_config)
+    bench = write(tmp_path, 'kind = "bench_decoder"\nscores_job = "nosuch.toml"\n', "bench.toml")
+    with pytest.raises(DataError, match=r"bench.toml: key 'scores_job' = 'nosuch.toml'"):
+        check_inputs(bench, load_config(bench), load_config)

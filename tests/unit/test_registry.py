@@ -100,7 +100,8 @@ def test_every_verb_has_a_handler() -> None:
 
 def _readme_headline_names() -> set[str]:
     """The metric names in the first column of README.md's headline table."""
-    section = (ROOT / "README.md").read_text().split("## Headline metrics", 1)[1].split("\n## ", 1)[0]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Headline metrics", 1)[1].split("\n## ", 1)[0]
     return {name for line in section.splitlines() if line.startswith("| `")
             for name in re.findall(r"`([^`]+)`", line.split(" | ", 1)[0])}
 

@@ -272,10 +272,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
+    from specbench.errors import ConfigError
     from specbench.reports.headline import HEADLINE_METRICS
-    from specbench.tracking.queries import recent_runs
+    from specbench.tracking.queries import experiment_names, recent_runs
 
     rows = recent_runs(args.tracking_uri, args.limit, args.experiment, list(HEADLINE_METRICS))
+    if not rows and args.experiment is not None:
+        known = experiment_names(args.tracking_uri)
+        if args.experiment not in known:
+            raise ConfigError(f"--experiment {args.experiment}: no such experiment in the store. Fix: pick one "
+                              f"of: {', '.join(sorted(known)) or '(none yet)'}.")
     if not rows:
         print("no runs yet: try `specbench run jobs/quick.toml`")
         return 0

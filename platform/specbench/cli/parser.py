@@ -256,10 +256,21 @@ def _add_compare(sub) -> None:  # noqa: ANN001
     cmp.add_argument("--no-artifact", action="store_true", help="print only; log no `compare` run")
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse names the option and the value on failure)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1 (e.g. 20)")
+    return value
+
+
 def _add_runs(sub) -> None:  # noqa: ANN001
     runs = _verb(sub, "runs", cmd_runs, "recent MLflow runs with their headline metrics")
-    runs.add_argument("--limit", type=int, default=20)
-    runs.add_argument("--experiment")
+    runs.add_argument("--limit", type=_at_least_one, default=20, help="how many runs, newest first (default 20)")
+    runs.add_argument("--experiment", help="only this experiment's runs")
 
 
 def _add_server(sub) -> None:  # noqa: ANN001

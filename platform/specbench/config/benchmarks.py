@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from specbench.config.jobs import AM_FIX, BPE_FIX, LM_FIX, MT_WAITK_FIX, TrackingSection
+from specbench.config.jobs import AM_FIX, BPE_FIX, EVAL_AM_JOB_FIX, LM_FIX, MT_WAITK_FIX, TrackingSection
 from specbench.config.loader import config_choices as _choices
 from specbench.config.loader import config_input as _input
 from specbench.config.loader import config_range as _range
@@ -69,7 +69,7 @@ class BenchDecoderConfig(BenchConfig):
     scores: Path = Path(".specbench/scores/am_slurp/test.parquet")
     # an `eval_am` job (relative to the job file) whose test scores to decode instead of `scores`: the ones
     # it writes to the work directory's scores/<its name>/test.parquet (a suite runs it first)
-    scores_job: Path | None = None
+    scores_job: Path | None = field(default=None, metadata=_input(EVAL_AM_JOB_FIX, "job", "eval_am"))
     utterances: int = field(default=1000, metadata=_range(1, 100000))  # the first N (held-out-voice) ids
     beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))

@@ -111,6 +111,20 @@ class CorpusSection:
     rates: tuple[float, ...] = (0.85, 1.0, 1.15)
     snr_db: tuple[float, ...] = (float("inf"), 30.0, 20.0)
 
+    def __post_init__(self) -> None:
+        """The voices, rates and SNRs checked as the synthesis will check them, when the job file is read."""
+        from specbench.data.speech_corpus import CorpusPlan
+        from specbench.errors import ConfigError
+
+        try:
+            CorpusPlan(train_sentences=self.train_sentences, train_voices=self.train_voices,
+                       eval_voices=self.eval_voices, devel_sentences=self.devel_sentences,
+                       test_sentences=self.test_sentences, rates=self.rates, snr_db=self.snr_db,
+                       train_copies_per_sentence=self.train_copies)
+        except ConfigError as err:  # the plan's field names are this section's keys
+            raise ValueError(str(err).replace("CorpusPlan.", "").replace("train_copies_per_sentence",
+                                                                          "train_copies")) from None
+
 
 @dataclass(frozen=True)
 class SpeechConfig:
@@ -121,7 +135,8 @@ class SpeechConfig:
     seed: int = 0
     shard_size: int = field(default=64, metadata=_range(1, 10000))
     align_checkpoint: Path = Path("models/am_slurp.pt")  # forced alignment when it exists (project root)
-    graph_job: Path = Path("graph_slurp.toml")  # relative to this job file: lexicon and tokens to align with
+    # relative to this job file: lexicon and tokens to align with
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
     corpus: CorpusSection = CorpusSection()
     tracking: TrackingSection = TrackingSection(experiment="speech")
 
@@ -133,8 +148,8 @@ class TrainAmConfig:
     KIND: ClassVar[str] = "train_am"
     name: str = "am_slurp"
     # relative to this job file
-    speech_job: Path = field(default=Path("speech_slurp.toml"), metadata=_input(SPEECH_JOB_FIX, "job"))
-    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job"))
+    speech_job: Path = field(default=Path("speech_slurp.toml"), metadata=_input(SPEECH_JOB_FIX, "job", "speech"))
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
     output: Path = Path("models/am_slurp.pt")  # relative to the project root
     devel_utterances: int = field(default=400, metadata=_range(1, 100000))
     model: ModelConfig = ModelConfig()
@@ -189,8 +204,8 @@ class EvalAmConfig:
     name: str = "am_slurp"
     checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX))  # project root
     # relative to this job file
-    speech_job: Path = field(default=Path("speech_slurp.toml"), metadata=_input(SPEECH_JOB_FIX, "job"))
-    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job"))
+    speech_job: Path = field(default=Path("speech_slurp.toml"), metadata=_input(SPEECH_JOB_FIX, "job", "speech"))
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
     devel_utterances: int = field(default=400, metadata=_range(1, 100000))
     test_utterances: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     real_recordings: bool = True
@@ -245,7 +260,7 @@ class RealSpeechConfig:
 
     KIND: ClassVar[str] = "real_speech"
     name: str = "real_speech"
-    graph_job: Path = field(default=Path("graph_sphinx.toml"), metadata=_input(GRAPH_JOB_FIX, "job"))
+    graph_job: Path = field(default=Path("graph_sphinx.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
     sets: tuple[str, ...] = field(default=REAL_SPEECH_SETS, metadata=_choices(*REAL_SPEECH_SETS))
     max_per_set: int = field(default=0, metadata=_range(0, 100000))  # 0: all (the quick job decodes a few)
     sample_min_words: int = field(default=0, metadata=_range(0, 100))  # with max_per_set: words a sampled clip has
@@ -276,7 +291,7 @@ class WordConfidenceConfig:
 
     KIND: ClassVar[str] = "word_confidence"
     name: str = "word_confidence"
-    scores_job: Path = field(default=Path("am_eval.toml"), metadata=_input(EVAL_AM_JOB_FIX, "job"))
+    scores_job: Path = field(default=Path("am_eval.toml"), metadata=_input(EVAL_AM_JOB_FIX, "job", "eval_am"))
     backends: tuple[str, ...] = field(default=CONFIDENCE_BACKENDS, metadata=_choices(*CONFIDENCE_BACKENDS))
     beam: float = field(default=15.0, metadata=_range(1.0, 100.0))
     max_active: int = field(default=10000, metadata=_range(10, 10_000_000))

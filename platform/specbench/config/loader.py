@@ -113,8 +113,9 @@ def build_config(path: Path, cls: type, table: dict[str, Any], prefix: str = "")
         return cls(**kwargs)
     except (ValueError, TypeError, ConfigError) as err:
         where = f"section [{prefix.rstrip('.')}]" if prefix else "top-level keys"
-        raise ConfigError(f"{path}: {where}: {str(err).rstrip('.')}. Fix: change those values in the job "
-                          "file.") from err
+        problem = str(err).rstrip(".")
+        fix = "" if "Fix:" in problem else " Fix: change those values in the job file."
+        raise ConfigError(f"{path}: {where}: {problem}.{fix}") from err
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -127,6 +128,9 @@ def read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML ({err}). Fix: correct the syntax at that line.") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason}). Fix: save the job "
+                          "file as UTF-8 TOML.") from err
 
 
 def load_job_file(path: Path, kinds: typing.Mapping[str, type]) -> Any:
@@ -168,12 +172,13 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     return SuiteConfig(name=name, jobs=resolved)
 
 
-def config_input(fix: str, relative_to: str = "project") -> dict[str, Any]:
+def config_input(fix: str, relative_to: str = "project", kind: str | None = None) -> dict[str, Any]:
     """Field metadata: the field names a file the job reads, relative to the project root (`"project"`) or
-    to the job file (`"job"`); `fix` ("Fix: ...") says how to make it. `check_inputs` checks it exists."""
+    to the job file (`"job"`); `fix` ("Fix: ...") says how to make it; `kind`: the file is a job file of
+    that kind. `check_inputs` checks it exists (and is of that kind)."""
     if relative_to not in ("project", "job"):
         raise ValueError(f"relative_to must be 'project' or 'job', got {relative_to!r}")
-    return {"input": (relative_to, fix)}
+    return {"input": (relative_to, fix, kind)}
 
 
 def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
@@ -186,7 +191,12 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
     path = Path(path)
     written: list[Path] = []
     for job_path, job_config in _member_jobs(path, config, load):
-        for key, value, file, fix in _inputs(job_path, job_config):
+        for key, value, file, fix, kind in _inputs(job_path, job_config):
+            if kind is not None and file.is_file():
+                found = config_kind(load(file))
+                if found != kind:
+                    raise ConfigError(f"{job_path}: key '{key}' = '{value}' names a kind = \"{found}\" job; it "
+                                      f"must name a kind = \"{kind}\" job. {fix}")
             if file.exists() or any(_written_as(file, out) for out in written):
                 continue
             raise DataError(f"{job_path}: key '{key}' = '{value}': {file} does not exist. {fix}")
@@ -205,17 +215,18 @@ def _member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[t
     return [(path, config)]
 
 
-def _inputs(job_path: Path, config: Any, prefix: str = "") -> Iterator[tuple[str, Path, Path, str]]:
-    """(key, value, resolved path, fix) of every `config_input` field that is set, nested sections too."""
+def _inputs(job_path: Path, config: Any, prefix: str = "") -> Iterator[tuple[str, Path, Path, str, str | None]]:
+    """(key, value, resolved path, fix, job kind) of every `config_input` field that is set, nested sections
+    too."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if dataclasses.is_dataclass(value):
             yield from _inputs(job_path, value, f"{prefix}{f.name}.")
         elif "input" in f.metadata and isinstance(value, Path):
-            relative_to, fix = f.metadata["input"]
+            relative_to, fix, kind = f.metadata["input"]
             resolved = from_root(value) if relative_to == "project" else (
                 value if value.is_absolute() else job_path.parent / value)
-            yield prefix + f.name, value, resolved, fix
+            yield prefix + f.name, value, resolved, fix, kind
 
 
 def _written_as(file: Path, output: Path) -> bool:

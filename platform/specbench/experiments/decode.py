@@ -40,6 +40,12 @@ INPUT_SCHEMA = pa.schema([("utt_id", pa.string()), ("frame_shift_ms", pa.float32
                           ("num_classes", pa.int32()), ("loglikes", pa.list_(pa.float32()))])
 
 
+# decode_file's search options, as the errors of SearchOptions and DecoderStage name them (longest first:
+# lattice_beam before beam)
+_SEARCH_FLAGS = ("partial_every_ms", "frame_shift_ms", "acoustic_scale", "lattice_beam", "max_active",
+                 "min_active", "backend", "beam")
+
+
 def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam: float = 15.0,
                 max_active: int = 10000, acoustic_scale: float = 1.0, frame_shift_ms: float | None = None,
                 words: Path | None = None, lattice_beam: float | None = None, lattice_dir: Path | None = None,
@@ -54,12 +60,21 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                             "them)")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise DataError(f"--workers {workers!r}: must be a whole number >= 1. Fix: pass e.g. --workers 1")
+    if Path(out).suffix not in (".jsonl", ".parquet"):
+        raise DataError(f"--out {out}: unknown output format '{Path(out).suffix}'. Fix: end the file name in "
+                        ".jsonl (one JSON line per utterance) or .parquet")
+    if frame_shift_ms is not None and not 0 < frame_shift_ms < math.inf:
+        raise DataError(f"--frame-shift-ms {frame_shift_ms}: must be a positive number of milliseconds. Fix: "
+                        "pass the scores' frame shift, e.g. --frame-shift-ms 40")
     try:
         stage = DecoderStage(graph, backend, beam=beam, max_active=max_active, min_active=min_active,
                              acoustic_scale=acoustic_scale, lattice_beam=lattice_beam, lattice_dir=lattice_dir,
                              partial_every_ms=partial_every_ms, frame_shift_ms=frame_shift_ms)
     except ValueError as err:
-        raise DataError(f"decode options: {err}") from err
+        problem = str(err).replace("SearchOptions.", "")
+        flag = next((f"--{name.replace('_', '-')}" for name in _SEARCH_FLAGS if name in problem), "an option")
+        raise DataError(f"{flag}: {problem}. Fix: change {flag} (`specbench decode --help` shows the "
+                        "defaults)") from err
     symbols = SymbolTable.read(words).symbols if words else None
     start = time.perf_counter()
     if stage.backend in LANE_BACKENDS or workers == 1:

@@ -58,10 +58,12 @@ def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
     for raw in config.jobs:
         job = raw if raw.is_absolute() else (path.parent / raw).resolve()
         if not job.is_file():
-            raise ConfigError(f"{path}: job {raw} does not exist ({job})")
+            raise ConfigError(f"{path}: key 'jobs' lists '{raw}', but {job} does not exist. Fix: list existing "
+                              "job files, relative to the nightly file.")
         job_config = load_config(job)
         if config_kind(job_config) in ("nightly",):
-            raise ConfigError(f"{path}: job {raw} is itself a nightly")
+            raise ConfigError(f"{path}: key 'jobs' lists '{raw}', which is itself a nightly. Fix: list its jobs "
+                              "here instead.")
         jobs.append((job, job_config))
     rules = {r.metric for r in config.tolerance}
     produced = {m for _, c in jobs for m in JOBS[config_kind(c)].nightly_metrics}

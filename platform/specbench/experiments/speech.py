@@ -121,16 +121,19 @@ def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_addres
     planned = plan_utterances(corpus_plan(config)).to_pylist()
     shards = [planned[i:i + config.shard_size] for i in range(0, len(planned), config.shard_size)]
     existing = sum((root / r["audio_path"]).is_file() for r in planned)
+    checkpoint = from_root(config.align_checkpoint)
+    graph_job = None  # read before the synthesis, so that a bad graph_job stops the job before any work
+    if checkpoint.is_file() and job_path is not None:
+        graph_job = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
     connect(ray_address)
     start = time.perf_counter()
     done = run_tasks(partial(synthesize_shard, corpus_root=root), shards,
                      progress=f"synthesizing {len(planned) - existing} of {len(planned)} utterances")
     seconds = time.perf_counter() - start
     rows = [row for shard in done for row in shard]
-    checkpoint = from_root(config.align_checkpoint)
     graph_dir = None
-    if checkpoint.is_file() and job_path is not None:
-        graph_dir = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).directory
+    if graph_job is not None:
+        graph_dir = build_graph(graph_job).directory
         rows = align_corpus(rows, root, checkpoint, graph_dir, config.shard_size)
     else:
         rows = _keep_word_times(rows, root)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mlflow.tracking import MlflowClient
 
+from specbench.errors import ConfigError
 from specbench.tracking.queries import resolve_run_id
 from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
 
@@ -22,6 +23,9 @@ def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | Non
     run_id = resolve_run_id(run_id, tracking_uri)
     client = _client(tracking_uri)
     run = client.get_run(run_id)
+    if run.info.status != "FINISHED":
+        raise ConfigError(f"run {run_id} has status {run.info.status}: a baseline must be a finished run. Fix: "
+                          "pick a FINISHED run of the job from `specbench runs`.")
     name = run.info.run_name or ""
     others = client.search_runs([run.info.experiment_id], filter_string="tags.baseline = 'true'")
     for other in others:

@@ -53,6 +53,12 @@ def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: st
     return rows
 
 
+def experiment_names(tracking_uri: str | None = None) -> list[str]:
+    """The names of the store's experiments."""
+    quiet_mlflow()
+    return [e.name for e in MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri)).search_experiments()]
+
+
 def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
     """One run by id, with all its metrics and params."""
     quiet_mlflow()

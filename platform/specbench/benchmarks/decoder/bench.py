@@ -342,6 +342,7 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
     """The benchmark of a `bench_decoder` config (see `benchmarks.harness`): the graph is `config.graph`,
     else the graph (TLG or HCLG) of `graph_job` (built when missing)."""
     limit_threads()
+    scores = scores_path(config, job_path)  # before the graph, which may take minutes to build
     if config.graph is not None:
         graph = from_root(config.graph)
     else:
@@ -349,7 +350,6 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
         from specbench.experiments.job_refs import referenced_job
 
         graph = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).fst
-    scores = scores_path(config, job_path)
     options = SearchOptions(beam=float(config.beam), max_active=int(config.max_active),
                             min_active=int(config.min_active), acoustic_scale=float(config.acoustic_scale),
                             lattice_beam=float(config.lattice_beam))
