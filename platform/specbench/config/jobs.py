@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from specbench.acoustic.settings import ModelConfig, TrainSettings
 from specbench.config.loader import config_choices as _choices
@@ -20,6 +20,9 @@ from specbench.data.multi30k import TEST_SPLITS as MULTI30K_TEST_SPLITS
 from specbench.data.usage import UsageSettings
 from specbench.prediction.settings import CompletionSettings, ConfidenceSettings, LmSettings, LmTrainSettings
 from specbench.simultrans.settings import MtModelConfig, MtSelection, MtTrainSettings
+
+if TYPE_CHECKING:
+    from specbench.data.speech_corpus import CorpusPlan
 
 # How to make each kind of input file a job names (the `_input` fixes).
 AM_FIX = ("Fix: train one with `specbench train am jobs/am.toml`, or set the key to an existing acoustic "
@@ -111,16 +114,21 @@ class CorpusSection:
     rates: tuple[float, ...] = (0.85, 1.0, 1.15)
     snr_db: tuple[float, ...] = (float("inf"), 30.0, 20.0)
 
+    def plan(self, seed: int = 0) -> CorpusPlan:
+        """What the speech job synthesizes from this section, with `seed`."""
+        from specbench.data.speech_corpus import CorpusPlan
+
+        return CorpusPlan(seed=seed, train_sentences=self.train_sentences, train_voices=self.train_voices,
+                          eval_voices=self.eval_voices, devel_sentences=self.devel_sentences,
+                          test_sentences=self.test_sentences, rates=self.rates, snr_db=self.snr_db,
+                          train_copies_per_sentence=self.train_copies)
+
     def __post_init__(self) -> None:
         """The voices, rates and SNRs checked as the synthesis will check them, when the job file is read."""
-        from specbench.data.speech_corpus import CorpusPlan
         from specbench.errors import ConfigError
 
         try:
-            CorpusPlan(train_sentences=self.train_sentences, train_voices=self.train_voices,
-                       eval_voices=self.eval_voices, devel_sentences=self.devel_sentences,
-                       test_sentences=self.test_sentences, rates=self.rates, snr_db=self.snr_db,
-                       train_copies_per_sentence=self.train_copies)
+            self.plan()
         except ConfigError as err:  # the plan's field names are this section's keys
             raise ValueError(str(err).replace("CorpusPlan.", "").replace("train_copies_per_sentence",
                                                                           "train_copies")) from None

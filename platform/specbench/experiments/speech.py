@@ -58,11 +58,7 @@ def corpus_root(config: SpeechConfig) -> Path:
 
 
 def corpus_plan(config: SpeechConfig) -> CorpusPlan:
-    c = config.corpus
-    return CorpusPlan(seed=config.seed, train_sentences=c.train_sentences, train_voices=c.train_voices,
-                      eval_voices=c.eval_voices, devel_sentences=c.devel_sentences,
-                      test_sentences=c.test_sentences, rates=c.rates, snr_db=c.snr_db,
-                      train_copies_per_sentence=c.train_copies)
+    return config.corpus.plan(config.seed)
 
 
 def _alignment_key(checkpoint: Path, graph_dir: Path) -> str:
