@@ -133,6 +133,21 @@ def test_a_referenced_job_must_exist_and_be_of_its_kind(tmp_path: Path) -> None:
     missing = write(tmp_path, 'kind = "speech"\ngraph_job = "nosuch_graph.toml"\n', "speech.toml")
     with pytest.raises(DataError, match=r"speech.toml: key 'graph_job' = 'nosuch_graph.toml': .* does not exist"):
         check_inputs(missing, load_config(missing), load_config)
-    bench = write(tmp_path, 'kind = "bench_decoder"\nscores_job = "nosuch.toml"\n', "bench.toml")
+    bench = write(tmp_path, f'kind = "bench_decoder"\ngraph_job = "{ROOT / "jobs/graph_slurp.toml"}"\n'
+                            'scores_job = "nosuch.toml"\n', "bench.toml")
     with pytest.raises(DataError, match=r"bench.toml: key 'scores_job' = 'nosuch.toml'"):
         check_inputs(bench, load_config(bench), load_config)
+
+
+def test_a_benchmark_job_names_missing_scores_and_graphs_before_it_runs(tmp_path: Path) -> None:
+    from specbench.config.loader import check_inputs
+    from specbench.errors import DataError
+
+    graph_job = ROOT / "jobs/graph_slurp.toml"
+    scores = write(tmp_path, f'kind = "bench_decoder"\ngraph_job = "{graph_job}"\nscores = "/nonexistent.parquet"\n')
+    with pytest.raises(DataError, match=r"key 'scores' = '/nonexistent.parquet': .* Fix: write them first"):
+        check_inputs(scores, load_config(scores), load_config)
+    graph = write(tmp_path, 'kind = "bench_decoder"\ngraph = "/nonexistent.fst"\nscores_job = "e.toml"\n', "g.toml")
+    write(tmp_path, 'kind = "eval_am"\n', "e.toml")  # scores_job replaces scores; graph replaces graph_job
+    with pytest.raises(DataError, match=r"key 'graph' = '/nonexistent.fst'"):
+        check_inputs(graph, load_config(graph), load_config)

@@ -62,9 +62,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     _checked_config(args.file)
     for line in run_file(args.file, _options(args)):
         print(line)
+    cli = f"specbench --tracking-uri {args.tracking_uri}" if args.tracking_uri else "specbench"
     print(
-        "Open the runs with `specbench ui` (MLflow UI on http://127.0.0.1:5000), list them with "
-        "`specbench runs`, or put two side by side with `specbench compare RUN_A RUN_B` (a suite's parent "
+        f"Open the runs with `{cli} ui` (MLflow UI on http://127.0.0.1:5000), list them with "
+        f"`{cli} runs`, or put two side by side with `{cli} compare RUN_A RUN_B` (a suite's parent "
         "run holds its jobs' headline metrics)."
     )
     return 0

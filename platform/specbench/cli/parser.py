@@ -209,13 +209,15 @@ def _add_decode(sub) -> None:  # noqa: ANN001
         "numpy twin, or Kaldi's FasterDecoder)",
     )
     dec.add_argument(
-        "--graph", type=Path, required=True, help="OpenFst graph (vector or const), e.g. TLG.fst"
+        "--graph", type=Path, required=True, help="OpenFst graph (vector or const): the TLG.fst or HCLG.fst in the "
+        "folder `specbench graph build JOB.toml` prints (under .specbench/graphs/)"
     )
     dec.add_argument("--scores", type=Path, required=True, help=".parquet, Kaldi .scp/.ark, .npy or .npz")
     dec.add_argument(
         "--out", type=Path, required=True, help="output: .jsonl (one JSON line each) or .parquet"
     )
-    dec.add_argument("--words", type=Path, help="words.txt: write words as strings, not output labels")
+    dec.add_argument("--words", type=Path, help="words.txt (beside the graph): write words as strings, not only "
+                     "output labels")
     dec.add_argument(
         "--backend",
         choices=("cpu", "cpu_numpy", "gpu", "twin", "kaldi", "auto"),
@@ -223,10 +225,13 @@ def _add_decode(sub) -> None:  # noqa: ANN001
         help="auto: gpu when a CUDA device is usable, else cpu",
     )
     dec.add_argument("--frame-shift-ms", type=float, help="frame shift of Kaldi/numpy scores")
-    dec.add_argument("--beam", type=float, default=15.0)
-    dec.add_argument("--max-active", type=int, default=10000)
-    dec.add_argument("--min-active", type=int, default=20)
-    dec.add_argument("--acoustic-scale", type=float, default=1.0)
+    dec.add_argument("--beam", type=float, default=15.0, help="search beam, in cost units (default 15)")
+    dec.add_argument("--max-active", type=int, default=10000, help="most tokens kept a frame (default 10000)")
+    dec.add_argument("--min-active", type=int, default=20, help="fewest tokens kept a frame (default 20)")
+    dec.add_argument("--acoustic-scale", type=float, default=1.0,
+                     help="weight of the acoustic scores against the graph's (default 1.0, which suits our CTC "
+                     "model's scores over the SLURP TLG; the Sphinx HCLG wants 0.08 to 0.1, as the real-speech "
+                     "job tunes it)")
     dec.add_argument(
         "--lattice-beam", type=float, help="keep lattices within this beam (default 8 with --lattice-dir)"
     )
@@ -235,7 +240,8 @@ def _add_decode(sub) -> None:  # noqa: ANN001
         "--workers", type=int, help="decoders in parallel, as Ray actors sharing one memory-mapped graph "
         "(cpu, cpu_numpy, kaldi; default: one per core from 300,000 frames on, else 1; 1: no Ray)"
     )
-    dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio")
+    dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio "
+                     "(rounded to whole frames)")
 
 
 def _add_compare(sub) -> None:  # noqa: ANN001

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from specbench.config.jobs import AM_FIX, BPE_FIX, EVAL_AM_JOB_FIX, LM_FIX, MT_WAITK_FIX, TrackingSection
+from specbench.config.jobs import (AM_FIX, BPE_FIX, EVAL_AM_JOB_FIX, GRAPH_JOB_FIX, LM_FIX, MT_WAITK_FIX,
+                                   TrackingSection)
 from specbench.config.loader import config_choices as _choices
 from specbench.config.loader import config_input as _input
 from specbench.config.loader import config_range as _range
@@ -55,6 +56,12 @@ class BenchAcousticConfig(BenchConfig):
     audio: Path | None = None  # time inference on the 16 kHz WAV files of this folder instead of synthesizing
 
 
+SCORES_FIX = ("Fix: write them first (`specbench run jobs/am_eval.toml`; for workload = \"real_speech\", "
+              "`specbench run jobs/real_speech.toml`), or set the key to existing scores (.parquet or .npz).")
+GRAPH_FILE_FIX = ("Fix: set it to an OpenFst graph file (`specbench graph build JOB.toml` prints where it writes "
+                  "one), or leave it out to build the graph of `graph_job`.")
+
+
 @dataclass(frozen=True)
 class BenchDecoderConfig(BenchConfig):
     """`kind = "bench_decoder"`: Kaldi, the CPU backend, the twin and (with a GPU) the GPU backend side by
@@ -63,10 +70,12 @@ class BenchDecoderConfig(BenchConfig):
     KIND: ClassVar[str] = "bench_decoder"
     name: str = "decoder"
     workload: str = field(default="held_out_test", metadata=_choices(*DECODER_WORKLOADS))
-    graph_job: Path = Path("graph_slurp.toml")  # its graph (TLG or HCLG), unless `graph` names one
-    graph: Path | None = None  # an OpenFst const graph (project root)
+    # its graph (TLG or HCLG), unless `graph` names one
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph", "graph"))
+    graph: Path | None = field(default=None, metadata=_input(GRAPH_FILE_FIX))  # an OpenFst const graph (project root)
     # project root; .parquet or .npz (workload real_speech: a .parquet or a folder of them)
-    scores: Path = Path(".specbench/scores/am_slurp/test.parquet")
+    scores: Path = field(default=Path(".specbench/scores/am_slurp/test.parquet"),
+                         metadata=_input(SCORES_FIX, unless="scores_job"))
     # an `eval_am` job (relative to the job file) whose test scores to decode instead of `scores`: the ones
     # it writes to the work directory's scores/<its name>/test.parquet (a suite runs it first)
     scores_job: Path | None = field(default=None, metadata=_input(EVAL_AM_JOB_FIX, "job", "eval_am"))

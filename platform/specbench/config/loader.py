@@ -172,13 +172,15 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     return SuiteConfig(name=name, jobs=resolved)
 
 
-def config_input(fix: str, relative_to: str = "project", kind: str | None = None) -> dict[str, Any]:
+def config_input(fix: str, relative_to: str = "project", kind: str | None = None,
+                 unless: str | None = None) -> dict[str, Any]:
     """Field metadata: the field names a file the job reads, relative to the project root (`"project"`) or
     to the job file (`"job"`); `fix` ("Fix: ...") says how to make it; `kind`: the file is a job file of
-    that kind. `check_inputs` checks it exists (and is of that kind)."""
+    that kind; `unless`: another field of the same section that, when set, replaces this one (the file is
+    then not read). `check_inputs` checks it exists (and is of that kind)."""
     if relative_to not in ("project", "job"):
         raise ValueError(f"relative_to must be 'project' or 'job', got {relative_to!r}")
-    return {"input": (relative_to, fix, kind)}
+    return {"input": (relative_to, fix, kind, unless)}
 
 
 def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
@@ -223,7 +225,9 @@ def _inputs(job_path: Path, config: Any, prefix: str = "") -> Iterator[tuple[str
         if dataclasses.is_dataclass(value):
             yield from _inputs(job_path, value, f"{prefix}{f.name}.")
         elif "input" in f.metadata and isinstance(value, Path):
-            relative_to, fix, kind = f.metadata["input"]
+            relative_to, fix, kind, unless = f.metadata["input"]
+            if unless is not None and getattr(config, unless) is not None:
+                continue
             resolved = from_root(value) if relative_to == "project" else (
                 value if value.is_absolute() else job_path.parent / value)
             yield prefix + f.name, value, resolved, fix, kind

@@ -276,8 +276,9 @@ def _with_pocketsphinx(result: dict[str, Any]) -> bool:
 
 def summary(result: dict[str, Any]) -> list[str]:
     compared = _with_pocketsphinx(result)
-    lines = [(f"real speech: {result['utterances']} utterances ({len(result['flagged'])} flagged), acoustic scale "
-              f"{result['acoustic_scale']:g}" + (f", pocketsphinx lw {result['language_weight']:g}" if compared else ""))]
+    lines = [(f"real speech: {result['utterances']} utterances ({len(result['flagged'])} flagged as unusable), "
+              f"acoustic scale {result['acoustic_scale']:g}"
+              + (f", pocketsphinx lw {result['language_weight']:g}" if compared else ""))]
     for key, cmp in sorted(result["wer"].items()):
         lines.append(f"  {key:<28} WER {cmp['wer_a']:6.1%} [{cmp['low_a']:.1%}, {cmp['high_a']:.1%}]"
                      + ("" if key.endswith(SPHINX) or not compared else
