@@ -110,3 +110,14 @@ def test_the_readme_lists_exactly_the_headline_metrics() -> None:
     listed = _readme_headline_names()
     assert listed == set(HEADLINE_METRICS), (sorted(listed - set(HEADLINE_METRICS)),
                                              sorted(set(HEADLINE_METRICS) - listed))
+
+
+def test_a_global_option_after_the_command_is_named_with_where_it_goes(capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench.cli import main
+
+    assert main(["runs", "--tracking-uri", "sqlite:///x.db"]) == 2
+    err = capsys.readouterr().err
+    assert "--tracking-uri is a global option: it goes before the command" in err
+    assert "Fix: specbench --tracking-uri VALUE runs" in err
+    assert main(["runs", "--bogus"]) == 2
+    assert "global option" not in capsys.readouterr().err  # other mistakes get argparse's message alone
