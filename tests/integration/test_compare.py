@@ -36,6 +36,8 @@ def test_only_differences_with_deltas_and_an_html_artifact(tmp_path: Path,
     assert {(r.kind, r.name) for r in comparison.shown(True)} >= {("param", "k"), ("metric", "al")}
     text = render_text(comparison)
     assert "31.5 (+1.5)" in text and "param k" not in text
+    assert "each run's value minus the first run's" in text  # which way the deltas go
+    assert "note: these runs are of different jobs (run0, run1, run2)" in text
     assert "<tr class=diff>" in render_html(comparison)
     assert main(["--tracking-uri", uri, "compare", a, b]) == 0
     out = capsys.readouterr().out

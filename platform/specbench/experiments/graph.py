@@ -41,15 +41,16 @@ def run_graph(config: GraphConfig, run: TrackedRun | None, force: bool = False) 
 def _sphinx_summary(art: GraphArtifacts) -> list[str]:
     s = art.stats
     return [
-        f"graph {art.directory} ({'reused' if art.reused else f'built in {s.build_seconds:.1f} s'}, "
-        f"peak {s.peak_rss_gb:.1f} GB)",
+        f"graph {art.directory} ({'reused, built before in' if art.reused else 'built in'} "
+        f"{s.build_seconds:.1f} s, peak {s.peak_rss_gb:.1f} GB)",
         f"  HCLG: {s.states:,} states, {s.arcs:,} arcs ({s.epsilon_arcs:,} epsilon); {s.context_windows:,} "
         f"triphone windows ({s.context_windows_backed_off:,} backed off), {s.entry_labels:,} HMM-state labels",
         f"  LM: n-grams {', '.join(f'{c:,}' for c in s.ngrams)} (from {', '.join(f'{c:,}' for c in s.ngrams_before)}); "
         f"vocabulary {s.vocabulary:,} ({s.words_without_pronunciation:,} without a pronunciation)",
         f"  perplexity Asterisk {s.ppl_asterisk:.1f} (OOV {s.oov_rate_asterisk:.1%}), LibriVox "
         f"{s.ppl_librivox:.1f} (OOV {s.oov_rate_librivox:.1%})",
-        "  stages: " + ", ".join(f"{k} {v:.0f} s" for k, v in s.stage_seconds.items()),
+        f"  stages{' of that build' if art.reused else ''}: "
+        + ", ".join(f"{k} {v:.0f} s" for k, v in s.stage_seconds.items()),
     ]
 
 

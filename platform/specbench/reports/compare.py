@@ -52,6 +52,10 @@ def render_text(comparison: Comparison, show_all: bool = False) -> str:
     widths = [max(len(r[c]) for r in [header, *body]) for c in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("(in parentheses: each run's value minus the first run's; - where a run has no such value)")
+    if len(set(comparison.run_names)) > 1:
+        lines.append("note: these runs are of different jobs (" + ", ".join(dict.fromkeys(comparison.run_names))
+                     + "), so many of their params and metrics differ by design")
     return "\n".join(lines)
 
 
