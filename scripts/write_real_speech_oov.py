@@ -1,7 +1,7 @@
 """Write the out-of-vocabulary rates of the real-speech job's recorded sets against the Sphinx graphs
 (benchmarks/results/real_speech_oov_cpu.json): per set, the share of the usable utterances' reference words
 that each graph cannot put out, as the job logs them (`asr.real.oov_rate.<set>`). Builds the graphs if they
-are not built yet (jobs/graph_sphinx.toml: about 7 minutes on 2 cores).
+are not built yet (jobs/graph_sphinx.toml: 4.6 minutes on 2 cores when last built, 6.7 before).
 
     python scripts/write_real_speech_oov.py [--output FILE]
 """
