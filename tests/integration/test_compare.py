@@ -20,7 +20,7 @@ def _runs(uri: str) -> list[str]:
     for i, (beam, bleu) in enumerate(((5, 30.0), (5, 31.5), (7, 31.5))):
         with TrackedRun("cmp", f"run{i}", uri, {"kind": "test"}) as run:
             run.log_params({"beam": beam, "k": 3})
-            run.log_metrics({"bleu": bleu, "al": 3.25})
+            run.log_metrics({"bleu": bleu, "al": 3.25, "asr.wer": 0.25 + i, "graph.states": 7.0})
             ids.append(run.run_id)
     return ids
 
@@ -38,6 +38,10 @@ def test_only_differences_with_deltas_and_an_html_artifact(tmp_path: Path,
     assert "31.5 (+1.5)" in text and "param k" not in text
     assert "each run's value minus the first run's" in text  # which way the deltas go
     assert "note: these runs are of different jobs (run0, run1, run2)" in text
+    assert "metric asr.wer (lower is better)" in text  # headline metrics say which way they improve
+    assert "metric graph.states " in text and "graph.states (" not in text  # a size grades nothing
+    assert "metric bleu " in text and "bleu (" not in text  # not a headline metric: no direction claimed
+    assert "asr.wer <span class=d>(lower is better)</span>" in render_html(comparison)
     assert "<tr class=diff>" in render_html(comparison)
     assert main(["--tracking-uri", uri, "compare", a, b]) == 0
     out = capsys.readouterr().out

@@ -15,7 +15,7 @@ from specbench.cli.options import BENCHES, add_config_options, config_from_args
 from specbench.cli.parser import build_parser
 from specbench.errors import ConfigError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, load_config
-from specbench.reports.headline import HEADLINE_METRICS
+from specbench.reports.headline import BETTER, HEADLINE_METRICS
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +96,19 @@ def test_every_verb_has_a_handler() -> None:
                  ["logs", "j", "--address", "a"], *(["bench", name] for name in BENCHES),
                  ["decode", "--graph", "g", "--scores", "s", "--out", "o"]):
         assert callable(parser.parse_args(argv).handler), argv
+
+
+def test_every_headline_metric_says_which_way_it_improves_as_the_nightly_judges_it() -> None:
+    from specbench.reports import headline
+
+    assert set(BETTER) == set(HEADLINE_METRICS)
+    assert headline._LOWER_IS_BETTER | headline._NEITHER <= set(HEADLINE_METRICS)  # no misspelt name
+    nightly = load_config(ROOT / "jobs" / "nightly.toml")
+    for rule in nightly.tolerance:
+        if (rule.max_drop is None) != (rule.max_rise is None):  # one-sided: the nightly knows the direction
+            assert BETTER[rule.metric] == ("higher" if rule.max_drop is not None else "lower"), rule.metric
+        elif rule.max_drop is not None:  # both ways: a size, not a grade
+            assert BETTER[rule.metric] is None, rule.metric
 
 
 def _readme_headline_names() -> set[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from specbench.reports.headline import HEADLINE_METRICS
+from specbench.reports.headline import BETTER, HEADLINE_METRICS
 
 if TYPE_CHECKING:
     from specbench.tracking.compare import Comparison, Row
@@ -31,6 +31,12 @@ def _is_headline(row: Row) -> bool:
     return row.kind == "metric" and row.name in HEADLINE_METRICS
 
 
+def _label(row: Row) -> str:
+    """The row's kind and name; for a headline metric, also which way it improves."""
+    better = BETTER.get(row.name) if _is_headline(row) else None
+    return f"{row.kind} {row.name}" + (f" ({better} is better)" if better else "")
+
+
 def shown_rows(comparison: Comparison, show_all: bool = False) -> list[Row]:
     """The headline metrics any of the runs has, then the other rows that differ (every row with
     `show_all`)."""
@@ -43,7 +49,7 @@ def render_text(comparison: Comparison, show_all: bool = False) -> str:
     header = ["", *(f"{n} [{i[:8]}]" for n, i in zip(comparison.run_names, comparison.run_ids, strict=True))]
     body = []
     for row in shown_rows(comparison, show_all):
-        cells = [f"{row.kind} {row.name}"]
+        cells = [_label(row)]
         for value, delta in zip(row.values, row.deltas(), strict=True):
             cells.append(_fmt(value) + _fmt_delta(delta))
         body.append(cells)
@@ -68,7 +74,9 @@ def render_html(comparison: Comparison, show_all: bool = False) -> str:
         cells = "".join(f"<td>{html.escape(_fmt(v))}<span class=d>{html.escape(_fmt_delta(d))}</span></td>"
                         for v, d in zip(row.values, row.deltas(), strict=True))
         cls = " class=diff" if row.differs else ""
-        rows.append(f"<tr{cls}><td>{row.kind}</td><td>{html.escape(row.name)}</td>{cells}</tr>")
+        better = BETTER.get(row.name) if _is_headline(row) else None
+        name = html.escape(row.name) + (f" <span class=d>({better} is better)</span>" if better else "")
+        rows.append(f"<tr{cls}><td>{row.kind}</td><td>{name}</td>{cells}</tr>")
     style = ("body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
              "padding:4px 8px}tr.diff{background:#fff6d5}.d{color:#666}")
     return (f"<!doctype html><html><head><meta charset=utf-8><title>specbench compare</title><style>{style}"

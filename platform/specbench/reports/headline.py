@@ -3,6 +3,7 @@ parent run carries (so that two suites compare in one row each).
 
 Each entry: metric name -> one-line definition (the README lists the same table). Which job kind logs which
 of them, and which the nightly compares, is in the experiment registry (`experiments/registry.py`).
+`BETTER` says which way each one improves, for `specbench compare`.
 """
 
 from __future__ import annotations
@@ -74,3 +75,17 @@ HEADLINE_METRICS: dict[str, str] = {
                                                   "thresholds (the LM-only candidates' lower by an offset chosen "
                                                   "on devel) minus that of personal only",
 }
+
+_LOWER_IS_BETTER = frozenset({
+    "graph.ppl_test", "graph.test_unseen_rate", "graph.build_seconds", "am.best_devel_per", "asr.wer",
+    "asr.per_greedy", "asr.real_recordings_wer", "asr.real.wer", "asr.real.oov_rate", "lm.test_perplexity",
+    "prefetch.failed_at_fail10",
+})
+_NEITHER = frozenset({"graph.states", "graph.arcs", "speech.utterances", "decoder.lattice_density"})
+
+BETTER: dict[str, str | None] = {
+    name: "lower" if name in _LOWER_IS_BETTER else None if name in _NEITHER else "higher"
+    for name in HEADLINE_METRICS
+}
+"""Which way each headline metric improves: "higher", "lower", or None for a size or a count that describes a
+run rather than grades it (graph states, utterances, lattice density)."""
