@@ -19,7 +19,7 @@ import pytest
 
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.gpu import gpu_available
-from specbench.decoder.lanes import HASH_TABLE_SLOTS
+from specbench.decoder.lane_tables import HASH_TABLE_SLOTS
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.twin import TwinDecoder
 from specbench.wfst.graph import CsrGraph, read_graph
@@ -215,7 +215,7 @@ def test_arc_ceiling_table_is_the_packed_minimum() -> None:
     from specbench.benchmarks.decoder.ceiling import ceiling_token_set
     from specbench.decoder.backends import GraphFile
     from specbench.decoder.gpu.ceiling import arc_rate_ceiling
-    from specbench.decoder.lanes import LaneGraph
+    from specbench.decoder.lane_tables import LaneGraph
     from specbench.decoder.search import gather_arcs
     from specbench.decoder.twin import ordered32
 

@@ -15,7 +15,7 @@ import pytest
 
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.cpu_compiled import CompiledCpuDecoder
-from specbench.decoder.lanes import HASH_TABLE_SLOTS
+from specbench.decoder.lane_tables import HASH_TABLE_SLOTS
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.twin import TwinDecoder
 from specbench.decoder.word_confidence import word_posteriors

@@ -4,7 +4,6 @@ from the start gets the whole run at sync."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys

@@ -31,7 +31,7 @@ from specbench.benchmarks.decoder.ceiling import ceiling_token_set
 from specbench.benchmarks.decoder.cpu_scaling import core_counts, time_cpu_cores
 from specbench.benchmarks.decoder.gpu_processes import StreamPlan, run_gpu_processes, stream_repeats
 from specbench.decoder.backends import GraphFile, make_decoder
-from specbench.decoder.lanes import STATUS_EVERY
+from specbench.decoder.lane_tables import STATUS_EVERY
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.wfst.fst_binary import write_vector_fst

@@ -27,7 +27,7 @@ from test_decoder_bruteforce import (
 
 from specbench.decoder import lanes
 from specbench.decoder.cpu import CpuDecoder
-from specbench.decoder.lanes import partial_frame_indices
+from specbench.decoder.lane_tables import partial_frame_indices
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.result import STATUS_EMPTY, STATUS_OVERFLOW
 from specbench.decoder.twin import TwinDecoder, from_ordered32, from_ordered64, ordered32, ordered64

@@ -150,6 +150,6 @@ def _group_records(records, placements):
 
 
 def group_records(records: np.ndarray, placements: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """`_group_records` on C arrays: records (K, 4) int32 (`lanes.RECORD_DTYPE`), placements (P, 3) int64."""
+    """`_group_records` on C arrays: records (K, 4) int32 (`lane_tables.RECORD_DTYPE`), placements (P, 3) int64."""
     return _group_records(np.ascontiguousarray(records, dtype=np.int32),
                           np.ascontiguousarray(placements, dtype=np.int64))

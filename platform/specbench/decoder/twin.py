@@ -12,10 +12,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from specbench.decoder.lanes import (
-    BEST_LAUNCHES, FRAME_LAUNCHES, LINK_LAUNCHES, RECORD_DTYPE, STAT, KernelLog, LaneBatch, LaneDecoder, LaneGraph, LaneKernels,
-    LaneOutput, LaneSettings, Refill, admitted_tokens, path_ends, path_layout,
+from specbench.decoder.lane_tables import (
+    BEST_LAUNCHES,
+    FRAME_LAUNCHES,
+    LINK_LAUNCHES,
+    RECORD_DTYPE,
+    STAT,
+    KernelLog,
+    LaneBatch,
+    LaneGraph,
+    LaneKernels,
+    LaneOutput,
+    LaneSettings,
+    Refill,
+    admitted_tokens,
+    path_ends,
+    path_layout,
 )
+from specbench.decoder.lanes import LaneDecoder
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.decoder.search import gather_arcs
 from specbench.wfst.graph import CsrGraph

@@ -43,7 +43,8 @@ from specbench.benchmarks.decoder.gpu_processes import NO_STREAM, StreamPlan, gp
 from specbench.benchmarks.decoder.partial_posteriors import CPU_PARTIAL_POSTERIORS, partial_posterior_cost
 from specbench.benchmarks.decoder.workloads import Workload, load_scores, load_workload
 from specbench.config import BenchDecoderConfig, EvalAmConfig, GraphConfig
-from specbench.decoder.lanes import HASH_TABLE_SLOTS, default_lattice_workers
+from specbench.decoder.lane_tables import HASH_TABLE_SLOTS
+from specbench.decoder.lanes import default_lattice_workers
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.hardware import describe, limit_threads

@@ -10,7 +10,7 @@ import numpy as np
 from specbench.benchmarks.decoder.backends import one_best
 from specbench.benchmarks.decoder.workloads import Workload
 from specbench.decoder.backends import make_decoder
-from specbench.decoder.lanes import LaneGraph
+from specbench.decoder.lane_tables import LaneGraph
 from specbench.decoder.options import SearchOptions
 
 CEILING_LANES = 256  # GpuDecoder's default max_lanes

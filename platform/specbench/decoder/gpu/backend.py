@@ -26,12 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from specbench.decoder.lanes import (
+from specbench.decoder.lane_tables import (
     RECORD_DTYPE,
     STAT,
     KernelLog,
     LaneBatch,
-    LaneDecoder,
     LaneGraph,
     LaneKernels,
     LaneOutput,
@@ -40,6 +39,7 @@ from specbench.decoder.lanes import (
     path_ends,
     path_layout,
 )
+from specbench.decoder.lanes import LaneDecoder
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.errors import SpecbenchError
 from specbench.wfst.graph import CsrGraph
@@ -188,7 +188,7 @@ class CudaLaneKernels(LaneKernels):
         self.c_key, self.c_keep = cp.empty(slots, cp.uint64), cp.empty(slots, cp.uint8)
         self.flags = cp.empty(slots, cp.uint8)
         self.arena_prev, self.arena_code = cp.empty(self.arena_ring, cp.int64), cp.empty(self.arena_ring, cp.int64)
-        # lattice records: 4 int32 each (lanes.RECORD_DTYPE), downloaded as 2 int64 each beside the int64 outputs
+        # lattice records: 4 int32 each (lane_tables.RECORD_DTYPE), downloaded as 2 int64 each beside the int64 outputs
         self.records = cp.empty(4 * self.lattice_ring if s.lattice_beam is not None else 4, cp.int32)
 
     def _launch(self, name: str, blocks: int, *args, block: int | None = None) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from specbench.decoder.gpu.backend import BLOCK, _cupy
-from specbench.decoder.lanes import LaneGraph
+from specbench.decoder.lane_tables import LaneGraph
 
 CEILING_SOURCE = Path(__file__).with_name("kernels") / "ceiling.cu"
 

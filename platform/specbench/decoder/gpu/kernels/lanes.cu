@@ -101,7 +101,7 @@ __device__ u64 block_scan(u64 v, u64* buf, u64* total) {
 }
 
 // Entries that may still be made in a ring of `ring` entries within a wave's `capacity`: `made` so far, the
-// host holding the first `taken` (lanes.LaneSettings.arena_room).
+// host holding the first `taken` (lane_tables.LaneSettings.arena_room).
 __device__ __forceinline__ i64 ring_room(i64 capacity, i64 ring, i64 made, i64 taken) {
     return max64(0, min64(capacity - made, ring - (made - taken)));
 }
