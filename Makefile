@@ -44,7 +44,7 @@ test-integration: setup
 bench: setup
 	$(BIN)/specbench bench graph --rebuild --output benchmarks/results/graph_cpu.json
 
-# Python 3.12 with numpy, pyarrow, cupy and pytest; kaldifst, kaldi-decoder and kaldiio from the carried wheels.
+# Python 3.12 with numpy, pyarrow, cupy, torch and pytest; kaldifst, kaldi-decoder and kaldiio from the carried wheels.
 # scripts/gpu_check.sh runs each step under its own time limit and logs to OUT/gpu_check.log.
 GPU_PYTHON ?= python3
 OUT ?= benchmarks/results/gpu

@@ -1,6 +1,6 @@
 """Build KenLM's lmplz and query into `.specbench/bin` unless they are there (or `SPECBENCH_LMPLZ` points at
-them); `make run` and `make test` call it after installing the system packages. The first build takes about a
-minute (`specbench.wfst.kenlm_tools.build_kenlm`); afterwards this returns at once."""
+them); `make run` and `make test` call it after installing the system packages. The first build takes a few
+minutes on two cores (`specbench.wfst.kenlm_tools.build_kenlm`); afterwards this returns at once."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Gather what the GPU machine needs beside the source tree into `.specbench/gpu-carry/` (ignored by git).
 
-That machine has Python 3.12 with numpy, pyarrow, cupy and pytest, no network, and takes the working tree plus
+That machine has Python 3.12 with numpy, pyarrow, cupy, torch and pytest, no network, and takes the working tree plus
 carried folders up to 64 MiB. The folder holds:
 
 - `TLG.fst`, `words.txt`, `tokens.txt`: the decoding graph of jobs/graph_slurp.toml (the OpenFst const file is

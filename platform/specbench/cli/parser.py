@@ -286,7 +286,7 @@ def _add_server(sub) -> None:  # noqa: ANN001
         cmd_server,
         "run an MLflow tracking server (SQLite store, artifacts served over HTTP) until Ctrl-C or SIGTERM",
     )
-    srv.add_argument("--store", type=Path, help="SQLite file (default .specbench/mlflow.db)")
+    srv.add_argument("--store", type=Path, help="SQLite file (default: the store --tracking-uri or $MLFLOW_TRACKING_URI selects, else .specbench/mlflow.db)")
     srv.add_argument("--artifacts", type=Path, help="artifact folder (default .specbench/mlartifacts)")
     srv.add_argument(
         "--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)"

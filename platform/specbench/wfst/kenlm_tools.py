@@ -1,6 +1,6 @@
 """KenLM's `lmplz` (modified Kneser-Ney estimation) and `query`, built from the kenlm source on PyPI.
 
-Neither PyPI nor Debian ships the binaries, so the first graph build compiles them (two to five minutes on two
+Neither PyPI nor Debian ships the binaries, so the first graph build compiles them (a few minutes on two
 cores) into `.specbench/bin/` from the pinned kenlm source distribution, fetched with pip. Needs cmake, a C++
 compiler and Boost (Debian: cmake g++ libboost-program-options-dev libboost-system-dev
 libboost-thread-dev libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev). `SPECBENCH_LMPLZ` may point at an
