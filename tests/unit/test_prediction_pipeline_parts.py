@@ -238,5 +238,5 @@ def test_partial_posteriors_settings_are_checked_before_anything_runs() -> None:
         TrainConfidenceConfig(models=("posterior",))
     TrainConfidenceConfig(models=("posterior",), asr=AsrSection(partial_posteriors=True))
     config = dataclasses.replace(PredictiveAsrConfig(), confidence_posterior=Path("models/x_posterior.pt"))
-    with pytest.raises(ConfigError, match="set asr.partial_posteriors = true"):
-        load_models(config)
+    with pytest.raises(ConfigError, match="job.toml: key 'confidence_posterior'.*set asr.partial_posteriors = true"):
+        load_models(config, Path("job.toml"))

@@ -30,7 +30,7 @@ def _checked_config(path: Path, kind: str | None = None):  # type: ignore[no-unt
     from specbench.config import config_kind
     from specbench.config.loader import check_inputs
     from specbench.errors import ConfigError
-    from specbench.experiments.registry import load_config
+    from specbench.experiments.registry import load_config, preflight
 
     config = load_config(path)
     if kind is not None and config_kind(config) != kind:
@@ -38,6 +38,7 @@ def _checked_config(path: Path, kind: str | None = None):  # type: ignore[no-unt
                           f'"{config_kind(config)}". Fix: give it a {kind} job file, or run this one with '
                           f"`specbench run {path}`.")
     check_inputs(path, config, load_config)
+    preflight(path, config)
     return config
 
 

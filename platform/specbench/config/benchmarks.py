@@ -51,7 +51,7 @@ class BenchAcousticConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_acoustic"
     name: str = "acoustic"
-    checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX))  # project root
+    checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX, reads="acoustic model"))  # project root
     utterances: int = field(default=40, metadata=_range(1, 100000))
     audio: Path | None = None  # time inference on the 16 kHz WAV files of this folder instead of synthesizing
 
@@ -116,8 +116,9 @@ class BenchSimultransConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_simultrans"
     name: str = "simultrans"
-    model: Path = field(default=Path("models/mt_waitk.pt"), metadata=_input(MT_WAITK_FIX))  # project root
-    bpe: Path = field(default=Path("models/mt_bpe.model"), metadata=_input(BPE_FIX))
+    model: Path = field(default=Path("models/mt_waitk.pt"),
+                        metadata=_input(MT_WAITK_FIX, reads="wait-k translation model"))  # project root
+    bpe: Path = field(default=Path("models/mt_bpe.model"), metadata=_input(BPE_FIX, reads="BPE model"))
     k: int = field(default=3, metadata=_range(1, 100))
     beam: int = field(default=5, metadata=_range(1, 100))
     window: int = field(default=2, metadata=_range(0, 20))
@@ -131,7 +132,7 @@ class BenchCompletionConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_completion"
     name: str = "completion"
-    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX))  # project root
+    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX, reads="prediction LM"))  # project root
     prefixes: int = field(default=2000, metadata=_range(1, 1_000_000))  # completed in batches
     single: int = field(default=200, metadata=_range(0, 1_000_000))  # of them also one at a time
     device: str = field(default="auto", metadata=_choices("cpu", "cuda", "auto"))

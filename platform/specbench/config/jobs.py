@@ -7,6 +7,7 @@ reads, which `loader.check_inputs` checks exists before the job runs.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -210,7 +211,7 @@ class EvalAmConfig:
 
     KIND: ClassVar[str] = "eval_am"
     name: str = "am_slurp"
-    checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX))  # project root
+    checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX, reads="acoustic model"))  # project root
     # relative to this job file
     speech_job: Path = field(default=Path("speech_slurp.toml"), metadata=_input(SPEECH_JOB_FIX, "job", "speech"))
     graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
@@ -354,9 +355,11 @@ class SimultransConfig:
     KIND: ClassVar[str] = "simultrans"
     name: str = "simultrans"
     # relative to the project root
-    waitk_model: Path = field(default=Path("models/mt_waitk.pt"), metadata=_input(MT_WAITK_FIX))
-    full_model: Path = field(default=Path("models/mt_full.pt"), metadata=_input(MT_FULL_FIX))
-    bpe_model: Path = field(default=Path("models/mt_bpe.model"), metadata=_input(BPE_FIX))
+    waitk_model: Path = field(default=Path("models/mt_waitk.pt"),
+                              metadata=_input(MT_WAITK_FIX, reads="wait-k translation model"))
+    full_model: Path = field(default=Path("models/mt_full.pt"),
+                             metadata=_input(MT_FULL_FIX, reads="full-sentence translation model"))
+    bpe_model: Path = field(default=Path("models/mt_bpe.model"), metadata=_input(BPE_FIX, reads="BPE model"))
     source: str = "de"
     target: str = "en"
     val_split: str = field(default="val", metadata=_choices(*MULTI30K_SPLITS))
@@ -390,6 +393,9 @@ class SimultransConfig:
             raise ValueError("ks, grid_beams, grid_windows and thresholds must each list at least one value")
         if {self.source, self.target} != {"de", "en"}:
             raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
+        if self.val_split == "train":
+            raise ValueError("val_split = 'train': settings would be chosen on the data the models trained on. "
+                             "Fix: use 'val' (or a test set left out of test_splits)")
         splits = self.test_splits
         if not splits or len(set(splits)) != len(splits) or self.val_split in splits or "train" in splits:
             raise ValueError(f"test_splits must name at least one split, each once, none of them the val split "
@@ -424,8 +430,8 @@ class AsrSection:
     only) takes the reference words and their forced-alignment times instead."""
 
     mode: str = field(default="decoder", metadata=_choices("decoder", "oracle-asr"))
-    checkpoint: Path = Path("models/am_slurp.pt")  # relative to the project root
-    graph_job: Path = Path("graph_slurp.toml")  # relative to the job file
+    checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX, reads="acoustic model"))  # project root
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
     voices: tuple[str, ...] = ("flite:rms", "espeak:en-us+f4")  # held out of acoustic training
     rate_range: tuple[float, float] = field(default=(0.85, 1.15), metadata=_range(0.5, 2.0))
     snr_db_range: tuple[float, float] = field(default=(15.0, 35.0), metadata=_range(-10.0, 100.0))
@@ -438,7 +444,7 @@ class AsrSection:
     shard_size: int = field(default=64, metadata=_range(1, 10000))
     # the eval_am job of the ASR headline: its per-voice VTLN and speaker transform are applied to the requests
     # (`experiments/predictive_asr/adaptation.py`); relative to this job file; unset: the unadapted model
-    adaptation_job: Path | None = None
+    adaptation_job: Path | None = field(default=None, metadata=_input(EVAL_AM_JOB_FIX, "job", "eval_am"))
     # each partial also carries its words' posteriors from the lattice of the audio so far (the decoder's
     # partial lattices at `lattice_beam`, posteriors at `posterior_scale`; the word-confidence job's devel
     # choice is 8 and 0.5); a confidence model with the posterior features needs them (cpu backends only)
@@ -499,7 +505,7 @@ class TrainConfidenceConfig:
 
     KIND: ClassVar[str] = "train_confidence"
     name: str = "confidence_slurp"
-    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX))  # project root
+    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX, reads="prediction LM"))  # project root
     output: Path = Path("models/confidence_slurp.pt")  # the others beside it: *_nopersonal.pt, *_context.pt
     # which to train: "personal" (output), "no_personal" (*_nopersonal.pt), "context" (*_context.pt: personal
     # and context features)
@@ -534,17 +540,19 @@ class PredictiveAsrConfig:
 
     KIND: ClassVar[str] = "predictive_asr"
     name: str = "predictive_asr"
-    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX))  # project root
-    confidence: Path = field(default=Path("models/confidence_slurp.pt"), metadata=_input(CONFIDENCE_FIX))
+    lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX, reads="prediction LM"))  # project root
+    confidence: Path = field(default=Path("models/confidence_slurp.pt"),
+                             metadata=_input(CONFIDENCE_FIX, reads="confidence model"))
     confidence_no_personal: Path = field(default=Path("models/confidence_slurp_nopersonal.pt"),
-                                         metadata=_input(CONFIDENCE_FIX))
+                                         metadata=_input(CONFIDENCE_FIX, reads="confidence model"))
     # with the context features too (time of day, hours since the candidate was said, gap to its usual hour)
     confidence_context: Path = field(default=Path("models/confidence_slurp_context.pt"),
-                                     metadata=_input(CONFIDENCE_FIX))
+                                     metadata=_input(CONFIDENCE_FIX, reads="confidence model"))
     # with the personal and the partial's lattice posterior features (needs asr.partial_posteriors); unset:
     # no posterior configuration
     confidence_posterior: Path | None = field(default=None, metadata=_input(
-        "Fix: train it with `specbench train confidence jobs/confidence_posterior.toml`, or leave the key unset."))
+        "Fix: train it with `specbench train confidence jobs/confidence_posterior.toml`, or leave the key unset.",
+        reads="confidence model"))
     split: str = field(default="test", metadata=_choices("devel", "test"))
     users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     tune_users: int = field(default=0, metadata=_range(0, 100000))  # devel users that choose thresholds; 0: all
@@ -584,6 +592,9 @@ class PredictiveAsrConfig:
             values = getattr(self, name)
             if not values or any(b <= a for a, b in zip(values, values[1:])):
                 raise ValueError(f"{name} must be strictly increasing and non-empty, got {list(values)}")
+        if len(set(self.max_attempts)) != len(self.max_attempts):
+            raise ValueError(f"max_attempts lists a value twice, got {list(self.max_attempts)}. Fix: list each "
+                             "number of attempts once, e.g. [1, 2, 3]")
         if 1 not in self.max_attempts:
             raise ValueError(f"max_attempts must include 1 (the paper's single attempt), got {self.max_attempts}")
 
@@ -601,8 +612,21 @@ class ToleranceRule:
     max: float | None = None
 
     def __post_init__(self) -> None:
-        if all(v is None for v in (self.max_drop, self.max_rise, self.min, self.max)):
+        bounds = {"max_drop": self.max_drop, "max_rise": self.max_rise, "min": self.min, "max": self.max}
+        if all(v is None for v in bounds.values()):
             raise ValueError(f"tolerance for {self.metric!r} sets none of max_drop, max_rise, min, max")
+        for name, value in bounds.items():
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"tolerance for {self.metric!r}: {name} = {value} is not a finite number (it "
+                                 f"would never, or always, flag a regression). Fix: give a finite {name}, or "
+                                 "leave it out")
+        for name in ("max_drop", "max_rise"):
+            if (bounds[name] or 0.0) < 0:
+                raise ValueError(f"tolerance for {self.metric!r}: {name} = {bounds[name]} is negative (how far the "
+                                 f"metric may move, so 0 or more). Fix: give {name} >= 0")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"tolerance for {self.metric!r}: min = {self.min} is above max = {self.max}, so every "
+                             "value would be flagged. Fix: swap them, or give min <= max")
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from specbench.errors import ConfigError, DataError
 from specbench.paths import from_root
 
 __all__ = ["SuiteConfig", "build_config", "check_inputs", "config_choices", "config_input", "config_kind",
-           "config_range", "config_to_dict", "flatten", "load_job_file", "read_toml"]
+           "config_range", "config_to_dict", "flatten", "load_job_file", "member_jobs", "read_toml"]
 
 
 @dataclass(frozen=True)
@@ -161,11 +161,13 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     resolved = tuple((path.parent / j).resolve() for j in jobs)
     for job, raw in zip(resolved, jobs):
         if not job.is_file():
-            raise _fail(path, "jobs", raw, f"{job} does not exist",
-                        "Fix: list existing job files, relative to the suite file.")
-        if read_toml(job).get("kind") == "suite":
-            raise _fail(path, "jobs", raw, "is itself a suite; a suite lists jobs only",
-                        "Fix: list that suite's jobs here instead.")
+            raise _fail(path, "jobs", raw, f"{job} is a directory, not a job file" if job.is_dir()
+                        else f"{job} does not exist", "Fix: list existing job files, relative to the suite file.")
+        kind = read_toml(job).get("kind")
+        if kind in ("suite", "nightly"):
+            raise _fail(path, "jobs", raw, f"is itself a {kind}; a suite lists jobs only",
+                        f"Fix: list that {kind}'s jobs here instead" + (" (or run it with `specbench nightly`)."
+                                                                        if kind == "nightly" else "."))
     name = table.get("name", path.stem)
     if not isinstance(name, str):
         raise _fail(path, "name", name, "wrong type; allowed: str")
@@ -173,14 +175,15 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
 
 
 def config_input(fix: str, relative_to: str = "project", kind: str | None = None,
-                 unless: str | None = None) -> dict[str, Any]:
+                 unless: str | None = None, reads: str | None = None) -> dict[str, Any]:
     """Field metadata: the field names a file the job reads, relative to the project root (`"project"`) or
     to the job file (`"job"`); `fix` ("Fix: ...") says how to make it; `kind`: the file is a job file of
     that kind; `unless`: another field of the same section that, when set, replaces this one (the file is
-    then not read). `check_inputs` checks it exists (and is of that kind)."""
+    then not read); `reads`: the kind of model file it must hold (a key of `input_files.KINDS`).
+    `check_inputs` checks it exists (and is of that kind, or holds that kind of model)."""
     if relative_to not in ("project", "job"):
         raise ValueError(f"relative_to must be 'project' or 'job', got {relative_to!r}")
-    return {"input": (relative_to, fix, kind, unless)}
+    return {"input": (relative_to, fix, kind, unless, reads)}
 
 
 def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
@@ -192,13 +195,21 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
     as `<output stem>_nopersonal.pt`) counts as present: the job that needs it runs after it is written."""
     path = Path(path)
     written: list[Path] = []
-    for job_path, job_config in _member_jobs(path, config, load):
-        for key, value, file, fix, kind in _inputs(job_path, job_config):
+    for job_path, job_config in member_jobs(path, config, load):
+        for key, value, file, fix, kind, reads in _inputs(job_path, job_config):
             if kind is not None and file.is_file():
                 found = config_kind(load(file))
                 if found != kind:
                     raise ConfigError(f"{job_path}: key '{key}' = '{value}' names a kind = \"{found}\" job; it "
                                       f"must name a kind = \"{kind}\" job. {fix}")
+            if reads is not None and file.is_file():
+                from specbench.input_files import problem
+
+                wrong = problem(reads, file)
+                if wrong is not None:
+                    a = "an" if reads[0] in "aeiou" else "a"
+                    raise DataError(f"{job_path}: key '{key}' = '{value}': {file} is not {a} {reads}: {wrong}. "
+                                    f"Fix: point '{key}' at {a} {reads}.")
             if file.exists() or any(_written_as(file, out) for out in written):
                 continue
             raise DataError(f"{job_path}: key '{key}' = '{value}': {file} does not exist. {fix}")
@@ -207,7 +218,7 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
             written.append(from_root(output))
 
 
-def _member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[tuple[Path, Any]]:
+def member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[tuple[Path, Any]]:
     """(job file, config) of a job, or of each job of a suite or nightly file in order."""
     if isinstance(config, SuiteConfig):
         return [(job, load(job)) for job in config.jobs]
@@ -217,20 +228,21 @@ def _member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[t
     return [(path, config)]
 
 
-def _inputs(job_path: Path, config: Any, prefix: str = "") -> Iterator[tuple[str, Path, Path, str, str | None]]:
-    """(key, value, resolved path, fix, job kind) of every `config_input` field that is set, nested sections
-    too."""
+def _inputs(job_path: Path, config: Any,
+            prefix: str = "") -> Iterator[tuple[str, Path, Path, str, str | None, str | None]]:
+    """(key, value, resolved path, fix, job kind, model kind) of every `config_input` field that is set, nested
+    sections too."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if dataclasses.is_dataclass(value):
             yield from _inputs(job_path, value, f"{prefix}{f.name}.")
         elif "input" in f.metadata and isinstance(value, Path):
-            relative_to, fix, kind, unless = f.metadata["input"]
+            relative_to, fix, kind, unless, reads = f.metadata["input"]
             if unless is not None and getattr(config, unless) is not None:
                 continue
             resolved = from_root(value) if relative_to == "project" else (
                 value if value.is_absolute() else job_path.parent / value)
-            yield prefix + f.name, value, resolved, fix, kind
+            yield prefix + f.name, value, resolved, fix, kind, reads
 
 
 def _written_as(file: Path, output: Path) -> bool:

@@ -58,14 +58,21 @@ def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
     for raw in config.jobs:
         job = raw if raw.is_absolute() else (path.parent / raw).resolve()
         if not job.is_file():
-            raise ConfigError(f"{path}: key 'jobs' lists '{raw}', but {job} does not exist. Fix: list existing "
+            what = "is a directory, not a job file" if job.is_dir() else "does not exist"
+            raise ConfigError(f"{path}: key 'jobs' lists '{raw}', but {job} {what}. Fix: list existing "
                               "job files, relative to the nightly file.")
         job_config = load_config(job)
-        if config_kind(job_config) in ("nightly",):
-            raise ConfigError(f"{path}: key 'jobs' lists '{raw}', which is itself a nightly. Fix: list its jobs "
-                              "here instead.")
+        if config_kind(job_config) in ("nightly", "suite"):
+            raise ConfigError(f"{path}: key 'jobs' lists '{raw}', which is itself a {config_kind(job_config)}. "
+                              "Fix: list its jobs here instead.")
         jobs.append((job, job_config))
     rules = {r.metric for r in config.tolerance}
+    comparable = {m for kind in JOBS.values() for m in kind.nightly_metrics} | set(OPTIONAL_NIGHTLY_METRICS)
+    unknown = sorted(rules - comparable)
+    if unknown:
+        raise ConfigError(f"{path}: [[tolerance]] metric = \"{unknown[0]}\" is not a metric the nightly compares "
+                          f"(a misspelt name would never be checked). Fix: use one of {', '.join(sorted(comparable))}, "
+                          "or remove that [[tolerance]].")
     produced = {m for _, c in jobs for m in JOBS[config_kind(c)].nightly_metrics}
     missing = sorted(produced - rules)
     if missing:

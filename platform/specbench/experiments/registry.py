@@ -42,6 +42,9 @@ class JobKind:
     nightly_metrics: tuple[str, ...] = ()
     metrics_version: int = 1
     metrics_change: str = ""
+    # "module:function" called as f(config, job_path) when the job is validated and before its run opens: the
+    # checks that read models or data (a few seconds at most), beyond the loader's and `check_inputs`'
+    preflight: str = ""
 
     @property
     def kind(self) -> str:
@@ -67,14 +70,16 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu")),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
-    JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute"),
+    JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute",
+            preflight=f"{_EXP}.train_confidence:preflight"),
     JobKind(cfg.PredictiveAsrConfig, f"{_EXP}.predictive_asr.job:execute",
             ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate"),
             metrics_version=3,
             metrics_change="usage simulation 3: one-offs are other speakers' texts only (before: the user's own "
                            "unsaid sentences first), so a one-off is never a text of the user's own pool; "
                            "version 2 made one-offs new to the user, rendered every request anew and gave each "
-                           "split its own random streams"),
+                           "split its own random streams",
+            preflight=f"{_EXP}.predictive_asr.job:preflight"),
     JobKind(cfg.NightlyConfig, f"{_EXP}.nightly:run_nightly"),
     JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute"),
     JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute"),
@@ -95,3 +100,15 @@ def load_config(path: Path) -> Any:
 def job_kind(kind: str) -> JobKind:
     """The registry entry of `kind` (KeyError for an unknown kind: load_config has refused it already)."""
     return JOBS[kind]
+
+
+def preflight(path: Path, config: Any) -> None:
+    """The job's `preflight` checks (see `JobKind`), or those of every job of a suite or nightly file."""
+    from specbench.config.loader import member_jobs
+
+    for job_path, job_config in member_jobs(Path(path), config, load_config):
+        kind = JOBS.get(type(job_config).KIND)  # None: a suite listed in a nightly, which the nightly refuses
+        checks = kind.preflight if kind else ""
+        if checks:
+            module, function = checks.split(":")
+            getattr(importlib.import_module(module), function)(job_config, job_path)

@@ -66,12 +66,18 @@ def _rows(predictions: pl.DataFrame) -> pl.DataFrame:
     return predictions.filter(pl.col("added_words") >= 1)
 
 
-def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: TrackedRun | None,
-                         ray_address: str | None = None) -> dict[str, Any]:
-    """Build the training and devel predictions, train the `models` named, write them with cards."""
+def preflight(config: TrainConfidenceConfig, job_path: Path) -> None:
+    """Every usage setting the job simulates, simulated for its populations (a few seconds), when the job is
+    validated and before its MLflow run opens."""
     shares = config.habit.routine_shares if config.calibrate_routine_share else ()
     check_usage({"train": config.train_users, "devel": config.devel_users},
                 [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)], job_path)
+
+
+def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: TrackedRun | None,
+                         ray_address: str | None = None) -> dict[str, Any]:
+    """Build the training and devel predictions, train the `models` named, write them with cards."""
+    preflight(config, job_path)
     connect(ray_address)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     usage, sweep = config.usage, []

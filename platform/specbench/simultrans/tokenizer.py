@@ -43,7 +43,12 @@ class Tokenizer:
         if not self.path.is_file():
             raise DataError(f"BPE model {self.path} does not exist. Fix: train it with `specbench train mt "
                             "jobs/mt_waitk.toml` (it is written first).")
-        self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        try:
+            self.sp = spm.SentencePieceProcessor(model_file=str(self.path))
+        except (OSError, RuntimeError) as err:
+            raise DataError(f"{self.path}: not a SentencePiece (BPE) model ({' '.join(str(err).split())[:120]}). "
+                            "Fix: point the BPE key at a BPE model (models/mt_bpe.model), or, for `specbench train "
+                            "mt`, at a path where no file is yet, so that it trains one there.") from None
         self.vocab_size = self.sp.get_piece_size()
         self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
 

@@ -390,14 +390,14 @@ def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, n
     run.log_text(tables.write_csv(), f"tables/{name}.csv")
 
 
-def load_models(config: PredictiveAsrConfig) -> Models:
+def load_models(config: PredictiveAsrConfig, job_path: Path) -> Models:
     """The confidence models, checked for their roles (with the personal feature, without it, with the
     personal and the context features, and, when `confidence_posterior` names one, with the personal and the
-    posterior features, which need `asr.partial_posteriors`)."""
+    posterior features, which need `asr.partial_posteriors`); errors name the job file and the key."""
     if config.confidence_posterior is not None and not config.asr.partial_posteriors:
-        raise ConfigError(f"confidence_posterior = {config.confidence_posterior} scores the partials' lattice "
-                          "posteriors, but asr.partial_posteriors is false, so the transcripts carry none. Fix: "
-                          "set asr.partial_posteriors = true, or leave confidence_posterior unset")
+        raise ConfigError(f"{job_path}: key 'confidence_posterior' = '{config.confidence_posterior}' scores the "
+                          "partials' lattice posteriors, but asr.partial_posteriors is false, so the transcripts "
+                          "carry none. Fix: set asr.partial_posteriors = true, or leave confidence_posterior unset")
     paths = (config.confidence, config.confidence_no_personal, config.confidence_context, config.confidence_posterior)
     models = Models(*(None if p is None else load_confidence(from_root(p)) for p in paths))
     roles = ((models.personal, (True, False, False), "confidence"),
@@ -409,10 +409,30 @@ def load_models(config: PredictiveAsrConfig) -> Models:
             continue
         trained = (model.use_personal, model.use_context, model.use_posterior)
         if trained != wanted:
-            raise DataError(f"{key} = {getattr(config, key)} was trained with (use_personal, use_context, "
-                            f"use_posterior) = {trained}; the key needs {wanted}. Fix: point it at the model of that "
-                            "role, or retrain it with `specbench train confidence` and the job file of that model")
+            raise DataError(f"{job_path}: key '{key}' = '{getattr(config, key)}' was trained with (use_personal, "
+                            f"use_context, use_posterior) = {trained}; the key needs {wanted}. Fix: point '{key}' at "
+                            f"the model of that role ({_ROLE_FILES[key]}), or retrain it with `specbench train "
+                            "confidence` and the job file of that model")
     return models
+
+
+# the shipped model of each confidence role (`models/`)
+_ROLE_FILES = {"confidence": "models/confidence_slurp.pt", "confidence_no_personal": "models/confidence_slurp_nopersonal.pt",
+               "confidence_context": "models/confidence_slurp_context.pt",
+               "confidence_posterior": "models/confidence_slurp_posterior.pt"}
+
+
+def _usage_checks(config: PredictiveAsrConfig, job_path: Path) -> None:
+    variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
+    check_usage({"devel": config.tune_users, config.split: config.users},
+                [config.usage, *(variants if config.run_habit_sweep else [])], job_path)
+
+
+def preflight(config: PredictiveAsrConfig, job_path: Path) -> None:
+    """The checks that read models and data, made when the job is validated and before its MLflow run opens:
+    the confidence models' roles, and every usage setting simulated for every population (a few seconds)."""
+    load_models(config, job_path)
+    _usage_checks(config, job_path)
 
 
 def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> None:
@@ -488,10 +508,8 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
                        ray_address: str | None = None) -> dict[str, Any]:
     """Run the evaluation; returns the headline metrics, the sweeps and the habit sweep's rows."""
     start = time.perf_counter()
-    variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
-    check_usage({"devel": config.tune_users, config.split: config.users},
-                [config.usage, *(variants if config.run_habit_sweep else [])], job_path)
-    models = load_models(config)
+    _usage_checks(config, job_path)
+    models = load_models(config, job_path)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
     spent: list[dict[str, float]] = []  # every population's stage timings: the whole job's profile

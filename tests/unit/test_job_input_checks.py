@@ -1,0 +1,130 @@
+"""What `specbench validate` (and every run, before its MLflow run opens) refuses: a nightly's tolerances that
+could never work, suites and nightlies that list the wrong kind of file, model files of the wrong kind, and
+the predictive-ASR settings that only the data or the models can refute. Each refusal names the file, the key
+and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench.cli import main
+from specbench.errors import DataError
+from specbench.experiments.registry import load_config
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = ROOT / "jobs"
+
+
+def _refused(path: Path, capsys: pytest.CaptureFixture[str]) -> str:
+    """The one-line error `specbench validate` gives for `path` (which must be refused)."""
+    assert main(["validate", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and str(path.name) in err and "Fix:" in err, err
+    return " ".join(err.split())
+
+
+def _nightly(tmp_path: Path, extra: str, *more_jobs: str) -> Path:
+    """A nightly of the graph job (and `more_jobs`) with the graph's tolerances and `extra`."""
+    graph_rules = "".join(f'[[tolerance]]\nmetric = "graph.{m}"\nmax_rise = 0\nmax_drop = 0\n'
+                          for m in ("states", "arcs", "ppl_test", "test_unseen_rate"))
+    jobs = ", ".join(f'"{j}"' for j in (JOBS / "graph_slurp.toml", *more_jobs))
+    path = tmp_path / "nightly.toml"
+    path.write_text(f'kind = "nightly"\njobs = [{jobs}]\n{graph_rules}{extra}')
+    return path
+
+
+@pytest.mark.parametrize(("rule", "expected"), [
+    ('metric = "graph.sates"\nmax_rise = 0', 'metric = "graph.sates" is not a metric the nightly compares'),
+    ('metric = "asr.wer"\nmax_rise = -0.5', "max_rise = -0.5 is negative"),
+    ('metric = "asr.wer"\nmin = 0.9\nmax = 0.1', "min = 0.9 is above max = 0.1"),
+    ('metric = "asr.wer"\nmax_rise = nan', "max_rise = nan is not a finite number"),
+    ('metric = "asr.wer"\nmax_drop = inf', "max_drop = inf is not a finite number"),
+])
+def test_a_tolerance_that_could_never_judge_is_refused(tmp_path: Path, rule: str, expected: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(_nightly(tmp_path, ""))]) == 0  # the base file is fine
+    capsys.readouterr()
+    assert expected in _refused(_nightly(tmp_path, f"[[tolerance]]\n{rule}\n"), capsys)
+
+
+def test_a_nightly_or_suite_lists_jobs_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert "quick.toml', which is itself a suite" in _refused(_nightly(tmp_path, "", str(JOBS / "quick.toml")), capsys)
+    (tmp_path / "sub").mkdir()
+    assert "is a directory, not a job file" in _refused(_nightly(tmp_path, "", "sub"), capsys)
+    _nightly(tmp_path, "")
+    suite = tmp_path / "suite.toml"
+    suite.write_text(f'kind = "suite"\njobs = ["{JOBS / "graph_slurp.toml"}", "nightly.toml"]\n')
+    assert "is itself a nightly; a suite lists jobs only" in _refused(suite, capsys)
+    suite.write_text('kind = "suite"\njobs = ["sub"]\n')
+    assert "is a directory, not a job file" in _refused(suite, capsys)
+
+
+def test_settings_are_never_chosen_on_training_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = tmp_path / "st.toml"
+    job.write_text('kind = "simultrans"\nval_split = "train"\n')
+    assert "val_split = 'train': settings would be chosen on the data the models trained on" in _refused(job, capsys)
+    job.write_text('kind = "predictive_asr"\nmax_attempts = [1, 1, 2]\n')
+    assert "max_attempts lists a value twice" in _refused(job, capsys)
+
+
+@pytest.mark.parametrize(("kind", "line", "expected"), [
+    ("simultrans", 'bpe_model = "models/mt_waitk.pt"', "key 'bpe_model' = 'models/mt_waitk.pt'"
+                                                        ": .* is not a BPE model: not a SentencePiece"),
+    ("simultrans", 'waitk_model = "models/mt_full.pt"', "is not a wait-k translation model: a full-sentence"),
+    ("simultrans", 'full_model = "models/mt_waitk.pt"', "is not a full-sentence translation model: a wait-k"),
+    ("predictive_asr", 'lm = "models/confidence_slurp.pt"', "is not a prediction LM: this is a confidence model"),
+    ("predictive_asr", 'confidence = "models/lm_slurp.pt"', "is not a confidence model: this is a prediction LM"),
+    ("eval_am", 'checkpoint = "models/lm_slurp.pt"', "is not an acoustic model: this is a prediction LM"),
+])
+def test_a_model_of_the_wrong_kind_is_refused_by_its_key(tmp_path: Path, kind: str, line: str, expected: str,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    job = tmp_path / "job.toml"
+    job.write_text(f'kind = "{kind}"\n{line}\n')
+    if kind == "eval_am":
+        job.write_text(f'kind = "eval_am"\n{line}\nspeech_job = "{JOBS / "speech_quick.toml"}"\n'
+                       f'graph_job = "{JOBS / "graph_slurp.toml"}"\n')
+    assert re.search(expected, _refused(job, capsys))
+
+
+def test_the_shipped_models_pass_their_checks() -> None:
+    from specbench.input_files import problem
+
+    for reads, file in (("BPE model", "mt_bpe.model"), ("wait-k translation model", "mt_waitk.pt"),
+                        ("full-sentence translation model", "mt_full.pt"), ("prediction LM", "lm_slurp.pt"),
+                        ("confidence model", "confidence_slurp.pt"), ("acoustic model", "am_slurp.pt")):
+        assert problem(reads, ROOT / "models" / file) is None, file
+
+
+def test_a_file_that_is_not_a_bpe_model_is_named_wherever_it_is_read(tmp_path: Path) -> None:
+    from specbench.simultrans.tokenizer import Tokenizer
+
+    with pytest.raises(DataError, match=r"mt_waitk.pt: not a SentencePiece \(BPE\) model .* Fix: point the BPE"):
+        Tokenizer(ROOT / "models" / "mt_waitk.pt")
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("[asr]\ngraph_job = \"nope.toml\"", "key 'asr.graph_job' = 'nope.toml': .*nope.toml does not exist"),
+    (f"[asr]\nadaptation_job = \"{JOBS / 'graph_slurp.toml'}\"",
+     "key 'asr.adaptation_job' = .* names a kind = \"graph\" job; it must name a kind = \"eval_am\" job"),
+    ("[usage]\nroutine_size = [500, 600]", r"\[usage\] usage.routine_size = \[500, 600\]: user .* has only"),
+    ("[usage]\nrequests_per_day = 400.0", r"usage.requests_per_day = 400 .* Fix: usage.requests_per_day <="),
+    ('confidence_context = "models/confidence_slurp.pt"',
+     "key 'confidence_context' = 'models/confidence_slurp.pt' was trained with .* "
+     r"Fix: point 'confidence_context' at the model of that role \(models/confidence_slurp_context.pt\)"),
+    ('confidence_posterior = "models/confidence_slurp_posterior.pt"',
+     "key 'confidence_posterior' = .* but asr.partial_posteriors is false"),
+])
+def test_a_predictive_job_is_checked_against_its_data_and_models_before_it_runs(
+        tmp_path: Path, line: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    (tmp_path / "graph_slurp.toml").write_text((JOBS / "graph_slurp.toml").read_text())  # [asr]'s graph job
+    job = tmp_path / "pa.toml"
+    job.write_text(f'kind = "predictive_asr"\nusers = 4\ntune_users = 4\nrun_habit_sweep = false\n{line}\n')
+    assert re.search(expected, _refused(job, capsys))
+    assert load_config(job)  # the file itself loads: these are the checks that need data or models
