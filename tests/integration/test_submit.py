@@ -143,7 +143,8 @@ def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Pa
     outside = tmp_path / "job.toml"
     outside.write_text(bad.read_text())
     assert main(["submit", str(outside), "--address", ray_head]) == 2
-    assert "inside the project" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "inside the project" in err and f"Fix: copy it into {ROOT / 'jobs'}/" in err
     broken = tmp_path / "broken.toml"
     broken.write_text('kind = "simultrans"\nbeam = 3\n')
     assert main(["submit", str(broken), "--address", ray_head]) == 2

@@ -128,3 +128,13 @@ def test_a_predictive_job_is_checked_against_its_data_and_models_before_it_runs(
     job.write_text(f'kind = "predictive_asr"\nusers = 4\ntune_users = 4\nrun_habit_sweep = false\n{line}\n')
     assert re.search(expected, _refused(job, capsys))
     assert load_config(job)  # the file itself loads: these are the checks that need data or models
+
+
+def test_a_benchmark_verb_names_its_own_argument_or_option(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "graph", str(tmp_path / "missing.toml"), "--no-mlflow"]) != 0
+    err = capsys.readouterr().err
+    assert "specbench bench graph: argument graph_job = " in err and "missing.toml does not exist" in err, err
+    assert main(["bench", "simultrans", "--bpe", str(ROOT / "models" / "mt_waitk.pt"), "--no-mlflow"]) != 0
+    err = capsys.readouterr().err
+    assert "specbench bench simultrans: option --bpe = " in err and "is not a BPE model" in err, err
+    assert "bench_simultrans.toml" not in err  # no job file was given, so none is named

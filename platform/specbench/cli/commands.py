@@ -99,17 +99,18 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from specbench.data.resolver import data_dir
     from specbench.errors import ConfigError
-    from specbench.experiments.registry import load_config
     from specbench.paths import project_root
     from specbench.runtime.jobs import follow_logs, status, submit
     from specbench.tracking.store import resolve_tracking_uri
 
     root = project_root()
-    load_config(args.file)  # a job file that does not validate is refused before anything is started
     try:
         args.file.resolve().relative_to(root.resolve())
     except ValueError as err:
-        raise ConfigError(f"{args.file}: a submitted job file must be inside the project ({root})") from err
+        raise ConfigError(f"{args.file}: a submitted job file must be inside the project ({root}), which is "
+                          f"what the cluster receives. Fix: copy it into {root / 'jobs'}/ (the paths in it to "
+                          "other job files are relative to it) and submit that copy.") from err
+    _checked_config(args.file)  # a job file that does not validate is refused before anything is started
     uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
     job_id = submit(args.address, root, args.file, uri, data_dir())
     print(
@@ -365,14 +366,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     import importlib
 
     from specbench.benchmarks.harness import emit
-    from specbench.experiments.registry import JOBS
+    from specbench.config.loader import check_inputs
+    from specbench.experiments.registry import JOBS, load_config
     from specbench.paths import project_root
 
     kind = BENCHES[args.bench_command][0]
     job = JOBS[kind]
-    config = config_from_args(job.config, args, f"specbench bench {args.bench_command}")
+    command = f"specbench bench {args.bench_command}"
+    config = config_from_args(job.config, args, command)
+    job_path = project_root() / "jobs" / f"{kind}.toml"  # where relative job paths resolve (the shipped jobs)
+    check_inputs(job_path, config, load_config,
+                 where=lambda _, key: f"{command}: " + ("argument graph_job" if args.bench_command == "graph"
+                                                        and key == "graph_job" else f"option --{key.replace('_', '-')}"))
     module = importlib.import_module(job.runner.split(":")[0])
-    result = module.measure(config, project_root() / "jobs" / f"{kind}.toml")
+    result = module.measure(config, job_path)
     result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
     emit(result, args.output)
     if result.get("errors"):

@@ -41,7 +41,7 @@ class BenchGraphConfig(BenchConfig):
 
     KIND: ClassVar[str] = "bench_graph"
     name: str = "graph"
-    graph_job: Path = Path("graph_slurp.toml")
+    graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
     rebuild: bool = False  # time a full rebuild of the graph too
 
 

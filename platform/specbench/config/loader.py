@@ -186,21 +186,24 @@ def config_input(fix: str, relative_to: str = "project", kind: str | None = None
     return {"input": (relative_to, fix, kind, unless, reads)}
 
 
-def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
+def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
+                 where: Callable[[Path, str], str] | None = None) -> None:
     """Check that every input file (`config_input` fields, in nested sections too) of the job at `path`, or
     of every job of a suite or nightly file (each loaded with `load`), exists; else a `DataError` naming the
-    job file, the key, the missing file and the fix.
+    job file, the key, the missing file and the fix. `where(job_path, key)` words where a bad value was given
+    (default: "<job file>: key '<key>'"; a command line names its option instead).
 
     In a suite or nightly, a file an earlier job of it writes (its `output`, or a sibling named after it such
     as `<output stem>_nopersonal.pt`) counts as present: the job that needs it runs after it is written."""
     path = Path(path)
     written: list[Path] = []
+    where = where or (lambda job_path, key: f"{job_path}: key '{key}'")
     for job_path, job_config in member_jobs(path, config, load):
         for key, value, file, fix, kind, reads in _inputs(job_path, job_config):
             if kind is not None and file.is_file():
                 found = config_kind(load(file))
                 if found != kind:
-                    raise ConfigError(f"{job_path}: key '{key}' = '{value}' names a kind = \"{found}\" job; it "
+                    raise ConfigError(f"{where(job_path, key)} = '{value}' names a kind = \"{found}\" job; it "
                                       f"must name a kind = \"{kind}\" job. {fix}")
             if reads is not None and file.is_file():
                 from specbench.input_files import problem
@@ -208,11 +211,11 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any]) -> None:
                 wrong = problem(reads, file)
                 if wrong is not None:
                     a = "an" if reads[0] in "aeiou" else "a"
-                    raise DataError(f"{job_path}: key '{key}' = '{value}': {file} is not {a} {reads}: {wrong}. "
-                                    f"Fix: point '{key}' at {a} {reads}.")
+                    raise DataError(f"{where(job_path, key)} = '{value}': {file} is not {a} {reads}: {wrong}. "
+                                    f"Fix: point it at {a} {reads}.")
             if file.exists() or any(_written_as(file, out) for out in written):
                 continue
-            raise DataError(f"{job_path}: key '{key}' = '{value}': {file} does not exist. {fix}")
+            raise DataError(f"{where(job_path, key)} = '{value}': {file} does not exist. {fix}")
         output = getattr(job_config, "output", None)
         if isinstance(output, Path):
             written.append(from_root(output))
