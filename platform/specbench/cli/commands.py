@@ -156,7 +156,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     from specbench.tracking.runs import sync_journals
 
     try:
-        done = sync_journals()
+        report = sync_journals()
     except Exception as err:  # noqa: BLE001
         if is_unreachable(err):
             raise SpecbenchError(
@@ -164,11 +164,13 @@ def cmd_sync(args: argparse.Namespace) -> int:
                 "`specbench sync` again later"
             ) from err
         raise
-    for name, run_id, count in done:
+    for name, run_id, count in report.sent:
         print(f"{name}: {count} operations sent to run {run_id}")
-    if not done:
+    if not report.sent and not report.problems:
         print("nothing to send: every run reached its server")
-    return 0
+    for problem in report.problems:  # a damaged journal (not sent) or a torn one (sent but for its last line)
+        print(f"specbench: error: {problem}", file=sys.stderr)
+    return 2 if report.problems else 0
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:

@@ -4,7 +4,9 @@ Every logging call of a `TrackedRun` becomes an operation (create, params, tags,
 appended to `.specbench/journal/<id>.jsonl` with whether it reached the server. When the server is
 unreachable the run goes on offline (artifacts are copied beside the journal); `specbench sync` later sends
 every operation that did not reach it, in order, to the same run (created then if it never was). A journal
-whose operations all arrived is deleted when its run ends.
+whose operations all arrived is deleted when its run ends. A journal that cannot be read back is named and
+passed by; one whose last line a crash left half-written has its complete lines sent (`read_entries`,
+`runs.sync_journals`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from specbench.errors import SpecbenchError
 from specbench.paths import work_dir
 
 UNREACHABLE_HINTS = ("Max retries exceeded", "Connection refused", "Failed to establish", "Connection aborted",
@@ -59,7 +62,8 @@ class Journal:
             os.fsync(fh.fileno())
 
     def entries(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        """The complete operations, in order (a half-written last line is left out; see `read_entries`)."""
+        return read_entries(self.path)[0]
 
     @property
     def complete(self) -> bool:
@@ -68,6 +72,55 @@ class Journal:
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.path.with_suffix(""), ignore_errors=True)
+
+
+class DamagedJournal(SpecbenchError):
+    """A journal file that cannot be read back: empty, or with a line that is not an operation."""
+
+
+def read_entries(path: Path) -> tuple[list[dict[str, Any]], str]:
+    """(the complete operations of a journal, its half-written last line or ''). Every operation is written as
+    one whole line ending in a newline and fsynced, so a line without its newline at the end of the file is
+    what a process that died while writing leaves (a torn tail). Raises DamagedJournal (naming the file and
+    the line) when the file is empty, holds no complete operation, or has a line elsewhere that is not one."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    lines = text.split("\n")
+    last = lines.pop()  # '' when the file ends with a newline
+    entries: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, 1):
+        if line.strip():
+            entries.append(_operation(path, number, line))
+    torn = ""
+    if last.strip():
+        try:
+            entries.append(_operation(path, len(lines) + 1, last))
+        except DamagedJournal:
+            torn = last
+    if not entries:
+        what = "it is empty" if not text.strip() else "it holds only a half-written line"
+        raise DamagedJournal(_damaged(path, what))
+    first = entries[0]
+    if first.get("op") != "create" or not isinstance(first.get("tracking_uri"), str):
+        raise DamagedJournal(_damaged(path, "line 1 is not the run's `create` operation with its "
+                                            "tracking_uri"))
+    return entries, torn
+
+
+def _operation(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        entry = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise DamagedJournal(_damaged(path, f"line {number} is not valid JSON ({err.msg})")) from err
+    if not isinstance(entry, dict) or "op" not in entry or "sent" not in entry:
+        raise DamagedJournal(_damaged(path, f"line {number} is not an operation (an object with op and "
+                                            "sent)"))
+    return entry
+
+
+def _damaged(path: Path, what: str) -> str:
+    return (f"journal {path} is damaged: {what}; nothing of it was sent. Fix: move it aside (`mv {path} "
+            f"{path}.damaged`, with its folder {path.with_suffix('')} if there is one) so that `specbench sync` "
+            "passes it by, and look at what it holds; the other journals are sent all the same.")
 
 
 def apply(client: MlflowClient, run_id: str, op: dict[str, Any]) -> None:
@@ -92,11 +145,12 @@ def apply(client: MlflowClient, run_id: str, op: dict[str, Any]) -> None:
 
 
 def replay(path: Path, client_for: Callable[[str], MlflowClient],
-           create: Callable[[MlflowClient, dict[str, Any]], str]) -> tuple[str, int]:
-    """Send the unsent operations of one journal; returns (run id, operations sent). The journal is
-    removed once everything arrived."""
+           create: Callable[[MlflowClient, dict[str, Any]], str],
+           entries: list[dict[str, Any]] | None = None) -> tuple[str, int]:
+    """Send the unsent operations of one journal (`entries`: its complete operations, read here when not
+    given); returns (run id, operations sent). The journal is removed once everything arrived."""
     journal = Journal(path)
-    entries = journal.entries()
+    entries = journal.entries() if entries is None else entries
     first = entries[0]
     client = client_for(first["tracking_uri"])
     run_id = first.get("run_id")

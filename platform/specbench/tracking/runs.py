@@ -21,6 +21,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -214,10 +215,30 @@ class TrackedRun:
             self.finish()
 
 
-def sync_journals() -> list[tuple[str, str, int]]:
-    """Send every kept journal (runs logged while their server was unreachable): [(journal, run id, ops)].
-    A child run whose parent was offline too is then pointed at the parent's new run id."""
-    from specbench.tracking.journal import journal_dir, replay
+@dataclass(frozen=True)
+class SyncReport:
+    """What `sync_journals` did: `sent` [(journal, run id, operations sent)], and `problems`, one message per
+    journal that could not be sent whole (a damaged one, left in place and unsent; a torn one, whose
+    complete operations were sent)."""
+
+    sent: list[tuple[str, str, int]]
+    problems: list[str]
+
+
+TORN_ERROR = ("the job's process stopped while writing its journal (its last line is half-written), so the "
+              "run never ended; `specbench sync` ended it FAILED")
+
+
+def sync_journals() -> SyncReport:
+    """Send every kept journal (runs logged while their server was unreachable). A child run whose parent was
+    offline too is then pointed at the parent's new run id.
+
+    A damaged journal (empty, or with a line that is not an operation) is reported, left in place, and does
+    not stop the others. A journal whose last line is half-written (a crash while writing it) has its
+    complete operations sent; the half line is kept as `<journal>.torn` (it cannot be read back), and when
+    the journal holds no end of its run, the run is ended FAILED with the reason as its `error` tag (its
+    process died), rather than being left RUNNING for ever. An unreachable server still raises."""
+    from specbench.tracking.journal import DamagedJournal, journal_dir, read_entries, replay
 
     def create(client: MlflowClient, op: dict[str, Any]) -> str:
         exp = experiment_id(client, op["experiment"])
@@ -225,12 +246,23 @@ def sync_journals() -> list[tuple[str, str, int]]:
 
     quiet_mlflow()
     done = []
+    problems: list[str] = []
     new_ids: dict[str, str] = {}  # offline-<journal name> -> the run id the replay created
     orphans: list[tuple[MlflowClient, str, str]] = []  # (client, child run id, its parent's offline id)
     for path in sorted(journal_dir().glob("*.jsonl")):
-        first = Journal(path).entries()[0]
+        try:
+            entries, torn = read_entries(path)
+        except DamagedJournal as err:
+            problems.append(str(err))
+            continue
+        first = entries[0]
         client = MlflowClient(tracking_uri=first["tracking_uri"])
-        run_id, count = replay(path, lambda uri, client=client: client, create)
+        kept = path.with_suffix(".torn")
+        if torn:
+            kept.write_text(torn, encoding="utf-8")
+        run_id, count = replay(path, lambda uri, client=client: client, create, entries)
+        if torn:
+            problems.append(_end_torn(client, path, run_id, entries, kept))
         new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
         parent = first.get("tags", {}).get(PARENT_TAG, "")
         if parent.startswith(OFFLINE_PREFIX):
@@ -239,4 +271,19 @@ def sync_journals() -> list[tuple[str, str, int]]:
     for client, run_id, parent in orphans:
         if parent in new_ids:
             client.set_tag(run_id, PARENT_TAG, new_ids[parent])
-    return done
+    return SyncReport(done, problems)
+
+
+def _end_torn(client: MlflowClient, path: Path, run_id: str, entries: list[dict[str, Any]],
+              kept: Path) -> str:
+    """After the complete operations of a torn journal were sent: end its run FAILED unless it had ended;
+    the message that says so."""
+    ended = any(e.get("op") == "end" for e in entries)
+    if not ended:
+        client.set_tag(run_id, "error", TORN_ERROR)
+        client.set_terminated(run_id, "FAILED")
+    how = "the run had ended before it." if ended else "the run never ended, so it is now ended FAILED."
+    return (f"journal {path} had a half-written last line (its process died while writing it): the "
+            f"{len(entries)} complete operations before it were sent to run {run_id}; the half line cannot be "
+            f"read back and is kept in {kept}; {how} Fix: check run {run_id} (`specbench runs`), then delete "
+            f"{kept}.")
