@@ -52,8 +52,12 @@ def _port_answers(port: int) -> bool:
 
 @pytest.fixture(scope="module")
 def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One store for both signals (the first start creates its tables, the second reuses them)."""
-    return tmp_path_factory.mktemp("ui-stop")
+    """One store for both signals, made here: `ui` reads an existing store (it refuses to create one)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("ui-stop")
+    MlflowClient(f"sqlite:///{path / 'mlflow.db'}").search_experiments()  # creates the store's tables
+    return path
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc")

@@ -179,7 +179,9 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 def cmd_baseline(args: argparse.Namespace) -> int:
     from specbench.tracking.baseline import set_baseline
+    from specbench.tracking.store import check_readable_store
 
+    check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
     run_id, name = set_baseline(args.run_id, args.tracking_uri, args.reason)  # a full id or a unique prefix
     print(f"run {run_id} ({name}) is now the baseline of its job")
     return 0
@@ -262,7 +264,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specbench.reports.compare import render_html, render_text
     from specbench.tracking.compare import compare_runs
     from specbench.tracking.runs import TrackedRun
+    from specbench.tracking.store import check_readable_store
 
+    check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
     comparison = compare_runs(args.run_ids, args.tracking_uri)  # full ids or unique prefixes
     print(render_text(comparison, args.all))
     if not args.no_artifact:
@@ -280,7 +284,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.reports.headline import HEADLINE_METRICS
     from specbench.tracking.queries import experiment_names, recent_runs
+    from specbench.tracking.store import check_readable_store
 
+    check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
     rows = recent_runs(args.tracking_uri, args.limit, args.experiment, list(HEADLINE_METRICS))
     if not rows and args.experiment is not None:
         known = experiment_names(args.tracking_uri)
@@ -309,21 +315,28 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    from specbench.tracking.store import check_store_file, resolve_tracking_uri, sqlite_path, uri_source
     from specbench.tracking.ui import start_ui
 
-    uri = f"sqlite:///{args.store.resolve()}" if args.store else args.tracking_uri
-    if args.store:
-        args.store.parent.mkdir(parents=True, exist_ok=True)
-    return _serve(lambda: start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts),
+    # the store is checked here, the host, port and artifact folder by start_ui: all before the server starts
+    option = "--store" if args.store else uri_source(args.tracking_uri) or "the local store"
+    uri = f"sqlite:///{check_store_file(args.store, option)}" if args.store else args.tracking_uri
+    store = sqlite_path(resolve_tracking_uri(uri))
+    if store is not None and not args.store:
+        check_store_file(store, option)
+    return _serve(lambda: start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts,
+                                   store_option=option),
                   lambda address: f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs "
                   f"log to it with `specbench --tracking-uri {address} ...`; Ctrl-C or SIGTERM stops it")
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    from specbench.tracking.store import resolve_tracking_uri
+    from specbench.tracking.store import check_readable_store, resolve_tracking_uri, uri_source
     from specbench.tracking.ui import start_ui
 
-    return _serve(lambda: start_ui(args.tracking_uri, host=args.host, port=args.port),
+    check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
+    option = uri_source(args.tracking_uri) or "the local store"
+    return _serve(lambda: start_ui(args.tracking_uri, host=args.host, port=args.port, store_option=option),
                   lambda address: f"MLflow UI for {resolve_tracking_uri(args.tracking_uri)} at {address} (Ctrl-C "
                   "or SIGTERM stops it)")
 
@@ -346,7 +359,7 @@ def _serve(start, describe) -> int:  # noqa: ANN001 - () -> (Popen, address), ad
 
 def _serve_until_stopped(proc) -> int:  # noqa: ANN001 - a subprocess.Popen
     """Wait for the MLflow server until it exits or Ctrl-C; always stop it and its workers."""
-    from specbench.tracking.ui import stop
+    from specbench.tracking.ui import output_tail, stop
 
     try:
         code = proc.wait()
@@ -355,7 +368,9 @@ def _serve_until_stopped(proc) -> int:  # noqa: ANN001 - a subprocess.Popen
     finally:
         stop(proc)
     if code:
-        print(f"specbench: error: the MLflow server exited with code {code}", file=sys.stderr)
+        said = output_tail(proc)
+        print(f"specbench: error: the MLflow server exited with code {code}" +
+              (f"; its last output:\n{said}" if said else ""), file=sys.stderr)
     return 1 if code else 0
 
 

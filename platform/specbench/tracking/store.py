@@ -2,17 +2,36 @@
 
 The embedded store is `sqlite:///<repo>/.specbench/mlflow.db` with artifacts under
 `<repo>/.specbench/mlartifacts/`: no server needed.
+
+A URI given on the command line or in the environment is checked before MLflow sees it
+(`check_tracking_uri`): a scheme MLflow cannot use, or a malformed one, is one clear error that names where it
+came from. The read verbs check further (`check_readable_store`) that the store they read exists: an explicit
+SQLite file that is not there, or a server that does not answer, is refused instead of being created or
+retried. Writing verbs (`run`, `server`) may create a store. Nothing here imports mlflow.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import ssl
+import urllib.error
+import urllib.request
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from specbench.errors import SpecbenchError
 from specbench.paths import work_dir
 
 ENV_URI = "MLFLOW_TRACKING_URI"
+OPTION = "--tracking-uri"
+SUPPORTED = ("sqlite:////abs/path.db (a local store file), http://HOST:PORT or https://HOST[:PORT] (an MLflow "
+             "server, e.g. `specbench server`), or postgresql://, mysql://, mssql:// (a database, with its "
+             "driver installed)")
+_SQL_SCHEMES = ("postgresql", "mysql", "mssql")
+_SQLITE_PREFIX = "sqlite:///"
+_REACH_TIMEOUT_S = 5.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def local_store_uri() -> str:
@@ -26,9 +45,155 @@ def local_artifact_root() -> Path:
     return path
 
 
+def uri_source(explicit: str | None = None) -> str | None:
+    """Where the URI `resolve_tracking_uri(explicit)` returns comes from: `--tracking-uri`,
+    `$MLFLOW_TRACKING_URI`, or None for the embedded default."""
+    if explicit:
+        return OPTION
+    return f"${ENV_URI}" if os.environ.get(ENV_URI) else None
+
+
 def resolve_tracking_uri(explicit: str | None = None) -> str:
-    """The URI every verb uses: explicit, else the environment, else the embedded local store."""
-    return explicit or os.environ.get(ENV_URI) or local_store_uri()
+    """The URI every verb uses: explicit, else the environment, else the embedded local store. An explicit or
+    environment URI is checked with `check_tracking_uri` (SpecbenchError naming its source)."""
+    uri = explicit or os.environ.get(ENV_URI)
+    if not uri:
+        return local_store_uri()
+    return check_tracking_uri(uri, uri_source(explicit) or OPTION)
+
+
+def _file_store_allowed() -> bool:
+    return os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() in ("1", "true", "yes")
+
+
+def check_tracking_uri(uri: str, source: str = OPTION) -> str:
+    """`uri` unchanged if MLflow can use it as a tracking store (see `SUPPORTED`), else a SpecbenchError
+    "SOURCE 'URI': what is wrong. Fix: ...". Only the form is checked, nothing is opened."""
+    problem = _uri_problem(uri)
+    if problem:
+        raise SpecbenchError(f"{source} {uri!r}: {problem}. Fix: use {SUPPORTED}.")
+    return uri
+
+
+def _uri_problem(uri: str) -> str | None:
+    """What is wrong with the form of a tracking URI (None: nothing)."""
+    if uri != uri.strip() or any(c.isspace() for c in uri):
+        return "a tracking URI holds no spaces"
+    scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    if scheme == "sqlite":
+        if not uri.startswith(_SQLITE_PREFIX) or not uri[len(_SQLITE_PREFIX):]:
+            return "a SQLite URI is sqlite:/// followed by the file's path (four slashes for an absolute one)"
+        return None
+    if scheme in ("http", "https"):
+        parts = urlsplit(uri)
+        if not parts.hostname:
+            return f"no host in the {scheme} address"
+        try:
+            port = parts.port
+        except ValueError:
+            return f"the port {parts.netloc.rsplit(':', 1)[-1]!r} is not a whole number from 1 to 65535"
+        if port == 0:
+            return "the port 0 is not a whole number from 1 to 65535"
+        return None
+    if scheme.split("+")[0] in _SQL_SCHEMES:
+        return None
+    if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] == ":\\"):  # a plain path (or C:\ path)
+        if _file_store_allowed():
+            return None
+        return ("a plain path or file: URI selects MLflow's file store, which this MLflow refuses (unless "
+                "MLFLOW_ALLOW_FILE_STORE=true)")
+    return f"the scheme {scheme + ':'!r} is not a tracking store MLflow can use here"
+
+
+def sqlite_path(uri: str) -> Path | None:
+    """The file of a `sqlite:///PATH` URI (None for other URIs)."""
+    if not uri.startswith(_SQLITE_PREFIX):
+        return None
+    return Path(uri[len(_SQLITE_PREFIX):].split("?", 1)[0])
+
+
+def check_readable_store(explicit: str | None = None) -> str:
+    """The tracking URI for a verb that reads the store (`runs`, `compare`, `baseline`, `ui`), checked to
+    exist: an explicit (option or environment) SQLite file that is missing, and an http(s) server that does
+    not answer, raise a SpecbenchError with the fix instead of creating an empty store or retrying for long.
+    The embedded default store may not exist yet (the verb then finds no runs)."""
+    uri = resolve_tracking_uri(explicit)
+    source = uri_source(explicit)
+    if source is None:
+        return uri
+    path = sqlite_path(uri)
+    if path is not None:
+        where = path.resolve()
+        if where.is_dir():
+            raise SpecbenchError(f"{source} {uri!r}: {where} is a folder, not an MLflow store. Fix: give the "
+                                 "path of the store's .db file, e.g. sqlite:///" + str(where / "mlflow.db"))
+        if not where.is_file():
+            raise SpecbenchError(
+                f"{source} {uri!r}: no MLflow store at {where} (the file does not exist; this verb reads runs "
+                f"and creates no store). Fix: check the path (the local store is {local_store_uri()}), or run "
+                f"a job with `specbench {OPTION} {uri} run JOB.toml` to create the store first.")
+        return uri
+    if uri.lower().startswith(("http://", "https://")):
+        check_server_reachable(uri, source)
+    return uri
+
+
+def check_server_reachable(uri: str, source: str = OPTION, timeout: float = _REACH_TIMEOUT_S) -> None:
+    """Raise a SpecbenchError unless something answers HTTP at `uri` within `timeout` seconds (an HTTP error
+    status counts as an answer: the server is there)."""
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout):
+            return
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError, ValueError) as err:
+        reason = getattr(err, "reason", err)
+        if isinstance(reason, ssl.SSLError):
+            return  # it answered; whether its certificate is trusted is MLflow's to say
+        if isinstance(reason, OSError) and reason.strerror:
+            reason = reason.strerror
+        raise SpecbenchError(
+            f"cannot reach the tracking server at {uri} ({source}): {reason}. Fix: start it with `specbench "
+            f"server --port {urlsplit(uri).port or 5000}` (on that machine), or check the address given by "
+            f"{source}.") from err
+
+
+def check_store_file(path: Path, option: str) -> Path:
+    """A SQLite store file the server may create: not a folder, not some other kind of file, in a folder that
+    exists or can be made (made here) and can be written. Returns the absolute path."""
+    path = path.expanduser().resolve()
+    form = "a .db file path (e.g. .specbench/mlflow.db) whose folder exists or can be created"
+    if path.is_dir():
+        raise SpecbenchError(f"{option} {path}: this is a folder, not a store file. Fix: give {form}, e.g. "
+                             f"{path / 'mlflow.db'}.")
+    if path.is_file() and path.stat().st_size > 0:
+        with path.open("rb") as fh:
+            if fh.read(len(_SQLITE_MAGIC)) != _SQLITE_MAGIC:
+                raise SpecbenchError(f"{option} {path}: this file is not a SQLite database. Fix: give {form} "
+                                     "(a new file is created).")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SpecbenchError(f"{option} {path}: its folder {path.parent} cannot be created ({err.strerror}). "
+                             f"Fix: give {form}.") from err
+    if not os.access(path.parent, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise SpecbenchError(f"{option} {path}: not writable. Fix: give {form}, in a folder you can write.")
+    return path
+
+
+def check_artifact_root(path: Path, option: str = "--artifacts") -> Path:
+    """An artifact folder: made here (with its parents) and writable. Returns the absolute path."""
+    path = path.expanduser().resolve()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (OSError, FileExistsError) as err:
+        why = "a file of that name exists" if path.exists() and not path.is_dir() else err.strerror
+        raise SpecbenchError(f"{option} {path}: the artifact folder cannot be created ({why}). Fix: give a "
+                             "folder that exists or can be created, and that you can write.") from err
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise SpecbenchError(f"{option} {path}: the artifact folder is not writable. Fix: give a folder you "
+                             "can write.")
+    return path
 
 
 def quiet_mlflow() -> None:

@@ -3,20 +3,23 @@ the server and its uvicorn workers run in their own process group, which `stop` 
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
-from specbench.tracking.store import local_artifact_root, resolve_tracking_uri
+from specbench.tracking.store import check_artifact_root, local_artifact_root, resolve_tracking_uri
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -42,35 +45,121 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> Non
 
 
 def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int = 0,
-             log_path: Path | None = None, artifacts: Path | None = None) -> tuple[subprocess.Popen, str]:
+             log_path: Path | None = None, artifacts: Path | None = None,
+             store_option: str = "--tracking-uri") -> tuple[subprocess.Popen, str]:
     """Start `mlflow server` on the store with lean settings (one worker, no job execution); returns
     (process, address) once healthy. With a SQLite store it also serves artifacts (`--artifacts-destination`,
-    default `.specbench/mlartifacts`), so clients and Ray workers upload them over HTTP."""
+    default `.specbench/mlartifacts`), so clients and Ray workers upload them over HTTP.
+
+    The host, port and artifact folder are checked first (SpecbenchError naming --host, --port or
+    --artifacts); a server that exits before it answers raises with its last lines of output, naming
+    `store_option` (the option that chose the store). The output goes to `log_path` when given."""
     uri = resolve_tracking_uri(tracking_uri)
-    if port:
-        with socket.socket() as probe:
-            if probe.connect_ex((host, port)) == 0:
-                raise SpecbenchError(f"port {port} on {host} is already in use (another MLflow UI?). "
-                                     "Fix: pass --port with a free port.")
+    check_bind_address(host, port)
     port = port or free_port(host)
     env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
     if uri.startswith("sqlite:"):
-        cmd += ["--artifacts-destination", str(artifacts or local_artifact_root())]
-    out = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - the child keeps it
+        root = check_artifact_root(artifacts) if artifacts else local_artifact_root()
+        cmd += ["--artifacts-destination", str(root)]
+    out = open(log_path, "ab") if log_path else subprocess.PIPE  # noqa: SIM115 - the child keeps it
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     finally:
         if log_path:
             out.close()  # type: ignore[union-attr]
+    _keep_tail(proc, log_path)
     address = f"http://{host}:{port}"
     try:
         wait_healthy(address, proc)
+    except SpecbenchError as err:
+        stop(proc)
+        said = output_tail(proc)
+        told = f"; its last output:\n{said}" if said else ""
+        raise SpecbenchError(f"{err} (store {uri}, from {store_option}){told}\nFix: check the store "
+                             f"({store_option}): it must be one `mlflow server` can open; and the --host and "
+                             "--port.") from err
     except BaseException:
         stop(proc)
         raise
     return proc, address
+
+
+def check_bind_address(host: str, port: int) -> None:
+    """Raise a SpecbenchError naming --host or --port unless `host` resolves to an address of this machine
+    that `port` (0: any free one) can be bound on, and no server answers there already."""
+    if not 0 <= port <= 65535:
+        raise SpecbenchError(f"--port {port}: not a port. Fix: give a whole number from 1 to 65535 (default "
+                             "5000).")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:
+        why = getattr(err, "strerror", None) or err
+        raise SpecbenchError(f"--host {host!r}: the name does not resolve ({why}). Fix: give an address of this "
+                             "machine, e.g. 127.0.0.1 (the default: this machine only).") from err
+    family, _, _, _, sockaddr = infos[0]
+    in_use = SpecbenchError(f"port {port} on {host} is already in use (another MLflow UI?). Fix: pass --port "
+                            "with a free port.")
+    with socket.socket(family, socket.SOCK_STREAM) as probe:  # first: is it an address of this machine?
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(sockaddr)
+        except OSError as err:
+            if err.errno == errno.EADDRINUSE:
+                raise in_use from err
+            raise SpecbenchError(f"--host {host!r} --port {port}: cannot listen there ({err.strerror}). Fix: "
+                                 "give an address of this machine (e.g. 127.0.0.1, the default) and a free "
+                                 "port from 1024 to 65535.") from err
+    if port:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:  # a server bound elsewhere on this port
+            probe.settimeout(2.0)
+            if probe.connect_ex(sockaddr) == 0:
+                raise in_use
+
+
+_TAIL_LINES = 80
+
+
+def _keep_tail(proc: subprocess.Popen, log_path: Path | None) -> None:
+    """Keep the server's last lines of output for `output_tail`: read from its pipe by a daemon thread (which
+    drains it for as long as the server runs), or later from `log_path`."""
+    lines: deque[str] = deque(maxlen=_TAIL_LINES)
+    proc.specbench_tail = (lines, log_path, None)  # type: ignore[attr-defined]
+    if proc.stdout is None:
+        return
+
+    def drain() -> None:
+        for raw in proc.stdout:  # type: ignore[union-attr]
+            lines.append(raw.decode("utf-8", errors="replace").rstrip())
+
+    reader = threading.Thread(target=drain, name="mlflow-server-output", daemon=True)
+    reader.start()
+    proc.specbench_tail = (lines, log_path, reader)  # type: ignore[attr-defined]
+
+
+def output_tail(proc: subprocess.Popen) -> str:
+    """The server's last lines of output (indented), as far as they were kept; '' when none."""
+    lines, log_path, reader = getattr(proc, "specbench_tail", (deque(), None, None))
+    if reader is not None:
+        reader.join(timeout=2.0)  # the server has ended: its last lines are on their way
+    if log_path is not None:
+        try:
+            lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-_TAIL_LINES:]
+        except OSError:
+            lines = []
+    return "\n".join(f"  {line}" for line in _told(list(lines)))
+
+
+_TOLD_LINES = 6
+_TRACEBACK_NOISE = ("Traceback (most recent call last)", "The above exception", "During handling of the above")
+
+
+def _told(lines: list[str]) -> list[str]:
+    """The last few lines that say something: a traceback's frames (indented lines) and headers left out."""
+    said = [line for line in lines
+            if line.strip() and not line[:1].isspace() and not line.startswith(_TRACEBACK_NOISE)]
+    return (said or [line for line in lines if line.strip()])[-_TOLD_LINES:]
 
 
 def stop(proc: subprocess.Popen, timeout: float = 15.0) -> None:
