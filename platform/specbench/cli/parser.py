@@ -41,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ray-address",
-        help="Ray cluster to join (HOST:PORT or auto); default: a local Ray "
+        type=_ray_address,
+        help="Ray cluster to join (HOST:PORT, auto or ray://HOST:PORT); default: a local Ray "
         "bound to 127.0.0.1, or $RAY_ADDRESS",
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -66,6 +67,30 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         add(sub)
     return p
+
+
+def _ray_address(text: str) -> str:
+    """An argparse type: a Ray address of a form Ray joins (argparse names the option on failure); whether
+    the cluster answers is checked when the job connects (`runtime.cluster.connect`)."""
+    from specbench.runtime.address import FORMS, address_problem
+
+    problem = address_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text!r}: {problem}. Fix: {FORMS}; or leave the option out to run on "
+                                         "a local Ray")
+    return text
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, a whole number from 1 to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port. Fix: give a whole number from 1 to 65535 "
+                                         "(e.g. 5000)")
+    return value
 
 
 def _verb(sub, name: str, handler, help: str, file: str | None = None) -> argparse.ArgumentParser:  # noqa: A002, ANN001
@@ -286,17 +311,19 @@ def _add_server(sub) -> None:  # noqa: ANN001
         cmd_server,
         "run an MLflow tracking server (SQLite store, artifacts served over HTTP) until Ctrl-C or SIGTERM",
     )
-    srv.add_argument("--store", type=Path, help="SQLite file (default: the store --tracking-uri or $MLFLOW_TRACKING_URI selects, else .specbench/mlflow.db)")
-    srv.add_argument("--artifacts", type=Path, help="artifact folder (default .specbench/mlartifacts)")
+    srv.add_argument("--store", type=Path, help="SQLite .db file, created with its folder if missing (default: "
+                     "the store --tracking-uri or $MLFLOW_TRACKING_URI selects, else .specbench/mlflow.db)")
+    srv.add_argument("--artifacts", type=Path, help="artifact folder, created if missing (default "
+                     ".specbench/mlartifacts)")
     srv.add_argument(
         "--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)"
     )
-    srv.add_argument("--port", type=int, default=5000)
+    srv.add_argument("--port", type=_port, default=5000, help="1 to 65535 (default 5000)")
 
 
 def _add_ui(sub) -> None:  # noqa: ANN001
     ui = _verb(sub, "ui", cmd_ui, "start the MLflow UI on 127.0.0.1 and print its address")
-    ui.add_argument("--port", type=int, default=5000)
+    ui.add_argument("--port", type=_port, default=5000, help="1 to 65535 (default 5000)")
     ui.add_argument("--host", default="127.0.0.1")
 
 

@@ -44,6 +44,7 @@ os.environ.setdefault(AUTH_MODE_ENV, "token")
 import ray  # noqa: E402
 
 from specbench.errors import SpecbenchError  # noqa: E402
+from specbench.runtime.address import OPTION, check_ray_address, check_reachable, unreachable  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -98,13 +99,20 @@ def connect(
             own, `/tmp/ray`); keep it short, Unix socket paths are limited to 107 bytes.
         log_to_driver: forward workers' stdout/stderr to this process (prefixed with the worker pid).
         runtime_env: passed to `ray.init` unchanged (e.g. `py_modules` or `working_dir` for a remote cluster).
+
+    Raises:
+        SpecbenchError: the address is malformed, or the cluster's port accepts no connection within a few
+            seconds (checked before `ray.init`, which would retry an absent cluster for ever).
     """
     global _STARTED_LOCAL
     if ray.is_initialized():
         _configure_ray_data()
         return _current_info(initialized_here=False, local=_STARTED_LOCAL)
+    source = OPTION if address else f"${ADDRESS_ENV}"
     address = address or os.environ.get(ADDRESS_ENV) or LOCAL
     local = address == LOCAL
+    if not local:
+        _check_cluster(address, source)
     kwargs: dict[str, Any] = {
         "configure_logging": True,
         "logging_level": logging.WARNING,
@@ -130,6 +138,23 @@ def connect(
     info = _current_info(initialized_here=True, local=local)
     log.info("ray: %s", cluster_summary())
     return info
+
+
+def _check_cluster(address: str, source: str) -> None:
+    """Before `ray.init(address)`: the address is of a form Ray joins, and the cluster's port (for `auto`,
+    that of the cluster Ray finds as `ray.init` would) accepts a connection within seconds; else a
+    SpecbenchError. Ray would otherwise retry an absent GCS for ever, deaf to Ctrl-C."""
+    check_ray_address(address, source)
+    target = address
+    if address == "auto":
+        from ray._private import services
+
+        try:
+            target = services.canonicalize_bootstrap_address_or_die("auto")
+        except (ConnectionError, ValueError) as err:
+            why = str(err).rstrip(".")
+            raise unreachable(address, f"no running Ray cluster found on this machine: {why}") from err
+    check_reachable(target, address)
 
 
 def ensure_connected() -> ClusterInfo:

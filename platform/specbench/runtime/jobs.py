@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from specbench.runtime import cluster as _cluster  # noqa: F401 - sets Ray's auth mode before `import ray`
 
@@ -36,17 +37,39 @@ class JobInfo:
     message: str
 
 
+def check_dashboard_address(address: str) -> str:
+    """`address` unchanged if it is of the form http(s)://HOST[:PORT] with PORT a whole number from 1 to
+    65535, else a SpecbenchError naming --address."""
+    parts = urlsplit(address)
+    problem = None
+    if parts.scheme not in ("http", "https"):
+        problem = "the Jobs API needs the dashboard's web address"
+    elif not parts.hostname:
+        problem = "no host in it"
+    else:
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if port == 0 or (port is None and parts.netloc.endswith(":")):
+            problem = f"the port {parts.netloc.rsplit(':', 1)[-1]!r} is not a whole number from 1 to 65535"
+    if problem:
+        raise SpecbenchError(f"--address {address!r}: {problem}. Fix: give the dashboard address as "
+                             "http://HOST:PORT, e.g. http://127.0.0.1:8265")
+    return address
+
+
 def client(address: str) -> JobSubmissionClient:
-    """A Jobs API client; an unreachable address is one clear error."""
-    if not address.startswith(("http://", "https://")):
-        raise SpecbenchError(f"--address {address!r}: the Jobs API needs the dashboard address, e.g. "
-                             "http://HEAD:8265")
+    """A Jobs API client; a malformed address, and an unreachable one, is one clear error."""
+    check_dashboard_address(address)
     try:
         return JobSubmissionClient(address)
     except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ... for this
         raise SpecbenchError(f"cannot reach the Ray Jobs API at {address}: {err}. Fix: start the cluster "
-                             "(`ray start --head --dashboard-host 0.0.0.0`, or scripts/local_cluster.sh) or "
-                             "give its dashboard address") from err
+                             "(`ray start --head`, or cluster/local_cluster.sh) or give its dashboard address "
+                             "(http://HEAD:8265); a dashboard kept on the head's 127.0.0.1 is reached from "
+                             "another machine through an SSH tunnel (`ssh -N -L 8265:127.0.0.1:8265 HEAD`, then "
+                             "--address http://127.0.0.1:8265)") from err
 
 
 def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, data_dir: Path,

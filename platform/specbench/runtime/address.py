@@ -1,0 +1,76 @@
+"""The form of a Ray cluster address (`--ray-address`, `$RAY_ADDRESS`), checked without importing ray, so
+that the command line can refuse a malformed one before anything starts; and whether a cluster's port
+accepts a connection at all, so that joining a cluster that is not there fails in seconds (Ray itself
+retries its GCS for ever, and does not let Ctrl-C through while it does).
+
+Forms: `HOST:PORT` (a cluster's GCS, e.g. 127.0.0.1:6379), `auto` (the cluster `ray start` last started on
+this machine), `ray://HOST:PORT` (Ray Client, usually port 10001), and `local` (a new local Ray).
+"""
+
+from __future__ import annotations
+
+import socket
+
+from specbench.errors import SpecbenchError
+
+OPTION = "--ray-address"
+FORMS = ("HOST:PORT (the head's GCS, e.g. 127.0.0.1:6379), auto, or ray://HOST:PORT (Ray Client, e.g. port "
+         "10001)")
+CONNECT_TIMEOUT_S = 5.0
+
+
+def address_problem(address: str) -> str | None:
+    """What is wrong with the form of a Ray address (None: nothing)."""
+    if address in ("auto", "local"):
+        return None
+    if any(c.isspace() for c in address) or not address:
+        return "a Ray address holds no spaces"
+    rest = address
+    if "://" in address:
+        scheme, rest = address.split("://", 1)
+        if scheme in ("http", "https"):
+            return ("this is a web address (the dashboard's, which `specbench submit --address` takes); "
+                    "a job joins a cluster at its GCS port")
+        if scheme != "ray":
+            return f"the scheme {scheme + '://'!r} is not one Ray joins"
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host.strip("[]"):
+        return "no HOST:PORT in it"
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        return f"the port {port!r} is not a whole number from 1 to 65535"
+    return None
+
+
+def check_ray_address(address: str, source: str = OPTION) -> str:
+    """`address` unchanged if its form is one Ray joins, else a SpecbenchError naming `source`."""
+    problem = address_problem(address)
+    if problem:
+        raise SpecbenchError(f"{source} {address!r}: {problem}. Fix: {FORMS}; or leave {OPTION} out to run on a "
+                             "local Ray.")
+    return address
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """(host, port) of a `HOST:PORT` or `ray://HOST:PORT` address of a checked form."""
+    rest = address.split("://", 1)[-1]
+    host, _, port = rest.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def check_reachable(address: str, shown: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
+    """Raise a SpecbenchError unless `address` (HOST:PORT or ray://HOST:PORT) accepts a TCP connection within
+    `timeout` seconds; `shown` is the address as the user gave it."""
+    host, port = host_port(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return
+    except OSError as err:
+        reason = err.strerror or type(err).__name__
+        if isinstance(err, TimeoutError):
+            reason = f"no answer within {timeout:.0f} s"
+        raise unreachable(shown, f"{host}:{port}: {reason}") from err
+
+
+def unreachable(shown: str, why: str) -> SpecbenchError:
+    return SpecbenchError(f"cannot reach the Ray cluster at {shown} ({why}). Fix: start it (`ray start --head`) "
+                          f"or drop {OPTION} to run on a local Ray.")

@@ -1,0 +1,96 @@
+"""Bad input to the service verbs against a real MLflow SQLite store (and a real `mlflow server` process):
+`specbench sync` sends the journals it can read and names the ones it cannot; a torn journal's run ends
+FAILED, not RUNNING; a job given a Ray cluster that is not there ends its MLflow run FAILED in seconds; the UI
+server's own last words reach the user; the embedded default store that does not exist yet has no runs."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from specbench.cli import main
+from specbench.tracking.runs import TORN_ERROR
+
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return tmp_path / "home"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _journal(uri: str, name: str, ops: list[dict], tail: str = "") -> str:
+    create = {"op": "create", "tracking_uri": uri, "experiment": "sync", "run_name": name, "tags": {},
+              "start_ms": 1000, "sent": False, "run_id": None}
+    return "".join(json.dumps(op) + "\n" for op in [create, *ops]) + tail
+
+
+def test_sync_sends_what_it_can_and_names_the_damaged_journals(tmp_path: Path, home: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    metric = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
+    end = {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}
+    folder = home / "journal"
+    folder.mkdir(parents=True)
+    (folder / "a-empty.jsonl").write_text("")
+    (folder / "b-torn.jsonl").write_text(_journal(uri, "torn", [metric], tail='{"op": "par'))
+    (folder / "c-bad.jsonl").write_text(_journal(uri, "bad", [metric]).replace('"metrics"', "oops", 1) + "x\n")
+    (folder / "d-good.jsonl").write_text(_journal(uri, "good", [metric, end]))
+    assert main(["sync"]) == 2
+    captured = capsys.readouterr()
+    assert "b-torn.jsonl: 2 operations sent" in captured.out and "d-good.jsonl: 3 operations sent" in captured.out
+    err = captured.err
+    for damaged, said in (("a-empty.jsonl", "it is empty"), ("c-bad.jsonl", "line 2 is not valid JSON")):
+        assert f"journal {folder / damaged} is damaged: {said}" in err and "move it aside" in err
+        assert (folder / damaged).exists()  # kept, unsent
+    assert f"journal {folder / 'b-torn.jsonl'} had a half-written last line" in err and "ended FAILED" in err
+    assert (folder / "b-torn.torn").read_text() == '{"op": "par'
+    client = MlflowClient(uri)
+    runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name("sync").experiment_id])}
+    assert runs["good"].info.status == "FINISHED" and runs["good"].data.metrics == {"m": 1.0}
+    assert runs["torn"].info.status == "FAILED" and runs["torn"].data.tags["error"] == TORN_ERROR
+    assert runs["torn"].data.metrics == {"m": 1.0} and set(runs) == {"good", "torn"}
+
+
+def test_a_job_given_an_absent_ray_cluster_fails_fast_and_ends_its_run_failed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    address = f"127.0.0.1:{closed_port()}"
+    start = time.monotonic()
+    assert main(["--tracking-uri", uri, "--ray-address", address, "run",
+                 str(ROOT / "jobs" / "simultrans_quick.toml")]) == 2
+    assert time.monotonic() - start < 30
+    err = capsys.readouterr().err
+    assert f"cannot reach the Ray cluster at {address}" in err and "ray start --head" in err
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "FAILED" and "cannot reach the Ray cluster" in run.data.tags["error"]
+
+
+def test_the_ui_passes_on_what_the_server_said_when_it_exits(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    store = tmp_path / "not-a-store.db"
+    store.write_text("hello, not SQLite\n")
+    assert main(["--tracking-uri", f"sqlite:///{store}", "ui", "--port", str(closed_port())]) == 2
+    err = capsys.readouterr().err
+    assert "exited with code" in err and "file is not a database" in err and "--tracking-uri" in err, err
+
+
+def test_the_default_store_that_does_not_exist_yet_has_no_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["runs"]) == 0
+    assert "no runs yet" in capsys.readouterr().out
