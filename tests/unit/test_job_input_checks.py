@@ -138,3 +138,9 @@ def test_a_benchmark_verb_names_its_own_argument_or_option(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert "specbench bench simultrans: option --bpe = " in err and "is not a BPE model" in err, err
     assert "bench_simultrans.toml" not in err  # no job file was given, so none is named
+
+
+def test_every_shipped_job_passes_validate_with_its_inputs_and_preflight(capsys: pytest.CaptureFixture[str]) -> None:
+    """The whole check `run` makes before its MLflow run opens (about 20 s for all of jobs/)."""
+    for path in sorted(JOBS.glob("*.toml")):
+        assert main(["validate", str(path)]) == 0, capsys.readouterr().err
