@@ -99,18 +99,20 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_submit(args: argparse.Namespace) -> int:
     from specbench.data.resolver import data_dir
     from specbench.errors import ConfigError
+    from specbench.experiments.registry import load_config
     from specbench.paths import project_root
     from specbench.runtime.jobs import follow_logs, status, submit
     from specbench.tracking.store import resolve_tracking_uri
 
     root = project_root()
+    load_config(args.file)  # its keys and values first: a file that does not load is refused wherever it is
     try:
         args.file.resolve().relative_to(root.resolve())
     except ValueError as err:
         raise ConfigError(f"{args.file}: a submitted job file must be inside the project ({root}), which is "
                           f"what the cluster receives. Fix: copy it into {root / 'jobs'}/ (the paths in it to "
                           "other job files are relative to it) and submit that copy.") from err
-    _checked_config(args.file)  # a job file that does not validate is refused before anything is started
+    _checked_config(args.file)  # the files it reads and its preflight, before anything is started
     uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
     job_id = submit(args.address, root, args.file, uri, data_dir())
     print(
