@@ -332,14 +332,26 @@ def _nightly(env: Env) -> tuple[list[str], Path, tuple[str, ...]]:
 
 
 def _bench_job_with_mt_checkpoint(env: Env) -> tuple[list[str], Path, tuple[str, ...]]:
-    """A job that reaches its runner (an MLflow run is opened) and fails there: the run must end FAILED."""
+    """A job whose model is of the wrong kind: refused with its key before its MLflow run opens."""
     write_wav(env.tmp / "audio" / "a.wav", speech())
     path = written(env.tmp / "bench.toml", f'kind = "bench_acoustic"\ncheckpoint = "{MODELS}/mt_full.pt"\n'
                    f'audio = "{env.tmp / "audio"}"\nutterances = 1\n')
-    return ["--tracking-uri", env.uri, "run", str(path)], MODELS / "mt_full.pt", ("translation model",)
+    return ["--tracking-uri", env.uri, "run", str(path)], MODELS / "mt_full.pt", (
+        "key 'checkpoint'", "is not an acoustic model", "translation model")
 
 
-PREDICTIVE_TWO_USERS = 'kind = "predictive_asr"\nusers = 2\ntune_users = 2\nrun_habit_sweep = false\n[usage]\n'
+def _bench_job_with_broken_audio(env: Env) -> tuple[list[str], Path, tuple[str, ...]]:
+    """A job that reaches its runner (an MLflow run is opened) and fails there, on a WAV file that is not
+    one: the run must end FAILED."""
+    broken = env.tmp / "broken_audio" / "a.wav"
+    broken.parent.mkdir(parents=True, exist_ok=True)
+    broken.write_text("not a wav")
+    path = written(env.tmp / "bench.toml", f'kind = "bench_acoustic"\naudio = "{broken.parent}"\nutterances = 1\n')
+    return ["--tracking-uri", env.uri, "run", str(path)], broken, ("not a readable PCM WAV file",)
+
+
+PREDICTIVE_TWO_USERS = ('kind = "predictive_asr"\nusers = 2\ntune_users = 2\nrun_habit_sweep = false\n'
+                        '[asr]\ngraph_job = "{jobs}/graph_slurp.toml"\n[usage]\n')
 
 JOB_CASES: dict[str, Make] = {
     "validate-eval-am-missing-checkpoint": job(EVAL_MISSING_AM, validate, "key 'checkpoint'",
@@ -384,6 +396,7 @@ JOB_CASES: dict[str, Make] = {
     "run-suite-member-missing-model": _suite,
     "validate-nightly-member-missing-model": _nightly,
     "run-bench-acoustic-job-mt-checkpoint": _bench_job_with_mt_checkpoint,
+    "run-bench-acoustic-job-broken-audio": _bench_job_with_broken_audio,
 }
 
 CASES = {**DECODE_CASES, **ACOUSTIC_CASES, **BENCH_DECODER_CASES, **JOB_CASES}
@@ -445,7 +458,7 @@ def test_a_failing_job_leaves_a_failed_run(env: Env, tmp_path: Path, capsys: pyt
     import mlflow
 
     monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
-    argv, _, _ = _bench_job_with_mt_checkpoint(env)
+    argv, _, _ = _bench_job_with_broken_audio(env)
     assert main(argv) == 2
     capsys.readouterr()
     client = mlflow.MlflowClient(env.uri)

@@ -14,7 +14,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from specbench.cli import main
-from specbench.tracking.runs import TORN_ERROR
+from specbench.tracking.journal import Journal
+from specbench.tracking.runs import ABANDONED_ERROR, TORN_ERROR
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,6 +66,32 @@ def test_sync_sends_what_it_can_and_names_the_damaged_journals(tmp_path: Path, h
     assert runs["good"].info.status == "FINISHED" and runs["good"].data.metrics == {"m": 1.0}
     assert runs["torn"].info.status == "FAILED" and runs["torn"].data.tags["error"] == TORN_ERROR
     assert runs["torn"].data.metrics == {"m": 1.0} and set(runs) == {"good", "torn"}
+
+
+def test_sync_leaves_a_live_run_alone_and_ends_a_dead_one(tmp_path: Path, home: Path,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    metric = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
+    folder = home / "journal"
+    folder.mkdir(parents=True)
+    live = Journal(folder / "live.jsonl")
+    live.hold()  # as a running job holds its journal
+    (folder / "live.jsonl").write_text(_journal(uri, "live", [metric]))
+    (folder / "dead.jsonl").write_text(_journal(uri, "dead", [metric]))  # no end, and no process holds it
+    assert main(["sync"]) == 2  # the dead run's end is reported
+    captured = capsys.readouterr()
+    assert f"{folder / 'live.jsonl'}: left alone, its run is still going" in captured.out
+    assert (folder / "live.jsonl").exists() and not (folder / "dead.jsonl").exists()
+    assert "records no end of its run and no process holds it" in captured.err
+    client = MlflowClient(uri)
+    runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name("sync").experiment_id])}
+    assert set(runs) == {"dead"}  # nothing of the live run was sent
+    assert runs["dead"].info.status == "FAILED" and runs["dead"].data.tags["error"] == ABANDONED_ERROR
+    live.release()  # the job ended: its journal is sent now
+    (folder / "live.jsonl").write_text(_journal(uri, "live", [metric, {"op": "end", "status": "FINISHED",
+                                                                      "end_ms": 2000, "sent": False}]))
+    assert main(["sync"]) == 0
+    assert "live.jsonl: 3 operations sent" in capsys.readouterr().out and not (folder / "live.jsonl").exists()
 
 
 def test_a_job_given_an_absent_ray_cluster_fails_fast_and_ends_its_run_failed(

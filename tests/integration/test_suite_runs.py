@@ -8,6 +8,7 @@ server is down is nested correctly once `specbench sync` sends it."""
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -125,7 +126,9 @@ def test_compare_puts_two_suites_side_by_side(two_suites: tuple[str, list[str], 
     uri, (first, second), _ = two_suites
     assert main(["--tracking-uri", uri, "compare", first, second, "--no-artifact"]) == 0
     out = capsys.readouterr().out
-    rows = {line.split()[1]: line.split()[2:] for line in out.splitlines() if line.startswith("metric ")}
+    direction = re.compile(r" \((higher|lower) is better\)")  # a headline metric's label says which way is better
+    rows = {direction.sub("", line).split()[1]: direction.sub("", line).split()[2:]
+            for line in out.splitlines() if line.startswith("metric ")}
     client = mlflow.MlflowClient(uri)
     values = [client.get_run(r).data.metrics for r in (first, second)]
     for metric in HEADLINES:  # each headline metric in one row, both suites' values in it (equal or not)

@@ -144,3 +144,16 @@ def test_every_shipped_job_passes_validate_with_its_inputs_and_preflight(capsys:
     """The whole check `run` makes before its MLflow run opens (about 20 s for all of jobs/)."""
     for path in sorted(JOBS.glob("*.toml")):
         assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+
+
+def test_a_confidence_model_an_earlier_job_of_the_suite_writes_need_not_exist_yet(tmp_path: Path) -> None:
+    graph = JOBS / "graph_slurp.toml"
+    model = tmp_path / "new" / "conf.pt"
+    (tmp_path / "conf.toml").write_text(f'kind = "train_confidence"\noutput = "{model}"\ntrain_users = 2\n'
+                                        f'devel_users = 2\ncalibrate_routine_share = false\n[asr]\ngraph_job = "{graph}"\n')
+    (tmp_path / "pa.toml").write_text(f'kind = "predictive_asr"\nusers = 2\ntune_users = 2\nrun_habit_sweep = false\n'
+                                      f'confidence = "{model}"\n[asr]\ngraph_job = "{graph}"\n')
+    suite = tmp_path / "suite.toml"
+    suite.write_text('kind = "suite"\njobs = ["conf.toml", "pa.toml"]\n')
+    assert main(["validate", str(suite)]) == 0
+    assert not model.exists()

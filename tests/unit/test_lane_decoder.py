@@ -249,7 +249,7 @@ def test_decode_stream_passes_results_on_as_utterances_end(monkeypatch) -> None:
 
 
 def test_kernel_log_counts_the_gpu_frame_loops_launches_and_synchronizations(monkeypatch) -> None:
-    """The twin's KernelLog: the same kernels at every frame step (lanes.FRAME_LAUNCHES, the selection one
+    """The twin's KernelLog: the same kernels at every frame step (lane_tables.FRAME_LAUNCHES, the selection one
     per-lane launch), three more where lanes end or take a partial, five more for each step's epsilon links
     with lattices; no host read inside the frame loop but one at each status point (every STATUS_EVERY
     steps, which also traces the best paths of the utterances released since the last one and frees the

@@ -229,7 +229,7 @@ def test_partial_posteriors_settings_are_checked_before_anything_runs() -> None:
 
     from specbench.config import AsrSection, PredictiveAsrConfig, TrainConfidenceConfig
     from specbench.errors import ConfigError
-    from specbench.experiments.predictive_asr.job import load_models
+    from specbench.experiments.predictive_asr.checks import load_models
 
     with pytest.raises(ValueError, match='asr.backend = "cpu"'):
         AsrSection(partial_posteriors=True, backend="twin")

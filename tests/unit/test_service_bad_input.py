@@ -139,6 +139,8 @@ def test_output_tail_keeps_what_the_server_said_without_traceback_frames(tmp_pat
 @pytest.mark.parametrize(("uri", "said"), [
     ("bogus://x", "scheme 'bogus:'"),
     ("not a uri", "no spaces"),
+    ("http://my host:5000", "no spaces"),
+    (" sqlite:////x.db", "begins or ends with a space"),
     ("relative/mlruns", "file store"),
     ("http://127.0.0.1:abc", "port 'abc'"),
     ("http://:5000", "no host"),
@@ -160,7 +162,8 @@ def test_the_environment_uri_is_named_as_such(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize("uri", ["sqlite:////abs/m.db", "sqlite:///rel.db", "http://127.0.0.1:5000",
-                                 "https://mlflow.example.org", "postgresql+psycopg://u@h/db"])
+                                 "https://mlflow.example.org", "postgresql+psycopg://u@h/db",
+                                 "sqlite:////a folder/with spaces/m.db", "databricks", "databricks://profile"])
 def test_supported_tracking_uris_pass(uri: str) -> None:
     assert check_tracking_uri(uri) == uri
 

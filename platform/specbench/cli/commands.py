@@ -101,9 +101,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.experiments.registry import load_config
     from specbench.paths import project_root
-    from specbench.runtime.jobs import follow_logs, status, submit
+    from specbench.runtime.jobs import check_dashboard_address, follow_logs, status, submit
     from specbench.tracking.store import resolve_tracking_uri
 
+    check_dashboard_address(args.address)  # its form, before anything is read
     root = project_root()
     load_config(args.file)  # its keys and values first: a file that does not load is refused wherever it is
     try:
@@ -168,7 +169,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise
     for name, run_id, count in report.sent:
         print(f"{name}: {count} operations sent to run {run_id}")
-    if not report.sent and not report.problems:
+    for name in report.busy:
+        print(f"{name}: left alone, its run is still going (its process holds it); sync again once it ends")
+    if not report.sent and not report.problems and not report.busy:
         print("nothing to send: every run reached its server")
     for problem in report.problems:  # a damaged journal (not sent) or a torn one (sent but for its last line)
         print(f"specbench: error: {problem}", file=sys.stderr)

@@ -97,7 +97,7 @@ def warm_pruning() -> None:
 
 def lane_lattices(graph: CsrGraph, batch, records: Sequence[np.ndarray],
                   lattice_beam: float) -> list[WordLattice | None]:
-    """Per utterance of a lane batch (`lanes.LaneBatch`): its lattice from its (K, 3) records (frame, src
+    """Per utterance of a lane batch (`lane_tables.LaneBatch`): its lattice from its (K, 3) records (frame, src
     state, code), `records[u]`; `lattice_kernels.prune_records` (raw lattice and pruning compiled, the GIL
     released throughout) where numba imports, else `lattice_from_records`: the same lattices."""
     if len(records) != len(batch.utt_ids):

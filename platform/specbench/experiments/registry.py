@@ -71,7 +71,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu")),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute",
-            preflight=f"{_EXP}.train_confidence:preflight"),
+            preflight=f"{_EXP}.predictive_asr.checks:train_confidence_preflight"),
     JobKind(cfg.PredictiveAsrConfig, f"{_EXP}.predictive_asr.job:execute",
             ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate"),
             metrics_version=3,
@@ -79,7 +79,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
                            "unsaid sentences first), so a one-off is never a text of the user's own pool; "
                            "version 2 made one-offs new to the user, rendered every request anew and gave each "
                            "split its own random streams",
-            preflight=f"{_EXP}.predictive_asr.job:preflight"),
+            preflight=f"{_EXP}.predictive_asr.checks:preflight"),
     JobKind(cfg.NightlyConfig, f"{_EXP}.nightly:run_nightly"),
     JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute"),
     JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute"),

@@ -22,8 +22,9 @@ import polars as pl
 
 from specbench.config import TrainConfidenceConfig, config_to_dict
 from specbench.errors import DataError
+from specbench.experiments.predictive_asr.checks import train_confidence_preflight
 from specbench.experiments.predictive_asr.habit import calibrate
-from specbench.experiments.predictive_asr.job import check_usage, lm_personal_oracle, predict_population
+from specbench.experiments.predictive_asr.job import lm_personal_oracle, predict_population
 from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.experiments.registry import RunOptions
 from specbench.paths import from_root
@@ -66,23 +67,15 @@ def _rows(predictions: pl.DataFrame) -> pl.DataFrame:
     return predictions.filter(pl.col("added_words") >= 1)
 
 
-def preflight(config: TrainConfidenceConfig, job_path: Path) -> None:
-    """Every usage setting the job simulates, simulated for its populations (a few seconds), when the job is
-    validated and before its MLflow run opens."""
-    shares = config.habit.routine_shares if config.calibrate_routine_share else ()
-    check_usage({"train": config.train_users, "devel": config.devel_users},
-                [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)], job_path)
-
-
 def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: TrackedRun | None,
                          ray_address: str | None = None) -> dict[str, Any]:
     """Build the training and devel predictions, train the `models` named, write them with cards."""
-    preflight(config, job_path)
+    train_confidence_preflight(config, job_path)
     connect(ray_address)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     usage, sweep = config.usage, []
     if config.calibrate_routine_share:
-        for share in sorted(shares):
+        for share in sorted(config.habit.routine_shares):
             point = dataclasses.replace(config.usage, routine_share=share)
             pop = predict_population("devel", config.devel_users, point, config, job_path, cache)
             sweep.append({"routine_share": share, "devel_oracle_rate": lm_personal_oracle(pop),

@@ -11,6 +11,7 @@ passed by; one whose last line a crash left half-written has its complete lines 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -44,11 +45,26 @@ def is_unreachable(err: BaseException) -> bool:
 
 
 class Journal:
-    """The operations of one run, one JSON line each: {"op", "sent", ...}."""
+    """The operations of one run, one JSON line each: {"op", "sent", ...}. The process whose run it is holds
+    an exclusive lock on it (`hold`, until `release` or `remove`), so that `specbench sync` leaves the journal
+    of a running job alone (`in_use`); the lock goes with the process when it dies."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or journal_dir() / f"{uuid.uuid4().hex}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._held: int | None = None
+
+    def hold(self) -> None:
+        """Lock the journal for this process (its run is live)."""
+        if self._held is None:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            self._held = fd
+
+    def release(self) -> None:
+        if self._held is not None:
+            os.close(self._held)  # closing the descriptor drops its lock
+            self._held = None
 
     def add(self, op: dict[str, Any], sent: bool) -> None:
         if op["op"] == "artifact" and not sent:  # temp files vanish: keep a copy for the replay
@@ -62,16 +78,34 @@ class Journal:
             os.fsync(fh.fileno())
 
     def entries(self) -> list[dict[str, Any]]:
-        """The complete operations, in order (a half-written last line is left out; see `read_entries`)."""
-        return read_entries(self.path)[0]
+        """The operations this process wrote, in order (the live run's own view; `read_entries` is the strict
+        reading `specbench sync` makes of a journal whose process is gone)."""
+        lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.is_file() else []
+        return [json.loads(line) for line in lines if line.strip()]
 
     @property
     def complete(self) -> bool:
         return all(e["sent"] for e in self.entries())
 
     def remove(self) -> None:
+        self.release()
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.path.with_suffix(""), ignore_errors=True)
+
+
+def in_use(path: Path) -> bool:
+    """Whether a live process holds the journal at `path` (its run is still going)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 class DamagedJournal(SpecbenchError):
@@ -146,9 +180,10 @@ def apply(client: MlflowClient, run_id: str, op: dict[str, Any]) -> None:
 
 def replay(path: Path, client_for: Callable[[str], MlflowClient],
            create: Callable[[MlflowClient, dict[str, Any]], str],
-           entries: list[dict[str, Any]] | None = None) -> tuple[str, int]:
+           entries: list[dict[str, Any]] | None = None, remove: bool = True) -> tuple[str, int]:
     """Send the unsent operations of one journal (`entries`: its complete operations, read here when not
-    given); returns (run id, operations sent). The journal is removed once everything arrived."""
+    given); returns (run id, operations sent). The journal is removed once everything arrived (with
+    `remove`; else the caller removes it)."""
     journal = Journal(path)
     entries = journal.entries() if entries is None else entries
     first = entries[0]
@@ -162,5 +197,6 @@ def replay(path: Path, client_for: Callable[[str], MlflowClient],
         if not entry["sent"]:
             apply(client, run_id, entry)
             sent += 1
-    journal.remove()
+    if remove:
+        journal.remove()
     return run_id, sent

@@ -92,6 +92,7 @@ class TrackedRun:
         self.run_name = run_name
         self.metrics: dict[str, float] = {}
         self.journal = Journal()
+        self.journal.hold()  # from before its first line: `specbench sync` leaves a live run's journal alone
         self.offline = False
         self._ended = False
         self._described = False
@@ -184,6 +185,7 @@ class TrackedRun:
         if self.journal.complete:
             self.journal.remove()
         else:
+            self.journal.release()  # ended: `specbench sync` may send it now
             print(f"specbench: warning: run {self.run_id} is kept in {self.journal.path}; send it with "
                   "`specbench sync` once the MLflow server is back.", file=sys.stderr, flush=True)
 
@@ -223,8 +225,11 @@ class SyncReport:
 
     sent: list[tuple[str, str, int]]
     problems: list[str]
+    busy: list[str]  # journals of runs still going (their process holds them): left for a later sync
 
 
+ABANDONED_ERROR = ("the job's process stopped before it ended its run (no process holds its journal, which "
+                   "records no end), so `specbench sync` ended it FAILED")
 TORN_ERROR = ("the job's process stopped while writing its journal (its last line is half-written), so the "
               "run never ended; `specbench sync` ended it FAILED")
 
@@ -233,12 +238,15 @@ def sync_journals() -> SyncReport:
     """Send every kept journal (runs logged while their server was unreachable). A child run whose parent was
     offline too is then pointed at the parent's new run id.
 
-    A damaged journal (empty, or with a line that is not an operation) is reported, left in place, and does
-    not stop the others. A journal whose last line is half-written (a crash while writing it) has its
-    complete operations sent; the half line is kept as `<journal>.torn` (it cannot be read back), and when
-    the journal holds no end of its run, the run is ended FAILED with the reason as its `error` tag (its
-    process died), rather than being left RUNNING for ever. An unreachable server still raises."""
-    from specbench.tracking.journal import DamagedJournal, journal_dir, read_entries, replay
+    The journal of a run still going (its process holds its lock) is left alone (`busy`). A damaged journal
+    (empty, or with a line that is not an operation) is reported, left in place, and does not stop the
+    others. A journal whose last line is half-written (a crash while writing it) has its complete operations
+    sent; the half line is kept as `<journal>.torn` (it cannot be read back). When a journal records no end
+    of its run, its process died before ending it (no process holds it), so the run is ended FAILED with the
+    reason as its `error` tag, unless the server has it ended, rather than being left RUNNING for ever. A
+    journal is removed only once all of it, that end included, is on the server. An unreachable server
+    still raises."""
+    from specbench.tracking.journal import DamagedJournal, Journal, in_use, journal_dir, read_entries, replay
 
     def create(client: MlflowClient, op: dict[str, Any]) -> str:
         exp = experiment_id(client, op["experiment"])
@@ -247,9 +255,13 @@ def sync_journals() -> SyncReport:
     quiet_mlflow()
     done = []
     problems: list[str] = []
+    busy: list[str] = []
     new_ids: dict[str, str] = {}  # offline-<journal name> -> the run id the replay created
     orphans: list[tuple[MlflowClient, str, str]] = []  # (client, child run id, its parent's offline id)
     for path in sorted(journal_dir().glob("*.jsonl")):
+        if in_use(path):
+            busy.append(str(path))
+            continue
         try:
             entries, torn = read_entries(path)
         except DamagedJournal as err:
@@ -260,29 +272,36 @@ def sync_journals() -> SyncReport:
         kept = path.with_suffix(".torn")
         if torn:
             kept.write_text(torn, encoding="utf-8")
-        run_id, count = replay(path, lambda uri, client=client: client, create, entries)
-        if torn:
-            problems.append(_end_torn(client, path, run_id, entries, kept))
+        run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False)
+        if torn or not any(e.get("op") == "end" for e in entries):  # its process died before the end
+            problems.append(_end_abandoned(client, path, run_id, entries, kept if torn else None))
         new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
         parent = first.get("tags", {}).get(PARENT_TAG, "")
         if parent.startswith(OFFLINE_PREFIX):
             orphans.append((client, run_id, parent))
+        Journal(path).remove()  # only once everything, the run's end included, is on the server
         done.append((path.name, run_id, count))
     for client, run_id, parent in orphans:
         if parent in new_ids:
             client.set_tag(run_id, PARENT_TAG, new_ids[parent])
-    return SyncReport(done, problems)
+    return SyncReport(done, problems, busy)
 
 
-def _end_torn(client: MlflowClient, path: Path, run_id: str, entries: list[dict[str, Any]],
-              kept: Path) -> str:
-    """After the complete operations of a torn journal were sent: end its run FAILED unless it had ended;
-    the message that says so."""
-    ended = any(e.get("op") == "end" for e in entries)
-    if not ended:
-        client.set_tag(run_id, "error", TORN_ERROR)
+def _end_abandoned(client: MlflowClient, path: Path, run_id: str, entries: list[dict[str, Any]],
+                   kept: Path | None) -> str:
+    """After the complete operations of a journal whose process died (no live process holds it, and it
+    records no end of its run, or its last line is half-written and kept in `kept`) were sent: end the run
+    FAILED unless the server has it ended; the message that says so."""
+    status = client.get_run(run_id).info.status
+    ended = any(e.get("op") == "end" for e in entries) or status != "RUNNING"  # the end may have arrived
+    if not ended:  # before its journal line was torn
+        client.set_tag(run_id, "error", TORN_ERROR if kept else ABANDONED_ERROR)
         client.set_terminated(run_id, "FAILED")
-    how = "the run had ended before it." if ended else "the run never ended, so it is now ended FAILED."
+    how = (f"the run had ended ({status})." if ended else "the run never ended, so it is now ended FAILED.")
+    if kept is None:
+        return (f"journal {path} records no end of its run and no process holds it (the job stopped without "
+                f"ending its run): its {len(entries)} operations were sent to run {run_id}; {how} Fix: check "
+                f"run {run_id} (`specbench runs`) and rerun the job.")
     return (f"journal {path} had a half-written last line (its process died while writing it): the "
             f"{len(entries)} complete operations before it were sent to run {run_id}; the half line cannot be "
             f"read back and is kept in {kept}; {how} Fix: check run {run_id} (`specbench runs`), then delete "

@@ -26,8 +26,8 @@ from specbench.paths import work_dir
 ENV_URI = "MLFLOW_TRACKING_URI"
 OPTION = "--tracking-uri"
 SUPPORTED = ("sqlite:////abs/path.db (a local store file), http://HOST:PORT or https://HOST[:PORT] (an MLflow "
-             "server, e.g. `specbench server`), or postgresql://, mysql://, mssql:// (a database, with its "
-             "driver installed)")
+             "server, e.g. `specbench server`), postgresql://, mysql://, mssql:// (a database, with its "
+             "driver installed), or databricks")
 _SQL_SCHEMES = ("postgresql", "mysql", "mssql")
 _SQLITE_PREFIX = "sqlite:///"
 _REACH_TIMEOUT_S = 5.0
@@ -77,9 +77,13 @@ def check_tracking_uri(uri: str, source: str = OPTION) -> str:
 
 def _uri_problem(uri: str) -> str | None:
     """What is wrong with the form of a tracking URI (None: nothing)."""
-    if uri != uri.strip() or any(c.isspace() for c in uri):
-        return "a tracking URI holds no spaces"
+    if uri != uri.strip():
+        return "it begins or ends with a space"
     scheme = uri.split(":", 1)[0].lower() if ":" in uri else ""
+    if scheme != "sqlite" and any(c.isspace() for c in uri):  # a SQLite file's path may hold spaces
+        return "a tracking URI other than a SQLite file's holds no spaces"
+    if uri.lower() == "databricks" or scheme == "databricks" or scheme.startswith("databricks-"):
+        return None  # Databricks' hosted MLflow (its own credentials)
     if scheme == "sqlite":
         if not uri.startswith(_SQLITE_PREFIX) or not uri[len(_SQLITE_PREFIX):]:
             return "a SQLite URI is sqlite:/// followed by the file's path (four slashes for an absolute one)"

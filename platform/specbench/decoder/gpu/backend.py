@@ -4,7 +4,7 @@
 `twin.NumpyLaneKernels` is the same algorithm in numpy, tested against the CPU backend in CI. The frame
 loop does not wait for the device: the counts it needs stay in device memory (`ctr`), read by kernels on
 fixed grids, and the buffers are allocated once per decoder. The host reads the device once per status
-point (every `lanes.STATUS_EVERY` frame steps: the counts, the lattice records made up to the previous status
+point (every `lane_tables.STATUS_EVERY` frame steps: the counts, the lattice records made up to the previous status
 point, the best paths and outputs of the utterances released before it, which a kernel traced through the
 backpointers then; the backpointers never leave the device) and uploads the refills planned for the next
 steps then, asynchronously from pinned memory. Every launch and every host read of
@@ -388,7 +388,7 @@ class CudaLaneKernels(LaneKernels):
         self.log.graph_launches += 1
 
     def _frame_launches(self) -> None:
-        """The kernels of one frame step, up to the winners (lanes.FRAME_LAUNCHES), with the same arguments at
+        """The kernels of one frame step, up to the winners (lane_tables.FRAME_LAUNCHES), with the same arguments at
         every step of a parity (`current`)."""
         g, lanes, grid, ctr = self.g, self.num_lanes, self.grid, self.ctr
         i32, i64 = np.int32, np.int64
@@ -565,7 +565,7 @@ class GpuDecoder(LaneDecoder):
     (`LaneSettings`): see `lanes.LaneDecoder`. device: the CUDA device ordinal to use (default: cupy's current
     device, which Ray sets through CUDA_VISIBLE_DEVICES for an actor with a GPU fraction). timing: time every
     kernel launch of the frame loop with CUDA events (`kernel_log.kernel_ms`; for profiles, it adds two events a
-    launch). cuda_graphs: capture each frame step's kernels (lanes.FRAME_LAUNCHES) as a CUDA graph, once per
+    launch). cuda_graphs: capture each frame step's kernels (lane_tables.FRAME_LAUNCHES) as a CUDA graph, once per
     queue parity and wave shape, and replay it with one launch a step (`kernel_log.graph_launches`).
     """
 

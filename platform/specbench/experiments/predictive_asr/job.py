@@ -27,11 +27,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 
 from specbench.config import PredictiveAsrConfig
-from specbench.data.usage import UsageSettings, population, simulate_usage, usage_summary
-from specbench.errors import ConfigError, DataError
+from specbench.data.usage import UsageSettings, usage_summary
+from specbench.errors import DataError
+from specbench.experiments.predictive_asr.checks import (
+    Models,
+    load_models,
+    simulate_population,
+    usage_checks,
+)
 from specbench.experiments.predictive_asr.habit import (
     calibrate,
     confidence_share,
@@ -56,7 +61,6 @@ from specbench.metrics.wer import wer
 from specbench.paths import from_root
 from specbench.prediction.by_source import choose_offset, offset_scores
 from specbench.prediction.cache_lm import cache_log_prob, choose_weight
-from specbench.prediction.confidence import load_confidence
 from specbench.prediction.cost_aware import expected_benefit, ms_per_added_word
 from specbench.prediction.prefetch import first_prefetch, operating_point, oracle_gain_ms, oracle_rate, sweep
 from specbench.runtime import connect
@@ -99,11 +103,6 @@ class Population:
     timings: dict[str, float] = dataclasses.field(default_factory=dict)  # seconds per stage, utterances rendered
 
 
-def simulate_population(split: str, users: int, usage: UsageSettings) -> pa.Table:
-    """The simulated request log of the first `users` users of `split` (0: all)."""
-    return simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)
-
-
 def render_ahead(config: PredictiveAsrConfig, job_path: Path, points: list[tuple[UsageSettings, Any, int, int]],
                  spent: list[dict[str, float]]) -> None:
     """Transcribe, in one pass, the devel and test populations of every (usage, `[asr]`, devel users, test
@@ -144,19 +143,6 @@ def predict_population(split: str, users: int, usage: UsageSettings, config: Any
                       repeat_rate=simulation["usage.repeat_rate"], simulation=simulation, timings=timings)
 
 
-def check_usage(splits: dict[str, int], variants: list[UsageSettings], job_path: Path) -> None:
-    """Every usage setting the job will simulate, simulated for every population it simulates before
-    anything is synthesized: a routine larger than a user's sentences (`ConfigError`) or a pool of new texts
-    that runs out (`DataError`) stops the job here, naming the job file, the key and a value that works.
-    Simulating is cheap (about a second per population)."""
-    try:
-        for split, users in splits.items():
-            for usage in variants:
-                simulate_population(split, users, usage)  # checks the routine
-    except (ConfigError, DataError) as err:
-        raise type(err)(f"{job_path}: [usage] {err}") from None
-
-
 def stage_metrics(timings: list[dict[str, float]], prefix: str = "prefetch.") -> dict[str, float]:
     """Where the populations' time went: `<prefix>stage_seconds.<stage>` (simulate, synthesize, score, align,
     decode, predict) summed over the populations' `timings`, and `<prefix>rendered_utterances` (renditions
@@ -167,17 +153,6 @@ def stage_metrics(timings: list[dict[str, float]], prefix: str = "prefetch.") ->
             total[key] = total.get(key, 0.0) + value
     rendered = total.pop("rendered", 0.0)
     return {f"{prefix}rendered_utterances": rendered, **{f"{prefix}stage_seconds.{k}": v for k, v in total.items()}}
-
-
-@dataclass(frozen=True)
-class Models:
-    """The confidence models: with the personal feature, without it, with the personal and context ones, and
-    (optional) with the personal and the posterior ones."""
-
-    personal: Any
-    no_personal: Any
-    context: Any
-    posterior: Any = None
 
 
 def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float,
@@ -390,51 +365,6 @@ def _log_sweeps(run: TrackedRun, sweeps: dict[str, pl.DataFrame], prefix: str, n
     run.log_text(tables.write_csv(), f"tables/{name}.csv")
 
 
-def load_models(config: PredictiveAsrConfig, job_path: Path) -> Models:
-    """The confidence models, checked for their roles (with the personal feature, without it, with the
-    personal and the context features, and, when `confidence_posterior` names one, with the personal and the
-    posterior features, which need `asr.partial_posteriors`); errors name the job file and the key."""
-    if config.confidence_posterior is not None and not config.asr.partial_posteriors:
-        raise ConfigError(f"{job_path}: key 'confidence_posterior' = '{config.confidence_posterior}' scores the "
-                          "partials' lattice posteriors, but asr.partial_posteriors is false, so the transcripts "
-                          "carry none. Fix: set asr.partial_posteriors = true, or leave confidence_posterior unset")
-    paths = (config.confidence, config.confidence_no_personal, config.confidence_context, config.confidence_posterior)
-    models = Models(*(None if p is None else load_confidence(from_root(p)) for p in paths))
-    roles = ((models.personal, (True, False, False), "confidence"),
-             (models.no_personal, (False, False, False), "confidence_no_personal"),
-             (models.context, (True, True, False), "confidence_context"),
-             (models.posterior, (True, False, True), "confidence_posterior"))
-    for model, wanted, key in roles:
-        if model is None:
-            continue
-        trained = (model.use_personal, model.use_context, model.use_posterior)
-        if trained != wanted:
-            raise DataError(f"{job_path}: key '{key}' = '{getattr(config, key)}' was trained with (use_personal, "
-                            f"use_context, use_posterior) = {trained}; the key needs {wanted}. Fix: point '{key}' at "
-                            f"the model of that role ({_ROLE_FILES[key]}), or retrain it with `specbench train "
-                            "confidence` and the job file of that model")
-    return models
-
-
-# the shipped model of each confidence role (`models/`)
-_ROLE_FILES = {"confidence": "models/confidence_slurp.pt", "confidence_no_personal": "models/confidence_slurp_nopersonal.pt",
-               "confidence_context": "models/confidence_slurp_context.pt",
-               "confidence_posterior": "models/confidence_slurp_posterior.pt"}
-
-
-def _usage_checks(config: PredictiveAsrConfig, job_path: Path) -> None:
-    variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
-    check_usage({"devel": config.tune_users, config.split: config.users},
-                [config.usage, *(variants if config.run_habit_sweep else [])], job_path)
-
-
-def preflight(config: PredictiveAsrConfig, job_path: Path) -> None:
-    """The checks that read models and data, made when the job is validated and before its MLflow run opens:
-    the confidence models' roles, and every usage setting simulated for every population (a few seconds)."""
-    load_models(config, job_path)
-    _usage_checks(config, job_path)
-
-
 def _log_requests(run: TrackedRun, pop: Population, outcomes: pl.DataFrame) -> None:
     """One row per evaluated request (MAIN at its operating threshold) as `tables/requests_main.parquet`."""
     info = pop.requests.select(["request_id", "user_id", "timestamp_s", "status", "final_words", "ref_words",
@@ -508,7 +438,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
                        ray_address: str | None = None) -> dict[str, Any]:
     """Run the evaluation; returns the headline metrics, the sweeps and the habit sweep's rows."""
     start = time.perf_counter()
-    _usage_checks(config, job_path)
+    usage_checks(config, job_path)
     models = load_models(config, job_path)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)

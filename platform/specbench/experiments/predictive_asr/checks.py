@@ -1,0 +1,113 @@
+"""The predictive-ASR checks that read data and models, made when a job is validated and before its MLflow
+run opens (the registry's `preflight`), and again by the jobs themselves: every usage setting simulated for
+every population (a routine longer than a user's sentences, a pool of new texts that runs out), and the
+confidence models' roles. Light to import: no Ray, no decoder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from specbench.config import PredictiveAsrConfig, TrainConfidenceConfig
+from specbench.data.usage import UsageSettings, population, simulate_usage
+from specbench.errors import ConfigError, DataError
+from specbench.paths import from_root
+from specbench.prediction.confidence import load_confidence
+
+
+def simulate_population(split: str, users: int, usage: UsageSettings) -> pa.Table:
+    """The simulated request log of the first `users` users of `split` (0: all)."""
+    return simulate_usage(population(split, max_users=users or None, seed=usage.seed), usage)
+
+
+def check_usage(splits: dict[str, int], variants: list[UsageSettings], job_path: Path) -> None:
+    """Every usage setting the job will simulate, simulated for every population it simulates before
+    anything is synthesized: a routine larger than a user's sentences (`ConfigError`) or a pool of new texts
+    that runs out (`DataError`) stops the job here, naming the job file, the key and a value that works.
+    Simulating is cheap (about a second per population)."""
+    try:
+        for split, users in splits.items():
+            for usage in variants:
+                simulate_population(split, users, usage)  # checks the routine
+    except (ConfigError, DataError) as err:
+        raise type(err)(f"{job_path}: [usage] {err}") from None
+
+
+@dataclass(frozen=True)
+class Models:
+    """The confidence models: with the personal feature, without it, with the personal and context ones, and
+    (optional) with the personal and the posterior ones."""
+
+    personal: Any
+    no_personal: Any
+    context: Any
+    posterior: Any = None
+
+
+def load_models(config: PredictiveAsrConfig, job_path: Path, written_later: bool = False) -> Models:
+    """The confidence models, checked for their roles (with the personal feature, without it, with the
+    personal and the context features, and, when `confidence_posterior` names one, with the personal and the
+    posterior features, which need `asr.partial_posteriors`); errors name the job file and the key. With
+    `written_later`, a model file that is not there yet is passed by (an earlier job of the suite writes it:
+    `check_inputs` has made sure of that) and left None."""
+    if config.confidence_posterior is not None and not config.asr.partial_posteriors:
+        raise ConfigError(f"{job_path}: key 'confidence_posterior' = '{config.confidence_posterior}' scores the "
+                          "partials' lattice posteriors, but asr.partial_posteriors is false, so the transcripts "
+                          "carry none. Fix: set asr.partial_posteriors = true, or leave confidence_posterior unset")
+    keys = ("confidence", "confidence_no_personal", "confidence_context", "confidence_posterior")
+    loaded = []
+    for key in keys:
+        path = getattr(config, key)
+        if path is None or (written_later and not from_root(path).is_file()):
+            loaded.append(None)
+            continue
+        try:
+            loaded.append(load_confidence(from_root(path)))
+        except DataError as err:
+            raise DataError(f"{job_path}: key '{key}' = '{path}': {err}") from None
+    models = Models(*loaded)
+    roles = ((models.personal, (True, False, False), "confidence"),
+             (models.no_personal, (False, False, False), "confidence_no_personal"),
+             (models.context, (True, True, False), "confidence_context"),
+             (models.posterior, (True, False, True), "confidence_posterior"))
+    for model, wanted, key in roles:
+        if model is None:
+            continue
+        trained = (model.use_personal, model.use_context, model.use_posterior)
+        if trained != wanted:
+            raise DataError(f"{job_path}: key '{key}' = '{getattr(config, key)}' was trained with (use_personal, "
+                            f"use_context, use_posterior) = {trained}; the key needs {wanted}. Fix: point '{key}' at "
+                            f"the model of that role ({_ROLE_FILES[key]}), or retrain it with `specbench train "
+                            "confidence` and the job file of that model")
+    return models
+
+
+# the shipped model of each confidence role (`models/`)
+_ROLE_FILES = {"confidence": "models/confidence_slurp.pt", "confidence_no_personal": "models/confidence_slurp_nopersonal.pt",
+               "confidence_context": "models/confidence_slurp_context.pt",
+               "confidence_posterior": "models/confidence_slurp_posterior.pt"}
+
+
+def usage_checks(config: PredictiveAsrConfig, job_path: Path) -> None:
+    variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
+    check_usage({"devel": config.tune_users, config.split: config.users},
+                [config.usage, *(variants if config.run_habit_sweep else [])], job_path)
+
+
+def preflight(config: PredictiveAsrConfig, job_path: Path) -> None:
+    """The checks that read models and data, made when the job is validated and before its MLflow run opens:
+    the confidence models' roles, and every usage setting simulated for every population (a few seconds)."""
+    load_models(config, job_path, written_later=True)
+    usage_checks(config, job_path)
+
+
+def train_confidence_preflight(config: TrainConfidenceConfig, job_path: Path) -> None:
+    """Every usage setting the confidence training simulates, simulated for its populations (a few seconds)."""
+    shares = config.habit.routine_shares if config.calibrate_routine_share else ()
+    check_usage({"train": config.train_users, "devel": config.devel_users},
+                [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)], job_path)
