@@ -141,9 +141,15 @@ def test_a_benchmark_verb_names_its_own_argument_or_option(tmp_path: Path, capsy
 
 
 def test_every_shipped_job_passes_validate_with_its_inputs_and_preflight(capsys: pytest.CaptureFixture[str]) -> None:
-    """The whole check `run` makes before its MLflow run opens (about 20 s for all of jobs/)."""
+    """The whole check `run` makes before its MLflow run opens (about 20 s for all of jobs/). A job whose
+    input another job generates (scores under the work directory) may find it missing in a fresh clone: that,
+    and only that, is allowed."""
+    from specbench.paths import work_dir
+
     for path in sorted(JOBS.glob("*.toml")):
-        assert main(["validate", str(path)]) == 0, capsys.readouterr().err
+        if main(["validate", str(path)]) != 0:
+            err = capsys.readouterr().err
+            assert f"{work_dir()}/" in err and "does not exist. Fix: write them first" in err, err
 
 
 def test_a_confidence_model_an_earlier_job_of_the_suite_writes_need_not_exist_yet(tmp_path: Path) -> None:
