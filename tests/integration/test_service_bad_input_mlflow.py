@@ -6,7 +6,10 @@ server's own last words reach the user; the embedded default store that does not
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +17,6 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from specbench.cli import main
-from specbench.tracking.journal import Journal
 from specbench.tracking.runs import ABANDONED_ERROR, TORN_ERROR
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
@@ -35,9 +37,18 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _journal(uri: str, name: str, ops: list[dict], tail: str = "") -> str:
+def dead_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _journal(uri: str, name: str, ops: list[dict], tail: str = "", pid: int | None = None) -> str:
+    """A journal as a run on this host writes it (its writer `pid`: by default one that has ended)."""
     create = {"op": "create", "tracking_uri": uri, "experiment": "sync", "run_name": name, "tags": {},
-              "start_ms": 1000, "sent": False, "run_id": None}
+              "start_ms": 1000, "sent": False, "run_id": None, "host": socket.gethostname(),
+              "pid": dead_pid() if pid is None else pid}
     return "".join(json.dumps(op) + "\n" for op in [create, *ops]) + tail
 
 
@@ -72,26 +83,48 @@ def test_sync_leaves_a_live_run_alone_and_ends_a_dead_one(tmp_path: Path, home: 
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     metric = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
+    end = {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}
     folder = home / "journal"
     folder.mkdir(parents=True)
-    live = Journal(folder / "live.jsonl")
-    live.hold()  # as a running job holds its journal
-    (folder / "live.jsonl").write_text(_journal(uri, "live", [metric]))
-    (folder / "dead.jsonl").write_text(_journal(uri, "dead", [metric]))  # no end, and no process holds it
+    (folder / "live.jsonl").write_text(_journal(uri, "live", [metric], pid=os.getpid()))  # this process runs
+    (folder / "dead.jsonl").write_text(_journal(uri, "dead", [metric]))  # no end, and its writer is gone
+    elsewhere = json.loads(_journal(uri, "elsewhere", []).splitlines()[0]) | {"host": "another-host"}
+    (folder / "elsewhere.jsonl").write_text(json.dumps(elsewhere) + "\n")
     assert main(["sync"]) == 2  # the dead run's end is reported
     captured = capsys.readouterr()
-    assert f"{folder / 'live.jsonl'}: left alone, its run is still going" in captured.out
-    assert (folder / "live.jsonl").exists() and not (folder / "dead.jsonl").exists()
-    assert "records no end of its run and no process holds it" in captured.err
+    assert f"{folder / 'live.jsonl'}: its run has not ended and the process that writes it still runs" in captured.out
+    assert "it was written on host another-host: sync there" in captured.out
+    assert (folder / "live.jsonl").exists() and (folder / "elsewhere.jsonl").exists()
+    assert not (folder / "dead.jsonl").exists()
+    assert "records no end of its run and the process that wrote it is gone" in captured.err
     client = MlflowClient(uri)
     runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name("sync").experiment_id])}
-    assert set(runs) == {"dead"}  # nothing of the live run was sent
+    assert set(runs) == {"dead"}  # nothing of the live run, or of the other host's, was sent
     assert runs["dead"].info.status == "FAILED" and runs["dead"].data.tags["error"] == ABANDONED_ERROR
-    live.release()  # the job ended: its journal is sent now
-    (folder / "live.jsonl").write_text(_journal(uri, "live", [metric, {"op": "end", "status": "FINISHED",
-                                                                      "end_ms": 2000, "sent": False}]))
+    (folder / "live.jsonl").write_text(_journal(uri, "live", [metric, end], pid=os.getpid()))  # the job ended
+    (folder / "elsewhere.jsonl").unlink()
     assert main(["sync"]) == 0
     assert "live.jsonl: 3 operations sent" in capsys.readouterr().out and not (folder / "live.jsonl").exists()
+
+
+def test_a_deleted_run_is_reported_for_its_journal_and_the_others_are_sent(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    client = MlflowClient(uri)
+    run = client.create_run(client.create_experiment("sync"), run_name="deleted")
+    client.delete_run(run.info.run_id)
+    metric = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
+    end = {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}
+    folder = home / "journal"
+    folder.mkdir(parents=True)
+    created = json.loads(_journal(uri, "deleted", []).splitlines()[0]) | {"sent": True, "run_id": run.info.run_id}
+    (folder / "a-deleted.jsonl").write_text(json.dumps(created) + "\n" + json.dumps(metric) + "\n")
+    (folder / "b-good.jsonl").write_text(_journal(uri, "good", [metric, end]))
+    assert main(["sync"]) == 2
+    captured = capsys.readouterr()
+    assert "b-good.jsonl: 3 operations sent" in captured.out
+    assert f"journal {folder / 'a-deleted.jsonl'}: the server refused it" in captured.err
+    assert "Traceback" not in captured.err and (folder / "a-deleted.jsonl").exists()
 
 
 def test_a_job_given_an_absent_ray_cluster_fails_fast_and_ends_its_run_failed(

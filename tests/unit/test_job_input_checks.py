@@ -149,7 +149,8 @@ def test_every_shipped_job_passes_validate_with_its_inputs_and_preflight(capsys:
     for path in sorted(JOBS.glob("*.toml")):
         if main(["validate", str(path)]) != 0:
             err = capsys.readouterr().err
-            assert f"{work_dir()}/" in err and "does not exist. Fix: write them first" in err, err
+            assert "key 'scores' = '.specbench/" in err and f"{work_dir()}/" in err, err
+            assert "does not exist. Fix: write them first" in err, err
 
 
 def test_a_confidence_model_an_earlier_job_of_the_suite_writes_need_not_exist_yet(tmp_path: Path) -> None:

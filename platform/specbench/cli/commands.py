@@ -169,8 +169,8 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise
     for name, run_id, count in report.sent:
         print(f"{name}: {count} operations sent to run {run_id}")
-    for name in report.busy:
-        print(f"{name}: left alone, its run is still going (its process holds it); sync again once it ends")
+    for why in report.busy:
+        print(f"{why} (left alone for now)")
     if not report.sent and not report.problems and not report.busy:
         print("nothing to send: every run reached its server")
     for problem in report.problems:  # a damaged journal (not sent) or a torn one (sent but for its last line)

@@ -11,10 +11,10 @@ passed by; one whose last line a crash left half-written has its complete lines 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -45,26 +45,13 @@ def is_unreachable(err: BaseException) -> bool:
 
 
 class Journal:
-    """The operations of one run, one JSON line each: {"op", "sent", ...}. The process whose run it is holds
-    an exclusive lock on it (`hold`, until `release` or `remove`), so that `specbench sync` leaves the journal
-    of a running job alone (`in_use`); the lock goes with the process when it dies."""
+    """The operations of one run, one JSON line each: {"op", "sent", ...}. Its first line, the run's `create`,
+    names the host and the process id that write it, so that `specbench sync` can tell a journal whose job is
+    still going (`owner_alive`) from one whose job died."""
 
     def __init__(self, path: Path | None = None) -> None:
         self.path = path or journal_dir() / f"{uuid.uuid4().hex}.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._held: int | None = None
-
-    def hold(self) -> None:
-        """Lock the journal for this process (its run is live)."""
-        if self._held is None:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            self._held = fd
-
-    def release(self) -> None:
-        if self._held is not None:
-            os.close(self._held)  # closing the descriptor drops its lock
-            self._held = None
 
     def add(self, op: dict[str, Any], sent: bool) -> None:
         if op["op"] == "artifact" and not sent:  # temp files vanish: keep a copy for the replay
@@ -88,24 +75,29 @@ class Journal:
         return all(e["sent"] for e in self.entries())
 
     def remove(self) -> None:
-        self.release()
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.path.with_suffix(""), ignore_errors=True)
 
 
-def in_use(path: Path) -> bool:
-    """Whether a live process holds the journal at `path` (its run is still going)."""
+def writer() -> dict[str, Any]:
+    """The host and process id a run's `create` operation records (see `owner_alive`)."""
+    return {"host": socket.gethostname(), "pid": os.getpid()}
+
+
+def owner_alive(create: dict[str, Any]) -> bool | None:
+    """Whether the process that writes a journal (its `create` operation's host and pid) still runs: True or
+    False on the host it ran on; None where that cannot be told here (another host, or a journal that does not
+    name its writer). A reused pid reads as alive, which only makes `sync` wait."""
+    pid = create.get("pid")
+    if create.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return None
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
+        os.kill(pid, 0)
+    except ProcessLookupError:
         return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    except PermissionError:  # a process of another user holds that pid
         return True
-    finally:
-        os.close(fd)
-    return False
+    return True
 
 
 class DamagedJournal(SpecbenchError):
@@ -199,4 +191,9 @@ def replay(path: Path, client_for: Callable[[str], MlflowClient],
             sent += 1
     if remove:
         journal.remove()
+    elif sent:  # the caller still has work on the server: record what arrived, in one atomic step
+        done = [{**e, "sent": True} | ({"run_id": run_id} if e is first else {}) for e in entries]
+        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+        tmp.write_text("".join(json.dumps(e) + "\n" for e in done), encoding="utf-8")
+        os.replace(tmp, path)
     return run_id, sent

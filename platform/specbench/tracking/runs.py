@@ -30,7 +30,7 @@ from mlflow.tracking import MlflowClient
 
 from specbench.hardware import describe
 from specbench.paths import project_root
-from specbench.tracking.journal import Journal, apply, is_unreachable
+from specbench.tracking.journal import Journal, apply, is_unreachable, writer
 from specbench.tracking.store import local_artifact_root, quiet_mlflow, resolve_tracking_uri
 
 _MAX_PARAM_LEN = 6000
@@ -92,13 +92,12 @@ class TrackedRun:
         self.run_name = run_name
         self.metrics: dict[str, float] = {}
         self.journal = Journal()
-        self.journal.hold()  # from before its first line: `specbench sync` leaves a live run's journal alone
         self.offline = False
         self._ended = False
         self._described = False
         create = {"op": "create", "tracking_uri": self.tracking_uri, "experiment": experiment,
                   "run_name": run_name, "tags": {k: str(v) for k, v in base_tags.items()},
-                  "start_ms": int(time.time() * 1000)}
+                  "start_ms": int(time.time() * 1000), **writer()}
         try:
             if parent is not None and parent.offline:
                 raise ConnectionError(f"the parent run {parent.run_id} is offline")
@@ -185,7 +184,6 @@ class TrackedRun:
         if self.journal.complete:
             self.journal.remove()
         else:
-            self.journal.release()  # ended: `specbench sync` may send it now
             print(f"specbench: warning: run {self.run_id} is kept in {self.journal.path}; send it with "
                   "`specbench sync` once the MLflow server is back.", file=sys.stderr, flush=True)
 
@@ -225,11 +223,11 @@ class SyncReport:
 
     sent: list[tuple[str, str, int]]
     problems: list[str]
-    busy: list[str]  # journals of runs still going (their process holds them): left for a later sync
+    busy: list[str]  # journals of runs that may still be going, each with why: left for a later sync
 
 
-ABANDONED_ERROR = ("the job's process stopped before it ended its run (no process holds its journal, which "
-                   "records no end), so `specbench sync` ended it FAILED")
+ABANDONED_ERROR = ("the job's process stopped before it ended its run (its journal records no end, and the "
+                   "process that wrote it is gone), so `specbench sync` ended it FAILED")
 TORN_ERROR = ("the job's process stopped while writing its journal (its last line is half-written), so the "
               "run never ended; `specbench sync` ended it FAILED")
 
@@ -238,15 +236,19 @@ def sync_journals() -> SyncReport:
     """Send every kept journal (runs logged while their server was unreachable). A child run whose parent was
     offline too is then pointed at the parent's new run id.
 
-    The journal of a run still going (its process holds its lock) is left alone (`busy`). A damaged journal
-    (empty, or with a line that is not an operation) is reported, left in place, and does not stop the
-    others. A journal whose last line is half-written (a crash while writing it) has its complete operations
-    sent; the half line is kept as `<journal>.torn` (it cannot be read back). When a journal records no end
-    of its run, its process died before ending it (no process holds it), so the run is ended FAILED with the
-    reason as its `error` tag, unless the server has it ended, rather than being left RUNNING for ever. A
-    journal is removed only once all of it, that end included, is on the server. An unreachable server
-    still raises."""
-    from specbench.tracking.journal import DamagedJournal, Journal, in_use, journal_dir, read_entries, replay
+    A journal that records its run's end is sent and removed. One that does not is sent only when the process
+    that wrote it is known to be gone (same host, pid no longer running): its run is then ended FAILED with
+    the reason as its `error` tag, unless the server has it ended, rather than left RUNNING for ever; while
+    that process runs, or where it cannot be told (written on another host, or by a specbench that did not
+    record its writer), the journal is left alone and listed in `busy` with why. A damaged journal (empty, or
+    with a line that is not an operation) is reported and left in place. A journal whose last line is
+    half-written (a crash while writing it) has its complete operations sent; the half line is kept as
+    `<journal>.torn`. A refusal of the server for one journal (its run deleted, say) is reported for that
+    journal and does not stop the others; an unreachable server still raises. A journal is removed only once
+    all of it is on the server; what arrived before a stop is marked sent, so nothing is sent twice."""
+    from mlflow.exceptions import MlflowException
+
+    from specbench.tracking.journal import DamagedJournal, journal_dir, owner_alive, read_entries, replay
 
     def create(client: MlflowClient, op: dict[str, Any]) -> str:
         exp = experiment_id(client, op["experiment"])
@@ -259,22 +261,40 @@ def sync_journals() -> SyncReport:
     new_ids: dict[str, str] = {}  # offline-<journal name> -> the run id the replay created
     orphans: list[tuple[MlflowClient, str, str]] = []  # (client, child run id, its parent's offline id)
     for path in sorted(journal_dir().glob("*.jsonl")):
-        if in_use(path):
-            busy.append(str(path))
-            continue
         try:
             entries, torn = read_entries(path)
         except DamagedJournal as err:
             problems.append(str(err))
             continue
         first = entries[0]
+        ended = any(e.get("op") == "end" for e in entries)
+        alive = None if ended else owner_alive(first)
+        if not ended and alive is not False:
+            where = first.get("host")
+            busy.append(f"{path}: its run has not ended and " + (
+                "the process that writes it still runs" if alive else
+                f"it was written on host {where}: sync there, or once its job has ended" if where else
+                "it does not name the process that writes it: sync once its job has ended"))
+            continue
         client = MlflowClient(tracking_uri=first["tracking_uri"])
         kept = path.with_suffix(".torn")
+        try:
+            run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False)
+            if not ended:  # its process is gone without ending the run
+                problems.append(_end_abandoned(client, path, run_id, kept if torn else None))
+        except MlflowException as err:
+            if is_unreachable(err):
+                raise
+            problems.append(f"journal {path}: the server refused it ({' '.join(str(err).split())[:300]}); "
+                            f"what arrived is marked sent in it. Fix: if its run was deleted on purpose, move "
+                            f"the journal aside (`mv {path} {path}.refused`); else look at the run and sync again.")
+            continue
         if torn:
             kept.write_text(torn, encoding="utf-8")
-        run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False)
-        if torn or not any(e.get("op") == "end" for e in entries):  # its process died before the end
-            problems.append(_end_abandoned(client, path, run_id, entries, kept if torn else None))
+            problems.append(f"journal {path} had a half-written last line (its process died while writing "
+                            f"it): the {len(entries)} complete operations before it were sent to run {run_id}; "
+                            f"the half line cannot be read back and is kept in {kept}. Fix: check run {run_id} "
+                            f"(`specbench runs`), then delete {kept}.")
         new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
         parent = first.get("tags", {}).get(PARENT_TAG, "")
         if parent.startswith(OFFLINE_PREFIX):
@@ -287,22 +307,14 @@ def sync_journals() -> SyncReport:
     return SyncReport(done, problems, busy)
 
 
-def _end_abandoned(client: MlflowClient, path: Path, run_id: str, entries: list[dict[str, Any]],
-                   kept: Path | None) -> str:
-    """After the complete operations of a journal whose process died (no live process holds it, and it
-    records no end of its run, or its last line is half-written and kept in `kept`) were sent: end the run
+def _end_abandoned(client: MlflowClient, path: Path, run_id: str, kept: Path | None) -> str:
+    """After the operations of a journal whose process died before ending its run were sent: end the run
     FAILED unless the server has it ended; the message that says so."""
     status = client.get_run(run_id).info.status
-    ended = any(e.get("op") == "end" for e in entries) or status != "RUNNING"  # the end may have arrived
-    if not ended:  # before its journal line was torn
+    if status == "RUNNING":
         client.set_tag(run_id, "error", TORN_ERROR if kept else ABANDONED_ERROR)
         client.set_terminated(run_id, "FAILED")
-    how = (f"the run had ended ({status})." if ended else "the run never ended, so it is now ended FAILED.")
-    if kept is None:
-        return (f"journal {path} records no end of its run and no process holds it (the job stopped without "
-                f"ending its run): its {len(entries)} operations were sent to run {run_id}; {how} Fix: check "
-                f"run {run_id} (`specbench runs`) and rerun the job.")
-    return (f"journal {path} had a half-written last line (its process died while writing it): the "
-            f"{len(entries)} complete operations before it were sent to run {run_id}; the half line cannot be "
-            f"read back and is kept in {kept}; {how} Fix: check run {run_id} (`specbench runs`), then delete "
-            f"{kept}.")
+    how = "it is now ended FAILED" if status == "RUNNING" else f"the server has it ended ({status})"
+    return (f"journal {path} records no end of its run and the process that wrote it is gone (the job stopped "
+            f"without ending it): its operations were sent to run {run_id}, and {how}. Fix: check run {run_id} "
+            "(`specbench runs`) and rerun the job.")
