@@ -44,6 +44,16 @@ def dead_pid() -> int:
     return proc.pid
 
 
+METRIC = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
+END = {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}
+
+
+def journal_folder(home: Path) -> Path:
+    folder = home / "journal"
+    folder.mkdir(parents=True)
+    return folder
+
+
 def _journal(uri: str, name: str, ops: list[dict], tail: str = "", pid: int | None = None) -> str:
     """A journal as a run on this host writes it (its writer `pid`: by default one that has ended)."""
     create = {"op": "create", "tracking_uri": uri, "experiment": "sync", "run_name": name, "tags": {},
@@ -55,10 +65,7 @@ def _journal(uri: str, name: str, ops: list[dict], tail: str = "", pid: int | No
 def test_sync_sends_what_it_can_and_names_the_damaged_journals(tmp_path: Path, home: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    metric = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
-    end = {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}
-    folder = home / "journal"
-    folder.mkdir(parents=True)
+    metric, end, folder = METRIC, END, journal_folder(home)
     (folder / "a-empty.jsonl").write_text("")
     (folder / "b-torn.jsonl").write_text(_journal(uri, "torn", [metric], tail='{"op": "par'))
     (folder / "c-bad.jsonl").write_text(_journal(uri, "bad", [metric]).replace('"metrics"', "oops", 1) + "x\n")
@@ -82,10 +89,7 @@ def test_sync_sends_what_it_can_and_names_the_damaged_journals(tmp_path: Path, h
 def test_sync_leaves_a_live_run_alone_and_ends_a_dead_one(tmp_path: Path, home: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    metric = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
-    end = {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}
-    folder = home / "journal"
-    folder.mkdir(parents=True)
+    metric, end, folder = METRIC, END, journal_folder(home)
     (folder / "live.jsonl").write_text(_journal(uri, "live", [metric], pid=os.getpid()))  # this process runs
     (folder / "dead.jsonl").write_text(_journal(uri, "dead", [metric]))  # no end, and its writer is gone
     elsewhere = json.loads(_journal(uri, "elsewhere", []).splitlines()[0]) | {"host": "another-host"}
@@ -113,10 +117,7 @@ def test_a_deleted_run_is_reported_for_its_journal_and_the_others_are_sent(
     client = MlflowClient(uri)
     run = client.create_run(client.create_experiment("sync"), run_name="deleted")
     client.delete_run(run.info.run_id)
-    metric = {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False}
-    end = {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}
-    folder = home / "journal"
-    folder.mkdir(parents=True)
+    metric, end, folder = METRIC, END, journal_folder(home)
     created = json.loads(_journal(uri, "deleted", []).splitlines()[0]) | {"sent": True, "run_id": run.info.run_id}
     (folder / "a-deleted.jsonl").write_text(json.dumps(created) + "\n" + json.dumps(metric) + "\n")
     (folder / "b-good.jsonl").write_text(_journal(uri, "good", [metric, end]))
