@@ -6,7 +6,9 @@ malformed; journals that cannot be read back. No network traffic leaves 127.0.0.
 
 from __future__ import annotations
 
+import http.server
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -225,6 +227,22 @@ def test_an_unreachable_ray_cluster_is_refused_in_seconds() -> None:
         with pytest.raises(SpecbenchError, match=rf"cannot reach the Ray cluster at {address} .*ray start --head"):
             check_reachable(address, address)
         assert time.monotonic() - start < 6
+
+
+def test_a_port_that_answers_but_is_no_ray_cluster_is_refused_in_seconds() -> None:
+    """A web server (the dashboard's port, MLflow's) accepts the connection, so only the gRPC check tells it
+    from a GCS; before it, `ray.init` retried such a port for ever."""
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        try:
+            address = f"127.0.0.1:{web.server_address[1]}"
+            start = time.monotonic()
+            with pytest.raises(SpecbenchError, match=rf"{address} is not a Ray cluster: .*speak gRPC.*Fix: give "
+                                                     r"the head's GCS port"):
+                check_reachable(address, address)
+            assert time.monotonic() - start < 7
+        finally:
+            web.shutdown()
 
 
 def test_connect_checks_the_cluster_before_ray_init(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,7 +1,8 @@
 """The form of a Ray cluster address (`--ray-address`, `$RAY_ADDRESS`), checked without importing ray, so
 that the command line can refuse a malformed one before anything starts; and whether a cluster's port
-accepts a connection at all, so that joining a cluster that is not there fails in seconds (Ray itself
-retries its GCS for ever, and does not let Ctrl-C through while it does).
+accepts a connection and speaks gRPC, as a Ray GCS or Ray Client server does, so that joining a cluster that
+is not there, or a port that is some other server's (the dashboard's, MLflow's), fails in seconds: Ray itself
+retries such a GCS for ever, and does not let Ctrl-C through while it does.
 
 Forms: `HOST:PORT` (a cluster's GCS, e.g. 127.0.0.1:6379), `auto` (the cluster `ray start` last started on
 this machine), `ray://HOST:PORT` (Ray Client, usually port 10001), and `local` (a new local Ray).
@@ -9,7 +10,9 @@ this machine), `ray://HOST:PORT` (Ray Client, usually port 10001), and `local` (
 
 from __future__ import annotations
 
+import os
 import socket
+import time
 
 from specbench.errors import SpecbenchError
 
@@ -17,6 +20,7 @@ OPTION = "--ray-address"
 FORMS = ("HOST:PORT (the head's GCS, e.g. 127.0.0.1:6379), auto, or ray://HOST:PORT (Ray Client, e.g. port "
          "10001)")
 CONNECT_TIMEOUT_S = 5.0
+TLS_ENV = "RAY_USE_TLS"  # a cluster with TLS on: its gRPC needs certificates, so only the TCP check is made
 
 
 def address_problem(address: str) -> str | None:
@@ -58,17 +62,44 @@ def host_port(address: str) -> tuple[str, int]:
 
 
 def check_reachable(address: str, shown: str, timeout: float = CONNECT_TIMEOUT_S) -> None:
-    """Raise a SpecbenchError unless `address` (HOST:PORT or ray://HOST:PORT) accepts a TCP connection within
-    `timeout` seconds; `shown` is the address as the user gave it."""
+    """Raise a SpecbenchError unless `address` (HOST:PORT or ray://HOST:PORT) accepts a TCP connection and
+    then a gRPC (HTTP/2) channel, within `timeout` seconds in all; `shown` is the address as the user gave
+    it."""
     host, port = host_port(address)
+    start = time.monotonic()
     try:
         with socket.create_connection((host, port), timeout=timeout):
-            return
+            pass
     except OSError as err:
         reason = err.strerror or type(err).__name__
         if isinstance(err, TimeoutError):
             reason = f"no answer within {timeout:.0f} s"
         raise unreachable(shown, f"{host}:{port}: {reason}") from err
+    if os.environ.get(TLS_ENV, "0").lower() not in ("0", "false", ""):
+        return
+    if not speaks_grpc(host, port, max(timeout - (time.monotonic() - start), 1.0)):
+        raise SpecbenchError(
+            f"{shown} is not a Ray cluster: {host}:{port} accepts a connection but does not speak gRPC, as a "
+            f"Ray GCS or Ray Client server does (a web server, such as the Ray dashboard or MLflow, answers "
+            f"this way). Fix: give the head's GCS port (`ray start --head` prints it; 6379 unless set), or "
+            f"ray://HOST:10001 for Ray Client; the dashboard's address (port 8265) is for `specbench submit "
+            f"--address`.")
+
+
+def speaks_grpc(host: str, port: int, timeout: float) -> bool:
+    """Whether a gRPC channel to host:port becomes ready within `timeout` seconds (an HTTP/1 or other
+    non-gRPC server never lets it)."""
+    import grpc  # a dependency of ray; imported here so that checking an address's form stays light
+
+    target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    channel = grpc.insecure_channel(target)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=timeout)
+        return True
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
 
 
 def unreachable(shown: str, why: str) -> SpecbenchError:

@@ -101,8 +101,8 @@ def connect(
         runtime_env: passed to `ray.init` unchanged (e.g. `py_modules` or `working_dir` for a remote cluster).
 
     Raises:
-        SpecbenchError: the address is malformed, or the cluster's port accepts no connection within a few
-            seconds (checked before `ray.init`, which would retry an absent cluster for ever).
+        SpecbenchError: the address is malformed, or the cluster's port accepts no connection, or no gRPC
+            channel, within a few seconds (checked before `ray.init`, which would retry it for ever).
     """
     global _STARTED_LOCAL
     if ray.is_initialized():
