@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from specbench.cli.options import BENCHES, config_from_args
+from specbench.cli.options import BENCHES, command_line_name, config_from_args
 
 
 def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-untyped-def]
@@ -397,9 +397,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     command = f"specbench bench {args.bench_command}"
     config = config_from_args(job.config, args, command)
     job_path = project_root() / "jobs" / f"{kind}.toml"  # where relative job paths resolve (the shipped jobs)
-    check_inputs(job_path, config, load_config,
-                 where=lambda _, key: f"{command}: " + ("argument graph_job" if args.bench_command == "graph"
-                                                        and key == "graph_job" else f"option --{key.replace('_', '-')}"))
+    check_inputs(job_path, config, load_config, where=lambda _, key: f"{command}: {command_line_name(args, key)}")
     module = importlib.import_module(job.runner.split(":")[0])
     result = module.measure(config, job_path)
     result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)

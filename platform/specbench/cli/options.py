@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 SKIPPED = ("name", "tracking")
+POSITIONAL_DEST = "config_positional"  # where a verb's parser keeps which fields are positional arguments
 
 # `specbench bench NAME`: the options are the fields of the benchmark's config (config/benchmarks.py), so
 # the verb and a job file of the same kind share one set of defaults.
@@ -30,6 +31,7 @@ BENCHES = {
     ),
     "completion": ("bench_completion", "n-best completion of many prefixes batched vs one prefix at a time"),
 }
+BENCH_POSITIONAL = {"graph": ("graph_job",)}  # fields a bench verb takes as positional arguments
 
 
 def int_list(text: str) -> list[int]:
@@ -63,6 +65,7 @@ def _shown(value: Any) -> str:
 
 def add_config_options(parser: argparse.ArgumentParser, cls: type, positional: tuple[str, ...] = ()) -> None:
     """One option per field of `cls` (fields in `positional` become optional positional arguments)."""
+    parser.set_defaults(**{POSITIONAL_DEST: positional})
     hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
         if field.name in SKIPPED:
@@ -86,6 +89,14 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, positional: t
         else:
             convert = {int: int, float: float}.get(typ, str)
             parser.add_argument(flag, dest=field.name, type=convert, help=default)
+
+
+def command_line_name(args: argparse.Namespace, field: str) -> str:
+    """How the command line names a config field: `argument FIELD` if its verb takes it as a positional
+    argument, else `option --field-name`."""
+    if field in getattr(args, POSITIONAL_DEST, ()):
+        return f"argument {field}"
+    return "option --" + field.replace("_", "-")
 
 
 def config_from_args(cls: type, args: argparse.Namespace, where: str) -> Any:

@@ -26,7 +26,7 @@ from specbench.cli.commands import (
     cmd_ui,
     cmd_validate,
 )
-from specbench.cli.options import BENCHES, add_config_options
+from specbench.cli.options import BENCH_POSITIONAL, BENCHES, add_config_options
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -334,6 +334,6 @@ def _add_bench(sub) -> None:  # noqa: ANN001
     bsub = bench.add_subparsers(dest="bench_command", required=True)
     for name, (kind, text) in BENCHES.items():
         parser = _verb(bsub, name, cmd_bench, text)
-        add_config_options(parser, JOBS[kind].config, positional=("graph_job",) if name == "graph" else ())
+        add_config_options(parser, JOBS[kind].config, positional=BENCH_POSITIONAL.get(name, ()))
         parser.add_argument("--output", type=Path, help="also write the JSON here")
         parser.add_argument("--no-mlflow", action="store_true", help="do not log an MLflow run")
