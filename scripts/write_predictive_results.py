@@ -1,7 +1,9 @@
 """Write the committed results file of a finished `predictive_asr` run (benchmarks/results/predictive_asr_cpu.json):
 the run's identity and wall time, the headline population's usage settings (its routine share calibrated on
 devel), every scalar metric of the run (values rounded to 4 decimals: the tracked tree is kept small), the habit
-sweep and the rendering-knob variants, read back from the run's tables. With `--slim` (a run kept for one
+sweep and the rendering-knob variants, read back from the run's tables. Metrics logged once per sweep point (MLflow
+steps: the threshold sweeps, the habit sweep) are left out of `metrics`, where only their last point's value would
+show under a name that reads like the configuration's result; the sweep tables and the MLflow run hold them. With `--slim` (a run kept for one
 figure, such as a time, beside the headline's file), the habit sweep, the knob variants, the test curves and
 the devel sweeps are left out and the file says so; the MLflow run keeps them.
 
@@ -25,7 +27,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from write_simultrans_results import dump
 
 from specbench.errors import ConfigError
-from specbench.tracking.queries import get_run, resolve_run_id, run_minutes, text_artifact
+from specbench.tracking.queries import get_run, resolve_run_id, run_minutes, stepped_metrics, text_artifact
 
 
 def _r(value: Any) -> Any:
@@ -55,6 +57,7 @@ def _table(run_id: str, name: str, tracking_uri: str | None) -> dict[str, Any] |
 
 def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
     run = get_run(run_id, tracking_uri)
+    swept = stepped_metrics(run_id, tracking_uri)
     return {
         "job": run.tags.get("job_file", "jobs/predictive_asr.toml"), "kind": "predictive_asr", "mlflow_run_id": run_id,
         "status": run.status,
@@ -68,7 +71,8 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
         "headline_usage": {k.removeprefix("headline_usage."): v for k, v in sorted(run.params.items())
                            if k.startswith("headline_usage.")},
         "tags": {k: v for k, v in sorted(run.tags.items()) if not k.startswith("mlflow.")},
-        "metrics": {k: _r(v) for k, v in sorted(run.metrics.items())},
+        "metrics": {k: _r(v) for k, v in sorted(run.metrics.items()) if k not in swept},
+        "metrics_left_out": f"{len(swept)} metrics logged once per sweep point (MLflow steps)",
         "habit_sweep": _table(run_id, "tables/habit_sweep.csv", tracking_uri),
         "habit_knobs": _table(run_id, "tables/habit_knobs.csv", tracking_uri),
     }

@@ -168,7 +168,7 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
     table = client.download_artifacts(run.info.run_id, "tables/prefetch_sweeps.csv", str(tmp_path))
     rows = list(csv.DictReader(io.StringIO(Path(table).read_text())))
     assert {r["configuration"] for r in rows} >= {"lm_personal.conf_personal", "lm.lm_score", "personal.conf",
-                                                 "lm_personal.conf_personal.k2", "lm_personal.cost_aware"}
+                                                 "lm_personal.conf_personal.k2", "lm_personal.net_benefit"}
     for r in rows:
         assert int(r["success"]) + int(r["failure"]) + int(r["none"]) == int(r["requests"]) == m["prefetch.requests"]
     figures = {f.path for f in client.list_artifacts(run.info.run_id, "figures")}
@@ -193,7 +193,7 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
     assert {"cache_lm.success_rate", "by_source.success_rate"} <= set(pl.read_csv(client.download_artifacts(
         run.info.run_id, "tables/habit_sweep.csv", str(tmp_path))).columns)
     # the cost-aware policy: swept like the others, its lambda chosen on devel
-    assert m["prefetch.ms_per_added_word"] > 0 and "prefetch.lm_personal.cost_aware.success_rate_at_fail10" in m
+    assert m["prefetch.ms_per_added_word"] > 0 and "prefetch.lm_personal.net_benefit.success_rate_at_fail10" in m
     per_request = pl.read_parquet(client.download_artifacts(run.info.run_id, "tables/requests_main.parquet",
                                                              str(tmp_path)))
     assert per_request.height == m["prefetch.requests"] and per_request["request_id"].is_unique().all()

@@ -565,10 +565,12 @@ class PredictiveAsrConfig:
                                              + tuple(-3.0 + 0.25 * i for i in range(12)),
                                              metadata=_range(-1000.0, 0.0))
     max_attempts: tuple[int, ...] = field(default=(1, 2, 3), metadata=_range(1, 20))
-    # the cost-aware policy's lambdas: prefetch when P(success) * E[gain] exceeds lambda ms
-    cost_lambdas_ms: tuple[float, ...] = field(default=(0.0, 10.0, 25.0, 50.0, 75.0, 100.0, 150.0, 200.0, 300.0,
-                                                        400.0, 600.0, 800.0, 1000.0, 1500.0, 2000.0, 3000.0),
-                                               metadata=_range(0.0, 100000.0))
+    # the net-benefit policy's costs of a discarded response, lambda in ms: prefetch when
+    # P * E[gain] - (1 - P) * lambda >= 0, i.e. P >= lambda / (E[gain] + lambda); up to 100 s, P near 0.99
+    cost_lambdas_ms: tuple[float, ...] = field(default=(0.0, 50.0, 100.0, 200.0, 300.0, 500.0, 750.0, 1000.0,
+                                                        1500.0, 2000.0, 3000.0, 4000.0, 5000.0, 7500.0, 10000.0,
+                                                        15000.0, 20000.0, 30000.0, 50000.0, 100000.0),
+                                               metadata=_range(0.0, 1000000.0))
     # the personal cache model (prediction/cache_lm.py): interpolation weights, one chosen on devel, and the
     # thresholds on its log probability (finer than the LM's near 0: a habitual request's mixture is near 1)
     cache_weights: tuple[float, ...] = field(default=(0.05, 0.1, 0.2, 0.35, 0.5, 0.7, 0.9),

@@ -9,6 +9,12 @@ least confident candidates. Two thresholds let it: `t` for candidates in the his
 those only the LM proposed. Raising the LM-only candidates' scores by `offset` turns that into one threshold
 over one score, so the usual sweep, its devel-chosen threshold and the paired bootstrap apply unchanged; the
 offset is chosen on the devel users, like the cache model's weight. Offset 0 is the single threshold.
+
+Which candidates pass is exactly that of two thresholds. Which one is sent when several pass at a partial
+follows the offset score too: the candidate furthest above its own threshold, not the most probable one, so
+an LM-only candidate at P = 0.3 passing `t - 0.6` is sent before a history candidate at P = 0.88 passing
+`t = 0.85`. That keeps one score, and with it the sweep and the bootstrap; sending the most probable passing
+candidate instead would make the choice depend on the threshold.
 """
 
 from __future__ import annotations

@@ -70,6 +70,15 @@ def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
                   dict(r.data.metrics), dict(r.data.tags), dict(r.data.params))
 
 
+def stepped_metrics(run_id: str, tracking_uri: str | None = None) -> set[str]:
+    """The run's metrics logged at more than one step (a sweep, one step per point): the run's value of such
+    a metric is only its last step's."""
+    quiet_mlflow()
+    client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
+    keys = client.get_run(run_id).data.metrics
+    return {k for k in keys if len({m.step for m in client.get_metric_history(run_id, k)}) > 1}
+
+
 def run_minutes(run_id: str, tracking_uri: str | None = None) -> float | None:
     """Wall-clock minutes from the run's start to its end (None while it runs)."""
     quiet_mlflow()

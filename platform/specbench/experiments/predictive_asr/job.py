@@ -61,7 +61,7 @@ from specbench.metrics.wer import wer
 from specbench.paths import from_root
 from specbench.prediction.by_source import choose_offset, offset_scores
 from specbench.prediction.cache_lm import cache_log_prob, choose_weight
-from specbench.prediction.cost_aware import expected_benefit, ms_per_added_word
+from specbench.prediction.cost_aware import ms_per_added_word, net_benefit_sweep
 from specbench.prediction.prefetch import first_prefetch, operating_point, oracle_gain_ms, oracle_rate, sweep
 from specbench.runtime import connect
 from specbench.runtime.metrics import record
@@ -82,7 +82,7 @@ BY_SOURCE = "lm_personal.conf_by_source"
 POSTERIOR = "lm_personal.conf_posterior"
 BEYOND = {"lm_personal.cache_lm": "cache_lm", "lm_personal.conf_context": "conf_context", BY_SOURCE: "conf_by_source",
           POSTERIOR: "conf_posterior"}
-COST_AWARE = "lm_personal.cost_aware"  # prefetch when P(success) * E[gain] reaches lambda (ms)
+NET_BENEFIT = "lm_personal.net_benefit"  # prefetch when P * E[gain] - (1 - P) * lambda >= 0 (ms)
 BASELINE = "lm.conf"  # the personalization gain is MAIN minus this, both at the devel-chosen threshold
 FAILED_BUDGET = 0.10
 CURVE_RATES = (0.08, 0.10, 0.20)  # the paper's operating points: 23% at 8% failed, 28% at 20%
@@ -239,13 +239,13 @@ def with_source_offset(scores: dict[str, np.ndarray], predictions: pl.DataFrame,
     return scores | {"conf_by_source": offset_scores(scores["conf_personal"], predictions, offset)}
 
 
-def cost_aware_sweep(pop: Population, scores: dict[str, np.ndarray], ms_per_word: float,
-                     config: PredictiveAsrConfig) -> pl.DataFrame:
-    """The cost-aware policy (`prediction.cost_aware`) on LM + personal candidates, P(success) from the
-    confidence model with the personal feature, swept over `config.cost_lambdas_ms`."""
+def net_benefit_table(pop: Population, scores: dict[str, np.ndarray], ms_per_word: float,
+                      config: PredictiveAsrConfig) -> pl.DataFrame:
+    """The net-benefit policy (`prediction.cost_aware`) on LM + personal candidates, P(success) from the
+    confidence model with the personal feature, swept over the costs `config.cost_lambdas_ms`."""
     preds, mask = _subset(pop, "lm_personal")
-    benefit = expected_benefit(scores["conf_personal"][mask], preds, ms_per_word)
-    return sweep(benefit, preds, pop.requests, config.cost_lambdas_ms)
+    return net_benefit_sweep(scores["conf_personal"][mask], preds, pop.requests, ms_per_word,
+                             config.cost_lambdas_ms)
 
 
 def _at(table: pl.DataFrame, threshold: float | None) -> dict[str, float]:
@@ -465,8 +465,8 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     except ValueError:  # no correct devel prediction to fit on: the cost-aware policy is left out, said so
         ms_per_word = float("nan")
     if np.isfinite(ms_per_word):
-        sweeps[COST_AWARE] = cost_aware_sweep(pop, scores, ms_per_word, config)
-        tuning[COST_AWARE] = cost_aware_sweep(tune, tune_scores, ms_per_word, config)
+        sweeps[NET_BENEFIT] = net_benefit_table(pop, scores, ms_per_word, config)
+        tuning[NET_BENEFIT] = net_benefit_table(tune, tune_scores, ms_per_word, config)
     metrics = (headline(pop, sweeps, tuning) | calibration | weight_metrics | offset_metrics
                | {"prefetch.ms_per_added_word": ms_per_word})
     if calibration:

@@ -15,7 +15,7 @@ from specbench.reports.plots import pyplot
 
 LABELS = {"lm": "LM only", "personal": "personal only", "lm_personal": "LM + personal",
           "lm_score": "LM score", "conf": "confidence", "conf_personal": "confidence + personal",
-          "cost_aware": "cost-aware (P x expected gain >= lambda)"}
+          "net_benefit": "net benefit (P x expected gain >= (1 - P) x lambda)"}
 SHOWN = ("lm_personal.conf_personal", "lm_personal.conf", "lm_personal.lm_score", "lm.conf", "lm.lm_score",
          "personal.conf_personal")
 
@@ -65,8 +65,8 @@ def plot_figures(sweeps: dict[str, pl.DataFrame], metrics: dict[str, float],
     multi = sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal"))
     paths.append(_curves_figure(plt, sweeps, multi, "success_rate", "failed prefetch attempts per request",
                                 "successful prefetches", out / "multi_attempt.png"))
-    # mean latency saved against responses wasted: the threshold policy, the cost-aware policy, K attempts
-    costed = sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal") or n.endswith("cost_aware"))
+    # mean latency saved against responses wasted: the threshold policy, the net-benefit policy, K attempts
+    costed = sorted(n for n in sweeps if n.startswith("lm_personal.conf_personal") or n.endswith("net_benefit"))
     paths.append(_curves_figure(plt, sweeps, costed, "gain_ms_all",
                                 "failed prefetches (discarded responses) per request",
                                 "mean latency saved per request (ms)", out / "cost_aware.png"))
