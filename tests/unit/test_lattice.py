@@ -274,6 +274,11 @@ def test_kaldifst_round_trip(tmp_path) -> None:
     assert ok and tuple(olabels) == tuple(ilabels) == words
     assert weight.value1 == pytest.approx(graph, abs=1e-4)
     assert weight.value2 == pytest.approx(acoustic, abs=1e-4)
+    lat.write(path, acoustic_scale=4.0)  # Kaldi's convention on disk: acoustic costs unscaled
+    _, _, _, unscaled = kaldifst.get_linear_symbol_sequence(kaldifst.shortest_path(read_lattice(path)))
+    assert unscaled.value1 == pytest.approx(graph, abs=1e-4) and unscaled.value2 == pytest.approx(acoustic / 4, abs=1e-4)
+    with pytest.raises(ValueError, match="acoustic_scale"):
+        lat.write(path, acoustic_scale=0.0)
     (tmp_path / "bad.lat").write_bytes(b"not an fst")
     for bad in (tmp_path / "bad.lat", tmp_path / "missing.lat"):
         with pytest.raises(DataError, match=bad.name):

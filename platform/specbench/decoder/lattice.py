@@ -411,25 +411,30 @@ class WordLattice:
             step(emit)
         return int(table[finals, len(ref)].min())
 
-    def to_kaldifst(self) -> kaldifst.Lattice:
+    def to_kaldifst(self, acoustic_scale: float = 1.0) -> kaldifst.Lattice:
         """A word acceptor (ilabel = olabel = word id, 0 = epsilon), weights LatticeWeight(graph, acoustic),
-        final weights LatticeWeight(final, 0); state i = node i, start 0."""
+        final weights LatticeWeight(final, 0); state i = node i, start 0. The acoustic costs are divided by
+        `acoustic_scale`, the scale they were decoded at, as Kaldi's decoders write lattices: unscaled, so that
+        Kaldi's lattice tools apply their own `--acoustic-scale` once."""
+        if not (math.isfinite(acoustic_scale) and acoustic_scale > 0):
+            raise ValueError(f"acoustic_scale must be a positive finite number, got {acoustic_scale!r}")
         fst = kaldifst.Lattice()
         for _ in range(self.num_nodes):
             fst.add_state()
         fst.start = 0
         for s, d, w, g, a in zip(self.src.tolist(), self.dst.tolist(), self.olabel.tolist(),
-                                 self.graph_cost.tolist(), self.acoustic_cost.tolist()):
+                                 self.graph_cost.tolist(), (self.acoustic_cost / acoustic_scale).tolist()):
             fst.add_arc(s, kaldifst.LatticeArc(w, w, kaldifst.LatticeWeight(g, a), d))
         for node in np.flatnonzero(np.isfinite(self.final_cost)).tolist():
             fst.set_final(node, kaldifst.LatticeWeight(float(self.final_cost[node]), 0.0))
         return fst
 
-    def write(self, path: str | os.PathLike) -> None:
-        """Write `to_kaldifst()` as an OpenFst binary file, atomically; parent folders are created."""
+    def write(self, path: str | os.PathLike, acoustic_scale: float = 1.0) -> None:
+        """Write `to_kaldifst(acoustic_scale)` (acoustic costs unscaled, as Kaldi writes lattices) as an OpenFst
+        binary file, atomically; parent folders are created."""
         path, tmp = Path(path), Path(f"{path}.tmp")
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not self.to_kaldifst().write(str(tmp)):
+        if not self.to_kaldifst(acoustic_scale).write(str(tmp)):
             raise DataError(f"cannot write lattice file {path}")
         os.replace(tmp, path)
 

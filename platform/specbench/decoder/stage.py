@@ -158,7 +158,7 @@ class DecoderStage(Stage):
                    tokens_created=res.stats.tokens_created, beam_narrowings=res.stats.beam_narrowings)
         if res.lattice is not None and self.lattice_dir is not None:
             path = self.lattice_dir / f"{_safe_name(res.utt_id)}.fst"
-            res.lattice.write(path)
+            res.lattice.write(path, self.options.acoustic_scale)
             row["lattice_path"] = str(path)
         return row
 
