@@ -86,7 +86,7 @@ def test_full_sentence_greedy_and_late_wait_k_equal_uncached_greedy(causal: bool
     late = wait_k(model, srcs, k=50)
     for src, a, b in zip(srcs, greedy, late, strict=True):
         assert list(a.tokens) == _reference_greedy(model, src, 2 * len(src) + 10)
-        assert a == b and set(a.delays) <= {len(src)}
+        assert a == b and set(a.delays) <= {len(src)} and a.end_delay == len(src)
 
 
 @pytest.mark.parametrize("causal", [True, False])
@@ -97,6 +97,7 @@ def test_wait_k_delays_and_its_first_token(causal: bool) -> None:
         out = wait_k(model, srcs, k)
         for src, t in zip(srcs, out, strict=True):
             assert list(t.delays) == [min(k + i, len(src)) for i in range(len(t.tokens))]
+            assert t.end_delay == min(k + len(t.tokens), len(src))  # </s> written on the same schedule
             with torch.no_grad():  # the first token sees exactly the first k source tokens
                 prefix = torch.tensor([src[:k]])
                 logits = model(prefix, torch.tensor([[BOS]]))
@@ -104,11 +105,11 @@ def test_wait_k_delays_and_its_first_token(causal: bool) -> None:
             assert (t.tokens[:1] == (first,)) or (first == EOS and t.tokens == ())
 
 
-def test_sbs_without_window_and_tail_with_beam_one_are_greedy() -> None:
+def test_sbs_without_window_is_tail_beam_and_tail_with_beam_one_is_greedy() -> None:
     model = tiny(True)
     srcs = sources(5, 6)
     greedy = wait_k(model, srcs, 2)
-    assert wait_k(model, srcs, 2, "sbs", beam=4, window=0) == greedy
+    assert wait_k(model, srcs, 2, "sbs", beam=4, window=0) == wait_k(model, srcs, 2, "tail", beam=4)
     assert wait_k(model, srcs, 2, "tail", beam=1) == greedy
     sbs = wait_k(model, srcs, 2, "sbs", beam=3, window=2)
     assert all(list(s.delays) == [min(2 + i, len(src)) for i in range(len(s.tokens))] for s, src in zip(sbs, srcs))
@@ -176,11 +177,12 @@ def test_adaptive_policy_extremes() -> None:
     read_all = adaptive(model, srcs, threshold=1.0)
     assert read_all == wait_k(model, srcs, k=50)
     eager = adaptive(model, srcs, threshold=0.0)
-    assert all(set(t.delays) <= {1} for t in eager)
+    assert all(set(t.delays) <= {1} and t.end_delay == 1 for t in eager)
     for method in ("beam", "sbs"):
         out = adaptive(model, srcs, threshold=0.3, method=method, beam=3, window=1)
         assert len(out) == len(srcs)
         assert all(list(t.delays) == sorted(t.delays) for t in out)
+        assert all(max(t.delays, default=1) <= t.end_delay <= len(src) for t, src in zip(out, srcs, strict=True))
 
 
 def test_bad_arguments_name_the_value() -> None:

@@ -1,6 +1,8 @@
-"""Latency in words, as SimulEval scores text: a source word is read once its last BPE piece is read, `</s>`
-is no word, a target word is written with its last piece, and LAAL / AL use the reference's word count; the
-job's scores carry sacreBLEU's n-gram precisions and brevity penalty."""
+"""Latency in words, as SimulEval scores text read and written word by word: a source word is read as soon
+as any of its BPE pieces is, `</s>` is no word, a target word is written when the output shows it complete
+(the next word's first piece, or `</s>`), and LAAL / AL use the reference's word count; in tokens `</s>` counts
+on both sides, so wait-k whose output is as long as its source has AL = k; the job's scores carry sacreBLEU's
+n-gram precisions and brevity penalty."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import sacrebleu
 
 from specbench.data.multi30k import read_pairs
 from specbench.metrics.latency import average_lagging, length_adaptive_average_lagging
-from specbench.simultrans.experiment import score, word_delays, word_ends
+from specbench.simultrans.experiment import score, word_delays, word_ends, words_touched
 from specbench.simultrans.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.unit
@@ -25,13 +27,27 @@ def test_word_ends_count_pieces_up_to_each_words_last() -> None:
     assert word_ends(["t", f"{W}a"]) == [1, 2]  # the first piece starts a word, marked or not
 
 
-def test_word_delays_read_a_word_with_its_last_piece_and_never_count_eos() -> None:
+def test_word_delays_read_a_word_with_any_piece_and_write_one_when_the_next_begins() -> None:
     source = word_ends([f"{W}Ein", f"{W}Mann", f"{W}fähr", "t", "."])  # 3 words, 5 pieces, then </s>
     target = word_ends([f"{W}A", f"{W}man", f"{W}ri", "des", "."])  # 3 words
-    # token delays per target piece: pieces read (</s> is the 6th)
-    assert word_delays([1, 2, 3, 4, 6], source, target) == [1, 2, 3]
-    assert word_delays([1, 3, 4, 4, 4], source, target) == [1, 2, 2]  # "fähr" without "t." is not read
-    assert word_delays([], source, []) == []
+    # token delays per target piece: pieces read (</s> is the 6th); then the delay of the target's </s>
+    assert word_delays([1, 2, 3, 4, 6], 6, source, target) == [2, 3, 3]  # "A" is known whole with "man"
+    assert word_delays([1, 3, 4, 4, 4], 4, source, target) == [3, 3, 3]  # "fähr" without "t." reads word 3
+    assert word_delays([1, 1, 2, 2, 2], 2, source, target) == [1, 2, 2]  # </s> decides the last word
+    assert word_delays([], 6, source, []) == []
+
+
+def test_words_touched_by_a_read_never_count_eos() -> None:
+    source = word_ends([f"{W}Ein", f"{W}Mann", f"{W}fähr", "t", "."])  # [1, 2, 5]
+    assert [words_touched(source, g) for g in range(7)] == [0, 1, 2, 3, 3, 3, 3]
+
+
+def test_token_latency_counts_eos_on_both_sides_so_wait_k_lags_k() -> None:
+    m = 12  # source pieces; </s> makes |x| = 13; an output of 12 pieces and its </s>
+    for k in (1, 3, 5):
+        delays = [min(k + i, m + 1) for i in range(m + 1)]
+        assert average_lagging(delays, m + 1) == pytest.approx(k)
+        assert length_adaptive_average_lagging(delays, m + 1, m + 1) == pytest.approx(k)
 
 
 def test_real_sentences_have_as_many_words_as_whitespace_says() -> None:
@@ -43,16 +59,17 @@ def test_real_sentences_have_as_many_words_as_whitespace_says() -> None:
 
 
 def test_score_reports_word_latency_against_the_reference_word_count_and_bleu_statistics() -> None:
-    # one sentence: 3 source words (5 pieces + </s>), a 3-word hypothesis whose words are written after
-    # 1, 2 and 3 source words; a 4-word reference
-    rows = [{"hypothesis": "A man rides.", "target_tokens": 5, "delays": [1, 2, 3, 4, 6], "source_tokens": 6,
+    # one sentence: 3 source words (5 pieces + </s>), a 3-word hypothesis of 5 pieces and its </s> (the
+    # delays hold all 6), whose words are written after 1, 2 and 3 source words; a 4-word reference
+    rows = [{"hypothesis": "A man rides.", "target_tokens": 5, "delays": [1, 2, 3, 4, 6, 6], "source_tokens": 6,
              "word_delays": [1, 2, 3], "source_words": 3}]
     references = ["A man rides bikes."]
     out = score(rows, references, [6])
     assert out["laal_words"] == pytest.approx(length_adaptive_average_lagging([1, 2, 3], 3, 4))
     assert out["al_ref_words"] == pytest.approx(average_lagging([1, 2, 3], 3, 4))
     assert out["al_words"] == pytest.approx(1.0)  # |y| = |x|: wait-1
-    assert out["al"] == pytest.approx(average_lagging([1, 2, 3, 4, 6], 6))  # tokens, </s> counted
+    assert out["al"] == pytest.approx(average_lagging([1, 2, 3, 4, 6, 6], 6))  # tokens, </s> counted
+    assert out["laal"] == pytest.approx(length_adaptive_average_lagging([1, 2, 3, 4, 6, 6], 6, 7))  # 6 + </s>
     bleu = sacrebleu.corpus_bleu(["A man rides."], [references])
     assert [out[f"precision_{n}"] for n in range(1, 5)] == pytest.approx(bleu.precisions)
     assert out["brevity_penalty"] == pytest.approx(bleu.bp) and out["brevity_penalty"] < 1

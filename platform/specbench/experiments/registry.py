@@ -68,7 +68,12 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.RealSpeechConfig, f"{_EXP}.real_speech.job:execute", ("asr.real.wer",)),
     JobKind(cfg.WordConfidenceConfig, f"{_EXP}.word_confidence:execute"),
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
-    JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu")),
+    JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu"),
+            metrics_version=2,
+            metrics_change="latency as SimulEval counts text read and written word by word: a source word is read "
+                           "with any of its pieces (before: with its last), a target word is written with the "
+                           "next word's first piece or </s> (before: with its own last piece); in tokens the "
+                           "target's </s> is counted too, so wait-k lags k; BLEU unchanged"),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute",
             preflight=f"{_EXP}.predictive_asr.checks:train_confidence_preflight"),

@@ -2,16 +2,18 @@
 sacreBLEU on detokenized output (cased, 13a; plus lower-cased, as some papers report) with its n-gram
 precisions and brevity penalty, and the latency metrics of `metrics.latency` averaged over sentences.
 
-Latency is measured in two units. In words (the headline, as SimulEval scores text): a source word counts
-as read once its last BPE piece is read, `</s>` is not a word, a target word is written when its last piece
-is, and the reference length |y*| is its number of words; `laal_words` (LAAL), `al_ref_words` (AL with the
-reference length, SimulEval's `ALScorer`) and `al_words` (STACL's AL, with the hypothesis length). In
-source BPE tokens, `</s>` counted (the units the policies read): `al`, `al_simuleval`, `laal`, `dal`, `ap`,
-`ap_simuleval`, `cw`."""
+Latency is measured in two units. In words (the headline, as SimulEval scores text read and written word by
+word): a source word counts as read as soon as any of its BPE pieces is (a word-by-word reader receives the
+whole word), `</s>` is not a word, a target word is written when the output shows it complete (with the
+first piece of the next word, or with `</s>` for the last), and the reference length |y*| is its number of
+words; `laal_words` (LAAL), `al_ref_words` (AL with the reference length, SimulEval's `ALScorer`) and
+`al_words` (STACL's AL, with the hypothesis length). In BPE tokens, `</s>` counted on both sides (the source
+and the target, whose `</s>` is written at the translation's `end_delay`), so that wait-k with an output as
+long as its source has AL = k: `al`, `al_simuleval`, `laal`, `dal`, `ap`, `ap_simuleval`, `cw`."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,9 +88,10 @@ def decode_shard(shard: Shard) -> list[dict[str, Any]]:
              "source_words": 0} for _ in ids]
     for i, t in zip(todo, out, strict=True):
         source_ends = word_ends(tok.pieces(ids[i]))
-        rows[i] = {"hypothesis": tok.decode(t.tokens), "target_tokens": len(t.tokens), "delays": list(t.delays),
-                   "source_tokens": len(ids[i]) + 1, "source_words": len(source_ends),
-                   "word_delays": word_delays(t.delays, source_ends, word_ends(tok.pieces(t.tokens)))}
+        rows[i] = {"hypothesis": tok.decode(t.tokens), "target_tokens": len(t.tokens),
+                   "delays": [*t.delays, t.end_delay], "source_tokens": len(ids[i]) + 1,
+                   "source_words": len(source_ends),
+                   "word_delays": word_delays(t.delays, t.end_delay, source_ends, word_ends(tok.pieces(t.tokens)))}
     return rows
 
 
@@ -99,11 +102,22 @@ def word_ends(pieces: list[str]) -> list[int]:
     return [*ends, len(pieces)] if pieces else []
 
 
-def word_delays(token_delays: tuple[int, ...] | list[int], source_ends: list[int],
+def word_delays(token_delays: tuple[int, ...] | list[int], end_delay: int, source_ends: list[int],
                 target_ends: list[int]) -> list[int]:
-    """Per target word, the source words read when its last piece was written: a source word is read once
-    its last piece is (`</s>`, the piece after the last word, adds none)."""
-    return [bisect_right(source_ends, token_delays[end - 1]) for end in target_ends]
+    """Per target word, the source words read when it was written, as SimulEval counts text read and written
+    word by word: a target word is written when the output shows it complete, i.e. with the first piece of
+    the next word (or with `</s>`, at `end_delay`, for the last word); and a source word counts as read as soon
+    as any of its pieces is (a word-by-word reader gets the whole word at once). `</s>`, the piece after the
+    last source word, adds no word."""
+    done_at = [token_delays[end] if end < len(token_delays) else end_delay for end in target_ends]
+    return [words_touched(source_ends, read) for read in done_at]
+
+
+def words_touched(source_ends: list[int], pieces_read: int) -> int:
+    """How many source words have at least one of their pieces among the first `pieces_read` (at most all)."""
+    if pieces_read <= 0:
+        return 0
+    return min(bisect_left(source_ends, pieces_read) + 1, len(source_ends))
 
 
 def _run(ckpt: MtCheckpoint, m: Method, sources: list[list[int]]) -> list[Translation]:
@@ -122,7 +136,8 @@ LATENCY_METRICS = ("laal_words", "al_ref_words", "al_words", "al", "al_simuleval
 
 def score(rows: list[dict[str, Any]], references: list[str], reference_tokens: list[int]) -> dict[str, float]:
     """BLEU (cased and lower-cased, with sacreBLEU's n-gram precisions and brevity penalty) and mean
-    latencies; sentences with an empty source count with latency 0."""
+    latencies; sentences with an empty source count with latency 0. `reference_tokens`: each reference's BPE
+    pieces, `</s>` not counted (it is added here for the token latencies)."""
     hyps = [r["hypothesis"] for r in rows]
     bleu = sacrebleu.corpus_bleu(hyps, [references])
     lower = sacrebleu.corpus_bleu(hyps, [references], lowercase=True)
@@ -137,7 +152,7 @@ def score(rows: list[dict[str, Any]], references: list[str], reference_tokens: l
         lat["laal_words"].append(length_adaptive_average_lagging(words, source_words, ref_words))
         lat["al_ref_words"].append(average_lagging(words, source_words, ref_words))
         lat["al_words"].append(average_lagging(words, source_words))
-        ref_len = max(ref_len, 1)
+        ref_len += 1  # </s> counted, as in the hypothesis's delays
         lat["al"].append(average_lagging(d, n))
         lat["al_simuleval"].append(average_lagging(d, n, ref_len))
         lat["laal"].append(length_adaptive_average_lagging(d, n, ref_len))

@@ -41,8 +41,12 @@ NEG_INF = float("-inf")
 
 @dataclass(frozen=True)
 class Translation:
+    """The committed target tokens (</s> left out), the source tokens read when each was written, and
+    `end_delay`: the source tokens read when the output ended (</s> written, or the length limit reached)."""
+
     tokens: tuple[int, ...]
     delays: tuple[int, ...]
+    end_delay: int
 
 
 def max_target_len(source_len: int) -> int:
@@ -157,6 +161,7 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
     n = len(sources)
     out_tokens: list[list[int]] = [[] for _ in range(n)]
     out_delays: list[list[int]] = [[] for _ in range(n)]
+    out_end = [int(x) for x in view.lengths]  # rows that finish over the whole source end there
     active = torch.arange(n)
     prev = torch.full((n,), BOS, dtype=torch.long)
     cache: DecoderCache | None = None
@@ -189,6 +194,7 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
         for i, (row, token) in enumerate(zip(active.tolist(), choice.tolist(), strict=True)):
             if token == EOS or len(out_tokens[row]) >= max_target_len(int(view.lengths[row])):
                 done.append(i)
+                out_end[row] = int(visible[i])
                 continue
             out_tokens[row].append(token)
             out_delays[row].append(int(visible[i]))
@@ -197,7 +203,7 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
         t += 1
     if tail_rows:
         _finish_tail(model, view, tail_rows, tail_cache, out_tokens, out_delays, beam)
-    return [Translation(tuple(a), tuple(d)) for a, d in zip(out_tokens, out_delays, strict=True)]
+    return [Translation(tuple(a), tuple(d), e) for a, d, e in zip(out_tokens, out_delays, out_end, strict=True)]
 
 
 def _finish_tail(model: MtTransformer, view: SourceView, rows: list[int],
@@ -285,7 +291,7 @@ def full_sentence(model: MtTransformer, sources: list[list[int]], beam: int = 1)
     out = []
     for s, toks in zip(sources, tokens, strict=True):
         toks = toks[:max_target_len(len(s))]
-        out.append(Translation(tuple(toks), (len(s),) * len(toks)))
+        out.append(Translation(tuple(toks), (len(s),) * len(toks), len(s)))
     return out
 
 
@@ -313,6 +319,7 @@ def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, m
     n = len(sources)
     out_tokens: list[list[int]] = [[] for _ in range(n)]
     out_delays: list[list[int]] = [[] for _ in range(n)]
+    out_end = [0] * n
     visible = torch.ones(n, dtype=torch.long)
     prev = torch.full((n,), BOS, dtype=torch.long)
     caches: list[DecoderCache | None] = [None] * n
@@ -337,8 +344,8 @@ def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, m
                 idx = torch.tensor(writers)
                 _write_chunks(model, view, [active[i] for i in writers], logp.index_select(0, idx),
                               new_cache.select(idx), visible, method, beam, window, threshold, out_tokens,
-                              out_delays, caches, prev, done, length_normalized)
-    return [Translation(tuple(a), tuple(d)) for a, d in zip(out_tokens, out_delays, strict=True)]
+                              out_delays, out_end, caches, prev, done, length_normalized)
+    return [Translation(tuple(a), tuple(d), e) for a, d, e in zip(out_tokens, out_delays, out_end, strict=True)]
 
 
 def _stack(model: MtTransformer, caches: list[DecoderCache | None], rows: list[int]) -> DecoderCache | None:
@@ -352,8 +359,8 @@ def _stack(model: MtTransformer, caches: list[DecoderCache | None], rows: list[i
 
 def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp: torch.Tensor, cache: DecoderCache,
                   visible: torch.Tensor, method: str, beam: int, window: int, threshold: float,
-                  out_tokens: list[list[int]], out_delays: list[list[int]], caches: list, prev: torch.Tensor,
-                  done: set[int], length_normalized: bool) -> None:
+                  out_tokens: list[list[int]], out_delays: list[list[int]], out_end: list[int], caches: list,
+                  prev: torch.Tensor, done: set[int], length_normalized: bool) -> None:
     """Find each writing row's chunk greedily, re-decide it by the chunk method, commit it, update caches."""
     index = torch.tensor(rows)
     sources_visible = visible.index_select(0, index)
@@ -384,6 +391,7 @@ def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp:
         out_delays[row].extend([int(visible[row])] * len(chunk))
         if ended or not chunk or len(out_tokens[row]) >= max_target_len(int(view.lengths[row])):
             done.add(row)
+            out_end[row] = int(visible[row])
             continue
         one = cache.select(torch.tensor([i]))  # holds the chunk's first input (the previous token)
         for token in chunk[:-1]:
