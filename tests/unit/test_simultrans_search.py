@@ -197,3 +197,24 @@ def test_bad_arguments_name_the_value() -> None:
         adaptive(model, sources(1), 1.5)
     with pytest.raises(ValueError, match="beam"):
         full_sentence(model, sources(1), beam=0)
+
+
+def test_a_sentence_at_its_length_limit_decodes_as_alone_in_any_batch() -> None:
+    """A model that never writes </s> runs every sentence to its own limit (2 |x| + 10): batched with a
+    longer sentence, a short one must get exactly its output alone (before, the batch ran to the longest
+    limit and cut the rows after, which can pick another hypothesis)."""
+    short, long_ = [5, 6, 7, EOS], [4, 5, 6, 7, 8] * 3 + [4, 5, EOS]
+    at_limit = 0
+    for seed in range(8):
+        torch.manual_seed(seed)
+        model = MtTransformer(MtModelConfig(vocab_size=VOCAB, d_model=16, heads=2, ffn=32, encoder_layers=2,
+                                            decoder_layers=2, dropout=0.0, causal_encoder=True,
+                                            max_positions=128)).eval()
+        with torch.no_grad():  # </s> made unlikely, so the limit decides
+            model.embed.weight[EOS] *= -1.0
+            model.embed.weight[EOS] -= 0.5 * model.embed.weight.mean(0)
+        for decode in (lambda s: full_sentence(model, s, 4), lambda s: wait_k(model, s, 2, "tail", beam=4)):
+            alone, batched = decode([short])[0], decode([short, long_])[0]
+            assert alone == batched
+            at_limit += len(alone.tokens) == 2 * len(short) + 10
+    assert at_limit > 0  # some outputs did run to the limit, so the case is tested

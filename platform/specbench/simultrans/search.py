@@ -29,7 +29,7 @@ tail beam searches use; hypotheses that ran every step rank exactly as by the su
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -226,24 +226,30 @@ def _finish_tail_group(model: MtTransformer, view: SourceView, rows: list[int],
                          [torch.cat([caches[r][0].values[i] for r in rows]) for i in range(len(model.decoder))])
     logp = torch.cat([caches[r][1] for r in rows])
     visible = view.lengths.index_select(0, order)
-    remaining = max(max_target_len(int(view.lengths[r])) - len(out_tokens[r]) for r in rows)
-    tokens = beam_search(model, view.cross(view.lengths), order, visible, logp, cache, beam, remaining)
+    rooms = [max_target_len(int(view.lengths[r])) - len(out_tokens[r]) for r in rows]
+    tokens = beam_search(model, view.cross(view.lengths), order, visible, logp, cache, beam, rooms)
     for r, toks in zip(rows, tokens, strict=True):
-        room = max_target_len(int(view.lengths[r])) - len(out_tokens[r])
-        out_tokens[r].extend(toks[:room])
-        out_delays[r].extend([int(view.lengths[r])] * len(toks[:room]))
+        out_tokens[r].extend(toks)
+        out_delays[r].extend([int(view.lengths[r])] * len(toks))
 
 
 def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
-                cache: DecoderCache, beam: int, max_steps: int) -> list[list[int]]:
-    """Beam search to </s> from one state per row; the best finished hypothesis by log-probability per
-    token (length-normalized); tokens without </s>."""
+                cache: DecoderCache, beam: int, limits: list[int]) -> list[list[int]]:
+    """Beam search to </s> from one state per row, at most `limits[row]` tokens; the best finished hypothesis
+    by log-probability per token (length-normalized); tokens without </s>. A row's hypotheses count as
+    finished at its own limit, so that its output is the one it would get decoded alone (greedy search, beam
+    1, is the same cut at the limit either way)."""
+    max_steps = max(limits)
     if beam == 1:
         state = beam_steps(model, cross, sentence, visible, logp, cache, 1, max_steps)
-        return [_strip(state.tokens[i].tolist()) for i in range(state.tokens.shape[0])]
+        return [_strip(state.tokens[i].tolist())[:limits[i]] for i in range(state.tokens.shape[0])]
+    at_limit = torch.tensor(limits).repeat_interleave(beam)
     state = beam_steps(model, cross, sentence, visible, logp, cache, beam, 1)
     steps = 1
-    while steps < max_steps and not bool(state.finished.all()):
+    while True:
+        state = replace(state, finished=state.finished | (at_limit <= steps))
+        if steps >= max_steps or bool(state.finished.all()):
+            break
         state = _extend(model, cross, sentence, visible, state, beam)
         steps += 1
     lengths = torch.tensor([len(_strip(t)) + 1 for t in state.tokens.tolist()], dtype=torch.float32)
@@ -286,11 +292,10 @@ def full_sentence(model: MtTransformer, sources: list[list[int]], beam: int = 1)
     cross = view.cross(view.lengths)
     logp, cache = model.decoder_step(torch.full((len(sources),), BOS, dtype=torch.long), None, cross,
                                      view.lengths, rows)
-    limit = max(max_target_len(len(s)) for s in sources)
-    tokens = beam_search(model, cross, rows, view.lengths, logp, cache, beam, limit)
+    tokens = beam_search(model, cross, rows, view.lengths, logp, cache, beam,
+                         [max_target_len(len(s)) for s in sources])
     out = []
     for s, toks in zip(sources, tokens, strict=True):
-        toks = toks[:max_target_len(len(s))]
         out.append(Translation(tuple(toks), (len(s),) * len(toks), len(s)))
     return out
 
