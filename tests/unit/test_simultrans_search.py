@@ -20,12 +20,29 @@ pytestmark = pytest.mark.unit
 VOCAB = 9
 
 
-def tiny(causal: bool, seed: int = 0) -> MtTransformer:
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny models: on a loaded machine, two threads contend and run these tests ~40x slower than one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny(causal: bool, seed: int = 0, scale: float = 8.0, source_weight: float = 1.0) -> MtTransformer:
+    """A random model. `scale` multiplies the embeddings (8: sharp distributions, so that search methods
+    rarely differ from greedy; 1: the initialization's flat ones, where they often do); `source_weight`
+    multiplies the decoder's cross-attention query and output weights (more than 1: the next token depends
+    more on how much source is visible; at 1 one more source token moves log-probabilities by ~0.1)."""
     torch.manual_seed(seed)
     model = MtTransformer(MtModelConfig(vocab_size=VOCAB, d_model=16, heads=2, ffn=32, encoder_layers=2,
                                         decoder_layers=2, dropout=0.0, causal_encoder=causal, max_positions=96))
     with torch.no_grad():
-        model.embed.weight.mul_(8.0)  # sharper distributions: less room for ties
+        model.embed.weight.mul_(scale)  # sharper distributions: less room for ties
+        if source_weight != 1.0:
+            for block in model.decoder:
+                block.cross_attn.q.weight.mul_(source_weight)
+                block.cross_attn.o.weight.mul_(source_weight)
     return model.eval()
 
 
@@ -105,14 +122,18 @@ def test_wait_k_delays_and_its_first_token(causal: bool) -> None:
             assert (t.tokens[:1] == (first,)) or (first == EOS and t.tokens == ())
 
 
-def test_sbs_without_window_is_tail_beam_and_tail_with_beam_one_is_greedy() -> None:
-    model = tiny(True)
+@pytest.mark.parametrize("scale", [8.0, 1.0])
+def test_sbs_without_window_is_tail_beam_and_tail_with_beam_one_is_greedy(scale: float) -> None:
+    model = tiny(True, scale=scale)
     srcs = sources(5, 6)
     greedy = wait_k(model, srcs, 2)
-    assert wait_k(model, srcs, 2, "sbs", beam=4, window=0) == wait_k(model, srcs, 2, "tail", beam=4)
+    tail = wait_k(model, srcs, 2, "tail", beam=4)
+    assert wait_k(model, srcs, 2, "sbs", beam=4, window=0) == tail
     assert wait_k(model, srcs, 2, "tail", beam=1) == greedy
     sbs = wait_k(model, srcs, 2, "sbs", beam=3, window=2)
     assert all(list(s.delays) == [min(2 + i, len(src)) for i in range(len(s.tokens))] for s, src in zip(sbs, srcs))
+    if scale == 1.0:  # flat distributions: the searches are not greedy search (at scale 8 they are, here)
+        assert tail != greedy and sum(a != b for a, b in zip(sbs, greedy, strict=True)) >= 3
 
 
 def test_two_step_beam_with_beam_vocab_finds_the_brute_force_best() -> None:
@@ -133,6 +154,68 @@ def test_two_step_beam_with_beam_vocab_finds_the_brute_force_best() -> None:
             top = int(beam.scores[s * VOCAB:(s + 1) * VOCAB].argmax()) + s * VOCAB
             assert float(beam.scores[top]) == pytest.approx(best, abs=1e-4)
             assert scores[tuple(beam.tokens[top].tolist())] == pytest.approx(best, abs=1e-4)
+
+
+def _sbs_first_token_scores(model: MtTransformer, src: list[int], k: int, prefix: list[int], normalized: bool,
+                            read_ahead: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Brute force of one wait-k SBS step with w = 1 and an exhaustive beam, by whole-sequence passes (no
+    caches, no beam code): for each first token a, the best ranking score of a two-token continuation
+    (a, b) of the committed `prefix`; also the next-token log-probabilities (greedy's choice).
+
+    The step reads g = min(k + t, |x|) source tokens (t = len(prefix)). `model(src[:g], tgt, k)` lets target
+    position i see min(k + i, g) source states: the committed positions i <= t see k + i, as when they were
+    written, and the speculated position t + 1 sees g, not k + t + 1 (a speculation reads no further source);
+    the causal encoder's states of src[:g] are those of the whole source's first g. `read_ahead` > 0 lets the
+    speculated position see that many more (a wrong SBS, to show the test can tell). Scores: the sum of the
+    two log-probabilities, or per token; a continuation starting with </s> ends there (one token, its
+    log-probability), one ending with </s> counts it as its second token."""
+    t, g = len(prefix), min(k + len(prefix), len(src))
+    tgt = torch.tensor([[BOS] + prefix + [a] for a in range(VOCAB)])
+    with torch.no_grad():
+        logp = torch.log_softmax(model(torch.tensor([src[:g + read_ahead]] * VOCAB), tgt, k), -1)
+    first, second = logp[0, t], logp[:, t + 1]  # first[a]; second[a, b] after a
+    scores = (first[:, None] + second).max(1).values / (2.0 if normalized else 1.0)
+    scores[EOS] = first[EOS]
+    return scores, first
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+def test_wait_k_sbs_with_beam_vocab_and_window_one_commits_the_brute_force_best(normalized: bool) -> None:
+    """b = |V| makes next^b_2 exhaustive, so at every step before the tail SBS (eqs. 4-5) must commit the
+    first token of the best of all two-token continuations under the ranking. Unsharpened models with a
+    strong source, so that the speculation often overrules the next-token argmax and a speculation that read
+    one more source token would often commit another (both counted: the test is not one of greedy search)."""
+    cases = differ = steps = overruled = early_ends = read_ahead_differs = 0
+    for seed in (0, 1, 2):
+        model = tiny(True, seed, scale=1.0, source_weight=3.0)
+        srcs = sources(40 + seed, 6)
+        for k in (1, 2, 3):
+            greedy = wait_k(model, srcs, k)
+            out = wait_k(model, srcs, k, "sbs", beam=VOCAB, window=1, length_normalized=normalized)
+            for src, o, gr in zip(srcs, out, greedy, strict=True):
+                cases += 1
+                differ += o != gr
+                for t in range(len(src) - k):  # steps that see less than the whole source; then the tail
+                    chosen = o.tokens[t] if t < len(o.tokens) else EOS
+                    prefix = list(o.tokens[:t])
+                    scores, first = _sbs_first_token_scores(model, src, k, prefix, normalized)
+                    # the best, or one within rounding of it (no such near tie occurs here)
+                    best = float(scores.max())
+                    assert float(scores[chosen]) == pytest.approx(best, abs=1e-5), (seed, k, src, t)
+                    steps += 1
+                    overruled += chosen != int(first.argmax())
+                    ahead, _ = _sbs_first_token_scores(model, src, k, prefix, normalized, read_ahead=1)
+                    read_ahead_differs += int(ahead.argmax()) != int(scores.argmax())
+                    if chosen == EOS:
+                        assert o.end_delay == k + t and len(o.tokens) == t
+                        early_ends += 1
+                        break
+                    assert o.delays[t] == k + t
+                assert all(d == len(src) for d in o.delays[max(len(src) - k, 0):])
+    counts = dict(cases=cases, differ=differ, steps=steps, overruled=overruled, read_ahead=read_ahead_differs)
+    assert steps > 100 and overruled >= 10 and read_ahead_differs >= 3 and differ >= cases // 2, counts
+    if not normalized:  # summed scores favour ending early (the module docstring)
+        assert early_ends >= 5, early_ends
 
 
 def _beam(tokens: list[list[int]], scores: list[float]) -> Beam:
@@ -159,28 +242,40 @@ def test_speculation_rankings_agree_when_no_hypothesis_ends() -> None:
         assert best_speculation(state, 3, True).tolist() == best_speculation(state, 3, False).tolist()
 
 
-def test_sbs_rankings_share_the_wait_k_schedule() -> None:
-    model = tiny(True, seed=2)
+@pytest.mark.parametrize("scale, threshold", [(8.0, 0.3), (1.0, 0.4)])
+def test_sbs_rankings_share_the_wait_k_schedule(scale: float, threshold: float) -> None:
+    model = tiny(True, seed=2, scale=scale)
     srcs = sources(9, 8)
+    greedy, chunked_greedy = wait_k(model, srcs, 2), adaptive(model, srcs, threshold)
     for normalized in (True, False):
         out = wait_k(model, srcs, 2, "sbs", beam=4, window=3, length_normalized=normalized)
         assert all(list(t.delays) == [min(2 + i, len(src)) for i in range(len(t.tokens))]
                    for t, src in zip(out, srcs, strict=True))
-        chunked = adaptive(model, srcs, threshold=0.3, method="sbs", beam=3, window=2,
+        chunked = adaptive(model, srcs, threshold=threshold, method="sbs", beam=3, window=2,
                            length_normalized=normalized)
         assert all(list(t.delays) == sorted(t.delays) for t in chunked)
+        if scale == 1.0:  # the searches are not greedy search, and the policy writes in several chunks
+            assert sum(a != b for a, b in zip(out, greedy, strict=True)) >= 2
+            assert sum(a != b for a, b in zip(chunked, chunked_greedy, strict=True)) >= 2
+            assert sum(len(set(t.delays)) > 1 for t in chunked_greedy) >= 4
 
 
-def test_adaptive_policy_extremes() -> None:
-    model = tiny(True)
+@pytest.mark.parametrize("seed, scale", [(0, 8.0), (1, 1.0)])
+def test_adaptive_policy_extremes(seed: int, scale: float) -> None:
+    model = tiny(True, seed, scale)
     srcs = sources(8)
     read_all = adaptive(model, srcs, threshold=1.0)
     assert read_all == wait_k(model, srcs, k=50)
     eager = adaptive(model, srcs, threshold=0.0)
     assert all(set(t.delays) <= {1} and t.end_delay == 1 for t in eager)
+    chunked_greedy = adaptive(model, srcs, threshold=0.3)
+    if scale == 1.0:  # the policy writes in several chunks
+        assert sum(len(set(t.delays)) > 1 for t in chunked_greedy) >= 2
     for method in ("beam", "sbs"):
         out = adaptive(model, srcs, threshold=0.3, method=method, beam=3, window=1)
         assert len(out) == len(srcs)
+        if scale == 1.0:  # the chunk searches are not greedy search (at scale 8 they are, here)
+            assert sum(a != b for a, b in zip(out, chunked_greedy, strict=True)) >= 2
         assert all(list(t.delays) == sorted(t.delays) for t in out)
         assert all(max(t.delays, default=1) <= t.end_delay <= len(src) for t, src in zip(out, srcs, strict=True))
 
