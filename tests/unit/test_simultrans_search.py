@@ -8,10 +8,15 @@ import itertools
 import pytest
 import torch
 
-from specbench.simultrans.model import MtTransformer
-from specbench.simultrans.model import DecoderCache
+from specbench.simultrans.model import DecoderCache, MtTransformer
 from specbench.simultrans.search import (
-    Beam, SourceView, adaptive, beam_steps, best_speculation, full_sentence, wait_k,
+    Beam,
+    SourceView,
+    adaptive,
+    beam_steps,
+    best_speculation,
+    full_sentence,
+    wait_k,
 )
 from specbench.simultrans.settings import MtModelConfig
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
