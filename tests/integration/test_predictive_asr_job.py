@@ -192,7 +192,7 @@ def test_predictive_job_counts_every_request_once_and_logs_the_figures(tmp_path:
                                            - m[f"prefetch.{other}.success_rate_at_fail10"]) or math.isnan(m[f"prefetch.{metric}"])
     assert {"cache_lm.success_rate", "by_source.success_rate"} <= set(pl.read_csv(client.download_artifacts(
         run.info.run_id, "tables/habit_sweep.csv", str(tmp_path))).columns)
-    # the cost-aware policy: swept like the others, its lambda chosen on devel
+    # the net-benefit policy: swept like the others, its lambda chosen on devel
     assert m["prefetch.ms_per_added_word"] > 0 and "prefetch.lm_personal.net_benefit.success_rate_at_fail10" in m
     per_request = pl.read_parquet(client.download_artifacts(run.info.run_id, "tables/requests_main.parquet",
                                                              str(tmp_path)))

@@ -245,6 +245,28 @@ def test_a_port_that_answers_but_is_no_ray_cluster_is_refused_in_seconds() -> No
             web.shutdown()
 
 
+def test_a_grpc_server_passes_the_check_even_with_a_proxy_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GCS speaks gRPC: a real gRPC server passes, also when $http_proxy is set (Ray's channels ignore
+    proxies unless RAY_grpc_enable_http_proxy is on, and so does the check)."""
+    from concurrent import futures
+
+    import grpc
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        address = f"127.0.0.1:{port}"
+        check_reachable(address, address)
+        for proxy in ("http_proxy", "https_proxy", "grpc_proxy"):
+            monkeypatch.setenv(proxy, f"http://127.0.0.1:{closed_port()}")
+        start = time.monotonic()
+        check_reachable(address, address)
+        assert time.monotonic() - start < 3
+    finally:
+        server.stop(None)
+
+
 def test_connect_checks_the_cluster_before_ray_init(monkeypatch: pytest.MonkeyPatch) -> None:
     from specbench.runtime import cluster
 

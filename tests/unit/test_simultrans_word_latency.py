@@ -13,7 +13,8 @@ import sacrebleu
 
 from specbench.data.multi30k import read_pairs
 from specbench.metrics.latency import average_lagging, length_adaptive_average_lagging
-from specbench.simultrans.experiment import score, word_delays, word_ends, words_touched
+from specbench.simultrans.experiment import score, translation_row, word_delays, word_ends, words_touched
+from specbench.simultrans.search import Translation
 from specbench.simultrans.tokenizer import Tokenizer
 
 pytestmark = pytest.mark.unit
@@ -48,6 +49,25 @@ def test_token_latency_counts_eos_on_both_sides_so_wait_k_lags_k() -> None:
         delays = [min(k + i, m + 1) for i in range(m + 1)]
         assert average_lagging(delays, m + 1) == pytest.approx(k)
         assert length_adaptive_average_lagging(delays, m + 1, m + 1) == pytest.approx(k)
+
+
+def test_a_wait_k_row_of_a_real_sentence_lags_k_tokens() -> None:
+    """The row a decoded shard makes (`translation_row`): with a wait-k schedule (delays min(k + i, |x|) and
+    </s> on the same schedule, as `wait_k` records them, tested in test_simultrans_search) and an output as
+    long as the source, the token AL and LAAL are exactly k; the word delays follow the word rules."""
+    tok = Tokenizer(BPE)
+    source, target = read_pairs("test_2016_flickr")[0]
+    src = tok.encode(source)
+    out = (tok.encode(target) * 3)[:len(src)]  # as many pieces as the source
+    n = len(src) + 1  # </s> counted
+    for k in (1, 2, 3):
+        t = Translation(tuple(out), tuple(min(k + i, n) for i in range(len(out))), min(k + len(out), n))
+        row = translation_row(tok, src, t)
+        assert row["delays"] == [*t.delays, t.end_delay] and row["source_tokens"] == n
+        assert row["word_delays"] == word_delays(t.delays, t.end_delay, word_ends(tok.pieces(src)),
+                                                 word_ends(tok.pieces(out)))
+        got = score([row], [target], [len(out)])
+        assert got["al"] == pytest.approx(k) and got["laal"] == pytest.approx(k)
 
 
 def test_real_sentences_have_as_many_words_as_whitespace_says() -> None:

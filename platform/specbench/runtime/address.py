@@ -21,6 +21,7 @@ FORMS = ("HOST:PORT (the head's GCS, e.g. 127.0.0.1:6379), auto, or ray://HOST:P
          "10001)")
 CONNECT_TIMEOUT_S = 5.0
 TLS_ENV = "RAY_USE_TLS"  # a cluster with TLS on: its gRPC needs certificates, so only the TCP check is made
+PROXY_ENV = "RAY_grpc_enable_http_proxy"  # Ray's gRPC ignores $http_proxy and the like unless this is on
 
 
 def address_problem(address: str) -> str | None:
@@ -75,7 +76,7 @@ def check_reachable(address: str, shown: str, timeout: float = CONNECT_TIMEOUT_S
         if isinstance(err, TimeoutError):
             reason = f"no answer within {timeout:.0f} s"
         raise unreachable(shown, f"{host}:{port}: {reason}") from err
-    if os.environ.get(TLS_ENV, "0").lower() not in ("0", "false", ""):
+    if _ray_flag(TLS_ENV):
         return
     if not speaks_grpc(host, port, max(timeout - (time.monotonic() - start), 1.0)):
         raise SpecbenchError(
@@ -92,7 +93,8 @@ def speaks_grpc(host: str, port: int, timeout: float) -> bool:
     import grpc  # a dependency of ray; imported here so that checking an address's form stays light
 
     target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    channel = grpc.insecure_channel(target)
+    # as Ray's own channels: through an HTTP proxy only when Ray is told to use one
+    channel = grpc.insecure_channel(target, options=[("grpc.enable_http_proxy", int(_ray_flag(PROXY_ENV)))])
     try:
         grpc.channel_ready_future(channel).result(timeout=timeout)
         return True
@@ -100,6 +102,11 @@ def speaks_grpc(host: str, port: int, timeout: float) -> bool:
         return False
     finally:
         channel.close()
+
+
+def _ray_flag(name: str) -> bool:
+    """An on/off environment setting read as Ray reads it: on only for 1 or true."""
+    return os.environ.get(name, "0").strip().lower() in ("1", "true")
 
 
 def unreachable(shown: str, why: str) -> SpecbenchError:

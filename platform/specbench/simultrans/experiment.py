@@ -29,7 +29,7 @@ from specbench.metrics.latency import (
 )
 from specbench.simultrans.checkpoint import MtCheckpoint, load_mt
 from specbench.simultrans.search import Translation, adaptive, full_sentence, wait_k
-from specbench.simultrans.tokenizer import EOS
+from specbench.simultrans.tokenizer import EOS, Tokenizer
 
 _MODELS: dict[tuple[str, str], MtCheckpoint] = {}
 
@@ -87,12 +87,18 @@ def decode_shard(shard: Shard) -> list[dict[str, Any]]:
     rows = [{"hypothesis": "", "target_tokens": 0, "delays": [], "source_tokens": 0, "word_delays": [],
              "source_words": 0} for _ in ids]
     for i, t in zip(todo, out, strict=True):
-        source_ends = word_ends(tok.pieces(ids[i]))
-        rows[i] = {"hypothesis": tok.decode(t.tokens), "target_tokens": len(t.tokens),
-                   "delays": [*t.delays, t.end_delay], "source_tokens": len(ids[i]) + 1,
-                   "source_words": len(source_ends),
-                   "word_delays": word_delays(t.delays, t.end_delay, source_ends, word_ends(tok.pieces(t.tokens)))}
+        rows[i] = translation_row(tok, ids[i], t)
     return rows
+
+
+def translation_row(tok: Tokenizer, source_ids: list[int], t: Translation) -> dict[str, Any]:
+    """The row `score` reads for one translation of a non-empty source (its pieces without `</s>`): token
+    delays with the target's `</s>` written at `end_delay`, and the word delays."""
+    source_ends = word_ends(tok.pieces(source_ids))
+    return {"hypothesis": tok.decode(t.tokens), "target_tokens": len(t.tokens),
+            "delays": [*t.delays, t.end_delay], "source_tokens": len(source_ids) + 1,
+            "source_words": len(source_ends),
+            "word_delays": word_delays(t.delays, t.end_delay, source_ends, word_ends(tok.pieces(t.tokens)))}
 
 
 def word_ends(pieces: list[str]) -> list[int]:

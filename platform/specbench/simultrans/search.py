@@ -239,6 +239,8 @@ def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: to
     by log-probability per token (length-normalized); tokens without </s>. A row's hypotheses count as
     finished at its own limit, so that its output is the one it would get decoded alone (greedy search, beam
     1, is the same cut at the limit either way)."""
+    if min(limits) < 1:
+        raise ValueError(f"beam_search: every length limit must be >= 1, got {min(limits)}")
     max_steps = max(limits)
     if beam == 1:
         state = beam_steps(model, cross, sentence, visible, logp, cache, 1, max_steps)

@@ -462,7 +462,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     tuning = evaluate(tune, tune_scores, config, config.max_attempts)
     try:
         ms_per_word = ms_per_added_word(_subset(tune, "lm_personal")[0], tune.requests)
-    except ValueError:  # no correct devel prediction to fit on: the cost-aware policy is left out, said so
+    except ValueError:  # no correct devel prediction to fit on: the net-benefit policy is left out, said so
         ms_per_word = float("nan")
     if np.isfinite(ms_per_word):
         sweeps[NET_BENEFIT] = net_benefit_table(pop, scores, ms_per_word, config)
@@ -548,7 +548,7 @@ def summary(result: dict[str, Any]) -> list[str]:
         lines.append(f"  per-source thresholds ({BY_SOURCE}): LM-only candidates at the threshold minus "
                      f"{m['prefetch.source_offset']:g}, chosen on devel")
     if not np.isfinite(m.get("prefetch.ms_per_added_word", np.nan)):
-        lines.append("  cost-aware policy left out: no correct devel prediction to fit the ms per added word on")
+        lines.append("  net-benefit policy left out: no correct devel prediction to fit the ms per added word on")
     return lines + habit_lines(result)
 
 
