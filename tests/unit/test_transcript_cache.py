@@ -66,9 +66,11 @@ def test_partial_posteriors_have_a_cache_of_their_own(tmp_path: Path) -> None:
 
     checkpoint = tmp_path / "am.pt"
     checkpoint.write_bytes(b"model")
-    graph = GraphArtifacts(directory=tmp_path / "graph-abc", stats=None, reused=True)  # the key reads its name only
+    (tmp_path / "graph-abc").mkdir()
+    (tmp_path / "graph-abc" / "TLG.fst").write_bytes(b"arcs")
+    graph = GraphArtifacts(directory=tmp_path / "graph-abc", stats=None, reused=True)  # the key reads its files
     asr = AsrSection()
-    legacy = {"mode": asr.mode, "am": hashlib.sha256(b"model").hexdigest(), "graph": "graph-abc",
+    legacy = {"mode": asr.mode, "am": hashlib.sha256(b"model").hexdigest(), "graph": graph.content_digest(),
               "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
               "acoustic_scale": asr.acoustic_scale, "version": 2}
     digest = hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()[:16]

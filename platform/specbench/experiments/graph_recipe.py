@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from specbench.code_digest import code_digest, files_digest
 from specbench.config import GraphConfig, config_to_dict
 from specbench.data import slurp, text_norm
 from specbench.data.resolver import data_file
@@ -102,20 +103,26 @@ class GraphArtifacts:
     def words(self) -> Path:
         return self.directory / "words.txt"
 
+    def content_digest(self) -> str:
+        """sha256 over the built files (not `stats.json`, which holds the build's duration): what caches of
+        results computed from this graph key on, so that a graph rebuilt with the same contents under a new
+        directory name (its inputs' hash moved, the graph did not) keeps them."""
+        return files_digest(self.directory, exclude=("stats.json",))
+
     @property
     def tokens(self) -> Path:
         return self.directory / "tokens.txt"
 
 
 def inputs_hash(config: GraphConfig) -> str:
-    """sha256 over the config, the data files and the source of every module that shapes the graph."""
+    """sha256 over the config, the data files and the code of every module that shapes the graph (read as
+    code: an edit to a comment or a docstring keeps the graph, `code_digest`)."""
     h = hashlib.sha256()
     h.update(json.dumps({"recipe": RECIPE_VERSION, "config": config_to_dict(config)}, sort_keys=True).encode())
     for rel in _DATA:
         h.update(rel.encode())
         h.update(data_file(rel).read_bytes())
-    for module in (*_SOURCES, sys.modules[__name__]):
-        h.update(Path(module.__file__).read_bytes())
+    h.update(code_digest(module.__file__ for module in (*_SOURCES, sys.modules[__name__])).encode())
     h.update(json.dumps(_tool_versions(), sort_keys=True).encode())
     return h.hexdigest()
 

@@ -77,7 +77,7 @@ def _eval_job(asr: AsrSection, job_path: Path) -> tuple[EvalAmConfig, SpeechConf
 def adaptation_dir(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArtifacts) -> Path:
     """`.specbench/predictive/adapt-<key>` for this job's adaptation settings."""
     eval_cfg, speech_cfg = _eval_job(asr, job_path)
-    key = {"am": _digest(checkpoint), "graph": graph.directory.name, "voices": sorted(asr.voices),
+    key = {"am": _digest(checkpoint), "graph": graph.content_digest(), "voices": sorted(asr.voices),
            "vtln": dataclasses.asdict(eval_cfg.vtln), "transform": dataclasses.asdict(eval_cfg.speaker_transform),
            "beam": eval_cfg.decode.beam, "max_active": eval_cfg.decode.max_active,
            "first_pass_scale": asr.acoustic_scale, "corpus": corpus_plan(speech_cfg).to_json(),

@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from specbench.code_digest import code_digest
 from specbench.errors import DataError
 from specbench.paths import work_dir
 from specbench.prediction import lm_stage
@@ -41,14 +42,12 @@ LM_MODULES = ("lm.py", "completion.py", "lm_stage.py", "vocab.py")
 
 def store_dir(checkpoint: Path, settings: CompletionSettings, device: str) -> Path:
     """The disk store of one (checkpoint bytes, settings, device, LM code and torch version) under the work
-    directory."""
+    directory. The code is read as code (`code_digest`): a comment or docstring edit keeps the store."""
     import torch
 
     digest = hashlib.sha256(checkpoint.read_bytes()).hexdigest()[:16]
-    code = hashlib.sha256(torch.__version__.encode())
-    for name in LM_MODULES:
-        code.update((Path(lm_stage.__file__).with_name(name)).read_bytes())
-    knobs = hashlib.sha256(repr(sorted(asdict(settings).items())).encode() + code.digest()).hexdigest()[:8]
+    code = torch.__version__ + code_digest(Path(lm_stage.__file__).with_name(name) for name in LM_MODULES)
+    knobs = hashlib.sha256(repr(sorted(asdict(settings).items())).encode() + code.encode()).hexdigest()[:8]
     return work_dir() / "lm-cache" / f"{digest}-{knobs}-{device}"
 
 

@@ -134,9 +134,9 @@ def _file_digest(path: Path) -> str:
 
 def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
               adaptation: VoiceAdaptation | None = None) -> Path:
-    """`.specbench/predictive/asr-<key>`: the key hashes the mode, model, graph, decoder settings and the
-    speaker adaptation (its own cache key; none: unadapted)."""
-    key = {"mode": asr.mode, "am": _file_digest(checkpoint), "graph": graph.directory.name,
+    """`.specbench/predictive/asr-<key>`: the key hashes the mode, model, graph (its files' contents, not its
+    directory's name), decoder settings and the speaker adaptation (its own cache key; none: unadapted)."""
+    key = {"mode": asr.mode, "am": _file_digest(checkpoint), "graph": graph.content_digest(),
            "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
            "acoustic_scale": asr.acoustic_scale, "version": 2}
     if adaptation is not None:

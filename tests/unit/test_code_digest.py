@@ -1,0 +1,98 @@
+"""Cache keys follow what decides a cached artifact: code read as code, a built graph by its files."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from specbench.code_digest import code_digest, files_digest
+from specbench.wfst import kenlm_tools
+
+MODULE = '''"""A module."""
+
+RATE = 3
+
+
+def scale(x):
+    """Scale x."""
+    return RATE * x  # by the rate
+
+
+class Box:
+    """A box."""
+
+    def size(self):
+        return 1
+'''
+
+
+def _write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_comments_docstrings_and_layout_do_not_move_the_digest(tmp_path: Path) -> None:
+    base = code_digest([_write(tmp_path, "a/m.py", MODULE)])
+    edited = (MODULE.replace('"""A module."""', '"""A module, described at length.\n\nSecond paragraph."""')
+              .replace("# by the rate", "# scaled by the rate, see the docs").replace('"""Scale x."""', "# no docstring")
+              .replace("RATE = 3\n", "\n\nRATE = 3  # the rate\n"))
+    assert code_digest([_write(tmp_path, "b/m.py", edited)]) == base
+
+
+def test_a_change_to_what_the_code_does_moves_the_digest(tmp_path: Path) -> None:
+    def digest(text: str, sub: str) -> str:
+        return code_digest([_write(tmp_path, f"{sub}/m.py", text)])
+
+    base = digest(MODULE, "base")
+    changes = [MODULE.replace("RATE = 3", "RATE = 4"), MODULE.replace("RATE * x", "x * RATE"),
+               MODULE.replace("return 1", "return 2"),
+               MODULE.replace("return RATE * x", '"""Scale x."""\n    "a string that is not the docstring"\n    return RATE * x')]
+    digests = {digest(text, f"c{i}") for i, text in enumerate(changes)}
+    assert base not in digests and len(digests) == len(changes)
+
+
+def test_a_real_graph_module_keeps_its_digest_through_a_docstring_edit(tmp_path: Path) -> None:
+    """The edit that once rebuilt an identical SLURP graph (and threw away every transcript computed from
+    it): kenlm_tools' module docstring reworded."""
+    source = Path(kenlm_tools.__file__).read_text()
+    reworded = source.replace('"""KenLM', '"""The KenLM tools,', 1) + "\n# a closing comment\n"
+    assert reworded != source
+    copy = _write(tmp_path, "kenlm_tools.py", reworded)
+    assert code_digest([copy]) == code_digest([kenlm_tools.__file__])
+    changed = _write(tmp_path, "x/kenlm_tools.py", source.replace("KENLM_VERSION =", "KENLM_VERSION = 'x' or", 1))
+    assert code_digest([changed]) != code_digest([kenlm_tools.__file__])
+
+
+def test_files_digest_follows_contents_not_the_directory(tmp_path: Path) -> None:
+    for name in ("graph-aaa", "graph-bbb"):
+        _write(tmp_path / name, "TLG.fst", "arcs")
+        _write(tmp_path / name, "words.txt", "<eps> 0\n")
+    _write(tmp_path / "graph-aaa", "stats.json", '{"build_seconds": 5.0}')
+    _write(tmp_path / "graph-bbb", "stats.json", '{"build_seconds": 7.5}')
+    a, b = tmp_path / "graph-aaa", tmp_path / "graph-bbb"
+    assert files_digest(a, exclude=("stats.json",)) == files_digest(b, exclude=("stats.json",))
+    assert files_digest(a) != files_digest(b)
+    tlg = b / "TLG.fst"
+    tlg.write_text("arcz")
+    os.utime(tlg, ns=(tlg.stat().st_atime_ns, tlg.stat().st_mtime_ns + 1_000_000))  # a new stamp, not a cached answer
+    assert files_digest(a, exclude=("stats.json",)) != files_digest(b, exclude=("stats.json",))
+
+
+def test_the_transcript_and_adaptation_caches_follow_the_graph_contents(tmp_path: Path) -> None:
+    from specbench.config import AsrSection
+    from specbench.experiments.graph_recipe import GraphArtifacts
+    from specbench.experiments.predictive_asr import partials
+
+    checkpoint = _write(tmp_path, "am.pt", "model")
+    graphs = []
+    for name, arcs in (("slurp-1111", "arcs"), ("slurp-2222", "arcs"), ("slurp-3333", "other arcs")):
+        _write(tmp_path / name, "TLG.fst", arcs)
+        _write(tmp_path / name, "stats.json", name)
+        graphs.append(GraphArtifacts(directory=tmp_path / name, stats=None, reused=True))
+    asr = AsrSection()
+    keys = [partials.cache_dir(asr, checkpoint, g).name for g in graphs]
+    assert keys[0] == keys[1] != keys[2]
+    assert partials.cache_dir(dataclasses.replace(asr, beam=asr.beam + 1), checkpoint, graphs[0]).name != keys[0]
