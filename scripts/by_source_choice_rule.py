@@ -34,8 +34,14 @@ import polars as pl
 from specbench.config import PredictiveAsrConfig
 from specbench.config.loader import load_job_file
 from specbench.experiments.predictive_asr.checks import load_models
-from specbench.experiments.predictive_asr.job import (FAILED_BUDGET, _subset, choose_cache_weight, choose_source_offset,
-                                                      predict_population, score_columns)
+from specbench.experiments.predictive_asr.job import (
+    FAILED_BUDGET,
+    _subset,
+    choose_cache_weight,
+    choose_source_offset,
+    predict_population,
+    score_columns,
+)
 from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.hardware import describe
 from specbench.metrics.cluster_bootstrap import paired_cluster_bootstrap
