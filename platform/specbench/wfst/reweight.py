@@ -5,8 +5,10 @@ Determinization and minimization in the log semiring push weight around, and an 
 negative epsilon weights (Kaldi's do too). With h(v) the shortest distance to v over epsilon arcs from a
 virtual source joined to every state at cost 0 (so h <= 0 and h(d) <= h(s) + w for each epsilon arc s -> d),
 every arc gets w + h(s) - h(d) (>= 0 on epsilon arcs; emitting arcs may turn negative, which every decoder
-allows), every final weight gets + h(v), and the arcs leaving the start state get - h(start): a path from
-the start state to a final state then costs exactly what it cost before. Intermediate token costs move,
+allows) and every final weight gets + h(v) - h(start). Along a path the arc terms telescope to
+h(start) - h(end), so a path from the start state to a final state costs exactly what it cost before, however
+often it passes through the start state again (an epsilon arc back into the start is what makes h(start) < 0),
+and the empty path of a final start state too. Intermediate token costs move,
 as with weight pushing, so a beam prunes slightly differently; the best path is the same.
 """
 
@@ -42,10 +44,8 @@ def nonnegative_epsilons(graph: CsrGraph) -> CsrGraph:
     fst = graph.to_arrays()
     src = np.repeat(np.arange(graph.num_states), np.diff(fst.offsets))
     weight = fst.weight.astype(np.float64) + h[src] - h[fst.nextstate]
-    if graph.start >= 0:
-        weight[src == graph.start] -= h[graph.start]
     eps = fst.ilabel == 0
     weight[eps] = np.maximum(weight[eps], 0.0)  # float rounding of exact zeros
-    final = fst.final.astype(np.float64) + h
+    final = fst.final.astype(np.float64) + h - (h[graph.start] if graph.start >= 0 else 0.0)
     return from_arrays(fst.start, final.astype(np.float32), offsets=fst.offsets, dest=fst.nextstate,
                        ilabel=fst.ilabel, olabel=fst.olabel, weight=weight.astype(np.float32))
