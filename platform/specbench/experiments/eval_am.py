@@ -87,6 +87,17 @@ def _wer_of(rows: list[dict], hyps: dict[str, list[str]]) -> float:
     return wer([r["normalized_text"].split() for r in rows], [hyps.get(r["utt_id"], []) for r in rows])
 
 
+def check_pronounced(rows: list[dict], prons: dict, lexicon: Path, job_path: Path) -> None:
+    """The greedy PER spells each test reference in the graph's lexicon: refuse, before anything is scored,
+    a graph whose lexicon lacks a test word."""
+    missing = sorted({w for r in rows for w in r["normalized_text"].split() if w not in prons})
+    if missing:
+        raise DataError(f"{job_path}: graph_job's lexicon {lexicon} has no pronunciation of {len(missing)} test "
+                        f"word(s) ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}), and the greedy "
+                        "phone error rate spells every test reference in it. Fix: build the graph with \"test\" in "
+                        "its [lm] extra_vocabulary (as graph_slurp.toml does), or point graph_job at such a graph.")
+
+
 def _greedy_per(table: pa.Table, rows: list[dict], prons: dict) -> float:
     """Greedy CTC PER; an utterance without scores counts as all deletions (like its WER)."""
     index = {p: i + 1 for i, p in enumerate(PHONES)}
@@ -264,6 +275,7 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     devel = all_devel[: config.devel_utterances]
     test = corpus.rows("test")
     test = test[: config.test_utterances] if config.test_utterances else test
+    check_pronounced(test, prons, graph.directory / "lexicon.txt", job_path)
     metrics: dict[str, float] = {}
     warps: dict[str, float] = {}
     if config.vtln.enabled:
@@ -330,12 +342,17 @@ def _real_wer(checkpoint: Path, tlg: Path, scale: float, config: EvalAmConfig, w
     ckpt = load_checkpoint(checkpoint, PHONES)
     mats = score_features(ckpt, [fbank(load_audio(r.path)) for r in recordings])
     table = scores_table([(r.utt_id, m) for r, m in zip(recordings, mats)])
-    hyps = decode_scores(tlg, table, scale, config, words)
+    return recordings_metrics(recordings, decode_scores(tlg, table, scale, config, words), set(words.symbols))
+
+
+def recordings_metrics(recordings: list, hyps: dict[str, list[str]], vocab: set[str]) -> dict[str, float]:
+    """WER and OOV rate of the real recordings; a recording the decoder found no path for (absent from
+    `hyps`) counts as all deletions, as a test utterance does (`_wer_of`), and is counted."""
     refs = [r.text.split() for r in recordings]
-    vocab = set(words.symbols)
     oov = sum(w not in vocab for ref in refs for w in ref) / max(1, sum(map(len, refs)))
-    return {"asr.real_recordings_wer": wer(refs, [hyps[r.utt_id] for r in recordings]),
-            "asr.real_recordings_oov_rate": oov, "asr.real_recordings": float(len(recordings))}
+    return {"asr.real_recordings_wer": wer(refs, [hyps.get(r.utt_id, []) for r in recordings]),
+            "asr.real_recordings_oov_rate": oov, "asr.real_recordings": float(len(recordings)),
+            "asr.real_recordings_decode_failed": float(sum(r.utt_id not in hyps for r in recordings))}
 
 
 def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
