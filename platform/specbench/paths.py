@@ -2,7 +2,9 @@
 
 - the project root: the checkout holding `pyproject.toml` (found from this file), else the working directory;
 - the work directory `.specbench/` under the root (`SPECBENCH_HOME` overrides): graphs, audio, scores,
-  caches, built tools and the embedded MLflow store, all ignored by git;
+  caches, built tools and the embedded MLflow store, all ignored by git. A config path that begins with
+  `.specbench/` (a job file's `scores = ".specbench/scores/..."`) means the work directory, wherever
+  `SPECBENCH_HOME` puts it (`from_root`), so that a job reads what the jobs before it wrote;
 - the data directory: `SPECBENCH_DATA`, else `<root>/../shared/data`.
 """
 
@@ -20,10 +22,17 @@ def project_root() -> Path:
     return Path.cwd()
 
 
+WORK_DIR_NAME = ".specbench"
+
+
+def _work_dir_location() -> Path:
+    env = os.environ.get("SPECBENCH_HOME")
+    return Path(env).expanduser() if env else project_root() / WORK_DIR_NAME
+
+
 def work_dir() -> Path:
     """`SPECBENCH_HOME`, else `<root>/.specbench`; created on first use."""
-    env = os.environ.get("SPECBENCH_HOME")
-    path = Path(env).expanduser() if env else project_root() / ".specbench"
+    path = _work_dir_location()
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
 
@@ -37,6 +46,12 @@ def data_dir_candidate() -> tuple[Path, str]:
 
 
 def from_root(path: Path) -> Path:
-    """`path` as the config means it: an absolute path as it is, a relative one against the project root."""
+    """`path` as the config means it: an absolute path as it is; a relative one beginning with `.specbench/`
+    in the work directory (`SPECBENCH_HOME` when set: `.specbench/scores/x` is `$SPECBENCH_HOME/scores/x`,
+    where the jobs write); any other relative one against the project root. Creates nothing."""
     path = Path(path)
-    return path if path.is_absolute() else project_root() / path
+    if path.is_absolute():
+        return path
+    if path.parts and path.parts[0] == WORK_DIR_NAME:
+        return _work_dir_location().resolve().joinpath(*path.parts[1:])
+    return project_root() / path

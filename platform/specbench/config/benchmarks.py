@@ -2,8 +2,9 @@
 
 The `specbench bench ...` verbs and job files share these defaults: a verb builds the config from its
 dataclass, replacing only the options given on the command line; a job file names the fields it changes.
-Paths marked "project root" are relative to the checkout; `graph_job` is relative to the job file (for a
-verb: to `jobs/`).
+Paths marked "project root" are relative to the checkout, except that one beginning with `.specbench/` is in
+the work directory (`SPECBENCH_HOME` when set; `paths.from_root`); `graph_job` is relative to the job file
+(for a verb: to `jobs/`).
 """
 
 from __future__ import annotations
@@ -73,9 +74,11 @@ class BenchDecoderConfig(BenchConfig):
     # its graph (TLG or HCLG), unless `graph` names one
     graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph", "graph"))
     graph: Path | None = field(default=None, metadata=_input(GRAPH_FILE_FIX))  # an OpenFst const graph (project root)
-    # project root; .parquet or .npz (workload real_speech: a .parquet or a folder of them)
+    # project root, or the work directory for `.specbench/...` (SPECBENCH_HOME when set: where jobs write);
+    # .parquet or .npz (workload real_speech: a .parquet or a folder of them)
     scores: Path = field(default=Path(".specbench/scores/am_slurp/test.parquet"),
-                         metadata=_input(SCORES_FIX, unless="scores_job"))
+                         metadata=_input(SCORES_FIX, unless="scores_job",
+                                         folder_when=("workload", "real_speech")))
     # an `eval_am` job (relative to the job file) whose test scores to decode instead of `scores`: the ones
     # it writes to the work directory's scores/<its name>/test.parquet (a suite runs it first)
     scores_job: Path | None = field(default=None, metadata=_input(EVAL_AM_JOB_FIX, "job", "eval_am"))

@@ -49,6 +49,16 @@ class TrackingSection:
 
     experiment: str = "specbench"
 
+    def __post_init__(self) -> None:
+        # MLflow refuses an empty name only once the run opens; say so when the job file is read
+        name = self.experiment
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"experiment = {name!r}: an empty experiment name. Fix: set experiment to a "
+                             'name, e.g. experiment = "bench", or remove the key to use the default')
+        if name != name.strip():
+            raise ValueError(f"experiment = {name!r}: spaces around the name (MLflow would keep them, making "
+                             f"another experiment). Fix: write experiment = {name.strip()!r}")
+
 
 @dataclass(frozen=True)
 class LmSection:

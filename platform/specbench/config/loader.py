@@ -8,8 +8,10 @@ business (`specbench.experiments.registry.load_config`); this module only builds
 table.
 
 A field that names a file the job reads (a model, another job file) carries `config_input` metadata;
-`check_inputs` checks that every such file exists before a job is run or reported valid, so that a job
-pointing at a missing model fails at once with the key and the fix, before any MLflow run is opened.
+`check_inputs` checks that every such file exists and is a file (a folder only where the metadata allows
+one) before a job is run or reported valid, so that a job pointing at a missing model fails at once with the
+key and the fix, before any MLflow run is opened. Those paths resolve as the run resolves them
+(`paths.from_root`: `.specbench/...` in the work directory, `SPECBENCH_HOME` when set).
 """
 
 from __future__ import annotations
@@ -90,6 +92,9 @@ def _convert(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[st
     if typ is Path:
         if not isinstance(value, str):
             raise _fail(path, key, value, "wrong type; allowed: a path string")
+        if not value.strip():
+            raise _fail(path, key, value, "an empty path (it would mean the project folder itself)",
+                        f"Fix: set '{key}' to the path of a file, or remove the key to use its default.")
         return Path(value)
     return _check_scalar(path, key, value, typ, meta)
 
@@ -143,6 +148,10 @@ def load_job_file(path: Path, kinds: typing.Mapping[str, type]) -> Any:
     if kind is None:
         raise ConfigError(f"{path}: required key 'kind' is missing; allowed: {allowed}. Fix: add a line "
                           'kind = "..." at the top, e.g. kind = "graph".')
+    if not isinstance(kind, str):
+        raise _fail(path, "kind", kind,
+                    f"wrong type {type(kind).__name__}; allowed: a string, one of {allowed}",
+                    'Fix: give one kind as a quoted string, e.g. kind = "graph".')
     if kind == "suite":
         return _load_suite(path, table)
     if kind not in kinds:
@@ -175,23 +184,32 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
 
 
 def config_input(fix: str, relative_to: str = "project", kind: str | None = None,
-                 unless: str | None = None, reads: str | None = None) -> dict[str, Any]:
-    """Field metadata: the field names a file the job reads, relative to the project root (`"project"`) or
-    to the job file (`"job"`); `fix` ("Fix: ...") says how to make it; `kind`: the file is a job file of
-    that kind; `unless`: another field of the same section that, when set, replaces this one (the file is
-    then not read); `reads`: the kind of model file it must hold (a key of `input_files.KINDS`).
-    `check_inputs` checks it exists (and is of that kind, or holds that kind of model)."""
+                 unless: str | None = None, reads: str | None = None,
+                 folder_when: tuple[str, Any] | None = None) -> dict[str, Any]:
+    """Field metadata: the field names a file the job reads, relative to the project root (`"project"`,
+    resolved by `paths.from_root`: `.specbench/...` is in the work directory) or to the job file (`"job"`);
+    `fix` ("Fix: ...") says how to make it; `kind`: the file is a job file of that kind; `unless`: another
+    field of the same section that, when set, replaces this one (the file is then not read); `reads`: the
+    kind of model file it must hold (a key of `input_files.KINDS`); `folder_when`: (field, value): it may
+    name a folder instead of a file where that field of the same section has that value (otherwise it must
+    be a file). `check_inputs` checks it exists (and is of that kind, or holds that kind of model)."""
     if relative_to not in ("project", "job"):
         raise ValueError(f"relative_to must be 'project' or 'job', got {relative_to!r}")
-    return {"input": (relative_to, fix, kind, unless, reads)}
+    if folder_when is not None and (kind is not None or reads is not None):
+        raise ValueError("folder_when is for data folders, not job files or models")
+    meta: dict[str, Any] = {"input": (relative_to, fix, kind, unless, reads)}
+    if folder_when is not None:
+        meta["input_folder_when"] = folder_when
+    return meta
 
 
 def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
                  where: Callable[[Path, str], str] | None = None) -> None:
     """Check that every input file (`config_input` fields, in nested sections too) of the job at `path`, or
     of every job of a suite or nightly file (each loaded with `load`), exists; else a `DataError` naming the
-    job file, the key, the missing file and the fix. `where(job_path, key)` words where a bad value was given
-    (default: "<job file>: key '<key>'"; a command line names its option instead).
+    job file, the key, the missing file and the fix. A folder where a file is needed (every input but one
+    whose `folder_when` holds) is a `ConfigError` with the same parts. `where(job_path, key)` words where a
+    bad value was given (default: "<job file>: key '<key>'"; a command line names its option instead).
 
     In a suite or nightly, a file an earlier job of it writes (its `output`, or a sibling named after it such
     as `<output stem>_nopersonal.pt`) counts as present: the job that needs it runs after it is written."""
@@ -199,13 +217,24 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
     written: list[Path] = []
     where = where or (lambda job_path, key: f"{job_path}: key '{key}'")
     for job_path, job_config in member_jobs(path, config, load):
-        for key, value, file, fix, kind, reads in _inputs(job_path, job_config):
-            if kind is not None and file.is_file():
+        for key, value, file, fix, kind, reads, folder in _inputs(job_path, job_config):
+            if not file.exists():
+                if any(_written_as(file, out) for out in written):
+                    continue
+                raise DataError(f"{where(job_path, key)} = '{value}': {file} does not exist. {fix}")
+            if not file.is_file() and not (folder is True and file.is_dir()):
+                what = "a folder" if file.is_dir() else "not a regular file"
+                needs = "a job file" if kind is not None else "a file"
+                if isinstance(folder, str):
+                    needs += f" (a folder only with {folder})"
+                raise ConfigError(f"{where(job_path, key)} = '{value}': {file} is {what}; it must name "
+                                  f"{needs}. {fix}")
+            if kind is not None:
                 found = config_kind(load(file))
                 if found != kind:
                     raise ConfigError(f"{where(job_path, key)} = '{value}' names a kind = \"{found}\" job; it "
                                       f"must name a kind = \"{kind}\" job. {fix}")
-            if reads is not None and file.is_file():
+            if reads is not None:
                 from specbench.input_files import problem
 
                 wrong = problem(reads, file)
@@ -213,9 +242,6 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
                     a = "an" if reads[0] in "aeiou" else "a"
                     raise DataError(f"{where(job_path, key)} = '{value}': {file} is not {a} {reads}: {wrong}. "
                                     f"Fix: point it at {a} {reads}.")
-            if file.exists() or any(_written_as(file, out) for out in written):
-                continue
-            raise DataError(f"{where(job_path, key)} = '{value}': {file} does not exist. {fix}")
         output = getattr(job_config, "output", None)
         if isinstance(output, Path):
             written.append(from_root(output))
@@ -232,9 +258,10 @@ def member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[tu
 
 
 def _inputs(job_path: Path, config: Any,
-            prefix: str = "") -> Iterator[tuple[str, Path, Path, str, str | None, str | None]]:
-    """(key, value, resolved path, fix, job kind, model kind) of every `config_input` field that is set, nested
-    sections too."""
+            prefix: str = "") -> Iterator[tuple[str, Path, Path, str, str | None, str | None, bool | str]]:
+    """(key, value, resolved path, fix, job kind, model kind, folder) of every `config_input` field that is
+    set, nested sections too; folder: True where it may name a folder, else False, or the setting that would
+    allow one (`key = "value"`, for the message)."""
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if dataclasses.is_dataclass(value):
@@ -244,8 +271,12 @@ def _inputs(job_path: Path, config: Any,
             if unless is not None and getattr(config, unless) is not None:
                 continue
             resolved = from_root(value) if relative_to == "project" else (
-                value if value.is_absolute() else job_path.parent / value)
-            yield prefix + f.name, value, resolved, fix, kind, reads
+                value if value.is_absolute() else (job_path.parent / value).resolve())
+            folder: bool | str = False
+            if "input_folder_when" in f.metadata:
+                other, wanted = f.metadata["input_folder_when"]
+                folder = getattr(config, other) == wanted or f'{prefix}{other} = "{wanted}"'
+            yield prefix + f.name, value, resolved, fix, kind, reads, folder
 
 
 def _written_as(file: Path, output: Path) -> bool:
