@@ -5,15 +5,21 @@ metric, the baseline value and the new value) on any regression.
 The nightly is one parent MLflow run (`kind = nightly`, in the file's `[tracking] experiment`) with each job
 as a nested child run in the same experiment (`experiments/runner.py`): the parent carries the children's
 headline metrics, the report as artifacts, `nightly.checks` and `nightly.regressions`, and the printed
-summary as its description; it ends FAILED when there is a regression.
+summary as its description; it ends FAILED when there is a regression. Once the checks have run, the parent
+and every child run are tagged `nightly.verdict` = `passed` or `regressed` (the nightly's outcome).
 
 Checked before anything runs: every job file loads, and every headline metric the jobs produce
 (the registry's `nightly_metrics`) has a `[[tolerance]]`. The baseline of a job's run is the run of the same job
 (same experiment and run name) tagged `baseline=true` (`specbench baseline set RUN_ID`), else the latest
-finished earlier nightly run of that job, in both cases of the job kind's current `metrics_version`
-(`experiments.registry`). When earlier runs exist but none of that version, the metrics changed meaning: the
-baseline is reset (nothing to compare; the tolerances' absolute bounds still apply), the reason is printed
-and tagged on the job's run as `baseline.reason`, and that run is the next nightly's baseline.
+finished earlier nightly run of that job from a nightly that passed (a regressed nightly's runs are never
+baselines, so a regression cannot become the norm; an untagged run counts when its nightly's parent run ended
+FINISHED), in both cases of the job kind's current `metrics_version` (`experiments.registry`). A metric the
+baseline run has no finite value of (NaN, or not logged) is compared with the newest older passing nightly
+run that has one; where none has, the check says "no baseline value" (printed with the runs searched) and
+only the absolute bounds apply. When earlier runs exist but none of that version, the metrics changed meaning:
+the baseline is reset (nothing to compare; the tolerances' absolute bounds still apply), the reason is
+printed and tagged on the job's run as `baseline.reason`, and that run is the next nightly's baseline (if
+that nightly passes).
 """
 
 from __future__ import annotations
@@ -28,7 +34,14 @@ from specbench.errors import ConfigError, SpecbenchError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
 from specbench.experiments.runner import JobRun, SuiteRun
 from specbench.reports.nightly import Check, render_html, render_markdown, write_plot
-from specbench.tracking.baseline import find_baseline, note_baseline_reset
+from specbench.tracking.baseline import (
+    PASSED,
+    REGRESSED,
+    VERDICT_TAG,
+    find_baseline,
+    note_baseline_reset,
+    record_nightly_verdict,
+)
 
 
 class RegressionError(SpecbenchError):
@@ -43,7 +56,7 @@ def judge(rule: ToleranceRule, new: float, baseline: float | None) -> str | None
         return f"{new:.6g} is below the minimum {rule.min:.6g}"
     if rule.max is not None and new > rule.max:
         return f"{new:.6g} is above the maximum {rule.max:.6g}"
-    if baseline is None:
+    if baseline is None or not math.isfinite(baseline):  # find_baseline never gives one that is not finite
         return None
     if rule.max_drop is not None and new < baseline - rule.max_drop:
         return f"fell from {baseline:.6g} to {new:.6g} (allowed drop {rule.max_drop:.6g})"
@@ -86,21 +99,26 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
     """The job's headline metrics against its baseline (see the module docstring)."""
     checks = []
     kind = JOBS[config_kind(job_config)]
-    base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version)
+    metrics = job.metrics
+    wanted = list(kind.nightly_metrics) + [m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
+    base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version,
+                         wanted)
     if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
         reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
         note_baseline_reset(job.run_id, reason, opts.tracking_uri)
         job.lines.append(f"  baseline reset for {job.run_name} ({reason})")
-    metrics = job.metrics
-    wanted = list(JOBS[config_kind(job_config)].nightly_metrics) + [
-        m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
+    for metric, why in sorted(base.missing.items()) if base else ():
+        job.lines.append(f"  no baseline value for {metric} of {job.run_name}: {why}; only its absolute "
+                         "bounds are checked. Fix: nothing to do for a new metric; else make a run that "
+                         "logged it the baseline (`specbench baseline set RUN_ID`)")
     for metric in wanted:
         if metric not in metrics:
             checks.append(Check(job.run_name, metric, math.nan, None, None, rules[metric],
                                 "the job did not log it"))
             continue
-        old = base[1].get(metric) if base else None
-        checks.append(Check(job.run_name, metric, metrics[metric], old, base[0] if base else None, rules[metric],
+        old = base.metrics.get(metric) if base else None
+        source = base.sources.get(metric, base.run_id) if base else None
+        checks.append(Check(job.run_name, metric, metrics[metric], old, source, rules[metric],
                             judge(rules[metric], metrics[metric], old)))
     return checks
 
@@ -123,6 +141,13 @@ def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str
             run.log_artifact(plot)
         bad = [c for c in checks if c.problem]
         run.log_metrics({"nightly.checks": float(len(checks)), "nightly.regressions": float(len(bad))})
+        verdict = REGRESSED if bad else PASSED  # only a passed nightly's runs are later baselines
+        run.set_tags({VERDICT_TAG: verdict})
+        untagged = record_nightly_verdict([j.run_id for j in suite.jobs], verdict, opts.tracking_uri)
+        if untagged:
+            lines.append(f"  {VERDICT_TAG} not tagged on {', '.join(untagged)} (offline, or the server was "
+                         "unreachable): as later baselines they count only if this nightly's parent run ends "
+                         "FINISHED")
         verdicts = [f"  {c.verdict:16} {c.job} {c.metric}: {c.new:.6g} (baseline "
                     f"{c.baseline if c.baseline is not None else '-'})" for c in checks]
         report = [f"  report: artifacts regression_report.md/.html of run {run.run_id}"]

@@ -1,14 +1,38 @@
 """Baselines for the nightly: `specbench baseline set RUN_ID` tags one run per (experiment, run name) with
-`baseline=true`; `find_baseline` returns it, else the latest finished nightly run of that job, in both cases
-only among runs whose `metrics.version` tag (absent: 1) is the version asked for."""
+`baseline=true`; `find_baseline` returns it, else the latest nightly run of that job from a nightly that
+passed, in both cases only among runs whose `metrics.version` tag (absent: 1) is the version asked for.
+
+Once a nightly's checks have run, `record_nightly_verdict` tags its runs `nightly.verdict` = `passed` or
+`regressed`. Only runs of a nightly that passed are "previous nightly" baselines, so a regression never
+becomes the next night's baseline (it would otherwise pass from then on). A nightly child run without that
+tag (logged before the tag existed, offline, or by a nightly that stopped before its checks) counts only when
+its parent run, the nightly, ended FINISHED: a nightly's parent ends FAILED on a regression or a crash.
+
+A baseline value must be a finite number: where the chosen run has none for a metric (NaN, infinite, or not
+logged), that metric's value comes from the next older passing nightly run of the job that has one (its run is
+named per metric in `Baseline.sources`), and where no run has one, `Baseline.missing` says why, so the caller
+reports "no baseline value" instead of silently comparing with nothing."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+
+from mlflow.entities import Run
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
+from specbench.tracking.journal import is_unreachable
 from specbench.tracking.queries import resolve_run_id
+from specbench.tracking.runs import OFFLINE_PREFIX, PARENT_TAG
 from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
+
+VERDICT_TAG = "nightly.verdict"  # on a nightly's parent and child runs once its checks have run
+PASSED, REGRESSED = "passed", "regressed"
+_PAGE = 100
+_MAX_LOOKBACK = 1000  # earlier nightly runs of one job searched for a baseline (newest first)
 
 
 def _client(tracking_uri: str | None) -> MlflowClient:
@@ -37,23 +61,130 @@ def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | Non
     return run_id, name
 
 
+@dataclass(frozen=True)
+class Baseline:
+    """The baseline of a job's run. `run_id` and `why` ("baseline=true" or "previous nightly"): the run
+    chosen; `metrics`: its finite metrics, plus, for each metric asked for that it has no finite value of,
+    the value of the newest older passing nightly run that has one; `sources`: the run each value of
+    `metrics` comes from; `missing`: each metric asked for without any finite baseline value, with why."""
+
+    run_id: str
+    why: str
+    metrics: dict[str, float]
+    sources: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+
+def _version_ok(run: Run, metrics_version: int | None) -> bool:
+    tag = run.data.tags.get("metrics.version", "1")
+    version = int(tag) if tag.isdigit() else None  # a hand-edited, unreadable tag: not a baseline
+    return metrics_version is None or version == metrics_version
+
+
+def _runs(client: MlflowClient, experiment_id: str, where: str) -> Iterator[Run]:
+    """The runs matching `where`, newest first, page by page (at most `_MAX_LOOKBACK`)."""
+    token, seen = None, 0
+    while seen < _MAX_LOOKBACK:
+        page = client.search_runs([experiment_id], filter_string=where, max_results=_PAGE, page_token=token,
+                                  order_by=["attributes.start_time DESC"])
+        for run in page:
+            seen += 1
+            yield run
+        token = page.token
+        if not token or not page:
+            return
+
+
+def nightly_passed(client: MlflowClient, run: Run, parents: dict[str, str | None] | None = None) -> bool:
+    """Whether `run`, a nightly's child run, belongs to a nightly that passed: its `nightly.verdict` tag, or,
+    without one, its parent run's status (FINISHED: passed; FAILED, missing, or no parent: not)."""
+    verdict = run.data.tags.get(VERDICT_TAG)
+    if verdict is not None:
+        return verdict == PASSED
+    parent = run.data.tags.get(PARENT_TAG)
+    if not parent:
+        return False
+    parents = {} if parents is None else parents
+    if parent not in parents:
+        try:
+            parents[parent] = client.get_run(parent).info.status
+        except MlflowException as err:
+            if is_unreachable(err):
+                raise
+            parents[parent] = None  # deleted or never synced: no verdict to trust
+    return parents[parent] == "FINISHED"
+
+
 def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_uri: str | None = None,
-                  metrics_version: int | None = None) -> tuple[str, dict[str, float], str] | None:
-    """(run id, metrics, how it was chosen) of the baseline of a job's run: the run tagged baseline=true,
-    else the latest finished nightly run of the same job before this nightly; with `metrics_version`, only
-    runs of that version count. None when there is none."""
+                  metrics_version: int | None = None, metrics: Sequence[str] = ()) -> Baseline | None:
+    """The baseline of a job's run (see the module docstring): the run tagged baseline=true, else the latest
+    finished nightly run of the same job, from a nightly that passed, before this nightly; with
+    `metrics_version`, only runs of that version count. Each of `metrics` that the chosen run has no finite
+    value of is taken from the newest older passing nightly run that has one, or named in `missing`. None when
+    there is no baseline run at all."""
     client = _client(tracking_uri)
     name = run_name.replace("'", "")
-    for where, why in ((f"tags.baseline = 'true' and attributes.run_name = '{name}'", "baseline=true"),
-                       (f"tags.suite = 'nightly' and attributes.run_name = '{name}' and "
-                        "attributes.status = 'FINISHED'", "previous nightly")):
-        for run in client.search_runs([experiment_id], filter_string=where,
-                                      order_by=["attributes.start_time DESC"], max_results=50):
-            tag = run.data.tags.get("metrics.version", "1")
-            version = int(tag) if tag.isdigit() else None  # a hand-edited, unreadable tag: not a baseline
-            if run.data.tags.get("nightly.id") != nightly_id and (metrics_version is None or version == metrics_version):
-                return run.info.run_id, dict(run.data.metrics), why
-    return None
+
+    def eligible(run: Run) -> bool:
+        return run.data.tags.get("nightly.id") != nightly_id and _version_ok(run, metrics_version)
+
+    explicit = next((r for r in _runs(client, experiment_id,
+                                      f"tags.baseline = 'true' and attributes.run_name = '{name}'")
+                     if eligible(r)), None)
+    parents: dict[str, str | None] = {}
+    nightlies = (r for r in _runs(client, experiment_id, f"tags.suite = 'nightly' and attributes.run_name = "
+                                                         f"'{name}' and attributes.status = 'FINISHED'")
+                 if eligible(r) and (explicit is None or r.info.run_id != explicit.info.run_id)
+                 and nightly_passed(client, r, parents))
+    chosen, why = ((explicit, "baseline=true") if explicit is not None
+                   else (next(nightlies, None), "previous nightly"))
+    if chosen is None:
+        return None
+    values = {k: v for k, v in chosen.data.metrics.items() if math.isfinite(v)}
+    sources = dict.fromkeys(values, chosen.info.run_id)
+    gaps = [m for m in metrics if m not in values]
+    seen = [chosen]
+    for run in nightlies if gaps else ():  # older passing nightlies, for the metrics the chosen run lacks
+        seen.append(run)
+        for metric in [m for m in gaps if math.isfinite(run.data.metrics.get(m, math.nan))]:
+            values[metric], sources[metric] = run.data.metrics[metric], run.info.run_id
+            gaps.remove(metric)
+        if not gaps:
+            break
+    missing = {m: _why_missing(m, seen) for m in gaps}
+    return Baseline(chosen.info.run_id, why, values, sources, missing)
+
+
+def _why_missing(metric: str, runs: Sequence[Run]) -> str:
+    """Why no run of `runs` (the chosen baseline run, then the older passing nightly runs searched) gives
+    `metric` a finite baseline value."""
+    first = runs[0]
+    value = first.data.metrics.get(metric)
+    what = f"baseline run {first.info.run_id} " + ("did not log it" if value is None else f"logged {value}")
+    older = len(runs) - 1
+    return what + (f", nor did any of the {older} older passing nightly runs of the job log a finite value"
+                   if older else ", and no older passing nightly run of the job exists")
+
+
+def record_nightly_verdict(run_ids: Sequence[str], verdict: str,
+                           tracking_uri: str | None = None) -> list[str]:
+    """Tag each run `nightly.verdict` = `verdict` (`passed` or `regressed`) once a nightly's checks have run;
+    returns the runs it could not tag (offline, or the server became unreachable): those count as passed only
+    when their parent run ended FINISHED (`nightly_passed`)."""
+    if verdict not in (PASSED, REGRESSED):
+        raise ValueError(f"nightly verdict {verdict!r}: expected {PASSED!r} or {REGRESSED!r}")
+    client, untagged = _client(tracking_uri), []
+    for run_id in run_ids:
+        if run_id.startswith(OFFLINE_PREFIX):
+            untagged.append(run_id)
+            continue
+        try:
+            client.set_tag(run_id, VERDICT_TAG, verdict)
+        except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
+            if not is_unreachable(err):
+                raise
+            untagged.append(run_id)
+    return untagged
 
 
 def note_baseline_reset(run_id: str, reason: str, tracking_uri: str | None = None) -> None:

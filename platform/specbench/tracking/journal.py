@@ -20,15 +20,22 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import requests
+import urllib3
 from mlflow.entities import Metric, Param, RunTag
-from mlflow.exceptions import MlflowException
+from mlflow.exceptions import MlflowException, RestException
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import SpecbenchError
 from specbench.paths import work_dir
 
-UNREACHABLE_HINTS = ("Max retries exceeded", "Connection refused", "Failed to establish", "Connection aborted",
-                     "Connection reset", "Read timed out", "RemoteDisconnected", "503", "502")
+# HTTP statuses that say the server (or the proxy before it) cannot serve now, not that it refused the request
+UNREACHABLE_STATUS = frozenset({502, 503, 504})
+# transport failures: no HTTP answer at all (refused, reset, timed out), or only transient failures until
+# MLflow's retries ran out (requests' RetryError: 408, 429, 500, 502, 503, 504 each time)
+_TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionError, TimeoutError, requests.exceptions.ConnectionError, requests.exceptions.Timeout,
+    requests.exceptions.RetryError, requests.exceptions.ChunkedEncodingError, urllib3.exceptions.HTTPError)
 
 
 def journal_dir() -> Path:
@@ -36,12 +43,42 @@ def journal_dir() -> Path:
 
 
 def is_unreachable(err: BaseException) -> bool:
-    """Whether an error means the tracking server could not be reached (not a refused request)."""
-    if isinstance(err, (ConnectionError, OSError)):
-        return True
-    text = str(err)
-    return isinstance(err, MlflowException) and any(h in text for h in UNREACHABLE_HINTS) or (
-        type(err).__module__.startswith(("requests", "urllib3")))
+    """Whether an error means the tracking server could not be reached (not a refused request). Decided by the
+    HTTP status (502, 503, 504: unreachable; any other answer: refused) and by the type of a transport error,
+    never by the message, which quotes run ids and values. MLflow wraps a transport error in a generic
+    MlflowException (INTERNAL_ERROR, its message quoting the original), so such a wrapper is judged by the
+    error it was raised from."""
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        status = _http_status(link)
+        if status is not None:
+            return status in UNREACHABLE_STATUS
+        if isinstance(link, _TRANSPORT_ERRORS):
+            return True
+        if not isinstance(link, MlflowException):  # a local store's I/O failure counts, as it always did
+            return isinstance(link, OSError) or type(link).__module__.startswith(("requests", "urllib3"))
+        link = link.__cause__ or (link.__context__ if _is_http_library_error(link.__context__) else None)
+    return False
+
+
+def _http_status(err: BaseException) -> int | None:
+    """The HTTP status an error carries: requests' `response.status_code`, or that of an MlflowException
+    that names a specific error code (a server's answer, e.g. RESOURCE_DOES_NOT_EXIST: 404,
+    TEMPORARILY_UNAVAILABLE: 503); None for a generic INTERNAL_ERROR, which may wrap a transport error."""
+    response = getattr(err, "response", None)
+    code = getattr(response, "status_code", None)
+    if isinstance(code, int):
+        return code
+    specific = isinstance(err, RestException) or getattr(err, "error_code", None) != "INTERNAL_ERROR"
+    if isinstance(err, MlflowException) and specific:
+        return int(err.get_http_status_code())
+    return None
+
+
+def _is_http_library_error(err: BaseException | None) -> bool:
+    return err is not None and type(err).__module__.startswith(("requests", "urllib3"))
 
 
 class Journal:

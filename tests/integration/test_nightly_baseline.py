@@ -1,0 +1,134 @@
+"""Which earlier run is a nightly's baseline, against a real MLflow store (SQLite in tmp_path) and the real
+`run_nightly`, with the graph job's runner replaced by one that logs given metrics: a nightly that regressed
+never becomes the next night's baseline (no ratchet), untagged (legacy) runs count only when their nightly's
+parent run FINISHED, and a baseline value that is NaN is taken from an older passing run or reported."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import mlflow
+import pytest
+
+from specbench.experiments import graph as graph_job
+from specbench.experiments.nightly import RegressionError, run_nightly
+from specbench.experiments.registry import RunOptions, load_config
+from specbench.tracking.baseline import find_baseline, set_baseline
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+JOB = "graph-slurp"
+NIGHTLY = f"""kind = "nightly"
+name = "nightly_test"
+jobs = ["{ROOT / 'jobs' / 'graph_slurp.toml'}"]
+[[tolerance]]
+metric = "graph.states"
+max_drop = 0
+max_rise = 0
+[[tolerance]]
+metric = "graph.arcs"
+max_drop = 0
+[[tolerance]]
+metric = "graph.ppl_test"
+max_rise = 0.5
+[[tolerance]]
+metric = "graph.test_unseen_rate"
+max_rise = 0.001
+[tracking]
+experiment = "nightly_test"
+"""
+
+
+@pytest.fixture
+def nightly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """`nightly(ppl)`: one real nightly whose graph job logs perplexity `ppl` (other metrics fixed); returns
+    its printed lines, or raises RegressionError."""
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))  # journals and artifacts stay in tmp_path
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    path = tmp_path / "nightly.toml"
+    path.write_text(NIGHTLY)
+    ppl = [math.nan]
+
+    def fake_graph(config: Any, job_path: Path, run: Any, opts: RunOptions) -> list[str]:
+        run.log_metrics({"graph.states": 10.0, "graph.arcs": 20.0, "graph.ppl_test": ppl[0],
+                         "graph.test_unseen_rate": 0.01})
+        return [f"fake graph: ppl {ppl[0]}"]
+
+    monkeypatch.setattr(graph_job, "execute", fake_graph)
+
+    def run(value: float) -> list[str]:
+        ppl[0] = value
+        return run_nightly(path, load_config(path), RunOptions(tracking_uri=uri))
+
+    run.uri = uri  # type: ignore[attr-defined]
+    return run
+
+
+def _children(uri: str) -> list[Any]:
+    """The nightly's job runs, newest first."""
+    mlflow.set_tracking_uri(uri)
+    return mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'graph'",
+                              output_format="list", order_by=["attributes.start_time DESC"])
+
+
+def test_a_regressed_nightly_is_not_the_next_baseline(nightly: Any) -> None:
+    """The reviewer's ratchet: 100 passes; 103 fails; 103.4 must still be compared with 100 (and fail), not
+    with 103 (and pass); 100.3 then passes against 100 and is the next baseline."""
+    out = nightly(100.0)
+    assert any("ok (no baseline)" in line and "graph.ppl_test" in line for line in out)
+    with pytest.raises(RegressionError, match=r"rose from 100 to 103 \(allowed rise 0.5\)"):
+        nightly(103.0)
+    first, regressed = _children(nightly.uri)[::-1]
+    assert first.data.tags["nightly.verdict"] == "passed"
+    assert regressed.data.tags["nightly.verdict"] == "regressed"
+    assert regressed.info.status == "FINISHED"  # the child finished: only the verdict keeps it out
+    with pytest.raises(RegressionError, match=r"graph.ppl_test .*baseline 100.0, new 103.4: rose from 100 to "
+                                              r"103.4"):
+        nightly(103.4)
+    out = nightly(100.3)
+    assert any("graph.ppl_test: 100.3 (baseline 100.0)" in line for line in out)
+    passed = _children(nightly.uri)[0]
+    base = find_baseline(passed.info.experiment_id, JOB, "none", nightly.uri, 1, ["graph.ppl_test"])
+    assert base is not None and base.run_id == passed.info.run_id and base.why == "previous nightly"
+    parents = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'nightly'",
+                                 output_format="list", order_by=["attributes.start_time ASC"])
+    assert [p.data.tags["nightly.verdict"] for p in parents] == ["passed", "regressed", "regressed", "passed"]
+
+
+def test_untagged_legacy_runs_count_only_when_their_nightly_finished(nightly: Any) -> None:
+    nightly(100.0)
+    with pytest.raises(RegressionError):
+        nightly(103.0)
+    client = mlflow.MlflowClient(nightly.uri)
+    regressed, passed = _children(nightly.uri)
+    for child in (regressed, passed):  # as logged before the verdict tag existed
+        client.delete_tag(child.info.run_id, "nightly.verdict")
+    base = find_baseline(passed.info.experiment_id, JOB, "none", nightly.uri, 1)
+    assert base is not None and base.run_id == passed.info.run_id  # the regressed one's parent ended FAILED
+    client.delete_tag(client.get_run(passed.info.run_id).data.tags["mlflow.parentRunId"], "nightly.verdict")
+    client.set_terminated(passed.data.tags["mlflow.parentRunId"], "FAILED")
+    assert find_baseline(passed.info.experiment_id, JOB, "none", nightly.uri, 1) is None
+
+
+def test_a_nan_baseline_value_falls_back_to_an_older_passing_run_or_is_reported(nightly: Any) -> None:
+    """A run made the baseline by hand that logged NaN does not switch the check off: the value comes from
+    the newest older passing nightly; with none, the nightly says there is no baseline value."""
+    with pytest.raises(RegressionError, match="not finite"):
+        nightly(math.nan)
+    (nan_run,) = _children(nightly.uri)
+    set_baseline(nan_run.info.run_id, nightly.uri)
+    out = nightly(104.0)  # nothing finite to compare with: said so, absolute bounds only
+    assert any(f"no baseline value for graph.ppl_test of {JOB}: baseline run {nan_run.info.run_id} logged nan"
+               in line for line in out)
+    assert any("ok (no baseline)" in line and "graph.ppl_test" in line for line in out)
+    assert any("graph.arcs: 20 (baseline 20.0)" in line for line in out)  # the other metrics: from nan_run
+    with pytest.raises(RegressionError, match=r"rose from 104 to 106"):
+        nightly(106.0)  # ppl from the passing nightly (104) under the NaN explicit baseline
+    newest_passing = _children(nightly.uri)[1]
+    base = find_baseline(nan_run.info.experiment_id, JOB, "none", nightly.uri, 1, ["graph.ppl_test"])
+    assert base is not None and base.run_id == nan_run.info.run_id and base.why == "baseline=true"
+    assert base.metrics["graph.ppl_test"] == 104.0 and not base.missing
+    assert base.sources["graph.ppl_test"] == newest_passing.info.run_id
+    assert base.sources["graph.arcs"] == nan_run.info.run_id
