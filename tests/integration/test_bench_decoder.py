@@ -6,6 +6,7 @@ process to one core and sets the thread variables to 1, which must not leak into
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -59,3 +60,41 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     assert set(rounds) == {"partials", "partials_lattice", "partial_lattices", "partial_posteriors"}
     assert result["decoder.partial_posterior_overhead_median"] > 1.0 and result["partial_posteriors_partials"] > 0
     assert result["partial_posteriors_undefined_share"] == 0.0
+
+
+def test_a_bench_job_whose_backend_fails_ends_its_run_failed_with_what_was_measured(
+        slurp_graph: GraphArtifacts, tmp_path: Path) -> None:
+    """A real benchmark job in which one backend fails at run time (the CPU decoder refuses scores narrower
+    than the graph's input labels; Kaldi's decodes them): the run ends FAILED naming the backend, and what
+    the others measured is logged first (`specbench bench` exits 1 on the same result)."""
+    import numpy as np
+    from mlflow.tracking import MlflowClient
+
+    rng = np.random.default_rng(2)
+    scores = tmp_path / "narrow.npz"  # 10 columns for a graph whose labels go up to 40; held-out-voice ids
+    np.savez(scores, **{f"u{i}-flite-rms-{i}": np.log(rng.dirichlet(np.ones(10), size=30)).astype(np.float32)
+                        for i in range(2)})
+    job = tmp_path / "bench_fails.toml"
+    job.write_text(f'kind = "bench_decoder"\nname = "bench_fails"\ngraph_job = "{ROOT / "jobs" / "graph_slurp.toml"}"\n'
+                   f'graph = "{slurp_graph.tlg}"\nscores = "{scores}"\nframe_shift_ms = 40.0\nutterances = 2\n'
+                   'backends = ["kaldi", "cpu"]\nratio_rounds = 0\nstream_utterances = 0\nstream_seconds = 0.0\n'
+                   'graph_copies = []\n[tracking]\nexperiment = "bench_fails"\n')
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    env = dict(os.environ, SPECBENCH_HOME=str(tmp_path / "home"))
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, "-m", "specbench", "--tracking-uri", uri, "run", str(job)], cwd=ROOT,
+                          capture_output=True, text=True, encoding="utf-8", timeout=600, env=env)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    err = proc.stderr
+    assert "these backends failed: cpu (ValueError: utterance" in err and "needs at least 40" in err, err[-3000:]
+    assert f"leave those backends out of `backends` in {job}" in err and "Traceback" not in err
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([client.get_experiment_by_name("bench_fails").experiment_id])
+    assert run.info.status == "FAILED"
+    assert "BackendsFailed" in run.data.tags["error"] and "these backends failed: cpu" in run.data.tags["error"]
+    assert "FAILED: bench decoder: these backends failed: cpu" in run.data.tags["mlflow.note.content"]
+    assert run.data.metrics["bench.decoder.kaldi_rtfx"] > 0  # what Kaldi measured is kept
+    assert "bench.decoder.cpu_rtfx" not in run.data.metrics
+    result = json.loads(Path(client.download_artifacts(run.info.run_id, "bench_decoder.json", str(tmp_path)))
+                        .read_text())
+    assert result["errors"] == ["cpu"] and result["backends"]["kaldi"] == {"status": "ok"}

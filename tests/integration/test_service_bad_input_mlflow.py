@@ -1,6 +1,7 @@
 """Bad input to the service verbs against a real MLflow SQLite store (and a real `mlflow server` process):
 `specbench sync` sends the journals it can read and names the ones it cannot; a torn journal's run ends
-FAILED, not RUNNING; a job given a Ray cluster that is not there ends its MLflow run FAILED in seconds; the UI
+FAILED, not RUNNING; a job given a Ray cluster that is not there ends its MLflow run FAILED in seconds, and
+`decode --workers` is refused one (both in a process of their own, as a user runs them); the UI
 server's own last words reach the user; the embedded default store that does not exist yet has no runs."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from specbench.cli import main
+from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.tracking.runs import ABANDONED_ERROR, TORN_ERROR
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
@@ -141,6 +143,51 @@ def test_a_job_given_an_absent_ray_cluster_fails_fast_and_ends_its_run_failed(
     client = MlflowClient(uri)
     (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
     assert run.info.status == "FAILED" and "cannot reach the Ray cluster" in run.data.tags["error"]
+
+
+def _specbench(*argv: str, home: Path) -> subprocess.CompletedProcess:
+    """`python -m specbench ARGV` in a process of its own (no Ray yet, as a user's), in the work directory
+    `home`."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    return subprocess.run([sys.executable, "-m", "specbench", *argv], cwd=ROOT, capture_output=True, text=True,
+                          encoding="utf-8", timeout=300, env=dict(env, SPECBENCH_HOME=str(home)))
+
+
+def test_jobs_that_start_ray_themselves_are_refused_an_absent_ray_cluster_too(tmp_path: Path, home: Path) -> None:
+    """The real-speech job maps its stages without an address of its own: --ray-address is joined by the
+    job runner, inside the run, before the job does any work (not a local Ray started instead)."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    address = f"127.0.0.1:{closed_port()}"
+    start = time.monotonic()
+    proc = _specbench("--tracking-uri", uri, "--ray-address", address, "run",
+                      str(ROOT / "jobs" / "real_speech_quick.toml"), home=home)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert time.monotonic() - start < 60
+    assert f"cannot reach the Ray cluster at {address}" in proc.stderr and "ray start --head" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    client = MlflowClient(uri)
+    (run,) = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert run.info.status == "FAILED" and "cannot reach the Ray cluster" in run.data.tags["error"]
+
+
+def test_decode_on_workers_is_refused_an_absent_ray_cluster(tmp_path: Path, home: Path,
+                                                           slurp_graph: GraphArtifacts) -> None:
+    """`decode --workers 2` joins --ray-address (a local Ray started instead would decode on this machine as
+    if the cluster were there)."""
+    import numpy as np
+
+    graph = slurp_graph
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "scores.npz", **{f"u{i}": np.log(rng.dirichlet(np.ones(40), size=30)).astype(np.float32)
+                                         for i in range(4)})
+    address = f"127.0.0.1:{closed_port()}"
+    out = tmp_path / "out.jsonl"
+    proc = _specbench("--ray-address", address, "decode", "--graph", str(graph.tlg), "--scores",
+                      str(tmp_path / "scores.npz"), "--frame-shift-ms", "40", "--out", str(out), "--workers", "2",
+                      "--backend", "cpu_numpy", home=home)
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert f"cannot reach the Ray cluster at {address}" in proc.stderr and "drop --ray-address" in proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()
 
 
 def test_the_ui_passes_on_what_the_server_said_when_it_exits(tmp_path: Path,

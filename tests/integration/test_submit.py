@@ -1,7 +1,8 @@
 """`specbench submit`, `jobs` and `logs` against a real Ray head started with `ray start` (token auth, the
-Jobs API on its dashboard): the project travels as the job's working_dir and the run lands in MLflow. The job
-works in its working_dir's `.specbench/` and this process in a work directory of its own, so the module runs
-beside the other integration tests (`isolated`)."""
+Jobs API on its dashboard): the project travels as the job's working_dir and the run lands in MLflow, its
+artifacts in the client's work directory (passed as SPECBENCH_HOME), which outlives the working_dir Ray deletes.
+Each test works in a work directory of its own (the job in the submitting test's), so the module runs beside
+the other integration tests (`isolated`)."""
 
 from __future__ import annotations
 
@@ -133,6 +134,27 @@ def test_submitted_job_runs_on_the_cluster_and_logs_to_mlflow(ray_head: str, tmp
     mlflow.set_tracking_uri(uri)
     run = mlflow.search_runs(experiment_names=["simultrans_tiny"], output_format="list")[0]
     assert run.info.status == "FINISHED" and "simul.bleu_full_pooled" in run.data.metrics
+    # the artifacts outlive the job: in this client's work directory, not in Ray's unpacked working_dir
+    artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
+    assert artifacts.is_relative_to(tmp_path / "home" / "mlartifacts"), run.info.artifact_uri
+    assert "_ray_pkg_" not in str(artifacts)
+    for name in ("config.resolved.json", "config/simultrans_tiny.toml"):
+        assert (artifacts / name).is_file(), (name, sorted(p.name for p in artifacts.rglob("*")))
+    assert list(artifacts.rglob("simultrans_report.json")), sorted(p.name for p in artifacts.rglob("*"))
+
+
+def test_a_local_store_inside_rays_working_dir_is_refused_before_any_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A job started in Ray's unpacked working_dir without SPECBENCH_HOME (e.g. by `ray job submit`): its
+    work directory, and with a SQLite store its artifacts, would be deleted with the job."""
+    package = tmp_path / "runtime_resources" / "working_dir_files" / "_ray_pkg_0123abcd"
+    monkeypatch.setenv("SPECBENCH_HOME", str(package / ".specbench"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(["--tracking-uri", uri, "run", str(ROOT / "tests" / "jobs" / "simultrans_tiny.toml")]) == 2
+    err = capsys.readouterr().err
+    assert f"inside the working_dir that Ray unpacked for the job ({package})" in err, err
+    assert "specbench submit" in err and "SPECBENCH_HOME" in err and "Fix:" in err
+    assert not (tmp_path / "mlflow.db").exists()  # refused before any experiment or run was created
 
 
 def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Path,

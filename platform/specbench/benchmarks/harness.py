@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from specbench.errors import SpecbenchError
+
 T = TypeVar("T")
 
 
@@ -107,14 +109,44 @@ def emit(result: dict[str, Any], output: Path | None) -> None:
         os.replace(tmp, output)
 
 
+def failed_backends_message(result: dict[str, Any], job_path: Path | None = None) -> str | None:
+    """None when the result lists no failed backends (`errors`), else the message that names them, their
+    reasons and the fix."""
+    errors = list(result.get("errors") or [])
+    if not errors:
+        return None
+    backends = result.get("backends") or {}
+    failed = "; ".join(f"{name} ({str((backends.get(name) or {}).get('reason', 'no reason recorded'))[:300]})"
+                       for name in errors)
+    where = f"`backends` in {job_path}" if job_path is not None else "the job's `backends`"
+    return (f"bench {result.get('bench', '?')}: these backends failed: {failed}; what the "
+            f"others measured is logged, and each failure's traceback is under `backends` in the run's artifact "
+            f"bench_{result.get('bench', '?')}.json. Fix: repair what failed, or leave those backends out of "
+            f"{where}.")
+
+
+class BackendsFailed(SpecbenchError):
+    """A benchmark ran, but some of its backends failed (`result["errors"]`): the run ends FAILED."""
+
+
 def runner(measure: Callable[[Any, Path], dict[str, Any]],
            summary: Callable[[dict[str, Any]], list[str]]) -> Callable[..., list[str]]:
-    """The job runner of a benchmark (the registry's `execute`): measure, log to the job's run, summarize."""
+    """The job runner of a benchmark (the registry's `execute`): measure, log to the job's run, summarize.
+    When backends failed (`result["errors"]`), everything measured is logged first (metrics, the JSON, the
+    summary as the run's description), then BackendsFailed ends the run FAILED, naming them."""
 
     def execute(config: Any, path: Path, run: Any, opts: Any) -> list[str]:
         result = measure(config, Path(path))
         if run is not None:
             record(result, run)
-        return summary(result)
+        lines = summary(result)
+        failed = failed_backends_message(result, Path(path))
+        if failed is None:
+            return lines
+        if run is not None:
+            run.set_description([*lines, f"  FAILED: {failed}"])
+        for line in lines:  # what was measured still reaches the console
+            print(line, file=sys.stderr, flush=True)
+        raise BackendsFailed(failed)
 
     return execute

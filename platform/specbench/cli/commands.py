@@ -101,7 +101,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.experiments.registry import load_config
     from specbench.paths import project_root
-    from specbench.runtime.jobs import check_dashboard_address, follow_logs, status, submit
+    from specbench.runtime.jobs import check_dashboard_address, follow_logs, status, submission_home, submit
     from specbench.tracking.store import resolve_tracking_uri
 
     check_dashboard_address(args.address)  # its form, before anything is read
@@ -115,10 +115,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
                           "other job files are relative to it) and submit that copy.") from err
     _checked_config(args.file)  # the files it reads and its preflight, before anything is started
     uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
-    job_id = submit(args.address, root, args.file, uri, data_dir())
+    home = submission_home()  # the job's SPECBENCH_HOME: never the working_dir, which Ray deletes with the job
+    job_id = submit(args.address, root, args.file, uri, data_dir(), home=home)
     print(
-        f"submitted {args.file} as {job_id} to {args.address}; follow it with `specbench logs {job_id} "
-        f"--address {args.address} --follow`",
+        f"submitted {args.file} as {job_id} to {args.address} (work directory {home}: the cluster's nodes "
+        f"must see it at that path; set SPECBENCH_HOME to choose another); follow it with "
+        f"`specbench logs {job_id} --address {args.address} --follow`",
         flush=True,
     )
     if not args.follow:
@@ -260,6 +262,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         partial_every_ms=args.partial_every_ms,
         min_active=args.min_active,
         workers=args.workers,
+        ray_address=args.ray_address,
     )
     print(json.dumps(summary, indent=2))
     return 1 if summary["failed"] == summary["utterances"] else 0

@@ -7,7 +7,9 @@ lane backends (`twin`, `gpu`) decode `LANE_CHUNK` utterances together.
 The one-utterance-at-a-time backends (`cpu`, `cpu_numpy`, `kaldi`) use every core of the machine: `workers`
 decoders (default: one per core for long decodes, see `worker_count`), each a Ray actor with its own
 `DecoderStage`, all mapping the same graph arrays (`wfst.mapped`), so the graph is read once and held in
-memory once. One worker decodes in this process, without Ray."""
+memory once. One worker decodes in this process, without Ray. The workers run on the Ray cluster that
+`ray_address` names (`specbench --ray-address`; None: `$RAY_ADDRESS`, else a local Ray); a cluster that is
+not there is refused before any decoding starts."""
 
 from __future__ import annotations
 
@@ -50,9 +52,10 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                 max_active: int = 10000, acoustic_scale: float = 1.0, frame_shift_ms: float | None = None,
                 words: Path | None = None, lattice_beam: float | None = None, lattice_dir: Path | None = None,
                 partial_every_ms: float | None = None, min_active: int = 20,
-                workers: int | None = None) -> dict[str, Any]:
+                workers: int | None = None, ray_address: str | None = None) -> dict[str, Any]:
     """Decode every utterance of `scores`; returns a summary (counts, failures by reason, frames/s, workers).
-    workers: decoders in parallel (see the module docstring; None: one per core)."""
+    workers: decoders in parallel (see the module docstring; None: one per core); ray_address: the Ray
+    cluster they run on (`--ray-address`; None: `$RAY_ADDRESS`, else a local Ray)."""
     for what, path in (("graph", graph), ("words", words)):
         if path is not None and not Path(path).is_file():
             raise DataError(f"--{what} {path}: no such file. Fix: give the path of an existing file (the "
@@ -82,7 +85,8 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
     else:
         items = list(read_scores(scores, frame_shift_ms))
         used = worker_count(sum(len(m) for _, m, _ in items), workers)
-        rows = _decode_here(stage, iter(items)) if used == 1 else _decode_on_workers(stage, items, used)
+        rows = (_decode_here(stage, iter(items)) if used == 1
+                else _decode_on_workers(stage, items, used, ray_address))
     seconds = time.perf_counter() - start
     if not rows:
         raise DataError(f"{scores}: no utterances to decode. Fix: give a scores file that holds at least one "
@@ -128,9 +132,13 @@ def _decode_here(stage: DecoderStage, stream: Iterator[tuple[str, np.ndarray, fl
 
 
 def _decode_on_workers(stage: DecoderStage, items: list[tuple[str, np.ndarray, float | None]],
-                       workers: int) -> list[dict]:
-    """Decode on `workers` Ray actors (each its own DecoderStage over the shared mapped graph), in order."""
+                       workers: int, ray_address: str | None = None) -> list[dict]:
+    """Decode on `workers` Ray actors (each its own DecoderStage over the shared mapped graph), in order, on
+    the cluster at `ray_address` (joined here, before anything is shared: one that is not there is refused)."""
+    from specbench.runtime import connect
     from specbench.runtime.stages import run_ray
+
+    connect(ray_address)
 
     stage.share_graph()
     table = pa.Table.from_pylist([

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from specbench.config import SuiteConfig, config_kind, config_to_dict, flatten
+from specbench.errors import SpecbenchError
 from specbench.experiments.registry import RunOptions, job_kind, load_config
 from specbench.reports.headline import HEADLINE_METRICS
 from specbench.tracking.runs import TrackedRun
@@ -53,10 +54,23 @@ def run_job(path: Path, config: Any, opts: RunOptions, suite: str | None,
         run.log_params(flatten(resolved))
         run.log_dict(resolved, "config.resolved.json")
         run.log_artifact(path, "config")
+        join_cluster(opts)
         lines = job_kind(kind).load_runner()(config, path, run, opts)
         run.set_description(lines)
         lines.append(f"  MLflow run {run.run_id} in experiment '{experiment}' ({run.tracking_uri})")
         return JobRun(lines, run.run_id, run.run_name, experiment, run.experiment_id, dict(run.metrics))
+
+
+def join_cluster(opts: RunOptions) -> None:
+    """With `--ray-address` (`opts.ray_address`), join that cluster now, inside the job's run: every stage
+    the job then maps reuses this connection, whichever module starts it (a runner that connects without an
+    address would otherwise start a local Ray), and a cluster that is not there ends the run FAILED before
+    the job does any work. Without it, nothing is started here: a job that needs Ray connects on its own
+    (`$RAY_ADDRESS`, else a local Ray), and one that does not need Ray never starts it."""
+    if opts.ray_address:
+        from specbench.runtime import connect
+
+        connect(opts.ray_address)
 
 
 # ---- the suite's parent run --------------------------------------------------------------------------------
@@ -155,10 +169,38 @@ def run_suite(path: Path, config: SuiteConfig, opts: RunOptions) -> list[str]:
         return lines + suite.finish()
 
 
+RAY_PACKAGE_PREFIX = "_ray_pkg_"  # how Ray names the folder it unpacks a submitted job's working_dir into
+
+
+def check_artifacts_outlive_job(opts: RunOptions) -> None:
+    """Refuse, before any MLflow run or experiment is created, a local store (SQLite or file) whose artifacts
+    would land inside the working_dir that Ray unpacked for a submitted job (the work directory defaulted to
+    `<working_dir>/.specbench`): Ray deletes that folder with the job, and the run would end FINISHED with
+    its artifacts gone. `specbench submit` passes the client's work directory as SPECBENCH_HOME; a job
+    submitted some other way (`ray job submit`) must too."""
+    from specbench.paths import work_dir
+    from specbench.tracking.store import resolve_tracking_uri
+
+    uri = resolve_tracking_uri(opts.tracking_uri)
+    if not (uri.startswith("sqlite:") or uri.startswith("file:") or ":" not in uri):
+        return  # an MLflow server or database keeps artifacts where the server says
+    home = work_dir()
+    package = next((p for p in (home, *home.parents) if p.name.startswith(RAY_PACKAGE_PREFIX)), None)
+    if package is None:
+        return
+    raise SpecbenchError(
+        f"the MLflow store {uri} would keep this job's artifacts under {home / 'mlartifacts'}, inside the "
+        f"working_dir that Ray unpacked for the job ({package}) and deletes with it. Fix: submit with "
+        "`specbench submit` (it passes your work directory as SPECBENCH_HOME), or set SPECBENCH_HOME in the "
+        "job's runtime_env env_vars to a folder that outlives the job, or log to an MLflow server "
+        "(`specbench server`, then --tracking-uri http://HOST:5000).")
+
+
 def run_file(path: Path, opts: RunOptions = RunOptions()) -> list[str]:
     """Run a job or suite file; returns the summary lines. Raises on the first failing job."""
     path = Path(path)
     config = load_config(path)
+    check_artifacts_outlive_job(opts)
     if isinstance(config, SuiteConfig):
         return run_suite(path, config, opts)
     if config_kind(config) == "nightly":  # a suite of its own: parent run, child runs, then the comparison

@@ -5,6 +5,11 @@ A submission ships the project as the job's `working_dir` (without `.venv`, `.sp
 need specbench's dependencies installed (see cluster/). The data folder is passed as `SPECBENCH_DATA`
 (it must be readable at that path on the nodes), the MLflow tracking URI as `MLFLOW_TRACKING_URI`: for a
 cluster of several machines an `http://` MLflow server (`specbench server`), so that workers log over HTTP.
+The client's work directory (`SPECBENCH_HOME`, else the checkout's `.specbench/`, as an absolute path) is
+passed as `SPECBENCH_HOME`: the job's graphs, caches, journals and, with a SQLite store, its MLflow artifacts
+go there, not into the unpacked working_dir that Ray deletes with the job (`.specbench` is not uploaded). The
+nodes must see it at that path: on one machine it is the same folder; on several, submit with SPECBENCH_HOME
+set to the cluster's shared work directory (it is not created on the client then).
 Token authentication: the client sends the token of `~/.ray/auth_token` (or `RAY_AUTH_TOKEN`), like the
 rest of the runtime (see cluster.py).
 """
@@ -12,6 +17,7 @@ rest of the runtime (see cluster.py).
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,12 +79,14 @@ def client(address: str) -> JobSubmissionClient:
 
 
 def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, data_dir: Path,
-           job_id: str | None = None) -> str:
-    """Submit `specbench run JOB` with the project as working_dir; returns the job id."""
+           job_id: str | None = None, home: Path | None = None) -> str:
+    """Submit `specbench run JOB` with the project as working_dir; returns the job id. `home`: the job's
+    work directory (`SPECBENCH_HOME` on the cluster; default: `submission_home()`)."""
     relative = job_file.resolve().relative_to(project_root.resolve())
-    entrypoint = f"python -m specbench --tracking-uri {tracking_uri} run {relative}"
+    entrypoint = f"python -m specbench --tracking-uri {shlex.quote(tracking_uri)} run {shlex.quote(str(relative))}"
+    home = Path(home).expanduser().resolve() if home is not None else submission_home()
     env = {"PYTHONPATH": "platform", "MLFLOW_TRACKING_URI": tracking_uri, "SPECBENCH_DATA": str(data_dir),
-           "PYTHONUTF8": "1"}
+           "SPECBENCH_HOME": str(home), "PYTHONUTF8": "1"}
     runtime_env = {"working_dir": str(project_root), "excludes": EXCLUDES, "env_vars": env}
     jobs = client(address)
     deadline = time.monotonic() + AGENT_WAIT_S
@@ -90,6 +98,16 @@ def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, 
                 time.sleep(2.0)  # a cluster that just started: its job agent is not up yet
                 continue
             raise SpecbenchError(f"submitting {job_file} to {address} failed: {err}") from err
+
+
+def submission_home() -> Path:
+    """The work directory a submitted job gets as SPECBENCH_HOME: this process's `SPECBENCH_HOME` as an
+    absolute path (not created here: it may be a mount that only the cluster's nodes have), else the
+    checkout's default work directory `paths.work_dir()`."""
+    from specbench.paths import work_dir
+
+    env = os.environ.get("SPECBENCH_HOME")
+    return Path(env).expanduser().resolve() if env else work_dir()
 
 
 def list_jobs(address: str) -> list[JobInfo]:
