@@ -25,14 +25,15 @@ def project_root() -> Path:
 WORK_DIR_NAME = ".specbench"
 
 
-def _work_dir_location() -> Path:
+def work_dir_location() -> Path:
+    """Where the work directory is (`SPECBENCH_HOME`, else `<root>/.specbench`), without creating it."""
     env = os.environ.get("SPECBENCH_HOME")
     return Path(env).expanduser() if env else project_root() / WORK_DIR_NAME
 
 
 def work_dir() -> Path:
     """`SPECBENCH_HOME`, else `<root>/.specbench`; created on first use."""
-    path = _work_dir_location()
+    path = work_dir_location()
     path.mkdir(parents=True, exist_ok=True)
     return path.resolve()
 
@@ -53,5 +54,5 @@ def from_root(path: Path) -> Path:
     if path.is_absolute():
         return path
     if path.parts and path.parts[0] == WORK_DIR_NAME:
-        return _work_dir_location().resolve().joinpath(*path.parts[1:])
+        return work_dir_location().resolve().joinpath(*path.parts[1:])
     return project_root() / path

@@ -115,14 +115,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
                           "other job files are relative to it) and submit that copy.") from err
     _checked_config(args.file)  # the files it reads and its preflight, before anything is started
     uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
-    home = submission_home()  # the job's SPECBENCH_HOME: never the working_dir, which Ray deletes with the job
+    home = submission_home(uri)  # a SQLite store's artifacts must outlive the working_dir Ray deletes
     job_id = submit(args.address, root, args.file, uri, data_dir(), home=home)
-    print(
-        f"submitted {args.file} as {job_id} to {args.address} (work directory {home}: the cluster's nodes "
-        f"must see it at that path; set SPECBENCH_HOME to choose another); follow it with "
-        f"`specbench logs {job_id} --address {args.address} --follow`",
-        flush=True,
-    )
+    where = (f"work directory {home}: the cluster's nodes must see it at that path; set SPECBENCH_HOME to "
+             "choose another" if home is not None else "the nodes' own work directory")
+    print(f"submitted {args.file} as {job_id} to {args.address} ({where}); follow it with "
+          f"`specbench logs {job_id} --address {args.address} --follow`", flush=True)
     if not args.follow:
         return 0
     for text in follow_logs(args.address, job_id, follow=True):
@@ -390,7 +388,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         limit_threads()  # before numpy is imported, so that its BLAS starts with one thread
     import importlib
 
-    from specbench.benchmarks.harness import emit
+    from specbench.benchmarks.harness import emit, failed_backends_message
     from specbench.config.loader import check_inputs
     from specbench.experiments.registry import JOBS, load_config
     from specbench.paths import project_root
@@ -405,12 +403,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = module.measure(config, job_path)
     result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
     emit(result, args.output)
-    if result.get("errors"):
-        print(
-            f"specbench: bench {args.bench_command}: these backends failed: {', '.join(result['errors'])} "
-            "(see `backends` in the JSON)",
-            file=sys.stderr,
-        )
+    failed = failed_backends_message(result)
+    if failed is not None:
+        print(f"specbench: {failed}", file=sys.stderr)
         return 1
     return 0
 

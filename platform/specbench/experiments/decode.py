@@ -8,8 +8,8 @@ The one-utterance-at-a-time backends (`cpu`, `cpu_numpy`, `kaldi`) use every cor
 decoders (default: one per core for long decodes, see `worker_count`), each a Ray actor with its own
 `DecoderStage`, all mapping the same graph arrays (`wfst.mapped`), so the graph is read once and held in
 memory once. One worker decodes in this process, without Ray. The workers run on the Ray cluster that
-`ray_address` names (`specbench --ray-address`; None: `$RAY_ADDRESS`, else a local Ray); a cluster that is
-not there is refused before any decoding starts."""
+`ray_address` names (`specbench --ray-address`; None: `$RAY_ADDRESS`, else a local Ray); a named cluster that
+is not there is refused before any decoding starts, however many workers decode."""
 
 from __future__ import annotations
 
@@ -79,6 +79,10 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         raise DataError(f"{flag}: {problem}. Fix: change {flag} (`specbench decode --help` shows the "
                         "defaults)") from err
     symbols = SymbolTable.read(words).symbols if words else None
+    if ray_address is not None:  # asked for: refused if it is not there, even where one worker needs no Ray
+        from specbench.runtime import connect
+
+        connect(ray_address)
     start = time.perf_counter()
     if stage.backend in LANE_BACKENDS or workers == 1:
         rows, used = _decode_here(stage, read_scores(scores, frame_shift_ms)), 1

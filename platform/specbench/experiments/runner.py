@@ -173,7 +173,7 @@ RAY_PACKAGE_PREFIX = "_ray_pkg_"  # how Ray names the folder it unpacks a submit
 
 
 def check_artifacts_outlive_job(opts: RunOptions) -> None:
-    """Refuse, before any MLflow run or experiment is created, a local store (SQLite or file) whose artifacts
+    """Refuse, before any MLflow run or experiment is created, a SQLite store whose artifacts
     would land inside the working_dir that Ray unpacked for a submitted job (the work directory defaulted to
     `<working_dir>/.specbench`): Ray deletes that folder with the job, and the run would end FINISHED with
     its artifacts gone. `specbench submit` passes the client's work directory as SPECBENCH_HOME; a job
@@ -182,8 +182,8 @@ def check_artifacts_outlive_job(opts: RunOptions) -> None:
     from specbench.tracking.store import resolve_tracking_uri
 
     uri = resolve_tracking_uri(opts.tracking_uri)
-    if not (uri.startswith("sqlite:") or uri.startswith("file:") or ":" not in uri):
-        return  # an MLflow server or database keeps artifacts where the server says
+    if not uri.startswith("sqlite:"):
+        return  # a server keeps artifacts where it says, a file store beside itself: not in the work directory
     home = work_dir()
     package = next((p for p in (home, *home.parents) if p.name.startswith(RAY_PACKAGE_PREFIX)), None)
     if package is None:

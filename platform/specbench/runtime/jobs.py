@@ -5,11 +5,13 @@ A submission ships the project as the job's `working_dir` (without `.venv`, `.sp
 need specbench's dependencies installed (see cluster/). The data folder is passed as `SPECBENCH_DATA`
 (it must be readable at that path on the nodes), the MLflow tracking URI as `MLFLOW_TRACKING_URI`: for a
 cluster of several machines an `http://` MLflow server (`specbench server`), so that workers log over HTTP.
-The client's work directory (`SPECBENCH_HOME`, else the checkout's `.specbench/`, as an absolute path) is
-passed as `SPECBENCH_HOME`: the job's graphs, caches, journals and, with a SQLite store, its MLflow artifacts
-go there, not into the unpacked working_dir that Ray deletes with the job (`.specbench` is not uploaded). The
-nodes must see it at that path: on one machine it is the same folder; on several, submit with SPECBENCH_HOME
-set to the cluster's shared work directory (it is not created on the client then).
+The job's work directory (`submission_home`): the client's `SPECBENCH_HOME` when it is set (as an absolute
+path; not created on the client, it may be a mount only the nodes have), else, with a SQLite store, the
+checkout's `.specbench/`, so that the run's MLflow artifacts, graphs and caches go there and not into the
+unpacked working_dir that Ray deletes with the job (`.specbench` is not uploaded); the nodes must see it at
+that path (on one machine it is the same folder). With an MLflow server and no `SPECBENCH_HOME` on the client,
+nothing is passed: the nodes keep their own `SPECBENCH_HOME` (the KubeRay manifests' shared `/work`), else
+the working_dir's `.specbench/`, and the artifacts go to the server.
 Token authentication: the client sends the token of `~/.ray/auth_token` (or `RAY_AUTH_TOKEN`), like the
 rest of the runtime (see cluster.py).
 """
@@ -24,11 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from specbench.runtime import cluster as _cluster  # noqa: F401 - sets Ray's auth mode before `import ray`
-
 from ray.job_submission import JobStatus, JobSubmissionClient  # noqa: E402
 
 from specbench.errors import SpecbenchError  # noqa: E402
+from specbench.runtime import cluster as _cluster  # noqa: F401 - sets Ray's auth mode before `import ray`
 
 AGENT_WAIT_S = 90.0  # how long a submission waits for a freshly started cluster's job agent
 EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
@@ -81,12 +82,13 @@ def client(address: str) -> JobSubmissionClient:
 def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, data_dir: Path,
            job_id: str | None = None, home: Path | None = None) -> str:
     """Submit `specbench run JOB` with the project as working_dir; returns the job id. `home`: the job's
-    work directory (`SPECBENCH_HOME` on the cluster; default: `submission_home()`)."""
+    work directory, passed as `SPECBENCH_HOME` (`submission_home`); None passes none (the nodes' own)."""
     relative = job_file.resolve().relative_to(project_root.resolve())
     entrypoint = f"python -m specbench --tracking-uri {shlex.quote(tracking_uri)} run {shlex.quote(str(relative))}"
-    home = Path(home).expanduser().resolve() if home is not None else submission_home()
     env = {"PYTHONPATH": "platform", "MLFLOW_TRACKING_URI": tracking_uri, "SPECBENCH_DATA": str(data_dir),
-           "SPECBENCH_HOME": str(home), "PYTHONUTF8": "1"}
+           "PYTHONUTF8": "1"}
+    if home is not None:
+        env["SPECBENCH_HOME"] = str(Path(home).expanduser().resolve())
     runtime_env = {"working_dir": str(project_root), "excludes": EXCLUDES, "env_vars": env}
     jobs = client(address)
     deadline = time.monotonic() + AGENT_WAIT_S
@@ -100,14 +102,15 @@ def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, 
             raise SpecbenchError(f"submitting {job_file} to {address} failed: {err}") from err
 
 
-def submission_home() -> Path:
-    """The work directory a submitted job gets as SPECBENCH_HOME: this process's `SPECBENCH_HOME` as an
-    absolute path (not created here: it may be a mount that only the cluster's nodes have), else the
-    checkout's default work directory `paths.work_dir()`."""
-    from specbench.paths import work_dir
+def submission_home(tracking_uri: str) -> Path | None:
+    """The work directory a job submitted with `tracking_uri` gets as SPECBENCH_HOME (see the module
+    docstring): this process's `SPECBENCH_HOME` when set, else the checkout's work directory for a SQLite
+    store (whose artifacts must outlive the job's working_dir), else None (the nodes keep their own)."""
+    from specbench.paths import work_dir, work_dir_location
 
-    env = os.environ.get("SPECBENCH_HOME")
-    return Path(env).expanduser().resolve() if env else work_dir()
+    if os.environ.get("SPECBENCH_HOME"):
+        return work_dir_location().resolve()
+    return work_dir() if tracking_uri.startswith("sqlite:") else None
 
 
 def list_jobs(address: str) -> list[JobInfo]:
