@@ -98,3 +98,14 @@ def test_a_bench_job_whose_backend_fails_ends_its_run_failed_with_what_was_measu
     result = json.loads(Path(client.download_artifacts(run.info.run_id, "bench_decoder.json", str(tmp_path)))
                         .read_text())
     assert result["errors"] == ["cpu"] and result["backends"]["kaldi"] == {"status": "ok"}
+    # the `bench decoder` verb on the same workload: exit 1, its own run of the `bench` experiment FAILED
+    proc = subprocess.run([sys.executable, "-m", "specbench", "--tracking-uri", uri, "bench", "decoder", "--graph",
+                           str(slurp_graph.tlg), "--scores", str(scores), "--frame-shift-ms", "40", "--utterances",
+                           "2", "--backends", "kaldi,cpu", "--ratio-rounds", "0", "--stream-utterances", "0",
+                           "--stream-seconds", "0", "--graph-copies", "1", "--output", str(tmp_path / "verb.json")],
+                          cwd=ROOT, capture_output=True, text=True, encoding="utf-8", timeout=600, env=env)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert "these backends failed: cpu" in proc.stderr and "leave those backends out of --backends" in proc.stderr
+    (verb,) = client.search_runs([client.get_experiment_by_name("bench").experiment_id])
+    assert verb.info.status == "FAILED" and "these backends failed: cpu" in verb.data.tags["error"]
+    assert verb.data.metrics["bench.decoder.kaldi_rtfx"] > 0

@@ -114,21 +114,33 @@ def test_untagged_legacy_runs_count_only_when_their_nightly_finished(nightly: An
 
 def test_a_nan_baseline_value_falls_back_to_an_older_passing_run_or_is_reported(nightly: Any) -> None:
     """A run made the baseline by hand that logged NaN does not switch the check off: the value comes from
-    the newest older passing nightly; with none, the nightly says there is no baseline value."""
+    the newest passing nightly older than it (never a newer one, which would move a pinned baseline night by
+    night); with none, the nightly says there is no baseline value."""
+    nightly(100.0)  # the older passing nightly
+    with pytest.raises(RegressionError, match="not finite"):
+        nightly(math.nan)
+    older, nan_run = _children(nightly.uri)[1], _children(nightly.uri)[0]
+    set_baseline(nan_run.info.run_id, nightly.uri)
+    out = nightly(100.2)  # ppl against 100 (older than the pin), the other metrics against nan_run
+    assert any("graph.ppl_test: 100.2 (baseline 100.0)" in line for line in out)
+    assert any("graph.arcs: 20 (baseline 20.0)" in line for line in out)
+    with pytest.raises(RegressionError, match=r"rose from 100 to 106"):
+        nightly(106.0)  # still 100: the passing 100.2 nightly is newer than the pinned run
+    base = find_baseline(nan_run.info.experiment_id, JOB, "none", nightly.uri, 1, ["graph.ppl_test"])
+    assert base is not None and base.run_id == nan_run.info.run_id and base.why == "baseline=true"
+    assert base.metrics["graph.ppl_test"] == 100.0 and not base.missing
+    assert base.sources["graph.ppl_test"] == older.info.run_id
+    assert base.sources["graph.arcs"] == nan_run.info.run_id
+
+
+def test_a_nan_baseline_value_without_an_older_passing_run_is_reported(nightly: Any) -> None:
     with pytest.raises(RegressionError, match="not finite"):
         nightly(math.nan)
     (nan_run,) = _children(nightly.uri)
     set_baseline(nan_run.info.run_id, nightly.uri)
-    out = nightly(104.0)  # nothing finite to compare with: said so, absolute bounds only
-    assert any(f"no baseline value for graph.ppl_test of {JOB}: baseline run {nan_run.info.run_id} logged nan"
-               in line for line in out)
-    assert any("ok (no baseline)" in line and "graph.ppl_test" in line for line in out)
-    assert any("graph.arcs: 20 (baseline 20.0)" in line for line in out)  # the other metrics: from nan_run
-    with pytest.raises(RegressionError, match=r"rose from 104 to 106"):
-        nightly(106.0)  # ppl from the passing nightly (104) under the NaN explicit baseline
-    newest_passing = _children(nightly.uri)[1]
-    base = find_baseline(nan_run.info.experiment_id, JOB, "none", nightly.uri, 1, ["graph.ppl_test"])
-    assert base is not None and base.run_id == nan_run.info.run_id and base.why == "baseline=true"
-    assert base.metrics["graph.ppl_test"] == 104.0 and not base.missing
-    assert base.sources["graph.ppl_test"] == newest_passing.info.run_id
-    assert base.sources["graph.arcs"] == nan_run.info.run_id
+    for ppl in (104.0, 106.0):  # nothing finite to compare with, night after night: said so, bounds only
+        out = nightly(ppl)
+        assert any(f"no baseline value for graph.ppl_test of {JOB}: baseline run {nan_run.info.run_id} logged nan"
+                   in line for line in out)
+        assert any("ok (no baseline)" in line and "graph.ppl_test" in line for line in out)
+        assert any("graph.arcs: 20 (baseline 20.0)" in line for line in out)  # the other metrics: from nan_run

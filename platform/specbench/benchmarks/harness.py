@@ -90,12 +90,22 @@ def record(result: dict[str, Any], run: Any) -> None:
 
 
 def log_bench(result: dict[str, Any], tracking_uri: str | None) -> str:
-    """Log a result as its own run of the `bench` experiment (the `bench` verbs); returns the run id."""
+    """Log a result as its own run of the `bench` experiment (the `bench` verbs); returns the run id. A result
+    whose backends failed (`failed_backends_message`) is logged whole, and its run ends FAILED naming them."""
     from specbench.tracking.runs import TrackedRun
 
-    with TrackedRun("bench", f"bench-{result['bench']}", tracking_uri, {"kind": "bench"}) as run:
+    run = TrackedRun("bench", f"bench-{result['bench']}", tracking_uri, {"kind": "bench"})
+    try:
         record(result, run)
-        return run.run_id
+    except BaseException as err:
+        run.fail(err)
+        raise
+    failed = failed_backends_message(result)
+    if failed is None:
+        run.finish()
+    else:
+        run.fail(BackendsFailed(failed))
+    return run.run_id
 
 
 def emit(result: dict[str, Any], output: Path | None) -> None:
@@ -118,11 +128,11 @@ def failed_backends_message(result: dict[str, Any], job_path: Path | None = None
     backends = result.get("backends") or {}
     failed = "; ".join(f"{name} ({str((backends.get(name) or {}).get('reason', 'no reason recorded'))[:300]})"
                        for name in errors)
-    where = f"`backends` in {job_path}" if job_path is not None else "the job's `backends`"
+    where = f"`backends` in {job_path}" if job_path is not None else "--backends"
     return (f"bench {result.get('bench', '?')}: these backends failed: {failed}; what the "
-            f"others measured is logged, and each failure's traceback is under `backends` in the run's artifact "
-            f"bench_{result.get('bench', '?')}.json. Fix: repair what failed, or leave those backends out of "
-            f"{where}.")
+            f"others measured is logged, and each failure's traceback is under `backends` in the result's JSON "
+            f"(the run's artifact bench_{result.get('bench', '?')}.json). Fix: repair what failed, or leave those "
+            f"backends out of {where}.")
 
 
 class BackendsFailed(SpecbenchError):

@@ -144,7 +144,10 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     sources = dict.fromkeys(values, chosen.info.run_id)
     gaps = [m for m in metrics if m not in values]
     seen = [chosen]
+    started = chosen.info.start_time or 0
     for run in nightlies if gaps else ():  # older passing nightlies, for the metrics the chosen run lacks
+        if (run.info.start_time or 0) >= started:
+            continue  # newer than a pinned baseline: filling from it would move the baseline night by night
         seen.append(run)
         for metric in [m for m in gaps if math.isfinite(run.data.metrics.get(m, math.nan))]:
             values[metric], sources[metric] = run.data.metrics[metric], run.info.run_id
