@@ -9,6 +9,8 @@ from pathlib import Path
 from specbench.code_digest import code_digest, files_digest
 from specbench.wfst import kenlm_tools
 
+ROOT = Path(__file__).resolve().parents[2]
+
 MODULE = '''"""A module."""
 
 RATE = 3
@@ -82,9 +84,12 @@ def test_files_digest_follows_contents_not_the_directory(tmp_path: Path) -> None
 
 
 def test_the_transcript_and_adaptation_caches_follow_the_graph_contents(tmp_path: Path) -> None:
-    from specbench.config import AsrSection
+    """Two graph folders with the same files give the same cache folders; other files, other folders."""
+    from specbench.config import AsrSection, PredictiveAsrConfig
+    from specbench.config.loader import load_job_file
     from specbench.experiments.graph_recipe import GraphArtifacts
     from specbench.experiments.predictive_asr import partials
+    from specbench.experiments.predictive_asr.adaptation import adaptation_dir
 
     checkpoint = _write(tmp_path, "am.pt", "model")
     graphs = []
@@ -96,3 +101,7 @@ def test_the_transcript_and_adaptation_caches_follow_the_graph_contents(tmp_path
     keys = [partials.cache_dir(asr, checkpoint, g).name for g in graphs]
     assert keys[0] == keys[1] != keys[2]
     assert partials.cache_dir(dataclasses.replace(asr, beam=asr.beam + 1), checkpoint, graphs[0]).name != keys[0]
+    job = ROOT / "jobs" / "predictive_asr.toml"  # its [asr] names the ASR headline's adaptation job
+    config = load_job_file(job, {"predictive_asr": PredictiveAsrConfig})
+    keys = [adaptation_dir(config.asr, job, checkpoint, g).name for g in graphs]
+    assert keys[0] == keys[1] != keys[2]

@@ -11,15 +11,16 @@ import pytest
 from specbench.data.real_speech import Recording
 from specbench.errors import DataError
 from specbench.experiments.eval_am import check_pronounced, recordings_metrics
+from specbench.wfst.lexicon import Lexicon
 
 
 def test_a_test_word_without_pronunciation_is_refused_with_the_fix() -> None:
-    rows = [{"normalized_text": "wake me up"}, {"normalized_text": "play zzyzx"}]
-    prons = {w: [("W",)] for w in ("wake", "me", "up", "play")}
-    with pytest.raises(DataError, match=r"job.toml: .*lexicon.txt has no pronunciation of 1 test word\(s\) \(zzyzx\)"
-                                        r".*Fix: .*extra_vocabulary"):
-        check_pronounced(rows, prons, Path("graphs/g/lexicon.txt"), Path("job.toml"))
-    check_pronounced(rows[:1], prons, Path("graphs/g/lexicon.txt"), Path("job.toml"))  # all spelled: passes
+    rows = [{"normalized_text": "wake me up"}, {"normalized_text": "play zzyzx now"}]
+    lexicon = Lexicon({**{w: (("W",),) for w in ("wake", "me", "up", "play")}, "now": ()})  # "now": none either
+    with pytest.raises(DataError, match=r"job.toml: .*lexicon.txt has no pronunciation of 2 test word\(s\) "
+                                        r"\(zzyzx, now\).*Fix: .*extra_vocabulary"):
+        check_pronounced(rows, lexicon, Path("graphs/g/lexicon.txt"), Path("job.toml"))
+    check_pronounced(rows[:1], lexicon, Path("graphs/g/lexicon.txt"), Path("job.toml"))  # all spelled: passes
 
 
 def test_a_recording_without_a_decode_counts_as_all_deletions() -> None:

@@ -64,8 +64,8 @@ def _costs(graph, depth: int) -> dict[tuple[int, ...], float]:
 
 
 def test_a_path_through_the_start_state_again_keeps_its_cost() -> None:
-    """0 -a/0.5-> 1 -eps/-1-> 0 and 0 -b/0.25-> 2 (final): h(start) = -0.5, and each return to the start
-    once cost -h(start) more."""
+    """0 -a/0.5-> 1 -eps/-1-> 0 and 0 -b/0.25-> 2 (final): h(start) = -1 (the epsilon arc 1 -> 0), and each
+    return to the start once cost -h(start) more."""
     graph = from_arrays(0, np.array([np.inf, np.inf, 0.0]), src=np.array([0, 1, 0]), dest=np.array([1, 0, 2]),
                         ilabel=np.array([1, 0, 2]), olabel=np.zeros(3, dtype=int), weight=np.array([0.5, -1.0, 0.25]))
     before, after = _costs(graph, 7), _costs(nonnegative_epsilons(graph), 7)

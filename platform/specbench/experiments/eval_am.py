@@ -49,7 +49,7 @@ from specbench.paths import from_root, work_dir
 from specbench.reports import model_card
 from specbench.runtime import connect, run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
-from specbench.wfst.lexicon import PHONES, read_lexicon
+from specbench.wfst.lexicon import PHONES, Lexicon, read_lexicon
 from specbench.wfst.symbols import SymbolTable
 
 if TYPE_CHECKING:
@@ -87,12 +87,12 @@ def _wer_of(rows: list[dict], hyps: dict[str, list[str]]) -> float:
     return wer([r["normalized_text"].split() for r in rows], [hyps.get(r["utt_id"], []) for r in rows])
 
 
-def check_pronounced(rows: list[dict], prons: dict, lexicon: Path, job_path: Path) -> None:
-    """The greedy PER spells each test reference in the graph's lexicon: refuse, before anything is scored,
-    a graph whose lexicon lacks a test word."""
-    missing = sorted({w for r in rows for w in r["normalized_text"].split() if w not in prons})
+def check_pronounced(rows: list[dict], lexicon: Lexicon, path: Path, job_path: Path) -> None:
+    """The greedy PER spells each test reference in the graph's lexicon (`path`): refuse, before anything is
+    scored, a graph whose lexicon lacks a test word."""
+    missing = lexicon.missing(w for r in rows for w in r["normalized_text"].split())
     if missing:
-        raise DataError(f"{job_path}: graph_job's lexicon {lexicon} has no pronunciation of {len(missing)} test "
+        raise DataError(f"{job_path}: graph_job's lexicon {path} has no pronunciation of {len(missing)} test "
                         f"word(s) ({', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}), and the greedy "
                         "phone error rate spells every test reference in it. Fix: build the graph with \"test\" in "
                         "its [lm] extra_vocabulary (as graph_slurp.toml does), or point graph_job at such a graph.")
@@ -268,14 +268,15 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     connect(ray_address)
     checkpoint = from_root(config.checkpoint)
     words = SymbolTable.read(graph.words)
-    prons = dict(read_lexicon(graph.directory / "lexicon.txt").prons)
+    lexicon = read_lexicon(graph.directory / "lexicon.txt")
+    prons = dict(lexicon.prons)
     train_vocab = {w for line in (graph.directory / "train.txt").read_text().splitlines() for w in line.split()}
     out_dir = work_dir() / "scores" / config.name
     all_devel = corpus.rows("devel")
     devel = all_devel[: config.devel_utterances]
     test = corpus.rows("test")
     test = test[: config.test_utterances] if config.test_utterances else test
-    check_pronounced(test, prons, graph.directory / "lexicon.txt", job_path)
+    check_pronounced(test, lexicon, graph.directory / "lexicon.txt", job_path)
     metrics: dict[str, float] = {}
     warps: dict[str, float] = {}
     if config.vtln.enabled:
