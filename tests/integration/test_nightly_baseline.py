@@ -144,3 +144,40 @@ def test_a_nan_baseline_value_without_an_older_passing_run_is_reported(nightly: 
                    in line for line in out)
         assert any("ok (no baseline)" in line and "graph.ppl_test" in line for line in out)
         assert any("graph.arcs: 20 (baseline 20.0)" in line for line in out)  # the other metrics: from nan_run
+
+
+def test_a_failed_job_is_reported_and_the_nightly_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first of two jobs fails: its run ends FAILED, the second still runs and is checked, the report
+    and the error name the failure, and the nightly's runs are tagged regressed."""
+    from specbench.errors import DataError
+
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    graph_text = (ROOT / "jobs" / "graph_slurp.toml").read_text()
+    for name in ("first", "second"):
+        (tmp_path / f"{name}.toml").write_text(graph_text.replace('name = "slurp"', f'name = "{name}"'))
+    path = tmp_path / "nightly.toml"
+    path.write_text(NIGHTLY.replace(f'jobs = ["{ROOT / "jobs" / "graph_slurp.toml"}"]',
+                                    'jobs = ["first.toml", "second.toml"]'))
+
+    def fake_graph(config: Any, job_path: Path, run: Any, opts: RunOptions) -> list[str]:
+        if config.name == "first":
+            raise DataError("first.toml: the LM text is damaged. Fix: fetch it again")
+        run.log_metrics({"graph.states": 10.0, "graph.arcs": 20.0, "graph.ppl_test": 100.0,
+                         "graph.test_unseen_rate": 0.01})
+        return ["fake graph"]
+
+    monkeypatch.setattr(graph_job, "execute", fake_graph)
+    with pytest.raises(RegressionError, match=r"first.toml: the job failed: DataError: first.toml: the LM text"):
+        run_nightly(path, load_config(path), RunOptions(tracking_uri=uri))
+    runs = {r.info.run_name: r for r in _children(uri)}
+    assert runs["graph-first"].info.status == "FAILED" and runs["graph-second"].info.status == "FINISHED"
+    assert runs["graph-second"].data.tags["nightly.verdict"] == "regressed"
+    mlflow.set_tracking_uri(uri)
+    (parent,) = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'nightly'",
+                                   output_format="list")
+    assert parent.info.status == "FAILED" and parent.data.metrics["nightly.regressions"] == 1.0
+    assert parent.data.metrics["nightly.checks"] == 5.0  # the failure, and the second job's four metrics
+    report = Path(mlflow.artifacts.download_artifacts(run_id=parent.info.run_id,
+                                                      artifact_path="regression_report.md", dst_path=str(tmp_path)))
+    assert "| JOB FAILED | first.toml | (the job) |" in report.read_text()

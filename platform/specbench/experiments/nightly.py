@@ -5,8 +5,11 @@ metric, the baseline value and the new value) on any regression.
 The nightly is one parent MLflow run (`kind = nightly`, in the file's `[tracking] experiment`) with each job
 as a nested child run in the same experiment (`experiments/runner.py`): the parent carries the children's
 headline metrics, the report as artifacts, `nightly.checks` and `nightly.regressions`, and the printed
-summary as its description; it ends FAILED when there is a regression. Once the checks have run, the parent
-and every child run are tagged `nightly.verdict` = `passed` or `regressed` (the nightly's outcome).
+summary as its description; it ends FAILED when there is a regression or a job failed. A job that fails (an
+error, or a benchmark whose backends failed) ends its own run FAILED and is reported as a failed check
+(`JOB FAILED`); the nightly goes on with the next job, so one failure does not hide the others' regressions.
+Once the checks have run, the parent and every child run are tagged `nightly.verdict` = `passed` or
+`regressed` (the nightly's outcome).
 
 Checked before anything runs: every job file loads, and every headline metric the jobs produce
 (the registry's `nightly_metrics`) has a `[[tolerance]]`. The baseline of a job's run is the run of the same job
@@ -33,7 +36,7 @@ from specbench.config import NightlyConfig, ToleranceRule, config_kind
 from specbench.errors import ConfigError, SpecbenchError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
 from specbench.experiments.runner import JobRun, SuiteRun
-from specbench.reports.nightly import Check, render_html, render_markdown, write_plot
+from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown, write_plot
 from specbench.tracking.baseline import (
     PASSED,
     REGRESSED,
@@ -131,7 +134,14 @@ def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str
     with SuiteRun(config.tracking.experiment, config.name, "nightly", opts, path, [j for j, _ in jobs],
                   {"nightly.id": nightly_id}) as suite:
         for job, job_config in jobs:
-            done = suite.run_job(job, job_config, suite_tag="nightly", extra_tags={"nightly.id": nightly_id})
+            try:
+                done = suite.run_job(job, job_config, suite_tag="nightly", extra_tags={"nightly.id": nightly_id})
+            except Exception as err:  # noqa: BLE001 - reported as a failed check; the later jobs still run
+                message = f"{type(err).__name__}: {err}"
+                checks.append(Check(job.name, JOB_FAILED, math.nan, None, None, None,
+                                    f"the job failed: {message}"[:2000]))
+                lines.append(f"  {job.name}: FAILED, its run ended FAILED ({message[:500]}); the nightly goes on")
+                continue
             checks += checks_of(done, job_config, rules, nightly_id, opts)  # may add a baseline-reset line
             lines += done.lines
         run = suite.run
@@ -148,12 +158,14 @@ def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str
             lines.append(f"  {VERDICT_TAG} not tagged on {', '.join(untagged)} (offline, or the server was "
                          "unreachable): as later baselines they count only if this nightly's parent run ends "
                          "FINISHED")
-        verdicts = [f"  {c.verdict:16} {c.job} {c.metric}: {c.new:.6g} (baseline "
+        verdicts = [f"  {c.verdict:16} {c.job}: {c.problem}" if c.rule is None else
+                    f"  {c.verdict:16} {c.job} {c.metric}: {c.new:.6g} (baseline "
                     f"{c.baseline if c.baseline is not None else '-'})" for c in checks]
         report = [f"  report: artifacts regression_report.md/.html of run {run.run_id}"]
         if not bad:
             return lines + suite.finish([*verdicts, *report])
         error = RegressionError("nightly regressions: " + "; ".join(
+            f"{c.job}: {c.problem}" if c.rule is None else
             f"{c.metric} ({c.job}): baseline {c.baseline if c.baseline is not None else '-'}, new {c.new:.6g}: "
             f"{c.problem}" for c in bad))
         run.set_description([*suite.summary(), *verdicts, *report])

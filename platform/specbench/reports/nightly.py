@@ -21,12 +21,17 @@ class Check:
     new: float
     baseline: float | None
     baseline_run: str | None
-    rule: ToleranceRule
+    rule: ToleranceRule | None  # None: a job that failed (`metric` is JOB_FAILED, `problem` its error)
     problem: str | None  # None: within tolerance
 
     @property
     def verdict(self) -> str:
+        if self.rule is None:
+            return "JOB FAILED"
         return "REGRESSION" if self.problem else ("ok" if self.baseline is not None else "ok (no baseline)")
+
+
+JOB_FAILED = "(the job)"  # the metric column of a job that failed: it logged nothing to compare
 
 
 def render_markdown(checks: Sequence[Check], nightly_id: str) -> str:
