@@ -20,30 +20,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from write_simultrans_results import dump
+from results_file import finished_run, rounded, write_results
 
-from specbench.tracking.queries import get_run, json_artifact, resolve_run_id, run_minutes
+from specbench.errors import ConfigError
+from specbench.tracking.queries import json_artifact, resolve_run_id, run_minutes
 
 
 def _r(value: Any) -> Any:
-    if isinstance(value, float):
-        return round(value, 4)
-    if isinstance(value, dict):
-        return {k: _r(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_r(v) for v in value]
-    return value
+    return rounded(value, 4)
 
 
 def graph_build(run_id: str, tracking_uri: str | None, note: str) -> dict[str, Any]:
-    run = get_run(run_id, tracking_uri)
-    return {"mlflow_run_id": run_id, "job": "jobs/graph_sphinx.toml", "hardware": run.tags.get("hardware", ""),
+    run = finished_run(run_id, "graph", tracking_uri)
+    return {"mlflow_run_id": run_id, "job": run.tags.get("job_file", ""), "hardware": run.tags.get("hardware", ""),
             "git_commit": run.tags.get("git_commit", ""), "conditions": note,
             "metrics": _r(dict(sorted(run.metrics.items()))), "params": dict(sorted(run.params.items()))}
 
 
 def results(run_id: str, tracking_uri: str | None, note: str, job: str, kind: str = "real_speech") -> dict[str, Any]:
-    run = get_run(run_id, tracking_uri)
+    run = finished_run(run_id, kind, tracking_uri)
     return {
         "job": job, "kind": kind, "mlflow_run_id": run_id, "status": run.status,
         "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
@@ -64,14 +59,17 @@ def main() -> int:
     parser.add_argument("--graph-run", help="the MLflow run of the graph job that built the run's HCLG")
     parser.add_argument("--graph-note", default="", help="the conditions of the graph build (load)")
     args = parser.parse_args()
-    run_id = resolve_run_id(args.run_id, args.tracking_uri)
     output = args.output or ROOT / "benchmarks" / "results" / f"{args.kind}_cpu.json"
-    written = results(run_id, args.tracking_uri, args.note, args.job or f"jobs/{args.kind}.toml", args.kind)
-    if args.graph_run:
-        written["graph_build"] = graph_build(resolve_run_id(args.graph_run, args.tracking_uri), args.tracking_uri,
-                                             args.graph_note)
-    output.write_text(dump(written) + "\n")
-    print(f"wrote {output}")
+    try:
+        run_id = resolve_run_id(args.run_id, args.tracking_uri)
+        written = results(run_id, args.tracking_uri, args.note, args.job or f"jobs/{args.kind}.toml", args.kind)
+        if args.graph_run:
+            written["graph_build"] = graph_build(resolve_run_id(args.graph_run, args.tracking_uri),
+                                                 args.tracking_uri, args.graph_note)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    write_results(output, written)
     return 0
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import csv
 import io
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,17 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from write_simultrans_results import dump
+from results_file import finished_run, rounded, write_results
 
 from specbench.errors import ConfigError
-from specbench.tracking.queries import get_run, resolve_run_id, run_minutes, stepped_metrics, text_artifact
+from specbench.tracking.queries import resolve_run_id, run_minutes, stepped_metrics, text_artifact
 
 
 def _r(value: Any) -> Any:
     """Floats rounded to 4 decimals; NaN and infinities as null (JSON has no NaN)."""
-    if isinstance(value, float):
-        return round(value, 4) if math.isfinite(value) else None
-    return value
+    return rounded(value, 4)
 
 
 def _table(run_id: str, name: str, tracking_uri: str | None) -> dict[str, Any] | None:
@@ -56,7 +53,7 @@ def _table(run_id: str, name: str, tracking_uri: str | None) -> dict[str, Any] |
 
 
 def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
-    run = get_run(run_id, tracking_uri)
+    run = finished_run(run_id, "predictive_asr", tracking_uri)
     swept = stepped_metrics(run_id, tracking_uri)
     return {
         "job": run.tags.get("job_file", "jobs/predictive_asr.toml"), "kind": "predictive_asr", "mlflow_run_id": run_id,
@@ -104,8 +101,7 @@ def main() -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    args.output.write_text(dump(slim(data) if args.slim else data) + "\n", encoding="utf-8")
-    print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)")
+    write_results(args.output, slim(data) if args.slim else data)
     return 0
 
 

@@ -9,15 +9,18 @@ run's `simultrans_report.json` (values rounded to 3 decimals: the tracked tree i
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from specbench.tracking.queries import get_run, json_artifact, resolve_run_id, run_minutes
+from results_file import finished_run, rounded, write_results
+
+from specbench.errors import ConfigError
+from specbench.tracking.queries import json_artifact, resolve_run_id, run_minutes
 
 CURVE_COLUMNS = ("k", "bleu", "laal_words", "al_ref_words", "al_words", "al", "length_ratio", "brevity_penalty")
 CORPUS_COLUMNS = ("bleu", "precision_1", "precision_2", "precision_3", "precision_4", "brevity_penalty",
@@ -27,7 +30,7 @@ ADAPTIVE_COLUMNS = ("threshold", "bleu", "laal_words", "al_ref_words", "al_words
 
 
 def _r(value: Any) -> Any:
-    return round(value, 3) if isinstance(value, float) else value
+    return rounded(value, 3)
 
 
 def _rows(points: list[dict[str, Any]], columns: tuple[str, ...]) -> list[list[Any]]:
@@ -38,7 +41,10 @@ def compact(report: dict[str, Any], grid_k: int) -> dict[str, Any]:
     """The tables of the report, one row per k (or threshold), columns named once."""
     sets: dict[str, Any] = {}
     for split, section in report["sets"].items():
-        at = next(i for i, p in enumerate(section["curves"]["waitk_sbs"]) if p["k"] == grid_k)
+        at = next((i for i, p in enumerate(section["curves"]["waitk_sbs"]) if p["k"] == grid_k), None)
+        if at is None:
+            raise ConfigError(f"the report's {split} curves have no point at grid_k = {grid_k}. Fix: give a run "
+                              "whose job decoded k = grid_k (the full simultrans job does)")
         sets[split] = {
             "sentences": section["sentences"],
             "curves": {label: _rows(points, ADAPTIVE_COLUMNS if label.startswith("adaptive_") else CURVE_COLUMNS)
@@ -57,7 +63,7 @@ def compact(report: dict[str, Any], grid_k: int) -> dict[str, Any]:
 
 
 def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
-    run = get_run(run_id, tracking_uri)
+    run = finished_run(run_id, "simultrans", tracking_uri)
     report = json_artifact(run_id, "simultrans_report.json", tracking_uri)
     headline = report["headline"]
     return {
@@ -82,26 +88,18 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
     }
 
 
-def dump(value: Any, level: int = 0) -> str:
-    """JSON with one key per line, but a list of numbers or strings on one line (the tables stay compact)."""
-    pad, inner = " " * level, " " * (level + 1)
-    if isinstance(value, dict) and value:
-        items = [f"{inner}{json.dumps(k)}: {dump(v, level + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
-        return "[\n" + ",\n".join(f"{inner}{dump(v, level + 1)}" for v in value) + f"\n{pad}]"
-    return json.dumps(value)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_id", help="the run id (or a unique prefix) of a finished simultrans run")
     parser.add_argument("--tracking-uri", default=None)
     parser.add_argument("--output", type=Path, default=ROOT / "benchmarks" / "results" / "simultrans_job_cpu.json")
     args = parser.parse_args()
-    data = results(resolve_run_id(args.run_id, args.tracking_uri), args.tracking_uri)
-    args.output.write_text(dump(data) + "\n", encoding="utf-8")
-    print(f"wrote {args.output} ({args.output.stat().st_size:,} bytes)")
+    try:
+        data = results(resolve_run_id(args.run_id, args.tracking_uri), args.tracking_uri)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    write_results(args.output, data)
     return 0
 
 

@@ -1,0 +1,52 @@
+"""The results writers' shared rules (`scripts/results_file.py`), against a real MLflow store (SQLite in
+tmp_path): only a FINISHED run of the writer's kind is written from, NaN becomes null (strict JSON), and a
+failed write leaves the committed file as it was."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from specbench.errors import ConfigError
+from specbench.tracking.runs import TrackedRun
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from results_file import dump, finished_run, rounded, write_results  # noqa: E402
+
+
+def test_only_a_finished_run_of_the_writers_kind_is_written_from(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    with TrackedRun("results", "simultrans", uri, {"kind": "simultrans"}) as done:
+        done.log_metrics({"simul.bleu": 31.2})
+    running = TrackedRun("results", "predictive", uri, {"kind": "predictive_asr"})
+    try:
+        assert finished_run(done.run_id, "simultrans", uri).metrics == {"simul.bleu": 31.2}
+        with pytest.raises(ConfigError, match=r"is a 'simultrans' run \(simultrans\), not 'predictive_asr'.*Fix:"):
+            finished_run(done.run_id, "predictive_asr", uri)
+        with pytest.raises(ConfigError, match=r"is RUNNING, not FINISHED.*Fix: give a run that finished"):
+            finished_run(running.run_id, "predictive_asr", uri)
+    finally:
+        running.finish()
+
+
+def test_nan_is_null_and_never_written_as_nan(tmp_path: Path) -> None:
+    data = rounded({"wer": math.nan, "rows": [[1.23456, math.inf]], "name": "x"}, 3)
+    assert data == {"wer": None, "rows": [[1.235, None]], "name": "x"}
+    assert json.loads(dump(data)) == data  # strict JSON
+    with pytest.raises(ValueError):
+        dump({"wer": math.nan})
+    target = tmp_path / "result.json"
+    target.write_text('{"good": true}\n')
+    with pytest.raises(ValueError):
+        write_results(target, {"wer": math.nan})
+    assert target.read_text() == '{"good": true}\n' and list(tmp_path.iterdir()) == [target]  # untouched
+    write_results(target, data)
+    assert json.loads(target.read_text()) == data
