@@ -58,3 +58,23 @@ def test_a_missing_run_is_one_clear_error(tmp_path: Path, capsys: pytest.Capture
     assert main(["--tracking-uri", uri, "compare", a, "0" * 32]) == 2
     err = capsys.readouterr().err
     assert "0" * 32 in err and "specbench runs" in err and "Traceback" not in err
+
+
+def test_a_swept_metric_says_its_value_is_the_last_step_and_counts_print_whole(tmp_path: Path) -> None:
+    """A metric logged once per sweep point shows its last step, and its row says so; a large count prints
+    in full, so two that differ by one do not look equal."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ids = []
+    for arcs, curve in ((2345678.0, (0.9, 0.5, 0.1)), (2345679.0, (0.9, 0.5, 1.1))):
+        with TrackedRun("cmp", "sweep", uri, {"kind": "test"}) as run:
+            for step, value in enumerate(curve):
+                run.log_metrics({"success": value}, step=step)
+            run.log_metrics({"graph.arcs": arcs})
+            ids.append(run.run_id)
+    comparison = compare_runs(ids, uri)
+    rows = {r.name: r for r in comparison.rows}
+    assert rows["success"].swept and not rows["graph.arcs"].swept
+    text = render_text(comparison)
+    assert "metric success (last step of a sweep)" in text and "1.1 (+1)" in text
+    assert "2,345,678" in text and "2,345,679 (+1)" in text
+    assert "success <span class=d>(last step of a sweep)</span>" in render_html(comparison)

@@ -74,7 +74,8 @@ def test_nightly_passes_then_names_a_regression(tmp_path: Path, slurp_graph: obj
     code = main(["--tracking-uri", uri, "nightly", str(_write(tmp_path, f"max_drop = 0\nmin = {arcs + 1}"))])
     captured = capsys.readouterr()
     assert code == 2
-    assert "graph.arcs" in captured.err and f"baseline {float(arcs)}" in captured.err and str(arcs) in captured.err
+    assert "graph.arcs" in captured.err and f"baseline {arcs:,}" in captured.err  # a count printed in full
+    assert f"{arcs:,} is below the minimum {arcs + 1:,}" in captured.err
     reports = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'nightly'",
                                  output_format="list", order_by=["attributes.start_time DESC"])
     latest = reports[0]  # the second nightly's parent run holds the report and ends FAILED
@@ -117,4 +118,4 @@ def test_a_change_of_metrics_version_resets_the_baseline_with_the_reason(tmp_pat
     assert second.data.tags["baseline.reason"].startswith("metrics version 1")
     assert main(["--tracking-uri", uri, "nightly", str(nightly)]) == 0
     out = capsys.readouterr().out
-    assert "baseline reset" not in out and f"baseline {second.data.metrics['graph.arcs']}" in out
+    assert "baseline reset" not in out and f"baseline {int(second.data.metrics['graph.arcs']):,}" in out

@@ -333,7 +333,18 @@ def cmd_server(args: argparse.Namespace) -> int:
     return _serve(lambda: start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts,
                                    store_option=option),
                   lambda address: f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs "
-                  f"log to it with `specbench --tracking-uri {address} ...`; Ctrl-C or SIGTERM stops it")
+                  f"log to it with `specbench --tracking-uri {_reachable(address)} ...`; Ctrl-C or SIGTERM stops it")
+
+
+def _reachable(address: str) -> str:
+    """The address other machines log to: a server listening on every interface (0.0.0.0, ::) is reached by
+    this machine's name, not by the wildcard it listens on."""
+    import socket
+
+    for wildcard in ("//0.0.0.0:", "//[::]:"):
+        if wildcard in address:
+            return address.replace(wildcard, f"//{socket.gethostname()}:")
+    return address
 
 
 def cmd_ui(args: argparse.Namespace) -> int:

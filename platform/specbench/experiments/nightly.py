@@ -37,6 +37,7 @@ from specbench.errors import ConfigError, SpecbenchError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
 from specbench.experiments.runner import JobRun, SuiteRun
 from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown, write_plot
+from specbench.reports.numbers import figure
 from specbench.tracking.baseline import (
     PASSED,
     REGRESSED,
@@ -56,15 +57,15 @@ def judge(rule: ToleranceRule, new: float, baseline: float | None) -> str | None
     if not math.isfinite(new):
         return f"new value {new} is not finite"
     if rule.min is not None and new < rule.min:
-        return f"{new:.6g} is below the minimum {rule.min:.6g}"
+        return f"{figure(new)} is below the minimum {figure(rule.min)}"
     if rule.max is not None and new > rule.max:
-        return f"{new:.6g} is above the maximum {rule.max:.6g}"
+        return f"{figure(new)} is above the maximum {figure(rule.max)}"
     if baseline is None or not math.isfinite(baseline):  # find_baseline never gives one that is not finite
         return None
     if rule.max_drop is not None and new < baseline - rule.max_drop:
-        return f"fell from {baseline:.6g} to {new:.6g} (allowed drop {rule.max_drop:.6g})"
+        return f"fell from {figure(baseline)} to {figure(new)} (allowed drop {figure(rule.max_drop)})"
     if rule.max_rise is not None and new > baseline + rule.max_rise:
-        return f"rose from {baseline:.6g} to {new:.6g} (allowed rise {rule.max_rise:.6g})"
+        return f"rose from {figure(baseline)} to {figure(new)} (allowed rise {figure(rule.max_rise)})"
     return None
 
 
@@ -159,15 +160,14 @@ def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str
                          "unreachable): as later baselines they count only if this nightly's parent run ends "
                          "FINISHED")
         verdicts = [f"  {c.verdict:16} {c.job}: {c.problem}" if c.rule is None else
-                    f"  {c.verdict:16} {c.job} {c.metric}: {c.new:.6g} (baseline "
-                    f"{c.baseline if c.baseline is not None else '-'})" for c in checks]
+                    f"  {c.verdict:16} {c.job} {c.metric}: {figure(c.new)} (baseline {figure(c.baseline)})"
+                    for c in checks]
         report = [f"  report: artifacts regression_report.md/.html of run {run.run_id}"]
         if not bad:
             return lines + suite.finish([*verdicts, *report])
         error = RegressionError("nightly regressions: " + "; ".join(
             f"{c.job}: {c.problem}" if c.rule is None else
-            f"{c.metric} ({c.job}): baseline {c.baseline if c.baseline is not None else '-'}, new {c.new:.6g}: "
-            f"{c.problem}" for c in bad))
+            f"{c.metric} ({c.job}): baseline {figure(c.baseline)}, new {figure(c.new)}: {c.problem}" for c in bad))
         run.set_description([*suite.summary(), *verdicts, *report])
         print("\n".join([*lines, *suite.summary(), *verdicts, *report]))
         raise error

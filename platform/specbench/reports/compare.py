@@ -7,34 +7,40 @@ for all."""
 from __future__ import annotations
 
 import html
+import math
 from typing import TYPE_CHECKING
 
 from specbench.reports.headline import BETTER, HEADLINE_METRICS
+from specbench.reports.numbers import figure
 
 if TYPE_CHECKING:
     from specbench.tracking.compare import Comparison, Row
 
 
 def _fmt(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}"
+    if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
+        return figure(value)
     return str(value)
 
 
 def _fmt_delta(delta: float | None) -> str:
-    return "" if delta is None or delta == 0 else f" ({delta:+.4g})"
+    if delta is None or delta == 0 or not math.isfinite(delta):
+        return ""
+    return f" ({delta:+,.0f})" if float(delta).is_integer() else f" ({delta:+.4g})"
 
 
 def _is_headline(row: Row) -> bool:
     return row.kind == "metric" and row.name in HEADLINE_METRICS
 
 
+SWEPT = "last step of a sweep"  # beside a metric logged at several steps: its value is not the run's result
+
+
 def _label(row: Row) -> str:
-    """The row's kind and name; for a headline metric, also which way it improves."""
+    """The row's kind and name; for a headline metric, also which way it improves; for a swept one, that."""
     better = BETTER.get(row.name) if _is_headline(row) else None
-    return f"{row.kind} {row.name}" + (f" ({better} is better)" if better else "")
+    return (f"{row.kind} {row.name}" + (f" ({better} is better)" if better else "")
+            + (f" ({SWEPT})" if row.swept else ""))
 
 
 def shown_rows(comparison: Comparison, show_all: bool = False) -> list[Row]:
@@ -75,7 +81,8 @@ def render_html(comparison: Comparison, show_all: bool = False) -> str:
                         for v, d in zip(row.values, row.deltas(), strict=True))
         cls = " class=diff" if row.differs else ""
         better = BETTER.get(row.name) if _is_headline(row) else None
-        name = html.escape(row.name) + (f" <span class=d>({better} is better)</span>" if better else "")
+        name = (html.escape(row.name) + (f" <span class=d>({better} is better)</span>" if better else "")
+                + (f" <span class=d>({SWEPT})</span>" if row.swept else ""))
         rows.append(f"<tr{cls}><td>{row.kind}</td><td>{name}</td>{cells}</tr>")
     style = ("body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
              "padding:4px 8px}tr.diff{background:#fff6d5}.d{color:#666}")

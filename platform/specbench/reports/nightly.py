@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.config import ToleranceRule
+from specbench.reports.numbers import figure
 from specbench.reports.plots import pyplot
 
 
@@ -34,21 +35,26 @@ class Check:
 JOB_FAILED = "(the job)"  # the metric column of a job that failed: it logged nothing to compare
 
 
+def _cell(text: str) -> str:
+    """A Markdown table cell: a `|` escaped and line breaks as <br>, so an error message stays in its row."""
+    return text.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
+
+
 def render_markdown(checks: Sequence[Check], nightly_id: str) -> str:
     bad = sum(c.problem is not None for c in checks)
     out = [f"# Nightly {nightly_id}: {bad} regression(s) in {len(checks)} checks", "",
            "| verdict | job | metric | baseline | new | why |", "| --- | --- | --- | --- | --- | --- |"]
     for c in checks:
-        base = "-" if c.baseline is None else f"{c.baseline:.6g}"
-        out.append(f"| {c.verdict} | {c.job} | {c.metric} | {base} | {c.new:.6g} | {c.problem or ''} |")
+        out.append(f"| {c.verdict} | {_cell(c.job)} | {_cell(c.metric)} | {figure(c.baseline)} | {figure(c.new)} | "
+                   f"{_cell(c.problem or '')} |")
     return "\n".join(out) + "\n"
 
 
 def render_html(checks: Sequence[Check], nightly_id: str) -> str:
     rows = "".join(
         f"<tr class={'bad' if c.problem else 'ok'}><td>{c.verdict}</td><td>{html.escape(c.job)}</td>"
-        f"<td>{html.escape(c.metric)}</td><td>{'-' if c.baseline is None else f'{c.baseline:.6g}'}</td>"
-        f"<td>{c.new:.6g}</td><td>{html.escape(c.problem or '')}</td></tr>" for c in checks)
+        f"<td>{html.escape(c.metric)}</td><td>{figure(c.baseline)}</td>"
+        f"<td>{figure(c.new)}</td><td>{html.escape(c.problem or '')}</td></tr>" for c in checks)
     return ("<!doctype html><html><head><meta charset=utf-8><title>nightly</title><style>body{font-family:"
             "sans-serif}td,th{border:1px solid #ccc;padding:4px 8px}table{border-collapse:collapse}"
             "tr.bad{background:#fdd}</style></head><body>"
@@ -62,7 +68,7 @@ def write_plot(checks: Sequence[Check]) -> Iterator[Path]:
     plt = pyplot()
     shown = [c for c in checks if c.baseline not in (None, 0.0) and math.isfinite(c.new)]
     fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(shown), 1) + 1.5))
-    ax.barh([c.metric for c in shown], [c.new / c.baseline for c in shown],
+    ax.barh([f"{c.job}: {c.metric}" for c in shown], [c.new / c.baseline for c in shown],  # two jobs, one metric
             color=["#d33" if c.problem else "#3a3" for c in shown])
     ax.axvline(1.0, color="k", lw=0.8)
     ax.set_xlabel("new / baseline")

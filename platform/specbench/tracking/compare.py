@@ -1,7 +1,8 @@
 """`specbench compare RUN_A RUN_B [...]`: params and metrics of several runs side by side, with deltas
 against the first run; only what differs unless asked for everything. This module loads the runs; the
 terminal and HTML tables are rendered by `reports/compare.py` (the HTML is kept as an artifact of a
-`compare` run so the comparison can be opened in the MLflow UI)."""
+`compare` run so the comparison can be opened in the MLflow UI). A metric logged at several steps (a sweep: one
+step per k, per epoch, per threshold) shows its last step's value, and its row says so."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
-from specbench.tracking.queries import resolve_run_ids
+from specbench.tracking.queries import resolve_run_ids, stepped_metrics
 from specbench.tracking.store import resolve_tracking_uri
 
 
@@ -23,6 +24,7 @@ class Row:
     kind: str  # "param" or "metric"
     name: str
     values: tuple[object, ...]
+    swept: bool = False  # a metric some run logged at several steps (a sweep): its value is the last step's
 
     @property
     def differs(self) -> bool:
@@ -62,12 +64,13 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None) -> Com
     run_ids = resolve_run_ids(run_ids, tracking_uri)
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
     runs = [client.get_run(run_id) for run_id in run_ids]
+    swept = set().union(*(stepped_metrics(run_id, tracking_uri) for run_id in run_ids))
     rows: list[Row] = []
     for kind, getter in (("param", lambda r: r.data.params), ("metric", lambda r: r.data.metrics)):
         names = sorted(set().union(*(getter(r).keys() for r in runs)))
         for name in names:
             values = tuple(_value(getter(r).get(name), kind) for r in runs)
-            rows.append(Row(kind, name, values))
+            rows.append(Row(kind, name, values, swept=kind == "metric" and name in swept))
     return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows))
 
 

@@ -44,6 +44,11 @@ def wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> Non
     raise SpecbenchError(f"the MLflow server did not answer at {url}/health within {timeout:.0f} s")
 
 
+def http_address(host: str, port: int) -> str:
+    """The URL of a server on `host`:`port`, an IPv6 literal in brackets (`http://[::1]:5000`)."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int = 0,
              log_path: Path | None = None, artifacts: Path | None = None,
              store_option: str = "--tracking-uri") -> tuple[subprocess.Popen, str]:
@@ -70,7 +75,7 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
         if log_path:
             out.close()  # type: ignore[union-attr]
     _keep_tail(proc, log_path)
-    address = f"http://{host}:{port}"
+    address = http_address(host, port)
     try:
         wait_healthy(address, proc)
     except SpecbenchError as err:

@@ -1,0 +1,45 @@
+"""How reports print figures and cells: whole counts in full, undefined values as "-", an error message that
+stays in its Markdown row, an IPv6 server address in brackets, and a wildcard listen address replaced by the
+machine's name where other machines are told where to log."""
+
+from __future__ import annotations
+
+import math
+import re
+import socket
+
+from specbench.cli.commands import _reachable
+from specbench.config import ToleranceRule
+from specbench.experiments.nightly import judge
+from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown
+from specbench.reports.numbers import figure
+from specbench.tracking.ui import http_address
+
+
+def test_figures() -> None:
+    assert [figure(v) for v in (2345679.0, 16514210, 100.0, 0.123456789, -3.0)] == \
+        ["2,345,679", "16,514,210", "100", "0.123457", "-3"]
+    assert figure(None) == figure(math.nan) == figure(math.inf) == "-"
+    assert judge(ToleranceRule("graph.arcs", max_rise=0), 2345679.0, 2345678.0) == \
+        "rose from 2,345,678 to 2,345,679 (allowed rise 0)"
+
+
+def test_a_failed_job_and_a_missing_value_keep_the_report_table_whole() -> None:
+    rule = ToleranceRule("graph.states", max_rise=0)
+    checks = [Check("a|b.toml", JOB_FAILED, math.nan, None, None, None,
+                    "the job failed: ConfigError: key 'x' = 'a|b' bad.\nFix: give one of a | b"),
+              Check("graph.toml", "graph.states", math.nan, 10.0, "r1", rule, "the job did not log it")]
+    table = render_markdown(checks, "n1").strip().splitlines()
+    assert len(table) == 2 + 2 + len(checks)  # title, blank, header, rule, one line per check
+    assert all(len(re.findall(r"(?<!\\)\|", line)) == 7 for line in table[2:])  # six cells in every row
+    assert "| JOB FAILED | a\\|b.toml | (the job) | - | - |" in table[4] and "<br>Fix:" in table[4]
+    assert "| 10 | - |" in table[5] and "nan" not in "\n".join(table)
+    assert "<td>-</td>" in render_html(checks, "n1") and "nan" not in render_html(checks, "n1")
+
+
+def test_server_addresses() -> None:
+    assert http_address("::1", 5000) == "http://[::1]:5000"
+    assert http_address("127.0.0.1", 5000) == "http://127.0.0.1:5000"
+    assert _reachable("http://0.0.0.0:5000") == f"http://{socket.gethostname()}:5000"
+    assert _reachable("http://[::]:5000") == f"http://{socket.gethostname()}:5000"
+    assert _reachable("http://10.0.0.5:5000") == "http://10.0.0.5:5000"
