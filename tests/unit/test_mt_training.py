@@ -130,3 +130,18 @@ def test_training_with_weight_averaging_scores_the_average_and_resumes_it(tmp_pa
     assert state2.epoch == 3 and len(kept) == 3
     resumed = torch.load(tmp_path / "last.pt", weights_only=False)["average"]
     assert resumed["updates"] == state2.step > state.step  # the average went on from the saved one
+
+
+def test_a_resume_needs_the_same_devel_sentences() -> None:
+    """Early stopping, the kept epoch and the selection BLEU read the devel sentences: a run on another devel
+    set gets another tag, so it starts afresh instead of comparing its losses with the old set's best."""
+    from specbench.config import TrainMtConfig
+    from specbench.experiments.train_mt import data_tag
+
+    config = TrainMtConfig()
+    pairs = [("ein hund", "a dog"), ("eine katze", "a cat"), ("ein haus", "a house")]
+    tag = data_tag("sha", config, pairs, pairs[:2], pairs[:2])
+    assert data_tag("sha", config, pairs, pairs[:2], pairs[:2]) == tag
+    assert data_tag("sha", config, pairs, pairs[:3], pairs[:2]) != tag  # more devel sentences
+    assert data_tag("sha", config, pairs, pairs[:2], pairs[:1]) != tag  # another selection-BLEU set
+    assert data_tag("sha2", config, pairs, pairs[:2], pairs[:2]) != tag  # another BPE

@@ -7,6 +7,8 @@ devel BLEU is then decoded by a CPU copy of the model."""
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +73,17 @@ def training_device(device: str) -> torch.device:
     return torch.device(device)
 
 
+def data_tag(bpe_sha256: str, config: TrainMtConfig, train_pairs: list, devel_pairs: list, bleu_pairs: list) -> str:
+    """What a resumed state must have trained and been judged on: the BPE, the direction, the training subset
+    (a run on all pairs adds nothing), and the devel sentences that early stopping, the kept epoch and the
+    selection BLEU read (a resume on another devel set would compare its losses with the old set's best)."""
+    tag = f"{bpe_sha256}:{config.source}-{config.target}"
+    if config.train_sentences:
+        tag += f":first{len(train_pairs)}"
+    judged = hashlib.sha256(json.dumps([devel_pairs, len(bleu_pairs)]).encode()).hexdigest()[:12]
+    return f"{tag}:devel{judged}"
+
+
 def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
                  device: str = "auto") -> dict[str, Any]:
     """Train on `device` (see `training_device`); returns the model card's data (also written beside the
@@ -98,10 +111,8 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
     bleu_pairs = val_pairs[:config.bleu_sentences]
     torch.manual_seed(config.training.seed)
     model = MtTransformer(config.model).to(where)
-    data_tag = f"{tokenizer.sha256}:{config.source}-{config.target}"
-    if config.train_sentences:  # a subset trains another model (the tag of a run on all pairs is unchanged)
-        data_tag += f":first{len(train_pairs)}"
-    tag = config_hash(config.model, config.training, data_tag)
+    tag = config_hash(config.model, config.training, data_tag(tokenizer.sha256, config, train_pairs, devel_pairs,
+                                                             bleu_pairs))
     state_path = work_dir() / "checkpoints" / config.name / "last.pt"
     if config.training.threads == 0:
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
