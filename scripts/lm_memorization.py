@@ -15,8 +15,8 @@ prefix.
 from __future__ import annotations
 
 import argparse
-import json
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +25,9 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from results_file import write_results
 
 from specbench.config import PredictiveAsrConfig
 from specbench.config.loader import load_job_file
@@ -33,6 +36,11 @@ from specbench.hardware import describe
 from specbench.paths import from_root
 from specbench.prediction.completion import Completer
 from specbench.prediction.lm import load_lm
+
+
+def git_commit() -> str:
+    run = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    return run.stdout.strip()
 
 
 def measure(completer: Completer, split: str, sentences: int, seed: int) -> dict[str, float]:
@@ -65,13 +73,13 @@ def main() -> int:
     settings = job.completion
     completer = Completer(load_lm(from_root(job.lm)), settings)
     splits = {split: measure(completer, split, args.sentences, args.seed) for split in ("train", "devel", "test")}
-    out = {"lm": str(job.lm), "completion": {"n_best": settings.n_best, "beam": settings.beam,
+    test_rate = splits["test"]["rest_in_nbest"]
+    out = {"lm": str(job.lm), "git_commit": git_commit(), "completion": {"n_best": settings.n_best, "beam": settings.beam,
                                                         "max_new_words": settings.max_new_words},
            "hardware": describe(), "seed": args.seed, "splits": splits,
-           "train_over_test_in_nbest": round(splits["train"]["rest_in_nbest"] / splits["test"]["rest_in_nbest"], 2),
+           "train_over_test_in_nbest": round(splits["train"]["rest_in_nbest"] / test_rate, 2) if test_rate else None,
            "wall_minutes": round((time.perf_counter() - start) / 60, 2)}
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
-    print(json.dumps(out, indent=1))
+    write_results(args.out, out)
     return 0
 
 

@@ -30,9 +30,18 @@ def _r(value: Any) -> Any:
     return rounded(value, 4)
 
 
+def _in_project(path: str) -> str:
+    """A job file path as the project names it (relative to the checkout where it lies inside it)."""
+    try:
+        return str(Path(path).resolve().relative_to(ROOT)) if path else path
+    except ValueError:
+        return path
+
+
 def graph_build(run_id: str, tracking_uri: str | None, note: str) -> dict[str, Any]:
     run = finished_run(run_id, "graph", tracking_uri)
-    return {"mlflow_run_id": run_id, "job": run.tags.get("job_file", ""), "hardware": run.tags.get("hardware", ""),
+    return {"mlflow_run_id": run_id, "job": _in_project(run.tags.get("job_file", "")),
+            "hardware": run.tags.get("hardware", ""),
             "git_commit": run.tags.get("git_commit", ""), "conditions": note,
             "metrics": _r(dict(sorted(run.metrics.items()))), "params": dict(sorted(run.params.items()))}
 

@@ -168,7 +168,7 @@ def test_a_failed_job_is_reported_and_the_nightly_goes_on(tmp_path: Path, monkey
         return ["fake graph"]
 
     monkeypatch.setattr(graph_job, "execute", fake_graph)
-    with pytest.raises(RegressionError, match=r"first.toml: the job failed: DataError: first.toml: the LM text"):
+    with pytest.raises(RegressionError, match=r"graph-first: the job failed \(first.toml\): DataError: first.toml"):
         run_nightly(path, load_config(path), RunOptions(tracking_uri=uri))
     runs = {r.info.run_name: r for r in _children(uri)}
     assert runs["graph-first"].info.status == "FAILED" and runs["graph-second"].info.status == "FINISHED"
@@ -180,4 +180,4 @@ def test_a_failed_job_is_reported_and_the_nightly_goes_on(tmp_path: Path, monkey
     assert parent.data.metrics["nightly.checks"] == 5.0  # the failure, and the second job's four metrics
     report = Path(mlflow.artifacts.download_artifacts(run_id=parent.info.run_id,
                                                       artifact_path="regression_report.md", dst_path=str(tmp_path)))
-    assert "| JOB FAILED | first.toml | (the job) |" in report.read_text()
+    assert "| JOB FAILED | graph-first | (the job) |" in report.read_text()

@@ -2,8 +2,9 @@
 the Ray head and `specbench server` in one, a Ray worker in the other inside its own mount namespace where
 the checkout, the data folder and the MLflow store are hidden. A job submitted through the Jobs API must run
 tasks on both nodes, upload its artifacts to the server over HTTP, and give the results of a local run. The
-cluster lives in its own network namespaces, the job works in its working_dir's `.specbench/` and the local
-run in a work directory of its own, so the module runs beside the other integration tests (`isolated`)."""
+cluster lives in its own network namespaces, and the job and the local run each work in a work directory of
+their own (`specbench submit` passes its SPECBENCH_HOME to the job), so the module runs beside the other
+integration tests (`isolated`)."""
 
 from __future__ import annotations
 
@@ -128,7 +129,9 @@ def two_nodes(tmp_path: Path) -> Iterator[dict[str, object]]:
 
 def test_job_runs_on_both_nodes_and_equals_a_local_run(two_nodes: dict, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    ns, env = two_nodes["ns"], two_nodes["env"]
+    ns = two_nodes["ns"]
+    # the job's work directory (submit passes it as SPECBENCH_HOME): one of its own, not the checkout's
+    env = {**two_nodes["env"], "SPECBENCH_HOME": str(tmp_path / "job-home")}
     submit = _run("ip", "netns", "exec", ns, sys.executable, "-m", "specbench", "submit", str(JOB), "--address",
                   two_nodes["dashboard"], "--tracking-uri", two_nodes["mlflow"], "--follow", env=env, cwd=ROOT,
                   timeout=900, check=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
@@ -12,7 +13,13 @@ from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
 from specbench.simultrans.training import (
-    WeightAverage, batches, collate, config_hash, devel_loss, make_examples, train,
+    WeightAverage,
+    batches,
+    collate,
+    config_hash,
+    devel_loss,
+    make_examples,
+    train,
 )
 
 pytestmark = pytest.mark.unit
@@ -132,16 +139,33 @@ def test_training_with_weight_averaging_scores_the_average_and_resumes_it(tmp_pa
     assert resumed["updates"] == state2.step > state.step  # the average went on from the saved one
 
 
-def test_a_resume_needs_the_same_devel_sentences() -> None:
-    """Early stopping, the kept epoch and the selection BLEU read the devel sentences: a run on another devel
-    set gets another tag, so it starts afresh instead of comparing its losses with the old set's best."""
+def test_a_resume_needs_the_same_devel_sentences(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Early stopping, the kept epoch and the selection BLEU read the devel sentences: a saved state judged on
+    another set starts afresh instead of comparing its losses with the old set's best; one saved before the
+    set was recorded resumes on its tag, which a run on all pairs keeps."""
     from specbench.config import TrainMtConfig
-    from specbench.experiments.train_mt import data_tag
+    from specbench.experiments.train_mt import data_tag, judged_on
 
-    config = TrainMtConfig()
     pairs = [("ein hund", "a dog"), ("eine katze", "a cat"), ("ein haus", "a house")]
-    tag = data_tag("sha", config, pairs, pairs[:2], pairs[:2])
-    assert data_tag("sha", config, pairs, pairs[:2], pairs[:2]) == tag
-    assert data_tag("sha", config, pairs, pairs[:3], pairs[:2]) != tag  # more devel sentences
-    assert data_tag("sha", config, pairs, pairs[:2], pairs[:1]) != tag  # another selection-BLEU set
-    assert data_tag("sha2", config, pairs, pairs[:2], pairs[:2]) != tag  # another BPE
+    assert data_tag("sha", TrainMtConfig(), pairs) == "sha:de-en"  # the tag of every earlier run on all pairs
+    first = judged_on(pairs[:2], pairs[:2])
+    assert judged_on(pairs[:2], pairs[:2]) == first
+    assert len({first, judged_on(pairs[:3], pairs[:2]), judged_on(pairs[:2], pairs[:3])}) == 3
+    settings = MtTrainSettings(batch_tokens=64, max_epochs=1, patience=5, warmup_steps=4, seed=0)
+    examples = make_examples([([5, 6, 7], [8, 9]), ([6, 7], [9, 10, 11])] * 4, 32)
+    tag, state_path = config_hash(CONFIG, settings, "toy"), tmp_path / "last.pt"
+
+    def run(epochs: int, judged: str) -> bool:
+        """Train to `epochs`; whether it resumed."""
+        capsys.readouterr()
+        train(MtTransformer(CONFIG), examples, examples[:2], dataclasses.replace(settings, max_epochs=epochs),
+              state_path, tag, lambda m, s, x: None, judged_on=judged)
+        return "resuming from" in capsys.readouterr().err
+
+    assert not run(1, first)
+    assert run(2, first)  # the same devel set: resumed
+    assert not run(3, judged_on(pairs[:1], pairs[:1]))  # another devel set: from the start
+    blob = torch.load(state_path, weights_only=False)
+    del blob["judged_on"]  # a state saved before the devel set was recorded
+    torch.save(blob, state_path)
+    assert run(4, first)  # resumed on its tag

@@ -115,11 +115,10 @@ def cmd_submit(args: argparse.Namespace) -> int:
                           "other job files are relative to it) and submit that copy.") from err
     _checked_config(args.file)  # the files it reads and its preflight, before anything is started
     uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
-    home = submission_home(uri)  # a SQLite store's artifacts must outlive the working_dir Ray deletes
+    home = submission_home()  # never the working_dir, which Ray deletes with the job
     job_id = submit(args.address, root, args.file, uri, data_dir(), home=home)
-    where = (f"work directory {home}: the cluster's nodes must see it at that path; set SPECBENCH_HOME to "
-             "choose another" if home is not None else "the nodes' own work directory")
-    print(f"submitted {args.file} as {job_id} to {args.address} ({where}); follow it with "
+    print(f"submitted {args.file} as {job_id} to {args.address} (work directory {home}: the cluster's nodes "
+          f"must see it at that path; set SPECBENCH_HOME to choose another); follow it with "
           f"`specbench logs {job_id} --address {args.address} --follow`", flush=True)
     if not args.follow:
         return 0
@@ -273,7 +272,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specbench.tracking.store import check_readable_store
 
     check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
-    comparison = compare_runs(args.run_ids, args.tracking_uri)  # full ids or unique prefixes
+    comparison = compare_runs(args.run_ids, args.tracking_uri, args.all)  # full ids or unique prefixes
     print(render_text(comparison, args.all))
     if not args.no_artifact:
         full_ids = comparison.run_ids

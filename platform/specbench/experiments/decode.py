@@ -80,9 +80,9 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                         "defaults)") from err
     symbols = SymbolTable.read(words).symbols if words else None
     if ray_address is not None:  # asked for: refused if it is not there, even where one worker needs no Ray
-        from specbench.runtime import connect
+        from specbench.runtime import check_cluster
 
-        connect(ray_address)
+        check_cluster(ray_address)
     start = time.perf_counter()
     if stage.backend in LANE_BACKENDS or workers == 1:
         rows, used = _decode_here(stage, read_scores(scores, frame_shift_ms)), 1

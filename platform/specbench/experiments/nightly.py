@@ -8,8 +8,8 @@ headline metrics, the report as artifacts, `nightly.checks` and `nightly.regress
 summary as its description; it ends FAILED when there is a regression or a job failed. A job that fails (an
 error, or a benchmark whose backends failed) ends its own run FAILED and is reported as a failed check
 (`JOB FAILED`); the nightly goes on with the next job, so one failure does not hide the others' regressions.
-Once the checks have run, the parent and every child run are tagged `nightly.verdict` = `passed` or
-`regressed` (the nightly's outcome).
+Once the checks have run, the parent and every child run that finished are tagged `nightly.verdict` =
+`passed` or `regressed` (the nightly's outcome; a failed child run, never a baseline, is left as it is).
 
 Checked before anything runs: every job file loads, and every headline metric the jobs produce
 (the registry's `nightly_metrics`) has a `[[tolerance]]`. The baseline of a job's run is the run of the same job
@@ -35,7 +35,7 @@ from typing import Any
 from specbench.config import NightlyConfig, ToleranceRule, config_kind
 from specbench.errors import ConfigError, SpecbenchError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
-from specbench.experiments.runner import JobRun, SuiteRun
+from specbench.experiments.runner import JobRun, SuiteRun, run_name
 from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown, write_plot
 from specbench.reports.numbers import figure
 from specbench.tracking.baseline import (
@@ -139,9 +139,10 @@ def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str
                 done = suite.run_job(job, job_config, suite_tag="nightly", extra_tags={"nightly.id": nightly_id})
             except Exception as err:  # noqa: BLE001 - reported as a failed check; the later jobs still run
                 message = f"{type(err).__name__}: {err}"
-                checks.append(Check(job.name, JOB_FAILED, math.nan, None, None, None,
-                                    f"the job failed: {message}"[:2000]))
-                lines.append(f"  {job.name}: FAILED, its run ended FAILED ({message[:500]}); the nightly goes on")
+                name = run_name(job_config)
+                checks.append(Check(name, JOB_FAILED, math.nan, None, None, None,
+                                    f"the job failed ({job.name}): {message}"[:2000]))
+                lines.append(f"  {name} ({job.name}) FAILED: {message[:500]}; the nightly goes on")
                 continue
             checks += checks_of(done, job_config, rules, nightly_id, opts)  # may add a baseline-reset line
             lines += done.lines

@@ -35,6 +35,11 @@ class JobRun:
     metrics: dict[str, float] = field(default_factory=dict)
 
 
+def run_name(config: Any) -> str:
+    """The MLflow run name of a job: `<kind>-<name>` (a nightly compares runs of the same name)."""
+    return f"{config_kind(config)}-{config.name}"
+
+
 def run_job(path: Path, config: Any, opts: RunOptions, suite: str | None,
             extra_tags: dict[str, str] | None = None, parent: TrackedRun | None = None) -> JobRun:
     """Run one loaded job in its own MLflow run: a run of the job's experiment, or, with `parent`, a nested
@@ -49,7 +54,7 @@ def run_job(path: Path, config: Any, opts: RunOptions, suite: str | None,
     if parent is not None:
         tags["job_experiment"] = experiment
         experiment = parent.experiment
-    with TrackedRun(experiment, f"{kind}-{config.name}", opts.tracking_uri, tags, parent=parent) as run:
+    with TrackedRun(experiment, run_name(config), opts.tracking_uri, tags, parent=parent) as run:
         resolved = config_to_dict(config)
         run.log_params(flatten(resolved))
         run.log_dict(resolved, "config.resolved.json")
@@ -173,7 +178,7 @@ RAY_PACKAGE_PREFIX = "_ray_pkg_"  # how Ray names the folder it unpacks a submit
 
 
 def check_artifacts_outlive_job(opts: RunOptions) -> None:
-    """Refuse, before any MLflow run or experiment is created, a SQLite store whose artifacts
+    """Refuse, before any MLflow run or experiment is created, a local store (SQLite or file) whose artifacts
     would land inside the working_dir that Ray unpacked for a submitted job (the work directory defaulted to
     `<working_dir>/.specbench`): Ray deletes that folder with the job, and the run would end FINISHED with
     its artifacts gone. `specbench submit` passes the client's work directory as SPECBENCH_HOME; a job
@@ -182,8 +187,8 @@ def check_artifacts_outlive_job(opts: RunOptions) -> None:
     from specbench.tracking.store import resolve_tracking_uri
 
     uri = resolve_tracking_uri(opts.tracking_uri)
-    if not uri.startswith("sqlite:"):
-        return  # a server keeps artifacts where it says, a file store beside itself: not in the work directory
+    if not uri.startswith(("sqlite:", "file:")):
+        return  # a server keeps artifacts where it says; a local store keeps them in the work directory
     home = work_dir()
     package = next((p for p in (home, *home.parents) if p.name.startswith(RAY_PACKAGE_PREFIX)), None)
     if package is None:
@@ -197,7 +202,8 @@ def check_artifacts_outlive_job(opts: RunOptions) -> None:
 
 
 def run_file(path: Path, opts: RunOptions = RunOptions()) -> list[str]:
-    """Run a job or suite file; returns the summary lines. Raises on the first failing job."""
+    """Run a job or suite file; returns the summary lines. A suite raises on its first failing job; a nightly
+    goes on past one and raises at the end (`experiments.nightly`)."""
     path = Path(path)
     config = load_config(path)
     check_artifacts_outlive_job(opts)

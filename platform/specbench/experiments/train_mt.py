@@ -73,15 +73,17 @@ def training_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def data_tag(bpe_sha256: str, config: TrainMtConfig, train_pairs: list, devel_pairs: list, bleu_pairs: list) -> str:
-    """What a resumed state must have trained and been judged on: the BPE, the direction, the training subset
-    (a run on all pairs adds nothing), and the devel sentences that early stopping, the kept epoch and the
-    selection BLEU read (a resume on another devel set would compare its losses with the old set's best)."""
+def data_tag(bpe_sha256: str, config: TrainMtConfig, train_pairs: list) -> str:
+    """What a resumed state must have trained on: the BPE, the direction, the training subset (a run on all
+    pairs adds nothing, so its tag is what it always was)."""
     tag = f"{bpe_sha256}:{config.source}-{config.target}"
-    if config.train_sentences:
-        tag += f":first{len(train_pairs)}"
-    judged = hashlib.sha256(json.dumps([devel_pairs, len(bleu_pairs)]).encode()).hexdigest()[:12]
-    return f"{tag}:devel{judged}"
+    return tag + (f":first{len(train_pairs)}" if config.train_sentences else "")
+
+
+def judged_on(devel_pairs: list, bleu_pairs: list) -> str:
+    """The val sentences that early stopping, the kept epoch and the selection BLEU read (sha256, 16 hex
+    digits): a resume on another set would compare its losses with the old set's best, so it starts afresh."""
+    return hashlib.sha256(json.dumps([devel_pairs, bleu_pairs]).encode()).hexdigest()[:16]
 
 
 def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
@@ -111,8 +113,7 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
     bleu_pairs = val_pairs[:config.bleu_sentences]
     torch.manual_seed(config.training.seed)
     model = MtTransformer(config.model).to(where)
-    tag = config_hash(config.model, config.training, data_tag(tokenizer.sha256, config, train_pairs, devel_pairs,
-                                                             bleu_pairs))
+    tag = config_hash(config.model, config.training, data_tag(tokenizer.sha256, config, train_pairs))
     state_path = work_dir() / "checkpoints" / config.name / "last.pt"
     if config.training.threads == 0:
         torch.set_num_threads(max(1, len(os.sched_getaffinity(0))))
@@ -162,7 +163,8 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
             card.update(best_selection_sbs_bleu=metrics["selection_sbs_bleu"],
                         best_selection_greedy_bleu=metrics["selection_greedy_bleu"])
 
-    state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch)
+    state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch,
+                  judged_on=judged_on(devel_pairs, bleu_pairs))
     if "best_epoch" not in card:  # resumed after the kept epoch was written: take it from the history
         best = kept_entry(state)
         if by_bleu and state.history and best is None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from specbench.runtime.cluster import (
         ClusterInfo,
+        check_cluster,
         cluster_summary,
         connect,
         ensure_connected,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "ClusterInfo": "cluster",
+    "check_cluster": "cluster",
     "cluster_summary": "cluster",
     "connect": "cluster",
     "ensure_connected": "cluster",

@@ -140,6 +140,13 @@ def connect(
     return info
 
 
+def check_cluster(address: str) -> None:
+    """That the cluster at `address` (`--ray-address`) is there, without joining it (`connect` checks the same
+    before it joins); "local" needs no check. A SpecbenchError names the address and the fix."""
+    if address != LOCAL:
+        _check_cluster(address, OPTION)
+
+
 def _check_cluster(address: str, source: str) -> None:
     """Before `ray.init(address)`: the address is of a form Ray joins, and the cluster's port (for `auto`,
     that of the cluster Ray finds as `ray.init` would) accepts a connection within seconds; else a

@@ -5,13 +5,12 @@ A submission ships the project as the job's `working_dir` (without `.venv`, `.sp
 need specbench's dependencies installed (see cluster/). The data folder is passed as `SPECBENCH_DATA`
 (it must be readable at that path on the nodes), the MLflow tracking URI as `MLFLOW_TRACKING_URI`: for a
 cluster of several machines an `http://` MLflow server (`specbench server`), so that workers log over HTTP.
-The job's work directory (`submission_home`): the client's `SPECBENCH_HOME` when it is set (as an absolute
-path; not created on the client, it may be a mount only the nodes have), else, with a SQLite store, the
-checkout's `.specbench/`, so that the run's MLflow artifacts, graphs and caches go there and not into the
-unpacked working_dir that Ray deletes with the job (`.specbench` is not uploaded); the nodes must see it at
-that path (on one machine it is the same folder). With an MLflow server and no `SPECBENCH_HOME` on the client,
-nothing is passed: the nodes keep their own `SPECBENCH_HOME` (the KubeRay manifests' shared `/work`), else
-the working_dir's `.specbench/`, and the artifacts go to the server.
+The job's work directory (`submission_home`) is passed as `SPECBENCH_HOME`: the client's `SPECBENCH_HOME` when
+it is set (as an absolute path; not created on the client, it may be a mount only the nodes have), else the
+checkout's `.specbench/`. So the job's graphs, caches, offline journals and, with a local store, its MLflow
+artifacts go there, not into the unpacked working_dir that Ray deletes with the job (`.specbench` is not
+uploaded). The nodes must see it at that path: on one machine it is the same folder; on a cluster whose nodes
+share another (the KubeRay manifests' `/work`), submit with `SPECBENCH_HOME` set to it.
 Token authentication: the client sends the token of `~/.ray/auth_token` (or `RAY_AUTH_TOKEN`), like the
 rest of the runtime (see cluster.py).
 """
@@ -82,7 +81,8 @@ def client(address: str) -> JobSubmissionClient:
 def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, data_dir: Path,
            job_id: str | None = None, home: Path | None = None) -> str:
     """Submit `specbench run JOB` with the project as working_dir; returns the job id. `home`: the job's
-    work directory, passed as `SPECBENCH_HOME` (`submission_home`); None passes none (the nodes' own)."""
+    work directory, passed as `SPECBENCH_HOME` (`submission_home`; None passes none: the nodes' own, else the
+    working_dir's, which Ray deletes with the job)."""
     relative = job_file.resolve().relative_to(project_root.resolve())
     entrypoint = f"python -m specbench --tracking-uri {shlex.quote(tracking_uri)} run {shlex.quote(str(relative))}"
     env = {"PYTHONPATH": "platform", "MLFLOW_TRACKING_URI": tracking_uri, "SPECBENCH_DATA": str(data_dir),
@@ -102,15 +102,12 @@ def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, 
             raise SpecbenchError(f"submitting {job_file} to {address} failed: {err}") from err
 
 
-def submission_home(tracking_uri: str) -> Path | None:
-    """The work directory a job submitted with `tracking_uri` gets as SPECBENCH_HOME (see the module
-    docstring): this process's `SPECBENCH_HOME` when set, else the checkout's work directory for a SQLite
-    store (whose artifacts must outlive the job's working_dir), else None (the nodes keep their own)."""
+def submission_home() -> Path:
+    """The work directory a submitted job gets as SPECBENCH_HOME (see the module docstring): this process's
+    `SPECBENCH_HOME` when set, else the checkout's work directory."""
     from specbench.paths import work_dir, work_dir_location
 
-    if os.environ.get("SPECBENCH_HOME"):
-        return work_dir_location().resolve()
-    return work_dir() if tracking_uri.startswith("sqlite:") else None
+    return work_dir_location().resolve() if os.environ.get("SPECBENCH_HOME") else work_dir()
 
 
 def list_jobs(address: str) -> list[JobInfo]:

@@ -193,9 +193,11 @@ def _lr(step: int, settings: MtTrainSettings) -> float:
 
 def train(model: MtTransformer, train_set: list[Example], devel_set: list[Example], settings: MtTrainSettings,
           state_path: Path, tag: str, on_epoch: Callable[[MtTransformer, TrainState, dict[str, float]], None],
-          ) -> TrainState:
-    """Train `model` in place (resuming from `state_path` when its config tag matches); after every epoch
-    call `on_epoch(model, state, metrics)` (which keeps the best model). Returns the final state."""
+          judged_on: str = "") -> TrainState:
+    """Train `model` in place (resuming from `state_path` when its config tag matches, and, when the saved
+    state records one, its `judged_on`: the devel sentences its best loss and kept epoch were judged on; a
+    state saved before that was recorded resumes on the tag alone); after every epoch call
+    `on_epoch(model, state, metrics)` (which keeps the best model). Returns the final state."""
     torch.manual_seed(settings.seed)
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -205,7 +207,7 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
     average = WeightAverage(model, settings.weight_average_decay) if settings.weight_average_decay else None
     if state_path.is_file():
         blob = torch.load(state_path, map_location="cpu", weights_only=False)
-        if blob.get("tag") == tag:
+        if blob.get("tag") == tag and blob.get("judged_on", judged_on) == judged_on:
             model.load_state_dict(blob["model"])
             opt.load_state_dict(blob["optimizer"])  # moves the moments to the parameters' device
             state = TrainState(**blob["state"])
@@ -241,7 +243,7 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
             total, tokens = total + loss.detach(), tokens + n  # summed on the device: no sync per step
             state.elapsed_s = elapsed_before + time.monotonic() - epoch_start
             if time.monotonic() - last_save > settings.checkpoint_minutes * 60:
-                _save(state_path, model, opt, state, rng, tag, average)
+                _save(state_path, model, opt, state, rng, tag, average, judged_on)
                 last_save = time.monotonic()
             if state.elapsed_s >= budget:
                 break
@@ -261,9 +263,9 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
                 state.bad_epochs += 1
             state.history.append({"epoch": state.epoch, **metrics})
             on_epoch(model, state, metrics)
-        _save(state_path, model, opt, state, rng, tag, average)
+        _save(state_path, model, opt, state, rng, tag, average, judged_on)
         last_save = time.monotonic()
-    _save(state_path, model, opt, state, rng, tag, average)
+    _save(state_path, model, opt, state, rng, tag, average, judged_on)
     return state
 
 
@@ -276,10 +278,10 @@ def stopped_because(state: TrainState, settings: MtTrainSettings) -> str:
 
 
 def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: TrainState, rng: random.Random,
-          tag: str, average: WeightAverage | None) -> None:
+          tag: str, average: WeightAverage | None, judged_on: str = "") -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    blob = {"tag": tag, "model": model.state_dict(), "optimizer": opt.state_dict(), "state": state.__dict__,
+    blob = {"tag": tag, "judged_on": judged_on, "model": model.state_dict(), "optimizer": opt.state_dict(), "state": state.__dict__,
             "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}
     if average is not None:
         blob["average"] = average.state()

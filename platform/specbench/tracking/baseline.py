@@ -132,10 +132,17 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
                                       f"tags.baseline = 'true' and attributes.run_name = '{name}'")
                      if eligible(r)), None)
     parents: dict[str, str | None] = {}
-    nightlies = (r for r in _runs(client, experiment_id, f"tags.suite = 'nightly' and attributes.run_name = "
-                                                         f"'{name}' and attributes.status = 'FINISHED'")
-                 if eligible(r) and (explicit is None or r.info.run_id != explicit.info.run_id)
-                 and nightly_passed(client, r, parents))
+
+    def passing_nightlies(before: int | None = None) -> Iterator[Run]:
+        """Finished runs of the job from passing nightlies, newest first, started before `before` (ms)."""
+        where = f"tags.suite = 'nightly' and attributes.run_name = '{name}' and attributes.status = 'FINISHED'"
+        if before is not None:
+            where += f" and attributes.start_time < {int(before)}"
+        return (r for r in _runs(client, experiment_id, where)
+                if eligible(r) and (explicit is None or r.info.run_id != explicit.info.run_id)
+                and nightly_passed(client, r, parents))
+
+    nightlies = passing_nightlies()
     chosen, why = ((explicit, "baseline=true") if explicit is not None
                    else (next(nightlies, None), "previous nightly"))
     if chosen is None:
@@ -144,10 +151,10 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     sources = dict.fromkeys(values, chosen.info.run_id)
     gaps = [m for m in metrics if m not in values]
     seen = [chosen]
-    started = chosen.info.start_time or 0
-    for run in nightlies if gaps else ():  # older passing nightlies, for the metrics the chosen run lacks
-        if (run.info.start_time or 0) >= started:
-            continue  # newer than a pinned baseline: filling from it would move the baseline night by night
+    # older passing nightlies, for the metrics the chosen run lacks; under a pinned baseline only those older
+    # than it (a newer one would move the pinned baseline night by night)
+    older = nightlies if explicit is None else passing_nightlies(before=chosen.info.start_time or 0)
+    for run in older if gaps else ():
         seen.append(run)
         for metric in [m for m in gaps if math.isfinite(run.data.metrics.get(m, math.nan))]:
             values[metric], sources[metric] = run.data.metrics[metric], run.info.run_id

@@ -6,6 +6,7 @@ step per k, per epoch, per threshold) shows its last step's value, and its row s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
-from specbench.tracking.queries import resolve_run_ids, stepped_metrics
+from specbench.tracking.queries import resolve_run_ids
 from specbench.tracking.store import resolve_tracking_uri
 
 
@@ -55,22 +56,27 @@ class Comparison:
         return [r for r in self.rows if show_all or r.differs]
 
 
-def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None) -> Comparison:
+def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_all: bool = True) -> Comparison:
     """Load the runs, given by full ids or unique prefixes (`resolve_run_id`: a clear error names a missing
-    or ambiguous one); the comparison holds the full ids."""
+    or ambiguous one); the comparison holds the full ids. Which metrics were logged at several steps is
+    looked up for the metrics that differ, or for all with `show_all` (one history query per metric and run:
+    those that do not differ are not shown without it)."""
     if len(run_ids) < 2:
         raise ConfigError(f"compare needs at least two run ids, got {len(run_ids)}. Fix: give two or more "
                           "run ids (or prefixes of them) from `specbench runs`.")
     run_ids = resolve_run_ids(run_ids, tracking_uri)
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
     runs = [client.get_run(run_id) for run_id in run_ids]
-    swept = set().union(*(stepped_metrics(run_id, tracking_uri) for run_id in run_ids))
     rows: list[Row] = []
     for kind, getter in (("param", lambda r: r.data.params), ("metric", lambda r: r.data.metrics)):
         names = sorted(set().union(*(getter(r).keys() for r in runs)))
         for name in names:
             values = tuple(_value(getter(r).get(name), kind) for r in runs)
-            rows.append(Row(kind, name, values, swept=kind == "metric" and name in swept))
+            rows.append(Row(kind, name, values))
+    asked = {r.name for r in rows if r.kind == "metric" and (show_all or r.differs)}
+    swept = {name for run in runs for name in asked & run.data.metrics.keys()
+             if len({m.step for m in client.get_metric_history(run.info.run_id, name)}) > 1}
+    rows = [dataclasses.replace(r, swept=True) if r.kind == "metric" and r.name in swept else r for r in rows]
     return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows))
 
 
