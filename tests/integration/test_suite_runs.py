@@ -18,6 +18,7 @@ import mlflow
 import pytest
 
 from specbench.cli import main
+from specbench.reports.numbers import figure
 from specbench.tracking.runs import DESCRIPTION_TAG, PARENT_TAG, TrackedRun
 from specbench.tracking.ui import free_port
 
@@ -133,7 +134,7 @@ def test_compare_puts_two_suites_side_by_side(two_suites: tuple[str, list[str], 
     values = [client.get_run(r).data.metrics for r in (first, second)]
     for metric in HEADLINES:  # each headline metric in one row, both suites' values in it (equal or not)
         assert metric in rows, (metric, out)
-        assert rows[metric][0] == f"{values[0][metric]:.6g}" and rows[metric][1] == f"{values[1][metric]:.6g}"
+        assert rows[metric][0] == figure(values[0][metric]) and rows[metric][1] == figure(values[1][metric])
     header = out.splitlines()[0]
     assert f"[{first[:8]}]" in header and f"[{second[:8]}]" in header
 

@@ -25,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+# first, and kept first (an import sorter would move it): sets Ray's auth mode before `import ray`
+from specbench.runtime import cluster as _cluster  # noqa: F401
+
 from ray.job_submission import JobStatus, JobSubmissionClient  # noqa: E402
 
 from specbench.errors import SpecbenchError  # noqa: E402
-from specbench.runtime import cluster as _cluster  # noqa: F401 - sets Ray's auth mode before `import ray`
 
 AGENT_WAIT_S = 90.0  # how long a submission waits for a freshly started cluster's job agent
 EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
