@@ -8,7 +8,7 @@ import mlflow
 import pytest
 
 from specbench.cli import main
-from specbench.reports.compare import render_html, render_text
+from specbench.reports.compare import _fmt, render_html, render_text
 from specbench.tracking.compare import compare_runs
 from specbench.tracking.runs import TrackedRun
 
@@ -77,4 +77,5 @@ def test_a_swept_metric_says_its_value_is_the_last_step_and_counts_print_whole(t
     text = render_text(comparison)
     assert "metric success (last step of a sweep)" in text and "1.1 (+1)" in text
     assert "2,345,678" in text and "2,345,679 (+1)" in text
+    assert (_fmt(None), _fmt(float("nan"))) == ("-", "nan")  # not logged, logged as NaN
     assert "success <span class=d>(last step of a sweep)</span>" in render_html(comparison)

@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 
 
 def _fmt(value: object) -> str:
+    """A cell: "-" where the run has no such value, "nan" where it logged NaN, else the figure."""
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
     if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
         return figure(value)
     return str(value)
