@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
-from specbench.tracking.queries import resolve_run_ids
+from specbench.tracking.queries import resolve_run_ids, stepped_metrics
 from specbench.tracking.store import resolve_tracking_uri
 
 
@@ -74,8 +74,7 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_a
             values = tuple(_value(getter(r).get(name), kind) for r in runs)
             rows.append(Row(kind, name, values))
     asked = {r.name for r in rows if r.kind == "metric" and (show_all or r.differs)}
-    swept = {name for run in runs for name in asked & run.data.metrics.keys()
-             if len({m.step for m in client.get_metric_history(run.info.run_id, name)}) > 1}
+    swept = set().union(*(stepped_metrics(run_id, tracking_uri, asked) for run_id in run_ids))
     rows = [dataclasses.replace(r, swept=True) if r.kind == "metric" and r.name in swept else r for r in rows]
     return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows))
 
