@@ -14,6 +14,7 @@ import pytest
 
 from specbench.cli import main
 from specbench.decoder.stage import DecoderStage
+from specbench.errors import DataError
 from specbench.experiments.graph_recipe import GraphArtifacts
 
 pytestmark = pytest.mark.integration
@@ -202,6 +203,60 @@ def test_cli_writes_lattices_and_partials(tmp_path: Path, slurp_graph: GraphArti
                  "--frame-shift-ms", "40", "--backend", "kaldi", "--partial-every-ms", "120",
                  "--out", str(tmp_path / "k.jsonl")]) == 2
     assert "1-best only" in capsys.readouterr().err
+
+
+def test_decode_scores_lattices_against_references(tmp_path: Path, slurp_graph: GraphArtifacts,
+                                                   utterances: dict[str, np.ndarray],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """With references (`--references`) the summary has the WER and the lattice oracle WER (the metric
+    decoder.lattice_oracle_wer): never above the WER, and below it where a reference is a word sequence the
+    lattice holds but the 1-best is not."""
+    import kaldifst
+
+    from specbench.decoder.lattice import read_lattice
+    from specbench.experiments.decode import decode_file
+    from specbench.metrics.wer import edit_distance
+    from specbench.wfst.symbols import SymbolTable
+
+    np.savez(tmp_path / "s.npz", **utterances)
+    common = dict(frame_shift_ms=40.0, words=slurp_graph.words, beam=12.0, max_active=3000, workers=1)
+    first = decode_file(slurp_graph.tlg, tmp_path / "s.npz", tmp_path / "first.jsonl",
+                        lattice_dir=tmp_path / "lat", **common)
+    assert "wer" not in first and "lattice_oracle_wer" not in first  # nothing to score against
+    rows = {r["id"]: r for r in map(json.loads, (tmp_path / "first.jsonl").read_text().splitlines())}
+    symbols = SymbolTable.read(slurp_graph.words).symbols
+    refs, others = {}, 0
+    for key in sorted(rows):
+        best = rows[key]["words"]
+        for path in kaldifst.lattice_to_nbest(read_lattice(rows[key]["lattice_path"]), n=50):
+            ok, _, olabels, _ = kaldifst.get_linear_symbol_sequence(path)
+            words = [symbols[w] for w in olabels if w]
+            if ok and words != best:  # another word sequence of the lattice: the oracle's choice
+                refs[key], others = words, others + 1
+                break
+        else:
+            refs[key] = best + ["<not-a-word>"]  # one error the lattice cannot avoid either
+    assert others >= 2, "the lattices of these scores hold other word sequences than the 1-best"
+    text = tmp_path / "text"
+    text.write_text("".join(f"{key} {' '.join(words)}\n" for key, words in refs.items()))
+    assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"),
+                 "--frame-shift-ms", "40", "--words", str(slurp_graph.words), "--beam", "12", "--max-active",
+                 "3000", "--workers", "1", "--out", str(tmp_path / "o.jsonl"), "--lattice-dir",
+                 str(tmp_path / "lat2"), "--references", str(text)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    tokens = sum(len(words) for words in refs.values())
+    wer = sum(edit_distance(refs[k], r["words"]) for k, r in rows.items()) / tokens
+    assert summary["reference_words"] == tokens and summary["wer"] == pytest.approx(wer)
+    assert summary["lattice_oracle_wer"] == pytest.approx((len(refs) - others) / tokens)
+    assert 0 <= summary["lattice_oracle_wer"] < summary["wer"]
+    assert "lattice_oracle_wer" not in decode_file(slurp_graph.tlg, tmp_path / "s.npz", tmp_path / "n.jsonl",
+                                                   references=text, **common)  # no lattices
+    text.write_text(f"{sorted(refs)[0]} a\n")
+    with pytest.raises(DataError, match=f"no reference for {len(refs) - 1} decoded utterance.*Fix:"):
+        decode_file(slurp_graph.tlg, tmp_path / "s.npz", tmp_path / "m.jsonl", references=text, **common)
+    with pytest.raises(DataError, match="references .*give words too"):
+        decode_file(slurp_graph.tlg, tmp_path / "s.npz", tmp_path / "m.jsonl", references=text,
+                    **{**common, "words": None})
 
 
 def test_gpu_backend_without_a_gpu_is_one_clear_error(tmp_path: Path, slurp_graph: GraphArtifacts,

@@ -11,6 +11,7 @@ import mlflow
 import pytest
 
 from specbench.cli import main
+from specbench.experiments.registry import load_config
 from specbench.paths import work_dir
 
 pytestmark = pytest.mark.integration
@@ -26,10 +27,20 @@ def test_word_posteriors_of_the_quick_test_set_are_measured_per_backend(tmp_path
     run = mlflow.search_runs(experiment_names=["confidence"], output_format="list")[0]
     metrics = run.data.metrics
     assert metrics["confidence.test_utterances"] == 24
-    assert metrics["confidence.lattice_beam"] in (4.0, 8.0) and metrics["confidence.posterior_scale"] in (0.2, 0.5, 1.0)
-    chosen = f"beam{metrics['confidence.lattice_beam']:g}.scale{metrics['confidence.posterior_scale']:g}"
-    assert metrics[f"confidence.devel_nce.{chosen}"] == max(v for k, v in metrics.items()
-                                                            if k.startswith("confidence.devel_nce."))
+    # the choice is the devel argmax, recomputed here from the devel metrics alone (ties: the smaller beam,
+    # then the smaller scale), over every point of the job's grid: test data cannot have moved it
+    config = load_config(ROOT / "jobs" / "word_confidence_quick.toml")
+    devel = {(beam, scale): metrics.get(f"confidence.devel_nce.beam{beam:g}.scale{scale:g}")
+             for beam in config.lattice_beams for scale in config.posterior_scales}
+    assert {k for k in metrics if k.startswith("confidence.devel_nce.")} <= {  # no point beyond the grid
+        f"confidence.devel_nce.beam{b:g}.scale{s:g}" for b, s in devel}
+    defined = {point: nce for point, nce in devel.items() if nce is not None}
+    assert defined, devel
+    argmax = max(defined, key=lambda p: (defined[p], -p[0], -p[1]))
+    assert (metrics["confidence.lattice_beam"], metrics["confidence.posterior_scale"]) == argmax
+    on_edge = argmax[0] in (min(config.lattice_beams), max(config.lattice_beams)) or \
+        argmax[1] in (min(config.posterior_scales), max(config.posterior_scales))
+    assert metrics["confidence.choice_on_grid_edge"] == float(on_edge)
     assert metrics["confidence.nce"] == metrics["confidence.nce.cpu"]
     assert metrics["confidence.words.cpu"] > 50
     # posteriors that separate right words from wrong ones (make run's quick suite: AUC 0.93, NCE 0.42)
@@ -40,6 +51,9 @@ def test_word_posteriors_of_the_quick_test_set_are_measured_per_backend(tmp_path
     assert metrics["confidence.max_posterior_difference.twin"] < 1e-4
     artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
     report = json.loads((artifacts / "word_confidence.json").read_text())
+    assert set(report["devel_nce"]) == {f"beam{b:g}.scale{s:g}" for b, s in devel}
+    assert bool(report["choice_on_grid_edge"]) == on_edge and len(report["choice_warnings"]) == len(
+        report["choice_on_grid_edge"])
     assert report["backends"]["gpu"]["status"].startswith("unavailable") or report["backends"]["gpu"]["status"] == "ok"
     assert sum(row["words"] for row in report["backends"]["cpu"]["calibration"]) == metrics["confidence.words.cpu"]
     assert (artifacts / "calibration.png").is_file()

@@ -22,6 +22,7 @@ from specbench.decoder.lattice import (
     RawLattice,
     RawLatticeBuilder,
     WordLattice,
+    lattice_file_oracle_errors,
     prune_lattice,
     read_lattice,
 )
@@ -157,6 +158,7 @@ def check_against_brute_force(arcs: list[Arc], final_list: list[float], num_fram
     for ref in refs:
         expected = oracle_dijkstra(kept, {(num_frames, s) for s in kept_finals}, (0, 0), ref)
         assert lat.oracle_errors(ref) == expected
+        assert lattice_file_oracle_errors(lat.to_kaldifst(), ref) == expected  # what a lattice file keeps
         assert expected <= min(levenshtein(ref, list(seq)) for seq in sequences)
     return lat
 
@@ -229,7 +231,8 @@ def test_no_final_state_gives_none() -> None:
 
 def test_negative_epsilon_cycle_is_an_error() -> None:
     arcs = [(0, 0, 0, 1, 0, 0, -1.0, 0.0), (0, 1, 0, 0, 0, 0, 0.5, 0.0), (0, 0, 1, 0, 1, 0, 0.0, 0.0)]
-    with pytest.raises(RuntimeError, match="did not converge at frame 0"):
+    with pytest.raises(RuntimeError,
+                       match="did not converge at frame 0: .*negative total weight.*Fix: .*non-negative"):
         prune_lattice(make_raw(arcs, 1), np.zeros(2, dtype=np.float32), 1.0)
 
 
@@ -277,6 +280,14 @@ def test_kaldifst_round_trip(tmp_path) -> None:
     lat.write(path, acoustic_scale=4.0)  # Kaldi's convention on disk: acoustic costs unscaled
     _, _, _, unscaled = kaldifst.get_linear_symbol_sequence(kaldifst.shortest_path(read_lattice(path)))
     assert unscaled.value1 == pytest.approx(graph, abs=1e-4) and unscaled.value2 == pytest.approx(acoustic / 4, abs=1e-4)
+    for ref in REFS:  # the oracle of the file equals the lattice's
+        assert lattice_file_oracle_errors(read_lattice(path), ref) == lat.oracle_errors(ref)
+    assert {lattice_file_oracle_errors(read_lattice(path), ref) for ref in REFS} != {0}
+    no_final = kaldifst.Lattice()
+    no_final.add_state()
+    no_final.start = 0
+    with pytest.raises(ValueError, match="no final state.*Fix:"):
+        lattice_file_oracle_errors(no_final, [1])
     with pytest.raises(ValueError, match="acoustic_scale"):
         lat.write(path, acoustic_scale=0.0)
     (tmp_path / "bad.lat").write_bytes(b"not an fst")
@@ -345,8 +356,29 @@ def test_compiled_pruning_edge_cases() -> None:
     with pytest.raises(ValueError, match="lattice_beam"):
         prune_compiled(make_raw(HAND_ARCS, 3), final, -1.0)
     arcs = [(0, 0, 0, 1, 0, 0, -1.0, 0.0), (0, 1, 0, 0, 0, 0, -1.0, 0.0)]
-    with pytest.raises(RuntimeError, match="converge"):
+    with pytest.raises(RuntimeError, match="did not converge: .*negative total weight.*Fix: .*non-negative"):
         prune_compiled(make_raw(arcs, 1), np.zeros(2, dtype=np.float32), 1.0)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "compiled"])
+def test_final_weights_must_cover_every_frame_t_node(kind: str) -> None:
+    """A frame-T node whose state has no final weight is refused by both prunings, also when it is only the
+    source of an epsilon arc at frame T (reading past the end of `final` would give a garbage weight)."""
+    from specbench.decoder.lattice_kernels import prune_compiled
+
+    prune = prune_lattice if kind == "numpy" else prune_compiled
+    final = np.array([np.inf, 0.0])
+    # 0 -emitting-> (1, 1), final; and an epsilon arc at frame 1 from state 7 (unreachable) to state 1
+    raw = RawLattice(1, 0, [0, 1], [0, 7], [1, 1], [1, 1], [1, 0], [0, 0], [0.0, 0.0], [0.5, 0.0])
+    with pytest.raises(ValueError, match="final has 2 entries.*has state 7.*Fix: pass graph.final"):
+        prune(raw, final, 5.0)
+    raw = RawLattice(1, 0, [0], [0], [1], [3], [1], [0], [0.0], [0.5])  # an emitting arc into state 3
+    with pytest.raises(ValueError, match="has state 3"):
+        prune(raw, final, 5.0)
+    with pytest.raises(ValueError, match="has state 4"):  # no frames: the start node is a frame-T node
+        prune(RawLattice(0, 4, *([[]] * 8)), final, 5.0)
+    fine = RawLattice(1, 0, [0, 1], [0, 1], [1, 1], [1, 0], [1, 0], [0, 0], [0.0, 0.0], [0.5, 0.0])
+    assert prune(fine, np.array([1.0, 0.0]), 5.0).num_arcs == 2  # both frame-T nodes final
 
 
 def test_compiled_pruning_equals_numpy_on_wide_nodes() -> None:

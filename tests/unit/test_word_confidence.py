@@ -1,5 +1,10 @@
 """Word posteriors (decoder/word_confidence.py) against every path of small random lattices, enumerated here
-and by kaldifst's `lattice_to_nbest` (OpenFst's n-shortest paths), and the statuses of unusable input."""
+and by kaldifst's `lattice_to_nbest` (OpenFst's n-shortest paths), and the statuses of unusable input.
+
+The reference posteriors are built here from the definition, not from the module's windows: a run of r
+identical consecutive 1-best words shares one window (strictly after the frame of the word before the run,
+strictly before the frame of the word after it, or at one of the run's own frames), and the run's j-th word
+gets the probability mass of the complete paths that emit that word at least j times in it."""
 
 from __future__ import annotations
 
@@ -15,9 +20,10 @@ from specbench.decoder.lattice import WordLattice
 pytestmark = pytest.mark.unit
 
 
-def random_lattice(rng: np.random.Generator, frames: int = 4) -> WordLattice:
+def random_lattice(rng: np.random.Generator, frames: int = 4, labels: int = 4) -> WordLattice:
     """Nodes by frame (node 0 the start), emitting arcs to the next frame, epsilon arcs to later nodes of
-    the same frame (acyclic), word labels 0-3, continuous costs (no ties), finals at the last frame."""
+    the same frame (acyclic), word labels 0 to labels - 1 (0: no word; labels 2: every word the same, so
+    1-best paths repeat it), continuous costs (no ties), finals at the last frame."""
     node_frame = [0]
     for f in range(frames + 1):
         node_frame += [f] * int(rng.integers(1 if f else 0, 3 + (f > 0)))
@@ -33,7 +39,7 @@ def random_lattice(rng: np.random.Generator, frames: int = 4) -> WordLattice:
             if rng.random() < 0.3:
                 arcs.append((v, int(d), 0))
     src, dst, ilabel = (np.array(x) for x in zip(*arcs))
-    olabel = rng.integers(0, 4, size=len(arcs))
+    olabel = rng.integers(0, labels, size=len(arcs))
     order = np.lexsort((olabel, ilabel, dst, src))
     final = np.full(len(node_frame), np.inf)
     final[nodes_at[frames]] = rng.uniform(0.0, 2.0, size=len(nodes_at[frames]))
@@ -56,8 +62,20 @@ def all_paths(lat: WordLattice) -> list[tuple[list[int], float]]:
     return out
 
 
+def runs_of(words: list[int]) -> list[tuple[int, int]]:
+    """(first index, length) of each run of identical consecutive words."""
+    out: list[tuple[int, int]] = []
+    for k, word in enumerate(words):
+        if out and words[out[-1][0]] == word:
+            out[-1] = (out[-1][0], out[-1][1] + 1)
+        else:
+            out.append((k, 1))
+    return out
+
+
 def brute_force(lat: WordLattice, scale: float) -> tuple[np.ndarray, tuple[int, ...], list[float]]:
-    """Arc posteriors, the 1-best words and each one's posterior (a path emitting the word in its window)."""
+    """Arc posteriors, the 1-best words and each one's posterior, by enumerating every complete path (see
+    the module docstring for the definition)."""
     paths = all_paths(lat)
     weights = np.array([math.exp(-scale * c) for _, c in paths])
     probs = weights / weights.sum()
@@ -66,21 +84,28 @@ def brute_force(lat: WordLattice, scale: float) -> tuple[np.ndarray, tuple[int, 
         gamma[arcs] += p
     best = min(paths, key=lambda pc: pc[1])[0]
     word_arcs = [a for a in best if lat.olabel[a]]
+    words = [int(lat.olabel[a]) for a in word_arcs]
     frames = [int(lat.node_frame[lat.src[a]]) for a in word_arcs]
-    bounds = [-1] + frames + [lat.num_frames + 1]  # word k: strictly between its 1-best neighbours' frames
+    bounds = [-1] + frames + [lat.num_frames + 1]  # the frames of each word's 1-best neighbours
     posteriors = []
-    for k, a in enumerate(word_arcs):
-        word, lo, hi, own = lat.olabel[a], bounds[k], bounds[k + 2], frames[k]
-        hit = [b for b in range(lat.num_arcs) if lat.olabel[b] == word
-               and (lo < lat.node_frame[lat.src[b]] < hi or lat.node_frame[lat.src[b]] == own)]
-        posteriors.append(sum(p for (arcs, _), p in zip(paths, probs) if set(arcs) & set(hit)))
-    return gamma, tuple(int(lat.olabel[a]) for a in word_arcs), posteriors
+    for first, length in runs_of(words):
+        word, lo, hi = words[first], bounds[first], bounds[first + length + 1]
+        own = set(frames[first:first + length])
+
+        def in_window(arc: int) -> bool:
+            frame = int(lat.node_frame[lat.src[arc]])
+            return bool(lat.olabel[arc] == word) and (lo < frame < hi or frame in own)
+
+        hits = [sum(map(in_window, arcs)) for arcs, _ in paths]
+        posteriors += [float(sum(p for h, p in zip(hits, probs) if h >= j)) for j in range(1, length + 1)]
+    return gamma, tuple(words), posteriors
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_posteriors_equal_the_sum_over_every_path(seed: int) -> None:
+@pytest.mark.parametrize("labels", [4, 2])
+def test_posteriors_equal_the_sum_over_every_path(seed: int, labels: int) -> None:
     rng = np.random.default_rng(seed)
-    lat = random_lattice(rng, frames=int(rng.integers(2, 6)))
+    lat = random_lattice(rng, frames=int(rng.integers(2, 6)), labels=labels)
     scale = float(rng.choice([0.3, 1.0, 2.5]))
     gamma, words, expected = brute_force(lat, scale)
     status, arcs, _ = wc.arc_posteriors(lat, scale)
@@ -90,6 +115,46 @@ def test_posteriors_equal_the_sum_over_every_path(seed: int) -> None:
     assert result.ok and result.word_ids == words == lat.best_path()[0]
     np.testing.assert_allclose(result.posteriors, expected, atol=1e-10)
     assert all(0.0 <= p <= 1.0 for p in result.posteriors)
+
+
+def test_the_random_lattices_repeat_words_in_their_1_best() -> None:
+    """The brute-force comparison above covers runs of identical words (with labels = 2, most 1-best paths
+    hold one), some of them where a competing path emits the word fewer times than the 1-best."""
+    runs, fewer = 0, 0
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        lat = random_lattice(rng, frames=int(rng.integers(2, 6)), labels=2)
+        _, words, posteriors = brute_force(lat, 1.0)
+        long_runs = [(k, n) for k, n in runs_of(list(words)) if n > 1]
+        runs += len(long_runs)
+        fewer += any(posteriors[k + n - 1] < posteriors[k] - 1e-6 for k, n in long_runs)
+    assert runs >= 10 and fewer >= 3
+
+
+def repeated_word_lattice(extra_cost: float = 0.0) -> WordLattice:
+    """Two paths over 3 frames that cost the same (the second `extra_cost` more): A emits word 5 leaving
+    frames 0 and 2 (the 1-best), B emits it once, leaving frame 1, inside both of A's words' windows."""
+    node_frame = [0, 1, 2, 3, 1, 2]
+    src, dst, olabel = [0, 1, 2, 0, 4, 5], [1, 2, 3, 4, 5, 3], [5, 0, 5, 0, 5, 0]
+    acoustic = [1.0, 1.0, 1.0, 1.0, 1.0, 1.0 + extra_cost]
+    order = np.lexsort((olabel, np.ones(6), dst, src))
+    return WordLattice(num_frames=3, node_frame=np.array(node_frame, np.int32),
+                       node_state=np.arange(6, dtype=np.int32),
+                       final_cost=np.array([np.inf, np.inf, np.inf, 0.0, np.inf, np.inf]),
+                       src=np.array(src, np.int32)[order], dst=np.array(dst, np.int32)[order],
+                       ilabel=np.ones(6, np.int64), olabel=np.array(olabel, np.int64)[order],
+                       graph_cost=np.zeros(6), acoustic_cost=np.array(acoustic)[order])
+
+
+def test_a_path_with_one_copy_of_a_repeated_word_confirms_only_one_of_them() -> None:
+    lat = repeated_word_lattice(1e-9)
+    result = wc.word_posteriors(lat, 1.0)
+    assert result.ok and result.word_ids == (5, 5) and result.frames == (0, 2)
+    assert result.posteriors[0] == pytest.approx(1.0, abs=1e-12)
+    assert result.posteriors[1] == pytest.approx(0.5, abs=1e-8)
+    assert list(result.posteriors) == pytest.approx(brute_force(lat, 1.0)[2], abs=1e-12)
+    heavy = WordLattice(**{**lat.__dict__, "acoustic_cost": lat.acoustic_cost + 500.0})  # no underflow
+    assert wc.word_posteriors(heavy, 1.0).posteriors == pytest.approx((1.0, 0.5), abs=1e-8)
 
 
 def test_the_path_sum_equals_kaldis_n_best_paths() -> None:
@@ -150,3 +215,19 @@ def test_unusable_lattices_and_scales_say_why_and_give_no_numbers() -> None:
                          dst=np.array([1, 0, 2], np.int32), ilabel=np.array([0, 0, 1]), olabel=np.array([0, 0, 3]),
                          graph_cost=np.array([0.5, 0.5, 1.0]), acoustic_cost=np.zeros(3))
     assert wc.word_posteriors(cyclic).status == wc.CYCLIC
+
+
+def test_numpy_scales_are_numbers_and_bools_are_not() -> None:
+    lat = random_lattice(np.random.default_rng(7))
+    want = wc.word_posteriors(lat, 0.5)
+    assert want.ok
+    for scale in (np.float32(0.5), np.float64(0.5), np.int64(1) / 2):
+        assert wc.word_posteriors(lat, scale) == want
+        status, arcs, _ = wc.arc_posteriors(lat, scale)
+        assert status == wc.STATUS_OK and arcs.tolist() == wc.arc_posteriors(lat, 0.5)[1].tolist()
+    assert wc.word_posteriors(lat, np.int64(1)) == wc.word_posteriors(lat, 1.0)
+    for scale in (True, np.bool_(True), "0.5", None):
+        result = wc.word_posteriors(lat, scale)
+        assert not result.ok and result.posteriors == ()
+        assert "is not a number" in result.status and repr(scale) in result.status and "Fix:" in result.status
+    assert "not a finite number > 0" in wc.word_posteriors(lat, np.float32(-1.0)).status

@@ -260,6 +260,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         min_active=args.min_active,
         workers=args.workers,
         ray_address=args.ray_address,
+        references=args.references,
     )
     print(json.dumps(summary, indent=2))
     return 1 if summary["failed"] == summary["utterances"] else 0

@@ -267,6 +267,8 @@ def _add_decode(sub) -> None:  # noqa: ANN001
     )
     dec.add_argument("--partial-every-ms", type=float, help="partial hypotheses every this many ms of audio "
                      "(rounded to whole frames)")
+    dec.add_argument("--references", type=Path, help="Kaldi text file (utterance id, then its words; needs "
+                     "--words): the summary adds the WER and, with --lattice-dir, the lattice oracle WER")
 
 
 def _add_compare(sub) -> None:  # noqa: ANN001

@@ -306,7 +306,10 @@ class WordConfidenceConfig:
     """`kind = "word_confidence"`: the seed's confidence-measure task. The devel and test scores of an
     `eval_am` job decoded with lattices by each backend, each 1-best word's lattice posterior
     (`decoder.word_confidence`) labelled correct or not against the reference: NCE, AUC and calibration;
-    the lattice beam and posterior scale chosen on devel (highest NCE, CPU backend)."""
+    the lattice beam and posterior scale chosen on devel (highest NCE, CPU backend; ties: the smaller beam,
+    then the smaller scale, whatever order the lists give). `lattice_beams` and `posterior_scales` are the
+    devel grid: each a non-empty list of distinct positive finite numbers (distinct also as the metric names
+    print them, `beam{b:g}.scale{s:g}`)."""
 
     KIND: ClassVar[str] = "word_confidence"
     name: str = "word_confidence"
@@ -323,9 +326,34 @@ class WordConfidenceConfig:
     tracking: TrackingSection = TrackingSection(experiment="confidence")
 
     def __post_init__(self) -> None:
-        if "cpu" not in self.backends or not self.lattice_beams or not self.posterior_scales:
-            raise ValueError("backends must include cpu (it chooses the settings on devel), and lattice_beams and "
-                             "posterior_scales must each list at least one value")
+        if "cpu" not in self.backends:
+            raise ValueError(f"backends = {list(self.backends)}: cpu is missing, and the cpu backend chooses "
+                             'the lattice beam and posterior scale on devel. Fix: add "cpu" to backends')
+        for key, example in (("lattice_beams", "[4.0, 6.0, 8.0]"), ("posterior_scales", "[0.2, 0.5, 1.0]")):
+            problem = _devel_grid_problem(key, getattr(self, key))
+            if problem is not None:
+                raise ValueError(f"{problem}. Fix: list distinct numbers > 0 as {key}, e.g. "
+                                 f"{key} = {example}")
+
+
+def _devel_grid_problem(key: str, values: tuple[float, ...]) -> str | None:
+    """What is wrong with a devel grid of `WordConfidenceConfig` (None: nothing)."""
+    shown = f"{key} = {list(values)}"
+    if not values:
+        return f"{shown}: no value, so devel has nothing to choose from"
+    seen: dict[str, float] = {}
+    for value in values:
+        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                and value > 0):
+            return f"{shown}: {value!r} is not a finite number > 0"
+        name = f"{value:g}"
+        if name in seen and seen[name] == value:
+            return f"{shown}: {value!r} is listed twice (each grid point is decoded and logged once)"
+        if name in seen:
+            return (f"{shown}: {seen[name]!r} and {value!r} are one grid point in the metric names, which "
+                    f"write values with 6 significant digits ({name})")
+        seen[name] = value
+    return None
 
 
 @dataclass(frozen=True)

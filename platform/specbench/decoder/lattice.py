@@ -5,6 +5,12 @@ records arcs with `RawLatticeBuilder`; `prune_lattice` keeps the arcs on a compl
 final frame-T node) within `lattice_beam` of the best and gives a `WordLattice`: best path, word sequences,
 oracle word errors, a Kaldi word lattice (weights (graph, acoustic)). Costs are tropical. Epsilon arcs (one
 frame) may form cycles of non-negative weight; each frame relaxes them to a fixed point (Bellman-Ford).
+`lattice_file_oracle_errors` gives the oracle word errors of a lattice read back from its file.
+
+These are state-level lattices: nodes are (frame, graph state) pairs and every alignment of a word sequence
+within the beam is its own path. They are not determinized into word lattices, as Kaldi's decoders write
+theirs by default (one best alignment per word sequence), so their density and sums over paths (word
+posteriors) are not directly comparable with those of Kaldi's determinized lattices.
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ _FIELDS = ("src_frame", "src_state", "dst_frame", "dst_state", "ilabel", "olabel
 _DTYPE = dict(zip(_FIELDS, [np.int32] * 6 + [np.float64] * 2))
 _NO_ARC = np.iinfo(np.int64).max
 _FAR = 1 << 40  # "unreachable" in the integer edit-distance table
+NEGATIVE_CYCLE = ("a cycle of epsilon arcs within one frame has a negative total weight, so costs have no "
+                  "minimum. Fix: decode with a graph whose epsilon arcs have non-negative weights (or whose "
+                  "epsilon cycles at least sum to >= 0)")
 
 
 @dataclass(frozen=True)
@@ -116,7 +125,7 @@ def _fixed_point(step, arcs: np.ndarray, rounds: int, frame: int) -> None:
     for _ in range(rounds + 1):
         if not step(arcs):
             return
-    raise RuntimeError(f"lattice: epsilon relaxation did not converge at frame {frame} (negative cycle?)")
+    raise RuntimeError(f"lattice: epsilon relaxation did not converge at frame {frame}: {NEGATIVE_CYCLE}")
 
 
 def _shortest(init, tail, head, cost, groups, sizes, reverse: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -166,6 +175,13 @@ def _dedup(raw: RawLattice) -> np.ndarray:
     return order[first]
 
 
+def final_too_short(entries: int, state: int) -> str:
+    """The error of final weights that do not cover a frame-T node's state."""
+    return (f"prune_lattice: final has {entries} entries, but a frame-T node (the destination or source of a "
+            f"frame-T arc, or the start node when there are no frames) has state {state}. Fix: pass "
+            "graph.final of the graph that made the lattice (one final weight per graph state)")
+
+
 def prune_lattice(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> WordLattice | None:
     """Keep the arcs with alpha[src] + cost + beta[dst] <= best + lattice_beam (and final weights with
     alpha + final within it); None when no final frame-T node is reachable. Node 0 is the start node, the
@@ -184,8 +200,7 @@ def prune_lattice(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> Wo
     num_frames, n = raw.num_frames, len(keys)
     at_end = node_frame == num_frames
     if node_state[at_end].max(initial=-1) >= len(final):
-        raise ValueError(f"prune_lattice: final has {len(final)} entries, a frame-T node has state "
-                         f"{int(node_state[at_end].max())}")
+        raise ValueError(final_too_short(len(final), int(node_state[at_end].max())))
     end_cost = np.full(n, np.inf)
     end_cost[at_end] = final[node_state[at_end]]
     groups = _frame_groups(sf, df != sf, num_frames)
@@ -217,6 +232,79 @@ def prune_lattice(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> Wo
         src=a_src[order].astype(np.int32), dst=a_dst[order].astype(np.int32),
         ilabel=ilabel[arc_keep][order], olabel=olabel[arc_keep][order],
         graph_cost=graph[arc_keep][order], acoustic_cost=acoustic[arc_keep][order])
+
+
+def _oracle_errors(num_nodes: int, start: int, src: np.ndarray, dst: np.ndarray, olabel: np.ndarray,
+                   finals: np.ndarray, reference: Sequence[int], groups: list | None = None,
+                   sizes: np.ndarray | None = None) -> int:
+    """The least word edit distance between `reference` and the words (olabel != 0) of a path from `start`
+    to a node of `finals`: DP over (node, reference position). With `groups` (`_frame_groups`), group by
+    group: each group's first arcs relaxed to their fixed point, then its second arcs once (costs are
+    non-negative, so every fixed point is reached within `sizes[g]` x (len(reference) + 1) rounds). Without,
+    for arcs in no known order: rounds over the arcs leaving the nodes the round before improved, from the
+    start node, until none improves (after k rounds every (node, position) whose best path has at most k
+    arcs holds its final value, and a best path visits each (node, position) once: a word arc that returns
+    to its node, as a self-loop does, moves on to a later position)."""
+    ref = np.asarray(list(reference), dtype=np.int64)
+    pos = np.arange(len(ref) + 1)
+    table = np.full((num_nodes, len(ref) + 1), _FAR, dtype=np.int64)
+    table[start] = pos  # rows stay closed under deletions: table[v, j] <= table[v, j - 1] + 1
+
+    def step(arcs: np.ndarray) -> np.ndarray:
+        """One round over `arcs` (all reading the costs before it); the destinations that improved."""
+        if arcs.size == 0:
+            return arcs
+        prev, words = table[src[arcs]], olabel[arcs]
+        cand, has = prev.copy(), words != 0
+        if has.any():
+            sub = np.full_like(prev[has], _FAR)
+            sub[:, 1:] = prev[has][:, :-1] + (words[has, None] != ref[None, :])
+            cand[has] = np.minimum(prev[has] + 1, sub)
+            cand = np.minimum.accumulate(cand - pos, axis=1) + pos
+        to = dst[arcs]
+        old = table[to]
+        np.minimum.at(table, to, cand)
+        return to[(table[to] < old).any(axis=1)]
+
+    if groups is not None and sizes is not None:
+        for g, (first, second) in enumerate(groups):
+            _fixed_point(lambda arcs: step(arcs).size > 0, first, int(sizes[g]) * len(pos), g)
+            step(second)
+        return int(table[finals, len(ref)].min())
+    by_src = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[by_src], np.arange(num_nodes + 1))
+    active = np.array([start], dtype=np.int64)
+    for _ in range(num_nodes * len(pos) + 1):
+        counts = bounds[active + 1] - bounds[active]
+        if not counts.sum():
+            return int(table[finals, len(ref)].min())
+        first = np.repeat(bounds[active] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        active = np.unique(step(by_src[first]))
+    raise RuntimeError("lattice oracle: the edit-distance relaxation did not converge, which non-negative "
+                       "edit costs rule out. Fix: report this lattice as a bug")
+
+
+def lattice_file_oracle_errors(fst: kaldifst.Lattice, reference: Sequence[int]) -> int:
+    """`WordLattice.oracle_errors` of a lattice read back from its file (`read_lattice`; any word acceptor:
+    ilabel = olabel = word id, 0 = no word): the least word edit distance between `reference` and a complete
+    path's words. The file keeps no frames, so the same DP (`_oracle_errors`) runs in rounds over the arcs
+    leaving the nodes that the round before improved. ValueError when no state is final."""
+    num_nodes = fst.num_states
+    src, dst, olabel, finals = [], [], [], []
+    for line in fst.to_str().splitlines():  # "src dst ilabel olabel [weight]" or "state [weight]"
+        fields = line.split()
+        if len(fields) >= 4:
+            src.append(int(fields[0]))
+            dst.append(int(fields[1]))
+            olabel.append(int(fields[3]))
+        elif fields and (len(fields) == 1 or all(math.isfinite(float(x)) for x in fields[1].split(","))):
+            finals.append(int(fields[0]))  # a final weight: none written is One; (Infinity, Infinity) is Zero
+    if num_nodes == 0 or not finals:
+        raise ValueError("the lattice has no final state (no complete path), so it has no oracle. Fix: pass "
+                         "a lattice that the decoder wrote (it writes none without a complete path)")
+    return _oracle_errors(num_nodes, int(fst.start), np.array(src, dtype=np.int64),
+                          np.array(dst, dtype=np.int64), np.array(olabel, dtype=np.int64),
+                          np.array(sorted(set(finals)), dtype=np.int64), reference)
 
 
 # ---------------------------------------------------------------------------------------------- lattice
@@ -306,7 +394,7 @@ class WordLattice:
         dist, back, converged = best_back(init, self.src.astype(np.int64), self.dst.astype(np.int64), cost,
                                           order.astype(np.int64), bounds.astype(np.int64), sizes)
         if not converged:
-            raise RuntimeError("lattice: epsilon relaxation did not converge (negative cycle?)")
+            raise RuntimeError(f"lattice: epsilon relaxation did not converge: {NEGATIVE_CYCLE}")
         return dist, back
 
     def _relaxed_reference(self, init: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -384,32 +472,9 @@ class WordLattice:
 
     def oracle_errors(self, reference: Sequence[int]) -> int:
         """The least word edit distance (substitution, insertion, deletion: 1 each) between `reference`
-        and a complete path's words: DP over (node, reference position), frame by frame."""
-        finals, ref = self._finals(), np.asarray(list(reference), dtype=np.int64)
-        pos = np.arange(len(ref) + 1)
-        table = np.full((self.num_nodes, len(ref) + 1), _FAR, dtype=np.int64)
-        table[0] = pos  # rows stay closed under deletions: table[v, j] <= table[v, j - 1] + 1
-
-        def step(arcs: np.ndarray) -> bool:
-            if arcs.size == 0:
-                return False
-            prev, words = table[self.src[arcs]], self.olabel[arcs]
-            cand, has = prev.copy(), words != 0
-            if has.any():
-                sub = np.full_like(prev[has], _FAR)
-                sub[:, 1:] = prev[has][:, :-1] + (words[has, None] != ref[None, :])
-                cand[has] = np.minimum(prev[has] + 1, sub)
-                cand = np.minimum.accumulate(cand - pos, axis=1) + pos
-            to = self.dst[arcs]
-            old = table[to]
-            np.minimum.at(table, to, cand)
-            return bool((table[to] < old).any())
-
-        groups, sizes = self._layout()
-        for f, (eps, emit) in enumerate(groups):
-            _fixed_point(step, eps, int(sizes[f]) * len(pos), f)  # (node, position) pairs
-            step(emit)
-        return int(table[finals, len(ref)].min())
+        and a complete path's words: DP over (node, reference position), frame by frame (`_oracle_errors`)."""
+        return _oracle_errors(self.num_nodes, 0, self.src, self.dst, self.olabel, self._finals(), reference,
+                              *self._layout())
 
     def to_kaldifst(self, acoustic_scale: float = 1.0) -> kaldifst.Lattice:
         """A word acceptor (ilabel = olabel = word id, 0 = epsilon), weights LatticeWeight(graph, acoustic),

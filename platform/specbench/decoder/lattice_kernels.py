@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from specbench.decoder.compiled_cache import entry, kernel
-from specbench.decoder.lattice import RawLattice, WordLattice
+from specbench.decoder.lattice import RawLattice, WordLattice, final_too_short
 from specbench.wfst.graph import CsrGraph
 
 
@@ -174,7 +174,10 @@ def _within_beam(init, end_cost, src, dst, cost, eps_start, eps_arcs, emit_start
     alpha, ok_a = _shortest(init, src, dst, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, False)
     beta, ok_b = _shortest(end_cost, dst, src, cost, eps_start, eps_arcs, emit_start, emit_arcs, sizes, True)
     if not (ok_a and ok_b):
-        raise RuntimeError("lattice: epsilon relaxation did not converge (negative cycle?)")
+        raise RuntimeError("lattice: epsilon relaxation did not converge: a cycle of epsilon arcs within one "
+                           "frame has a negative total weight, so costs have no minimum. Fix: decode with a "
+                           "graph whose epsilon arcs have non-negative weights (or whose epsilon cycles at "
+                           "least sum to >= 0)")
     best = np.inf
     for i in range(alpha.shape[0]):
         best = min(best, alpha[i] + end_cost[i])
@@ -453,10 +456,11 @@ def prune_compiled(raw: RawLattice, final: np.ndarray, lattice_beam: float) -> W
     if not float(lattice_beam) >= 0:
         raise ValueError(f"prune_lattice: lattice_beam must be >= 0, got {lattice_beam!r}")
     final = np.asarray(final, dtype=np.float64)
-    at_end = raw.dst_frame == raw.num_frames
-    top = int(max(raw.dst_state[at_end].max(initial=-1), raw.start_state if raw.num_frames == 0 else -1))
+    top = int(max(raw.dst_state[raw.dst_frame == raw.num_frames].max(initial=-1),  # every frame-T node:
+                  raw.src_state[raw.src_frame == raw.num_frames].max(initial=-1),  # (epsilon arcs' sources)
+                  raw.start_state if raw.num_frames == 0 else -1))
     if top >= len(final):
-        raise ValueError(f"prune_lattice: final has {len(final)} entries, a frame-T node has state {top}")
+        raise ValueError(final_too_short(len(final), top))
     ints = (np.require(getattr(raw, name), np.int32, ["C", "W"]) for name in (
         "src_frame", "src_state", "dst_frame", "dst_state", "ilabel", "olabel"))
     costs = (np.require(getattr(raw, name), np.float64, ["C", "W"])

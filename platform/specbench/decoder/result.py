@@ -61,7 +61,7 @@ _STATS_FIELDS = tuple(item.name for item in fields(DecodeStats))
 
 @dataclass(frozen=True)
 class PartialHypothesis:
-    """The best path after frames 0..frame, cut to its complete words (see `lanes.partial_words`).
+    """The best path after frames 0..frame, cut to its complete words (see `traceback.partial_words`).
 
     frame: the last frame used (0-based); its end time is (frame + 1) * frame shift.
     word_ids: the complete words of the best partial path, in order.

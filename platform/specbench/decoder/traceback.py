@@ -1,4 +1,6 @@
-"""Reading a best path out of the CPU decoder's backpointer codes.
+"""Reading best paths out of the decoders' backpointer codes: one path (`read_path`, the CPU decoder's), many
+laid end to end in one compiled call (`read_flat_paths`, the lane decoders'), and the complete words of a
+partial path (`partial_words`).
 
 A path is a list of move codes from the start token to the best final token (see cpu.py): a code
 `c >= 0` is emitting arc `c // base` followed by epsilon move `c % base - 1` (none when -1); a code `c < 0`
@@ -78,7 +80,9 @@ def read_flat_paths(codes: np.ndarray, offsets: np.ndarray, base: int, graph: Cs
 
 def partial_words(word_ids: tuple[int, ...], last_state: int, final: np.ndarray) -> tuple[int, ...]:
     """The words of a partial best path that are complete: every word followed by another word's label,
-    and the last word too when the path's state may end the utterance (finite final weight)."""
+    and the last word too when the path's state may end the utterance (finite final weight). So a word
+    belongs to a partial hypothesis at frame t only once the traceback shows its last token emitted by t,
+    and a partial never counts a word that is still being spoken."""
     if word_ids and not np.isfinite(final[last_state]):
         return word_ids[:-1]
     return word_ids

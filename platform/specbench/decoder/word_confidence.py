@@ -1,29 +1,40 @@
 """Word posteriors from our lattices: forward-backward in the log semiring over a `WordLattice`.
 
 A complete path's probability is exp(-scale x (graph + acoustic + final cost)) normalized over every
-complete path (`scale`: the posterior scale; the lattice's acoustic costs already carry the decoder's
-acoustic scale, so 1.0 means the decoder's own weighting, as Kaldi's `lattice-to-post --acoustic-scale` with
-the decoding acoustic weight). `arc_posteriors` gives each arc the probability that a path uses it.
+complete path (`scale`: the posterior scale). The lattice's acoustic costs already carry the decoder's
+acoustic scale a, and `scale` multiplies graph and acoustic costs together: the acoustic weight is scale x a
+and the graph (LM) weight is scale. At scale 1.0 that is the decoder's own weighting, as Kaldi's
+`lattice-to-post --acoustic-scale=a` on a lattice written with unscaled acoustic costs; at any other scale it
+is not what that option does (it scales the acoustic costs only), but Kaldi's `lattice-scale
+--acoustic-scale=scale*a --lm-scale=scale` followed by `lattice-to-post --acoustic-scale=1`.
+`arc_posteriors` gives each arc the probability that a path uses it.
 
 The confidence of the k-th word of the 1-best path (its word arc leaves frame f_k) is the probability that
 a path emits the same word between the 1-best's neighbouring words: at a frame after f_(k-1) and before
 f_(k+1), or at f_k itself (the graph emits word labels on epsilon arcs, so several can leave one frame; the
 first word's window starts at frame 0, the last word's ends after frame T). Other paths place
 a word's label a few frames earlier or later than the 1-best does (other alignments, labels the graph's
-determinization moved), so a window that stopped halfway to the neighbours would miss them. It is computed
-exactly, paths that emit the word twice in the window counted once, by a forward pass over two copies of
-the lattice (before and after a matching arc): the word's posterior in [0, 1], time-localized as Wessel et
-al.'s word posteriors are, and with no sausage alignment to approximate it.
+determinization moved), so a window that stopped halfway to the neighbours would miss them.
+
+A run of r identical consecutive 1-best words (k..k+r-1) shares one window, from the first word's window's
+start to the last one's end (the union of theirs), and the run's j-th word gets the probability that a path
+emits the word at least j times in it. Separate windows would overlap, and a path with one copy of the word
+where they overlap would confirm every word of the run. For r = 1 this is the probability of at least one
+emission in the word's own window. It is computed exactly by a forward pass over r + 1 copies of the
+lattice (copy c: c matching arcs so far, the top copy r or more): the word's posterior in [0, 1],
+time-localized as Wessel et al.'s word posteriors are, and with no sausage alignment to approximate it.
 
 A lattice that is missing, has no complete path, or has a cycle of epsilon arcs (its forward sum would be
-an infinite series), and a scale that is not > 0, give a status saying why and no posteriors (never NaN).
-The loops are compiled with numba; `tests/unit/test_word_confidence.py` checks them against enumerating
-every path, and against the paths kaldifst's `lattice_to_nbest` (OpenFst's n-shortest paths) lists.
+an infinite series), and a scale that is not a finite real number > 0 (numpy's included, bools not), give a
+status saying why and no posteriors (never NaN). The loops are compiled with numba;
+`tests/unit/test_word_confidence.py` checks them against enumerating every path (runs of repeated words
+included), and against the paths kaldifst's `lattice_to_nbest` (OpenFst's n-shortest paths) lists.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numba
@@ -38,9 +49,17 @@ CYCLIC = "the lattice has a cycle of epsilon arcs: its path sum diverges, poster
 _NEG_INF = -np.inf
 
 
-def bad_scale(scale: float) -> str:
-    return f"posterior scale {scale!r} is not > 0: posteriors are undefined. Fix: use a scale > 0 (1.0: the " \
-           "decoder's own acoustic weighting)"
+def _is_real(scale: object) -> bool:
+    """A real number (numpy's too), but not a bool."""
+    return isinstance(scale, numbers.Real) and not isinstance(scale, (bool, np.bool_))
+
+
+def bad_scale(scale: object) -> str:
+    if not _is_real(scale):
+        return (f"posterior scale {scale!r} ({type(scale).__name__}) is not a number: posteriors are "
+                "undefined. Fix: pass a real number > 0, e.g. 1.0 (the decoder's own acoustic weighting)")
+    return (f"posterior scale {scale!r} is not a finite number > 0: posteriors are undefined. Fix: use a "
+            "scale > 0 (1.0: the decoder's own acoustic weighting)")
 
 
 @dataclass(frozen=True)
@@ -128,29 +147,39 @@ def _backward(num_nodes: int, order: np.ndarray, src: np.ndarray, dst: np.ndarra
 
 
 @numba.njit(cache=True)
-def _log_mass_with_hit(num_nodes: int, order: np.ndarray, src: np.ndarray, dst: np.ndarray,
-                       logw: np.ndarray, log_final: np.ndarray, hit: np.ndarray) -> float:
-    """log of the summed probability mass of the complete paths that use at least one `hit` arc."""
-    before = np.full(num_nodes, _NEG_INF)  # mass of partial paths with no hit arc yet
-    after = np.full(num_nodes, _NEG_INF)   # ... with at least one
-    before[0] = 0.0
+def _log_masses_by_hits(num_nodes: int, order: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                        logw: np.ndarray, log_final: np.ndarray, hit: np.ndarray, runs: int) -> np.ndarray:
+    """masses[j - 1]: log of the summed probability mass of the complete paths that use at least j `hit`
+    arcs, for j = 1..runs: a forward pass over runs + 1 copies of the lattice (copy c: partial paths with c
+    hit arcs so far; copy `runs`: with `runs` or more). With runs = 1 this is the two-copy pass (before and
+    after a hit), operation for operation."""
+    alpha = np.full((runs + 1, num_nodes), _NEG_INF)
+    alpha[0, 0] = 0.0
     for a in order:
-        s, d = src[a], dst[a]
+        s, d, w = src[a], dst[a], logw[a]  # s != d: the order exists only for acyclic arcs
         if hit[a]:
-            after[d] = _logadd(after[d], _logadd(before[s], after[s]) + logw[a])
+            alpha[runs, d] = _logadd(alpha[runs, d], _logadd(alpha[runs - 1, s], alpha[runs, s]) + w)
+            for c in range(runs - 1, 0, -1):
+                alpha[c, d] = _logadd(alpha[c, d], alpha[c - 1, s] + w)
         else:
-            before[d] = _logadd(before[d], before[s] + logw[a])
-            after[d] = _logadd(after[d], after[s] + logw[a])
-    total = _NEG_INF
-    for v in range(num_nodes):
-        total = _logadd(total, after[v] + log_final[v])
-    return total
+            for c in range(runs + 1):
+                alpha[c, d] = _logadd(alpha[c, d], alpha[c, s] + w)
+    masses = np.empty(runs)
+    above = _NEG_INF  # the mass of the copies above c
+    for c in range(runs, 0, -1):
+        total = _NEG_INF
+        for v in range(num_nodes):
+            total = _logadd(total, alpha[c, v] + log_final[v])
+        above = _logadd(total, above)
+        masses[c - 1] = above
+    return masses
 
 
 def _prepared(lattice: WordLattice | None, scale: float):
     """(order, log arc weights, log final weights) or the status that stops the computation."""
-    if not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+    if not (_is_real(scale) and math.isfinite(scale) and scale > 0):
         return bad_scale(scale)
+    scale = float(scale)
     if lattice is None or lattice.num_nodes == 0:
         return NO_LATTICE
     if not np.isfinite(lattice.final_cost).any():
@@ -194,6 +223,17 @@ def word_windows(frames: tuple[int, ...], num_frames: int) -> list[tuple[float, 
     return [(float(min(b + 1, f)), float(max(a, f + 1))) for b, f, a in zip(before, frames, after)]
 
 
+def word_runs(words: tuple[int, ...]) -> list[tuple[int, int]]:
+    """(index of the first word, length) of each run of identical consecutive words, in order."""
+    runs: list[tuple[int, int]] = []
+    for k, word in enumerate(words):
+        if runs and words[runs[-1][0]] == word:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((k, 1))
+    return runs
+
+
 def word_posteriors(lattice: WordLattice | None, scale: float = 1.0) -> WordPosteriors:
     """The posterior of every 1-best word of `lattice` (see the module docstring)."""
     prepared = _prepared(lattice, scale)
@@ -204,10 +244,12 @@ def word_posteriors(lattice: WordLattice | None, scale: float = 1.0) -> WordPost
     if not math.isfinite(total):
         return WordPosteriors(NO_PATH)
     words, frames = best_path_words(lattice)
+    windows = word_windows(frames, lattice.num_frames)
     arc_frame = lattice.node_frame[lattice.src]
-    posteriors = []
-    for word, (lo, hi) in zip(words, word_windows(frames, lattice.num_frames)):
-        hit = (lattice.olabel == word) & (arc_frame >= lo) & (arc_frame < hi)
-        mass = _log_mass_with_hit(lattice.num_nodes, order, src, dst, logw, log_final, hit)
-        posteriors.append(float(min(1.0, math.exp(mass - total))) if math.isfinite(mass) else 0.0)
+    posteriors: list[float] = []
+    for first, runs in word_runs(words):
+        lo, hi = windows[first][0], windows[first + runs - 1][1]
+        hit = (lattice.olabel == words[first]) & (arc_frame >= lo) & (arc_frame < hi)
+        masses = _log_masses_by_hits(lattice.num_nodes, order, src, dst, logw, log_final, hit, runs)
+        posteriors += [float(min(1.0, math.exp(m - total))) if math.isfinite(m) else 0.0 for m in masses]
     return WordPosteriors(STATUS_OK, words, frames, tuple(posteriors))

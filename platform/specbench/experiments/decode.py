@@ -9,7 +9,15 @@ decoders (default: one per core for long decodes, see `worker_count`), each a Ra
 `DecoderStage`, all mapping the same graph arrays (`wfst.mapped`), so the graph is read once and held in
 memory once. One worker decodes in this process, without Ray. The workers run on the Ray cluster that
 `ray_address` names (`specbench --ray-address`; None: `$RAY_ADDRESS`, else a local Ray); a named cluster that
-is not there is refused before any decoding starts, however many workers decode."""
+is not there is refused before any decoding starts, however many workers decode.
+
+With `references` (`--references`: a Kaldi `text` file, one line per utterance, its id, then its words) and `words`, the
+summary adds `wer` (the 1-best words against the references) and, when lattices are written,
+`lattice_oracle_wer` (the metric `decoder.lattice_oracle_wer`: the path through each lattice with the
+fewest word errors; the same denominator, and an utterance without a lattice counts its 1-best's errors, so
+it is never above `wer`). Words are compared by id (a reference word that `words` lacks matches nothing). The
+oracle reads the lattice files back here (`lattice.lattice_file_oracle_errors`), so with Ray workers on
+other machines the lattice folder must be one they share with this one."""
 
 from __future__ import annotations
 
@@ -52,10 +60,12 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                 max_active: int = 10000, acoustic_scale: float = 1.0, frame_shift_ms: float | None = None,
                 words: Path | None = None, lattice_beam: float | None = None, lattice_dir: Path | None = None,
                 partial_every_ms: float | None = None, min_active: int = 20,
-                workers: int | None = None, ray_address: str | None = None) -> dict[str, Any]:
-    """Decode every utterance of `scores`; returns a summary (counts, failures by reason, frames/s, workers).
-    workers: decoders in parallel (see the module docstring; None: one per core); ray_address: the Ray
-    cluster they run on (`--ray-address`; None: `$RAY_ADDRESS`, else a local Ray)."""
+                workers: int | None = None, ray_address: str | None = None,
+                references: Path | None = None) -> dict[str, Any]:
+    """Decode every utterance of `scores`; returns a summary (counts, failures by reason, frames/s, workers;
+    with lattices their density; with `references` the WER and, with lattices, the lattice oracle WER: see
+    the module docstring). workers: decoders in parallel (see the module docstring; None: one per core);
+    ray_address: the Ray cluster they run on (`--ray-address`; None: `$RAY_ADDRESS`, else a local Ray)."""
     for what, path in (("graph", graph), ("words", words)):
         if path is not None and not Path(path).is_file():
             raise DataError(f"--{what} {path}: no such file. Fix: give the path of an existing file (the "
@@ -66,6 +76,12 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
     if Path(out).suffix not in (".jsonl", ".parquet"):
         raise DataError(f"--out {out}: unknown output format '{Path(out).suffix}'. Fix: end the file name in "
                         ".jsonl (one JSON line per utterance) or .parquet")
+    if references is not None and not Path(references).is_file():
+        raise DataError(f"references {references}: no such file. Fix: give the path of an existing Kaldi "
+                        "text file (one line per utterance: its id, then its words)")
+    if references is not None and words is None:
+        raise DataError(f"references {references}: the reference words are compared with the decoded word "
+                        "ids through the word list. Fix: give words too (words.txt beside the graph)")
     if frame_shift_ms is not None and not 0 < frame_shift_ms < math.inf:
         raise DataError(f"--frame-shift-ms {frame_shift_ms}: must be a positive number of milliseconds. Fix: "
                         "pass the scores' frame shift, e.g. --frame-shift-ms 40")
@@ -79,6 +95,7 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         raise DataError(f"{flag}: {problem}. Fix: change {flag} (`specbench decode --help` shows the "
                         "defaults)") from err
     symbols = SymbolTable.read(words).symbols if words else None
+    texts = read_references(references) if references is not None else None
     if ray_address is not None:  # asked for: refused if it is not there, even where one worker needs no Ray
         from specbench.runtime import check_cluster
 
@@ -110,7 +127,60 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         summary["lattice_dir"] = str(lattice_dir)
         arcs = sum(r["lattice_arcs"] or 0 for r in rows)
         summary["lattice_density"] = arcs / frames if frames else 0.0
+    if texts is not None and symbols is not None:
+        summary.update(reference_scores(rows, texts, symbols, references, lattice_dir is not None))
     return summary
+
+
+def read_references(path: Path) -> dict[str, list[str]]:
+    """A Kaldi `text` file: utterance id -> words (blank lines skipped)."""
+    texts: dict[str, list[str]] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] in texts:
+            raise DataError(f"references {path}, line {number}: utterance {fields[0]!r} is listed twice. "
+                            "Fix: give each utterance one line (its id, then its words)")
+        texts[fields[0]] = fields[1:]
+    return texts
+
+
+def reference_scores(rows: list[dict], texts: dict[str, list[str]], symbols: list[str], references: Path,
+                     with_lattices: bool) -> dict[str, Any]:
+    """`wer` of the rows' 1-best word ids against `texts`, and with lattices `lattice_oracle_wer` (see the
+    module docstring); failed rows count as empty hypotheses."""
+    from specbench.decoder.lattice import lattice_file_oracle_errors, read_lattice
+    from specbench.metrics.wer import edit_distance
+
+    missing = [r["id"] for r in rows if r["id"] not in texts]
+    if missing:
+        raise DataError(f"references {references}: no reference for {len(missing)} decoded utterance(s), "
+                        f"e.g. {missing[0]!r}. Fix: give a references file with a line for every utterance "
+                        "of the scores (its id, then its words)")
+    ids = {}
+    for i, word in enumerate(symbols):
+        ids.setdefault(word, i)
+    tokens = errors = oracle = 0
+    for row in rows:
+        ref = [ids.get(w, -1) for w in texts[row["id"]]]  # -1: a word the graph cannot output
+        best = edit_distance(ref, list(row["word_ids"] or []))
+        tokens, errors = tokens + len(ref), errors + best
+        if with_lattices:
+            path = row.get("lattice_path")
+            if path is None:
+                oracle += best
+                continue
+            try:
+                oracle += lattice_file_oracle_errors(read_lattice(path), ref)
+            except DataError as err:
+                raise DataError(f"{err}: the lattice oracle WER reads each lattice file back on this "
+                                "machine. Fix: give a lattice folder that the workers and this machine "
+                                "share") from err
+    out: dict[str, Any] = {"reference_words": tokens, "wer": errors / tokens if tokens else 0.0}
+    if with_lattices:
+        out["lattice_oracle_wer"] = oracle / tokens if tokens else 0.0
+    return out
 
 
 def worker_count(frames: int, workers: int | None) -> int:

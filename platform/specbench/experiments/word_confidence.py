@@ -5,7 +5,10 @@
 2. Devel, CPU backend: decoded with lattices at each `lattice_beams` value; each 1-best word's posterior
    (`decoder.word_confidence`) at each `posterior_scales` value, labelled correct or not by aligning the
    1-best with the reference (`metrics.confidence_measures`); the (lattice beam, posterior scale) of the
-   highest NCE is chosen before test is decoded.
+   highest NCE is chosen before test is decoded (ties: the smaller beam, then the smaller scale). A choice
+   on an edge of its grid (the smallest or largest value listed, or the only one) is logged, reported
+   under `choice_on_grid_edge` and as `confidence.choice_on_grid_edge` (1.0; 0.0 inside both grids): the
+   devel optimum may lie beyond the grid, which only a wider grid, fixed before test is decoded, can show.
 3. Test, every backend of `backends` (the GPU only where one is usable; otherwise reported unavailable):
    NCE, AUC and a calibration table and plot; each backend's 1-best and posteriors compared with the CPU
    backend's (same lattices give the same posteriors). `confidence.nce` and `confidence.auc` are the CPU
@@ -114,23 +117,65 @@ def _measures(values: list[float], labels: list[bool], bins: int) -> dict[str, A
 
 def choose_on_devel(graph: GraphFile, devel: Items, refs: dict[str, list[str]], symbols: list[str],
                     config: WordConfidenceConfig) -> tuple[float, float, dict[str, float]]:
-    """The (lattice beam, posterior scale) of the highest devel NCE (ties: the smaller beam, then the scale
-    listed first), and the NCE of every pair."""
+    """The (lattice beam, posterior scale) of the highest devel NCE (`best_on_grid`), and the NCE of every
+    pair (NaN where it is undefined)."""
     grid: dict[str, float] = {}
-    best: tuple[float, float, float] | None = None
+    scores: list[tuple[float, float, float]] = []
     for beam in config.lattice_beams:
         results, _ = decode(graph, "cpu", devel, config, beam)
         for scale in config.posterior_scales:
             values, labels, _, _ = confidences(results, refs, symbols, scale)
             nce = cm.normalized_cross_entropy(values, labels)
-            grid[f"beam{beam:g}.scale{scale:g}"] = nce if nce is not None else float("nan")
+            grid[grid_key(beam, scale)] = nce if nce is not None else float("nan")
             _log(f"devel: lattice beam {beam:g}, posterior scale {scale:g}: NCE {nce}")
-            if nce is not None and (best is None or nce > best[0]):
-                best = (nce, beam, scale)
-    if best is None:
+            if nce is not None:
+                scores.append((nce, beam, scale))
+    if not scores:
         raise DataError("devel: no NCE could be computed (every devel word is correct, or every one wrong, or "
                         "no lattice gave posteriors). Fix: give the job more devel utterances (devel_utterances)")
-    return best[1], best[2], grid
+    return (*best_on_grid(scores), grid)
+
+
+def grid_key(beam: float, scale: float) -> str:
+    """The name of a devel grid point in the report and the metrics (`confidence.devel_nce.<key>`)."""
+    return f"beam{beam:g}.scale{scale:g}"
+
+
+def best_on_grid(scores: list[tuple[float, float, float]]) -> tuple[float, float]:
+    """The (lattice beam, posterior scale) of the highest NCE among (NCE, beam, scale) triples; ties (equal
+    NCE) go to the smaller beam, then to the smaller scale, whatever order the job lists them in."""
+    _, beam, scale = max(scores, key=lambda s: (s[0], -s[1], -s[2]))
+    return beam, scale
+
+
+def grid_edges(config: WordConfidenceConfig, beam: float, scale: float) -> dict[str, str]:
+    """Which chosen value lies on an edge of its grid: {"lattice_beam"|"posterior_scale": "smallest",
+    "largest" or "only"}, empty when both lie inside their grids."""
+    edges = {}
+    for name, value, grid in (("lattice_beam", beam, config.lattice_beams),
+                              ("posterior_scale", scale, config.posterior_scales)):
+        if len(grid) == 1:
+            edges[name] = "only"
+        elif value == min(grid):
+            edges[name] = "smallest"
+        elif value == max(grid):
+            edges[name] = "largest"
+    return edges
+
+
+def edge_warnings(edges: dict[str, str], config: WordConfidenceConfig) -> list[str]:
+    """One sentence per chosen value on an edge of its grid."""
+    keys = {"lattice_beam": "lattice_beams", "posterior_scale": "posterior_scales"}
+    out = []
+    for name, edge in edges.items():
+        grid = list(getattr(config, keys[name]))
+        what = name.replace("_", " ")
+        if edge == "only":
+            out.append(f"the {what} was not chosen: {keys[name]} = {grid} lists one value")
+        else:
+            out.append(f"the chosen {what} is the {edge} of {keys[name]} = {grid}: the devel optimum may lie "
+                       f"beyond the grid (a wider grid, fixed before test is decoded, would show it)")
+    return out
 
 
 def _agreement(ours: dict[str, WordPosteriors], cpu: dict[str, WordPosteriors]) -> dict[str, Any]:
@@ -161,6 +206,10 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
     _log(f"{len(devel)} devel and {len(test)} test utterances over {graph_path}")
     beam, scale, grid = choose_on_devel(graph, devel, refs, symbols, config)
     _log(f"chosen on devel: lattice beam {beam:g}, posterior scale {scale:g}")
+    edges = grid_edges(config, beam, scale)
+    warnings = edge_warnings(edges, config)
+    for warning in warnings:
+        _log(f"warning: {warning}")
     backends: dict[str, Any] = {}
     posteriors: dict[str, dict[str, WordPosteriors]] = {}
     for backend in config.backends:
@@ -177,8 +226,8 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
         if backend != "cpu":
             backends[backend].update(_agreement(found, posteriors["cpu"]))
     result = {"devel_utterances": len(devel), "test_utterances": len(test), "lattice_beam": beam,
-              "posterior_scale": scale, "devel_nce": grid, "backends": backends,
-              "seconds": time.perf_counter() - start}
+              "posterior_scale": scale, "devel_nce": grid, "choice_on_grid_edge": edges,
+              "choice_warnings": warnings, "backends": backends, "seconds": time.perf_counter() - start}
     if run is not None:
         run.log_metrics(metrics(result))
         run.log_dict(result, "word_confidence.json")
@@ -188,7 +237,8 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
 
 def metrics(result: dict[str, Any]) -> dict[str, float]:
     out = {"confidence.lattice_beam": result["lattice_beam"], "confidence.posterior_scale": result["posterior_scale"],
-           "confidence.test_utterances": float(result["test_utterances"])}
+           "confidence.test_utterances": float(result["test_utterances"]),
+           "confidence.choice_on_grid_edge": 1.0 if result["choice_on_grid_edge"] else 0.0}
     out.update({f"confidence.devel_nce.{k}": v for k, v in result["devel_nce"].items() if math.isfinite(v)})
     for backend, b in result["backends"].items():
         if b["status"] != "ok":
@@ -229,14 +279,16 @@ def summary(result: dict[str, Any]) -> list[str]:
     lines = [(f"word confidence: {result['test_utterances']} test utterances, lattice beam "
               f"{result['lattice_beam']:g} and posterior scale {result['posterior_scale']:g} chosen on "
               f"{result['devel_utterances']} devel utterances")]
+    lines += [f"  warning: {warning}" for warning in result.get("choice_warnings", [])]
     for backend, b in result["backends"].items():
         if b["status"] != "ok":
             lines.append(f"  {backend}: {b['status']}")
             continue
-        nce, auc = b["nce"], b["auc"]
+        nce, auc, share = b["nce"], b["auc"], b["share_correct"]
+        correct = "share correct undefined" if share is None else f"{share:.1%} correct"
         line = (f"  {backend}: NCE {nce if nce is None else f'{nce:.3f}'}, AUC {auc if auc is None else f'{auc:.3f}'}"
-                f", {b['words']} words ({b['share_correct']:.1%} correct), {b['undefined_utterances']} "
-                "utterances without posteriors")
+                f", {b['words']} words ({correct}), {b['undefined_utterances']} utterances without "
+                "posteriors")
         if "max_posterior_difference" in b:
             line += (f"; vs cpu: 1-best identical {b['onebest_identical']:.3f}, max posterior difference "
                      f"{b['max_posterior_difference']:.2e}")
