@@ -83,10 +83,37 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
                 assert metrics[f"{name}_gain_bleu_low"] <= metrics[f"{name}_gain_bleu_high"]
                 assert 0.0 <= metrics[f"{name}_gain_no_win_share"] <= 1.0
                 assert f"{name}_laal_increase" in metrics and f"{name}_al_ref_increase" in metrics
-    # the decomposition adds up: SBS - greedy = (SBS - tail) + (tail - greedy), BLEU and LAAL alike
-    for field in ("gain_bleu", "laal_increase"):
-        assert metrics[f"simul.sbs_vs_greedy_{field}"] == pytest.approx(
-            metrics[f"simul.speculation_{field}"] + metrics[f"simul.tail_vs_greedy_{field}"], abs=1e-6)
+    # every logged gain is the difference of the logged BLEUs of the two configurations it compares (per set,
+    # pooled, each model, every k), with the latency differences likewise, and its interval agrees with the
+    # share of resamples without a win (a percentile interval need not contain the point on 12 sentences)
+    history: dict[str, list[float]] = {}
+
+    def steps(name: str) -> list[float]:
+        if name not in history:
+            history[name] = [m.value for m in sorted(client.get_metric_history(run.info.run_id, name),
+                                                     key=lambda m: m.step)]
+        return history[name]
+
+    searches = {"speculation": ("sbs", "tail"), "sbs_vs_greedy": ("sbs", "greedy"), "tail_vs_greedy": ("tail", "greedy")}
+    for split in ("test_2016_flickr", "test_2017_mscoco", "pooled"):
+        for model, curve in (("waitk", "waitk"), ("full", "full")):
+            for comparison, (better, baseline) in searches.items():
+                prefix = f"simul.{split}.{model}.{comparison}"
+                for field, metric in (("gain", "bleu"), ("laal_increase", "laal_words"),
+                                      ("al_ref_increase", "al_ref_words")):
+                    expected = [a - b for a, b in zip(steps(f"simul.{split}.{curve}_{better}.{metric}"),
+                                                      steps(f"simul.{split}.{curve}_{baseline}.{metric}"), strict=True)]
+                    assert steps(f"{prefix}.{field}") == pytest.approx(expected, abs=1e-6), (prefix, field)
+                assert all(low <= high for low, high in zip(steps(f"{prefix}.low"), steps(f"{prefix}.high"),
+                                                            strict=True))
+                headline = ("simul." if split == "pooled" else f"simul.{split}.") + (
+                    "testtime_" if model == "full" else "") + comparison
+                assert metrics[f"{headline}_gain_bleu"] == pytest.approx(steps(f"{prefix}.gain")[1], abs=1e-9)
+                share = metrics[f"{headline}_gain_no_win_share"]
+                if metrics[f"{headline}_gain_bleu_low"] > 0:
+                    assert share <= 0.03
+                if metrics[f"{headline}_gain_bleu_high"] <= 0:
+                    assert share >= 0.97
     # the val grid was decoded with both rankings (per token by default, summed beside it) and each model took
     # the better one; the wait-k model's SBS at grid_k is decoded with the other ranking too
     assert run.data.params["simul.length_normalized_speculation"] == "True"
@@ -124,8 +151,20 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
         for point, *parts in zip(sets["pooled"]["curves"][label], sets["test_2016_flickr"]["curves"][label],
                                  sets["test_2017_mscoco"]["curves"][label], strict=True):
             assert point["laal_words"] == pytest.approx(sum(p["laal_words"] for p in parts) / 2)
+    # the val grid's w = 0 cell is the tail beam at b: val's speculation gain is the chosen cell's BLEU minus
+    # the w = 0 cell's (same ranking and beam)
     best = report["best"]["waitk"]
-    method = Method("waitk", str(WAITK), "sbs", k=3, beam=best["beam"], window=max(best["window"], 1),
+    cell = "simul.val_grid.waitk.b3" + ("" if best["length_normalized"] else ".sum")
+    grid_bleu = steps(f"{cell}.bleu")  # step = w (0, 1)
+    assert metrics["simul.val.speculation_gain_bleu"] == pytest.approx(grid_bleu[best["window"]] - grid_bleu[0],
+                                                                       abs=1e-9)
+    # the share of outputs that ended before their source was read, the empty outputs, SimulEval's AL and AP
+    for name in ("waitk_greedy", "waitk_tail", "waitk_sbs", "full_sentence_beam"):
+        key = f"simul.pooled.{name}"
+        assert 0.0 <= metrics[f"{key}.ended_before_source"] <= 1.0 and metrics[f"{key}.empty_outputs"] >= 0
+        assert f"{key}.al_simuleval" in metrics and 0 < metrics[f"{key}.ap_simuleval"]
+    assert metrics["simul.pooled.full_sentence_beam.ended_before_source"] == 0.0  # it reads the whole source
+    method = Method("waitk", str(WAITK), "sbs", k=3, beam=best["beam"], window=best["window"],
                     length_normalized=best["length_normalized"])
     connect(None)
     alone = SplitEvaluator(load_config(job), "test_2017_mscoco", 6, BPE)(method)

@@ -9,7 +9,7 @@ import pytest
 
 from specbench.errors import ConfigError
 from specbench.experiments.registry import load_config
-from specbench.experiments.simultrans import _best, _grid_key
+from specbench.experiments.simultrans import _best, _chosen, _grid_key, grid_methods, waitk_methods
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,6 +24,28 @@ def test_best_takes_bleu_then_al_then_the_default_ranking() -> None:
     assert _best(grid, default_ranking=False) == (False, 3, 1)
     grid[(False, 7, 3)] = {"bleu": 32.0, "al": 3.0}
     assert _best(grid, default_ranking=True) == (False, 7, 3)
+
+
+def test_every_grid_cell_beam_searches_the_tail_and_w_zero_is_the_tail_beam() -> None:
+    """The cells differ only in what speculation adds: w = 0 is the tail beam at the cell's b (SBS without
+    speculation), never greedy search; w >= 1 is SBS with that b and w."""
+    grid = grid_methods("m.pt", 3, (True, False), (3, 7), (0, 1, 2))
+    assert len(grid) == 12
+    for (ranking, b, w), method in grid.items():
+        assert (method.kind, method.k, method.beam) == ("waitk", 3, b)
+        assert (method.search, method.window) == (("tail", 0) if w == 0 else ("sbs", w))
+        assert method.length_normalized == (ranking if w else True)  # the tail beam ranks no speculation
+    # the w = 0 cell is the decomposition's tail beam at the same b, whichever the ranking: decoded once
+    assert grid[(True, 7, 0)] == grid[(False, 7, 0)] == waitk_methods("m.pt", 3, (False, 7, 2))["tail"]
+
+
+def test_a_winning_w_zero_is_kept_and_its_speculation_is_nothing() -> None:
+    report = {"best": {"waitk": {"length_normalized": True, "beam": 5, "window": 0},
+                       "full": {"length_normalized": False, "beam": 3, "window": 2}}}
+    assert _chosen(report, "waitk") == (True, 5, 0) and _chosen(report, "full") == (False, 3, 2)
+    methods = waitk_methods("m.pt", 3, _chosen(report, "waitk"))
+    assert (methods["greedy"].search, methods["greedy"].beam) == ("greedy", 1)
+    assert (methods["tail"].beam, methods["sbs"].beam, methods["sbs"].window) == (5, 5, 0)  # SBS = the tail
 
 
 def test_grid_keys_mark_only_the_other_ranking() -> None:

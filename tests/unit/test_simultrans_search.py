@@ -10,12 +10,15 @@ import torch
 
 from specbench.simultrans.model import DecoderCache, MtTransformer
 from specbench.simultrans.search import (
+    MAX_CHUNK,
     Beam,
     SourceView,
+    Translation,
     adaptive,
     beam_steps,
     best_speculation,
     full_sentence,
+    max_target_len,
     wait_k,
 )
 from specbench.simultrans.settings import MtModelConfig
@@ -49,6 +52,48 @@ def tiny(causal: bool, seed: int = 0, scale: float = 8.0, source_weight: float =
                 block.cross_attn.q.weight.mul_(source_weight)
                 block.cross_attn.o.weight.mul_(source_weight)
     return model.eval()
+
+
+class _Shaped(MtTransformer):
+    """A tiny model with two knobs on its next-token distribution, applied alike by the incremental steps the
+    searches use and by the whole-sequence pass the brute-force checks use: `boost` is added to the logit of
+    </s> (so that outputs often end before the source is read); with `period` > 0, the log-probabilities at
+    target position p with v source tokens visible are multiplied by `sharp` where (p + v) mod `period` <
+    `sharp_count`, else by `flat`, and renormalized (so the confidence policy writes chunks of
+    `sharp_count` tokens between READs)."""
+
+    boost, period, sharp_count, sharp, flat = 0.0, 0, 1, 1.0, 1.0
+
+    def shape(self, logp: torch.Tensor, position: torch.Tensor, visible: torch.Tensor) -> torch.Tensor:
+        """logp (..., V) at target positions and visible source lengths of the same leading shape."""
+        logp = logp.clone()
+        logp[..., EOS] += self.boost
+        logp = torch.log_softmax(logp, -1)
+        if self.period:
+            sharp = (position + visible) % self.period < self.sharp_count
+            logp = torch.log_softmax(logp * torch.where(sharp, self.sharp, self.flat)[..., None], -1)
+        return logp
+
+    def decoder_step(self, tokens, cache, cross, source_len, rows=None):  # type: ignore[no-untyped-def]
+        logp, new_cache = super().decoder_step(tokens, cache, cross, source_len, rows)
+        position = 0 if cache is None else int(cache.keys[0].shape[2])
+        return self.shape(logp, torch.full_like(source_len, position), source_len), new_cache
+
+    def forward(self, src, tgt_in, k=None):  # type: ignore[no-untyped-def]
+        logp = torch.log_softmax(super().forward(src, tgt_in, k), -1)
+        limits = self.source_limits(src, tgt_in.shape[1], k)
+        return self.shape(logp, torch.arange(tgt_in.shape[1])[None].expand_as(limits), limits)
+
+
+def shaped(seed: int, boost: float = 0.0, chunk: int = 0, sharp: float = 1.0, flat: float = 1.0,
+           scale: float = 1.0, source_weight: float = 3.0) -> _Shaped:
+    """`tiny(True, ...)` with `_Shaped`'s knobs (chunk > 0: paced for chunks of that many tokens)."""
+    model = tiny(True, seed, scale=scale, source_weight=source_weight)
+    model.__class__ = _Shaped
+    model.boost = boost
+    if chunk:
+        model.period, model.sharp_count, model.sharp, model.flat = chunk + 2, chunk, sharp, flat
+    return model  # type: ignore[return-value]
 
 
 def sources(seed: int, count: int = 5) -> list[list[int]]:
@@ -162,7 +207,7 @@ def test_two_step_beam_with_beam_vocab_finds_the_brute_force_best() -> None:
 
 
 def _sbs_first_token_scores(model: MtTransformer, src: list[int], k: int, prefix: list[int], normalized: bool,
-                            read_ahead: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+                            read_ahead: int = 0, force_finish: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Brute force of one wait-k SBS step with w = 1 and an exhaustive beam, by whole-sequence passes (no
     caches, no beam code): for each first token a, the best ranking score of a two-token continuation
     (a, b) of the committed `prefix`; also the next-token log-probabilities (greedy's choice).
@@ -173,53 +218,69 @@ def _sbs_first_token_scores(model: MtTransformer, src: list[int], k: int, prefix
     the causal encoder's states of src[:g] are those of the whole source's first g. `read_ahead` > 0 lets the
     speculated position see that many more (a wrong SBS, to show the test can tell). Scores: the sum of the
     two log-probabilities, or per token; a continuation starting with </s> ends there (one token, its
-    log-probability), one ending with </s> counts it as its second token."""
+    log-probability), one ending with </s> counts it as its second token. `force_finish`: </s> is not a
+    first token while g < |x|, nor a second one while g + 1 < |x| (the second token's write reads one more)."""
     t, g = len(prefix), min(k + len(prefix), len(src))
     tgt = torch.tensor([[BOS] + prefix + [a] for a in range(VOCAB)])
     with torch.no_grad():
         logp = torch.log_softmax(model(torch.tensor([src[:g + read_ahead]] * VOCAB), tgt, k), -1)
-    first, second = logp[0, t], logp[:, t + 1]  # first[a]; second[a, b] after a
+    first, second = logp[0, t].clone(), logp[:, t + 1].clone()  # first[a]; second[a, b] after a
+    if force_finish and g < len(src):
+        first[EOS] = float("-inf")
+    if force_finish and g + 1 < len(src):
+        second[:, EOS] = float("-inf")
     scores = (first[:, None] + second).max(1).values / (2.0 if normalized else 1.0)
     scores[EOS] = first[EOS]
     return scores, first
 
 
-@pytest.mark.parametrize("normalized", [True, False])
-def test_wait_k_sbs_with_beam_vocab_and_window_one_commits_the_brute_force_best(normalized: bool) -> None:
+@pytest.mark.parametrize("normalized, force_finish", [(True, False), (False, False), (True, True)])
+def test_wait_k_sbs_with_beam_vocab_and_window_one_commits_the_brute_force_best(normalized: bool,
+                                                                                force_finish: bool) -> None:
     """b = |V| makes next^b_2 exhaustive, so at every step before the tail SBS (eqs. 4-5) must commit the
     first token of the best of all two-token continuations under the ranking. Unsharpened models with a
     strong source, so that the speculation often overrules the next-token argmax and a speculation that read
-    one more source token would often commit another (both counted: the test is not one of greedy search)."""
-    cases = differ = steps = overruled = early_ends = read_ahead_differs = 0
+    one more source token would often commit another (both counted: the test is not one of greedy search).
+    With force_finish, </s> is boosted, so that without the mask the best continuation would often end
+    before the source is read (counted too)."""
+    cases = differ = steps = overruled = early_ends = read_ahead_differs = masked = 0
     for seed in (0, 1, 2):
-        model = tiny(True, seed, scale=1.0, source_weight=3.0)
+        model = shaped(seed, boost=2.0) if force_finish else tiny(True, seed, scale=1.0, source_weight=3.0)
         srcs = sources(40 + seed, 6)
         for k in (1, 2, 3):
-            greedy = wait_k(model, srcs, k)
-            out = wait_k(model, srcs, k, "sbs", beam=VOCAB, window=1, length_normalized=normalized)
+            greedy = wait_k(model, srcs, k, force_finish=force_finish)
+            out = wait_k(model, srcs, k, "sbs", beam=VOCAB, window=1, length_normalized=normalized,
+                         force_finish=force_finish)
             for src, o, gr in zip(srcs, out, greedy, strict=True):
                 cases += 1
                 differ += o != gr
                 for t in range(len(src) - k):  # steps that see less than the whole source; then the tail
                     chosen = o.tokens[t] if t < len(o.tokens) else EOS
                     prefix = list(o.tokens[:t])
-                    scores, first = _sbs_first_token_scores(model, src, k, prefix, normalized)
+                    scores, first = _sbs_first_token_scores(model, src, k, prefix, normalized,
+                                                            force_finish=force_finish)
                     # the best, or one within rounding of it (no such near tie occurs here)
                     best = float(scores.max())
                     assert float(scores[chosen]) == pytest.approx(best, abs=1e-5), (seed, k, src, t)
                     steps += 1
                     overruled += chosen != int(first.argmax())
-                    ahead, _ = _sbs_first_token_scores(model, src, k, prefix, normalized, read_ahead=1)
+                    ahead, _ = _sbs_first_token_scores(model, src, k, prefix, normalized, read_ahead=1,
+                                                       force_finish=force_finish)
                     read_ahead_differs += int(ahead.argmax()) != int(scores.argmax())
+                    unmasked, _ = _sbs_first_token_scores(model, src, k, prefix, normalized)
+                    masked += int(unmasked.argmax()) != int(scores.argmax())
                     if chosen == EOS:
                         assert o.end_delay == k + t and len(o.tokens) == t
                         early_ends += 1
                         break
                     assert o.delays[t] == k + t
                 assert all(d == len(src) for d in o.delays[max(len(src) - k, 0):])
-    counts = dict(cases=cases, differ=differ, steps=steps, overruled=overruled, read_ahead=read_ahead_differs)
+    counts = dict(cases=cases, differ=differ, steps=steps, overruled=overruled, read_ahead=read_ahead_differs,
+                  masked=masked)
     assert steps > 100 and overruled >= 10 and read_ahead_differs >= 3 and differ >= cases // 2, counts
-    if not normalized:  # summed scores favour ending early (the module docstring)
+    if force_finish:
+        assert early_ends == 0 and masked >= 5, counts
+    elif not normalized:  # summed scores favour ending early (the module docstring)
         assert early_ends >= 5, early_ends
 
 
@@ -318,3 +379,193 @@ def test_a_sentence_at_its_length_limit_decodes_as_alone_in_any_batch() -> None:
             assert alone == batched
             at_limit += len(alone.tokens) == 2 * len(short) + 10
     assert at_limit > 0  # some outputs did run to the limit, so the case is tested
+
+
+# ---- ending before the source is read (force_finish) --------------------------------------------------------
+
+
+def test_force_finish_ends_every_output_with_the_whole_source_read() -> None:
+    """With </s> boosted, every search ends many outputs early by default; with force_finish none: every
+    output's </s> comes with the whole source read (end_delay == |x|), the wait-k schedule is kept, and greedy
+    search writes what it wrote before up to where it had ended."""
+    model = shaped(0, boost=3.0, scale=3.0, source_weight=1.0)
+    srcs = sources(11, 12)
+    searches = {
+        "greedy": lambda ff: wait_k(model, srcs, 2, force_finish=ff),
+        "tail": lambda ff: wait_k(model, srcs, 2, "tail", beam=3, force_finish=ff),
+        "sbs": lambda ff: wait_k(model, srcs, 2, "sbs", beam=3, window=2, force_finish=ff),
+        "sbs_sum": lambda ff: wait_k(model, srcs, 2, "sbs", beam=3, window=2, length_normalized=False,
+                                     force_finish=ff),
+        "adaptive_greedy": lambda ff: adaptive(model, srcs, 0.3, force_finish=ff),
+        "adaptive_beam": lambda ff: adaptive(model, srcs, 0.3, "beam", beam=3, force_finish=ff),
+        "adaptive_sbs": lambda ff: adaptive(model, srcs, 0.3, "sbs", beam=3, window=2, force_finish=ff),
+    }
+    outputs = {}
+    for name, search in searches.items():
+        before, forced = search(False), search(True)
+        outputs[name] = (before, forced)
+        assert sum(t.end_delay < len(src) for t, src in zip(before, srcs, strict=True)) >= 6, name
+        assert [t.end_delay for t in forced] == [len(src) for src in srcs], name
+        for t, src in zip(forced, srcs, strict=True):
+            assert EOS not in t.tokens and list(t.delays) == sorted(t.delays) and max(t.delays, default=1) <= len(src)
+            if not name.startswith("adaptive"):
+                assert list(t.delays) == [min(2 + i, len(src)) for i in range(len(t.tokens))], name
+    for before, forced in zip(*outputs["greedy"], strict=True):
+        assert forced.tokens[:len(before.tokens)] == before.tokens
+    # the adaptive policy still writes with part of the source read (force_finish does not just wait)
+    assert sum(any(d < len(src) for d in t.delays) for t, src in zip(outputs["adaptive_sbs"][1], srcs)) >= 4
+
+
+def test_force_finish_changes_nothing_where_no_output_ends_early() -> None:
+    model = tiny(True, 3)
+    srcs = sources(12, 8)
+    for search in (lambda ff: wait_k(model, srcs, 2, "sbs", beam=3, window=2, force_finish=ff),
+                   lambda ff: wait_k(model, srcs, 3, force_finish=ff)):
+        before = search(False)
+        if all(t.end_delay == len(src) for t, src in zip(before, srcs, strict=True)):
+            assert search(True) == before
+
+
+def test_force_finish_reads_the_rest_of_the_source_at_the_length_limit() -> None:
+    """An eager policy (threshold 0) that may not end writes until the length limit with one source token
+    read; its </s> then comes after the rest of the source."""
+    model = tiny(True, 0, scale=8.0)
+    srcs = sources(8)
+    for t, src in zip(adaptive(model, srcs, 0.0, force_finish=True), srcs, strict=True):
+        assert t.end_delay == len(src)
+        assert len(t.tokens) == max_target_len(len(src)) or len(src) == 1
+
+
+# ---- the adaptive policy's chunk searches against brute force ----------------------------------------------
+
+
+def _positions_logp(model: MtTransformer, src: list[int], targets: list[list[int]],
+                    limits: list[int]) -> torch.Tensor:
+    """Next-token log-probabilities (R, T, V) at every position of each target row (same length T) by one
+    whole-sequence pass, position i seeing the first `limits[i]` source states (no caches, no search code;
+    a `_Shaped` model's knobs applied per position)."""
+    rows, length = len(targets), len(targets[0])
+    with torch.no_grad():
+        source = torch.tensor([src] * rows)
+        memory = model.encode(source)
+        cross = torch.arange(len(src))[None, None] < torch.tensor(limits)[None, :, None]
+        causal = torch.ones(length, length, dtype=torch.bool).tril()[None]
+        x = model._embed(torch.tensor(targets))
+        for block in model.decoder:
+            x = block(x, causal, memory, cross.expand(rows, -1, -1))
+        logp = torch.log_softmax(model.decoder_norm(x) @ model.embed.weight.T, -1)
+        if isinstance(model, _Shaped):
+            logp = model.shape(logp, torch.arange(length)[None].expand(rows, -1),
+                               torch.tensor(limits)[None].expand(rows, -1))
+        return logp
+
+
+def _two_token_scores(model: MtTransformer, src: list[int], prefix: list[int], limits: list[int], v: int,
+                      normalized: bool, force_finish: bool) -> torch.Tensor:
+    """(V, V) ranking scores of every two-token continuation (a, b) of `prefix` (written at `limits`) with v
+    source tokens visible: a = </s> ends there (one token, row a = </s> holds its score in every column), b =
+    </s> counts as the second token; per token or summed. `force_finish`: no </s> while v < |x|."""
+    logp = _positions_logp(model, src, [[BOS, *prefix, a] for a in range(VOCAB)], [*limits, v, v])
+    first, second = logp[0, len(prefix)].clone(), logp[:, len(prefix) + 1].clone()
+    if force_finish and v < len(src):
+        first[EOS] = second[:, EOS] = float("-inf")
+    scores = (first[:, None] + second) / (2.0 if normalized else 1.0)
+    scores[EOS] = first[EOS]
+    return scores
+
+
+def _check_adaptive_chunks(model: MtTransformer, src: list[int], threshold: float, out: Translation, size: int,
+                           normalized: bool, force_finish: bool, commit_all: bool) -> dict[str, int]:
+    """Replay the confidence policy by whole-sequence passes (READ/WRITE, the greedy chunk and its length n)
+    and check the output's delays against it; at each chunk of `size` tokens check what was committed
+    against every two-token continuation: the first token of the best (chunk SBS, n = 1, w = 1), or both
+    (`commit_all`: beam search over a chunk of n = 2, w = 0). Other chunks are taken from the output."""
+    counts = {"checked": 0, "overruled": 0, "chunks": 0, "masked": 0}
+    toks: list[int] = []
+    delays: list[int] = []
+    v = 1
+    limit = max_target_len(len(src))
+
+    def policy_logp(written: list[int]) -> torch.Tensor:
+        lp = _positions_logp(model, src, [[BOS, *toks, *written]], [*delays, *[v] * (len(written) + 1)])[0, -1]
+        lp = lp.clone()
+        if force_finish and v < len(src):
+            lp[EOS] = float("-inf")
+        return lp
+
+    while True:
+        ended = v >= len(src)
+        lp = policy_logp([])
+        if not (float(lp.max().exp()) >= threshold or ended):
+            v += 1  # READ
+            continue
+        greedy: list[int] = []  # the greedy chunk: argmax while the policy keeps writing
+        for step in range(MAX_CHUNK):
+            greedy.append(int(lp.argmax()))
+            if greedy[-1] == EOS or step == MAX_CHUNK - 1:
+                break
+            lp = policy_logp(greedy)
+            if not (float(lp.max().exp()) >= threshold or ended):
+                break
+        counts["chunks"] += 1
+        rest = list(out.tokens[len(toks):])  # a chunk committed whole leaves at least n tokens here
+        if len(greedy) == size and len(toks) + size <= limit:
+            scores = _two_token_scores(model, src, toks, delays, v, normalized, force_finish)
+            if commit_all:  # the chosen chunk: what was written, then </s> where the output ended
+                pair = (rest[:2] + [EOS, EOS])[:2]
+                got, overruled = float(scores[pair[0], pair[1]]), pair != (greedy + [EOS])[:2]
+            else:
+                first = rest[0] if rest else EOS
+                got, overruled = float(scores[first].max()), first != greedy[0]
+            # the best, or one within rounding of it
+            assert got == pytest.approx(float(scores.max()), abs=1e-5), (src, toks, v)
+            counts["checked"] += 1
+            counts["overruled"] += overruled
+            if force_finish:  # where the mask decided the chunk
+                unmasked = _two_token_scores(model, src, toks, delays, v, normalized, False)
+                counts["masked"] += int(unmasked.argmax()) != int(scores.argmax())
+        chunk = rest[:len(greedy)]
+        assert list(out.delays[len(toks):len(toks) + len(chunk)]) == [v] * len(chunk), (src, toks, v)
+        toks += chunk
+        delays += [v] * len(chunk)
+        if len(chunk) < len(greedy) or len(toks) >= limit:  # the output ended with this chunk
+            assert toks == list(out.tokens)
+            at_limit = len(toks) >= limit and force_finish
+            assert out.end_delay in ((v, len(src)) if at_limit else (v,)), (src, toks, v)
+            return counts
+
+
+def _long_sources(seed: int, count: int = 6) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(4, VOCAB, (int(torch.randint(4, 10, (1,), generator=g)),), generator=g).tolist() + [EOS]
+            for _ in range(count)]
+
+
+@pytest.mark.parametrize("method, size, window, sharp, flat, normalized, force_finish", [
+    ("sbs", 1, 1, 2.0, 0.8, True, False), ("sbs", 1, 1, 2.0, 0.8, False, False), ("sbs", 1, 1, 2.0, 0.8, True, True),
+    ("beam", 2, 0, 1.5, 0.6, True, False), ("beam", 2, 0, 1.5, 0.6, False, False)])
+def test_adaptive_chunk_search_with_beam_vocab_matches_enumeration(method: str, size: int, window: int,
+                                                                   sharp: float, flat: float, normalized: bool,
+                                                                   force_finish: bool) -> None:
+    """b = |V| makes two steps of beam search exhaustive: chunk SBS with n = 1, w = 1 must commit the first
+    token of the best two-token continuation, and beam search over a chunk of n = 2 (w = 0) the best
+    two-token chunk, under the ranking; the policy's READs and WRITEs (the delays) must be the replay's. A
+    paced model makes chunks of n tokens common; some chunks differ from the greedy ones (so greedy chunks,
+    or a search that read further, would fail here). With force_finish, </s> is boosted, so that the mask
+    often decides the chunk."""
+    totals = {"checked": 0, "overruled": 0, "chunks": 0, "masked": 0}
+    for seed in range(4):
+        model = shaped(seed, boost=2.0 if force_finish else 0.0, chunk=size, sharp=sharp, flat=flat)
+        srcs = _long_sources(60 + seed)
+        out = adaptive(model, srcs, 0.35, method, beam=VOCAB, window=window, length_normalized=normalized,
+                       force_finish=force_finish)
+        if force_finish:
+            assert all(t.end_delay == len(src) for t, src in zip(out, srcs, strict=True))
+        for src, t in zip(srcs, out, strict=True):
+            counts = _check_adaptive_chunks(model, src, 0.35, t, size, normalized, force_finish,
+                                            commit_all=method == "beam")
+            for key, value in counts.items():
+                totals[key] += value
+    assert totals["checked"] >= 20 and totals["overruled"] >= 4, totals
+    if force_finish:  # </s> is boosted there, so that the mask often decides
+        assert totals["masked"] >= 3, totals

@@ -6,6 +6,8 @@ n-gram precisions and brevity penalty."""
 
 from __future__ import annotations
 
+import math
+import random
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,14 @@ import sacrebleu
 
 from specbench.data.multi30k import read_pairs
 from specbench.metrics.latency import average_lagging, length_adaptive_average_lagging
-from specbench.simultrans.experiment import score, translation_row, word_delays, word_ends, words_touched
+from specbench.simultrans.experiment import (
+    LATENCY_METRICS,
+    score,
+    translation_row,
+    word_delays,
+    word_ends,
+    words_touched,
+)
 from specbench.simultrans.search import Translation
 from specbench.simultrans.tokenizer import Tokenizer
 
@@ -93,6 +102,70 @@ def test_score_reports_word_latency_against_the_reference_word_count_and_bleu_st
     bleu = sacrebleu.corpus_bleu(["A man rides."], [references])
     assert [out[f"precision_{n}"] for n in range(1, 5)] == pytest.approx(bleu.precisions)
     assert out["brevity_penalty"] == pytest.approx(bleu.bp) and out["brevity_penalty"] < 1
-    empty = {"hypothesis": "", "target_tokens": 0, "delays": [], "source_tokens": 0, "word_delays": [],
-             "source_words": 0}
-    assert score([empty], ["x"], [1])["laal_words"] == 0.0
+
+
+def test_empty_outputs_are_counted_and_left_out_of_every_latency_mean() -> None:
+    """As SimulEval skips a sentence with no delays: an empty output (here with its </s> written after 2 of
+    6 source pieces, or for an empty source) adds nothing to the latency means, and `empty_outputs` counts
+    it; `ended_before_source` is the share of sentences with a source whose </s> came before it was read."""
+    full = {"hypothesis": "A man rides.", "target_tokens": 5, "delays": [1, 2, 3, 4, 6, 6], "source_tokens": 6,
+            "word_delays": [1, 2, 3], "source_words": 3}
+    early_empty = {"hypothesis": "", "target_tokens": 0, "delays": [2], "source_tokens": 6, "word_delays": [],
+                   "source_words": 3}
+    no_source = {"hypothesis": "", "target_tokens": 0, "delays": [], "source_tokens": 0, "word_delays": [],
+                 "source_words": 0}
+    alone = score([full], ["A man rides bikes."], [6])
+    mixed = score([full, early_empty, no_source], ["A man rides bikes.", "A dog runs.", "x"], [6, 4, 1])
+    for metric in LATENCY_METRICS:
+        assert mixed[metric] == pytest.approx(alone[metric]), metric
+    assert alone["empty_outputs"] == 0 and mixed["empty_outputs"] == 2
+    assert alone["ended_before_source"] == 0.0 and mixed["ended_before_source"] == pytest.approx(0.5)
+    nothing = score([no_source], ["x"], [1])
+    assert nothing["empty_outputs"] == 1 and all(math.isnan(nothing[m]) for m in LATENCY_METRICS)
+
+
+def test_ended_before_source_reads_the_delay_of_the_targets_eos() -> None:
+    tok = Tokenizer(BPE)
+    source, target = read_pairs("test_2016_flickr")[1]
+    src = tok.encode(source)
+    out = tok.encode(target)[:3]
+    n = len(src) + 1  # </s> counted
+    rows = [translation_row(tok, src, Translation(tuple(out), (1, 2, 3), end)) for end in (3, n - 1, n)]
+    assert [score([r], [target], [len(out)])["ended_before_source"] for r in rows] == [1.0, 1.0, 0.0]
+
+
+def _event_log_word_delays(source_pieces: list[str], target_pieces: list[str], token_delays: list[int],
+                           end_delay: int) -> list[int]:
+    """Word delays by replaying the piece-level READ/WRITE events through a word-by-word reader and writer:
+    before each target piece (and before </s>) the agent READs pieces until it has read its delay; the reader
+    hands over a source word whole the moment any of its pieces is asked for (the piece after the last one,
+    </s>, is no word); the writer emits a target word once the next word starts or </s> is written, with
+    the source words handed over by then."""
+    starts = [i == 0 or p.startswith(W) for i, p in enumerate(source_pieces)]
+    read = words_given = 0
+    pending = False  # a target word started and not emitted yet
+    emitted: list[int] = []
+    for piece, delay in [*zip(target_pieces, token_delays), (None, end_delay)]:
+        while read < delay:  # READ one piece
+            read += 1
+            if read <= len(source_pieces) and (starts[read - 1] or words_given == 0):
+                words_given += 1
+        new_word = piece is None or not emitted and not pending or piece.startswith(W)
+        if new_word and pending:
+            emitted.append(words_given)
+            pending = False
+        if piece is not None:  # WRITE
+            pending = True
+    return emitted
+
+
+def test_word_delays_equal_an_event_log_replay_on_random_segmentations() -> None:
+    rng = random.Random(5)
+    for _ in range(500):
+        source = [(W if rng.random() < 0.6 else "") + rng.choice("abcdef") for _ in range(rng.randint(1, 9))]
+        target = [(W if rng.random() < 0.6 else "") + rng.choice("uvwxyz") for _ in range(rng.randint(0, 9))]
+        n = len(source) + 1  # </s> counted
+        delays = sorted(rng.randint(0, n) for _ in target)
+        end = rng.randint(delays[-1] if delays else 0, n)
+        expected = _event_log_word_delays(source, target, delays, end)
+        assert word_delays(delays, end, word_ends(source), word_ends(target)) == expected, (source, target, delays)

@@ -69,11 +69,11 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.WordConfidenceConfig, f"{_EXP}.word_confidence:execute"),
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu"),
-            metrics_version=2,
-            metrics_change="latency as SimulEval counts text read and written word by word: a source word is read "
-                           "with any of its pieces (before: with its last), a target word is written with the "
-                           "next word's first piece or </s> (before: with its own last piece); in tokens the "
-                           "target's </s> is counted too, so wait-k lags k; BLEU unchanged"),
+            metrics_version=3,
+            metrics_change="the val grid's w = 0 cell is the tail beam at b (before: greedy), and a w = 0 choice "
+                           "is kept, its speculation gain 0 (before: w = 1 was decoded instead); latency means "
+                           "leave empty outputs out (before: counted as 0), counted in empty_outputs; BLEU "
+                           "unchanged"),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute",
             preflight=f"{_EXP}.predictive_asr.checks:train_confidence_preflight"),

@@ -4,9 +4,10 @@ The protocol (docs/translation.md states it before any result): every setting is
 test set of `test_splits` is decoded the same way, and the headline pools them.
 
 1. On val, the (b, w) grid of single-step SBS for the wait-k model at `grid_k` and, with `test_time_wait_k`,
-   for the full-sentence model under test-time wait-k (w = 0 is greedy), for one or both speculation
-   rankings; the best
-   (ranking, b, w) per model (highest BLEU, then lowest AL, then the configured ranking). The tail beam
+   for the full-sentence model under test-time wait-k (w = 0 is SBS without speculation: the tail beam at
+   beam b, so every cell has the tail beam b), for one or both speculation rankings; the best
+   (ranking, b, w) per model (highest BLEU, then lowest AL, then the configured ranking; a winning w = 0 is
+   kept, and its speculation gain is 0). The tail beam
    (b*) is decoded on val too, so val reports the same decomposition as test (`simul.val.speculation_...`).
 2. On each test set, for every k: greedy, tail beam (b*) and SBS (b*, w*) for each model decoded under
    wait-k, and the
@@ -24,7 +25,9 @@ Headline scalars: `simul.speculation_gain_bleu` (SBS minus tail beam, wait-k mod
 `simul.sbs_vs_greedy_gain_bleu` and `simul.tail_vs_greedy_gain_bleu` (same form), the test-time wait-k
 versions (`simul.testtime_...`), each per test set (`simul.<split>.speculation_gain_bleu`, ...), and
 `simul.bleu_full_pooled` (full-sentence beam search, pooled). Curves are MLflow metrics with steps
-(`simul.<set>.<model>_<search>.<metric>`, step = index of k), the report is JSON, and each set has a
+(`simul.<set>.<model>_<search>.<metric>`, step = index of k; among the metrics `ended_before_source`, the
+share of outputs that ended before their source was read, and `empty_outputs`, the sentences left out of the
+latency means), the report is JSON, and each set has a
 BLEU-against-LAAL plot. Every configuration is decoded once, as Ray tasks over sentence shards, on all test
 sets in one round (each set keeps its own shards, so its results are what decoding it alone gives).
 """
@@ -109,14 +112,12 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     default = config.length_normalized_speculation
     rankings = (default, not default) if config.rank_speculations_on_val else (default,)
     for name, path in models.items():  # 1. the (ranking, b, w) grid on val, then val's decomposition
-        greedy = val(Method("waitk", path, k=config.grid_k))
-        grid = {(ranking, b, w): (greedy if w == 0 else val(Method("waitk", path, "sbs", k=config.grid_k, beam=b,
-                                                                   window=w, length_normalized=ranking)))
-                for ranking in rankings for b in config.grid_beams for w in config.grid_windows}
+        grid = {key: val(method) for key, method in grid_methods(path, config.grid_k, rankings, config.grid_beams,
+                                                                  config.grid_windows).items()}
         report["grid"][name] = {_grid_key(*key, default): r for key, r in grid.items()}
         report["best"][name] = dict(zip(("length_normalized", "beam", "window"), _best(grid, default), strict=True))
         _log_grid(run, name, default, grid)
-        report["val"][name] = val.decomposition(_methods(path, config.grid_k, _chosen(report, name)),
+        report["val"][name] = val.decomposition(waitk_methods(path, config.grid_k, _chosen(report, name)),
                                                 config.bootstrap_samples)
 
     # 2-3. all test sets pooled first (each method decoded on every set in one round of tasks), then each set
@@ -133,15 +134,26 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     return report
 
 
-def _methods(path: str, k: int, chosen: tuple[bool, int, int]) -> dict[str, Method]:
+def grid_methods(path: str, k: int, rankings: tuple[bool, ...], beams: tuple[int, ...],
+                 windows: tuple[int, ...]) -> dict[tuple[bool, int, int], Method]:
+    """The val grid's cells (ranking, b, w): SBS with beam b and window w; w = 0 is the tail beam at b (SBS
+    without speculation), so that every cell beam-searches the tail with b and the cells differ only in what
+    speculation adds."""
+    return {(ranking, b, w): _waitk_method(path, "tail" if w == 0 else "sbs", k, (ranking, b, w))
+            for ranking in rankings for b in beams for w in windows}
+
+
+def waitk_methods(path: str, k: int, chosen: tuple[bool, int, int]) -> dict[str, Method]:
     """Greedy, tail beam and SBS wait-k decoding of one model at k, with its (ranking, b, w) from val."""
     return {search: _waitk_method(path, search, k, chosen) for search in SEARCHES}
 
 
 def _waitk_method(path: str, search: str, k: int, chosen: tuple[bool, int, int]) -> Method:
+    """The ranking only matters to SBS (greedy and the tail beam rank no speculation): the others keep the
+    default, so that one search is decoded once whichever ranking asks for it."""
     normalized, b, w = chosen
     return Method("waitk", path, search=search, k=k, beam=b if search != "greedy" else 1,
-                  window=w if search == "sbs" else 0, length_normalized=normalized)
+                  window=w if search == "sbs" else 0, length_normalized=normalized if search == "sbs" else True)
 
 
 def _test_set(evaluator: ScoredSet, config: SimultransConfig, models: dict[str, str], full_model: str,
@@ -155,7 +167,7 @@ def _test_set(evaluator: ScoredSet, config: SimultransConfig, models: dict[str, 
         for search in SEARCHES:
             curves[f"{name}_{search}"] = [{"k": k, **evaluator(_waitk_method(path, search, k, _chosen(report, name)))}
                                           for k in config.ks]
-        decomposition[name] = [{"k": k, **evaluator.decomposition(_methods(path, k, _chosen(report, name)),
+        decomposition[name] = [{"k": k, **evaluator.decomposition(waitk_methods(path, k, _chosen(report, name)),
                                                                   config.bootstrap_samples)} for k in config.ks]
     return {"sentences": len(evaluator.references), "curves": curves,
             "full_sentence_greedy": evaluator(Method("full", full_model, beam=1)),
@@ -180,7 +192,7 @@ def _ranking_ablation(evaluator: SplitEvaluator, config: SimultransConfig, path:
                       report: dict[str, Any]) -> dict[str, Any]:
     """The wait-k model's SBS at grid_k ranked the other way (summed log-probability, the seed's eq. 4, or
     per token) beside the chosen ranking and greedy."""
-    methods = _methods(path, config.grid_k, _chosen(report, "waitk"))
+    methods = waitk_methods(path, config.grid_k, _chosen(report, "waitk"))
     sbs = methods["sbs"]
     other = evaluator(replace(sbs, length_normalized=not sbs.length_normalized))
     per_token, summed = (evaluator(sbs), other) if sbs.length_normalized else (other, evaluator(sbs))
@@ -188,10 +200,10 @@ def _ranking_ablation(evaluator: SplitEvaluator, config: SimultransConfig, path:
 
 
 def _chosen(report: dict[str, Any], name: str) -> tuple[bool, int, int]:
-    """(length_normalized, b, w) chosen on val for a model; w is at least 1 (w = 0 is greedy, so the SBS
-    curves then speculate one step)."""
+    """(length_normalized, b, w) chosen on val for a model, w = 0 included (SBS without speculation, the tail
+    beam: its speculation gain is 0)."""
     best = report["best"][name]
-    return best["length_normalized"], best["beam"], max(best["window"], 1)
+    return best["length_normalized"], best["beam"], best["window"]
 
 
 def _comparison_scalars(prefix: str, comparison: dict[str, float]) -> dict[str, float]:
@@ -238,12 +250,15 @@ def _log_grid(run: TrackedRun | None, name: str, default: bool,
         return
     for (ranking, b, w), r in grid.items():
         key = f"simul.val_grid.{name}.b{b}" + _ranking_suffix(ranking, default, ".")
-        run.log_metrics({f"{key}.bleu": r["bleu"], f"{key}.al": r["al"], f"{key}.laal_words": r["laal_words"]},
-                        step=w)
+        run.log_metrics({f"{key}.bleu": r["bleu"], f"{key}.al": r["al"], f"{key}.laal_words": r["laal_words"],
+                         f"{key}.ended_before_source": r["ended_before_source"]}, step=w)
 
 
-_CURVE_METRICS = ("bleu", "laal_words", "al_ref_words", "al_words", "al", "laal", "dal", "ap", "cw", "length_ratio",
-                  "precision_1", "precision_2", "precision_3", "precision_4", "brevity_penalty")
+# per configuration; `al_simuleval` and `ap_simuleval` are AL and AP in tokens with the reference length
+# (SimulEval's), `empty_outputs` and `ended_before_source` as `simultrans.experiment` defines them
+_CURVE_METRICS = ("bleu", "laal_words", "al_ref_words", "al_words", "al", "al_simuleval", "laal", "dal", "ap",
+                  "ap_simuleval", "cw", "length_ratio", "precision_1", "precision_2", "precision_3", "precision_4",
+                  "brevity_penalty", "empty_outputs", "ended_before_source")
 _COMPARISON_METRICS = ("gain", "low", "high", "laal_increase", "al_ref_increase")
 
 

@@ -103,7 +103,8 @@ def decode_splits(splits: list[SplitEvaluator], method: Method) -> None:
 
 class PooledEvaluator(ScoredSet):
     """The sentences of several splits as one test set (corpus BLEU over all of them; latencies averaged
-    over all sentences); decoding is the splits' own, so nothing is decoded twice."""
+    over all sentences with an output, as `score` does for one split); decoding is the splits' own, so
+    nothing is decoded twice."""
 
     def __init__(self, parts: list[SplitEvaluator], name: str = "pooled") -> None:
         super().__init__()

@@ -9,7 +9,14 @@ first piece of the next word, or with `</s>` for the last), and the reference le
 words; `laal_words` (LAAL), `al_ref_words` (AL with the reference length, SimulEval's `ALScorer`) and
 `al_words` (STACL's AL, with the hypothesis length). In BPE tokens, `</s>` counted on both sides (the source
 and the target, whose `</s>` is written at the translation's `end_delay`), so that wait-k with an output as
-long as its source has AL = k: `al`, `al_simuleval`, `laal`, `dal`, `ap`, `ap_simuleval`, `cw`."""
+long as its source has AL = k: `al`, `al_simuleval`, `laal`, `dal`, `ap`, `ap_simuleval`, `cw`.
+
+As SimulEval's latency scorers skip a sentence with no delays, every latency is averaged over the sentences
+whose output has at least one word (an empty output has no word written, so nothing to lag); `empty_outputs`
+counts the others (their number, not a share; an empty source gives an empty output). `ended_before_source`
+is the share of sentences (with a non-empty source) whose output ended, `</s>` written or the length limit
+reached, before the whole source was read (`end_delay` < |x|, `</s>` counted): such an output stops waiting
+early, which lowers its AL and LAAL without its having translated more (`search.py`, `force_finish`)."""
 
 from __future__ import annotations
 
@@ -47,6 +54,12 @@ class Method:
     beam: int = 1
     window: int = 0
     length_normalized: bool = True  # rank speculations per token (False: by summed log-probability, eq. 4)
+    force_finish: bool = False  # no </s> before the whole source is read (search.py); waitk and adaptive only
+
+    def __post_init__(self) -> None:
+        if self.force_finish and self.kind == "full":
+            raise ValueError(f"Method {self.model}: force_finish applies to kind 'waitk' or 'adaptive', not 'full' "
+                             "(the full-sentence search reads the whole source first). Fix: leave it False")
 
     @property
     def label(self) -> str:
@@ -57,7 +70,8 @@ class Method:
         extra = "" if self.search == "greedy" else f"/b{self.beam}" + (f"w{self.window}" if self.search == "sbs" else "")
         ranked = self.search == "sbs" or (self.kind == "adaptive" and self.search == "beam")  # best_speculation
         ranking = "" if self.length_normalized or not ranked else "/sum"
-        return f"{name}/{self.kind}/{point}/{self.search}{extra}{ranking}"
+        finish = "/force_finish" if self.force_finish else ""
+        return f"{name}/{self.kind}/{point}/{self.search}{extra}{ranking}{finish}"
 
 
 @dataclass(frozen=True)
@@ -130,9 +144,10 @@ def _run(ckpt: MtCheckpoint, m: Method, sources: list[list[int]]) -> list[Transl
     if m.kind == "full":
         return full_sentence(ckpt.model, sources, m.beam)
     if m.kind == "waitk":
-        return wait_k(ckpt.model, sources, m.k, m.search, m.beam, m.window, m.length_normalized)
+        return wait_k(ckpt.model, sources, m.k, m.search, m.beam, m.window, m.length_normalized, m.force_finish)
     if m.kind == "adaptive":
-        return adaptive(ckpt.model, sources, m.threshold, m.search, m.beam, m.window, m.length_normalized)
+        return adaptive(ckpt.model, sources, m.threshold, m.search, m.beam, m.window, m.length_normalized,
+                        m.force_finish)
     raise ValueError(f"unknown method kind {m.kind!r}")
 
 
@@ -141,18 +156,23 @@ LATENCY_METRICS = ("laal_words", "al_ref_words", "al_words", "al", "al_simuleval
 
 
 def score(rows: list[dict[str, Any]], references: list[str], reference_tokens: list[int]) -> dict[str, float]:
-    """BLEU (cased and lower-cased, with sacreBLEU's n-gram precisions and brevity penalty) and mean
-    latencies; sentences with an empty source count with latency 0. `reference_tokens`: each reference's BPE
-    pieces, `</s>` not counted (it is added here for the token latencies)."""
+    """BLEU (cased and lower-cased, with sacreBLEU's n-gram precisions and brevity penalty), mean latencies
+    over the sentences whose output has a word (NaN where none has), `empty_outputs` (how many have none:
+    left out of the latency means, as SimulEval skips them) and `ended_before_source` (the module
+    docstring). `reference_tokens`: each reference's BPE pieces, `</s>` not counted (it is added here for the
+    token latencies)."""
     hyps = [r["hypothesis"] for r in rows]
     bleu = sacrebleu.corpus_bleu(hyps, [references])
     lower = sacrebleu.corpus_bleu(hyps, [references], lowercase=True)
     lat: dict[str, list[float]] = {k: [] for k in LATENCY_METRICS}
+    empty = ended_early = with_source = 0
     for r, ref_len, reference in zip(rows, reference_tokens, references, strict=True):
         d, n = r["delays"], r["source_tokens"]
-        if not n:
-            for values in lat.values():
-                values.append(0.0)
+        if n:
+            with_source += 1
+            ended_early += d[-1] < n  # the last delay is the target's </s>, written at end_delay
+        if not n or not r["word_delays"]:
+            empty += 1
             continue
         words, source_words, ref_words = r["word_delays"], r["source_words"], max(len(reference.split()), 1)
         lat["laal_words"].append(length_adaptive_average_lagging(words, source_words, ref_words))
@@ -170,7 +190,9 @@ def score(rows: list[dict[str, Any]], references: list[str], reference_tokens: l
            "length_ratio": sum(r["target_tokens"] for r in rows) / max(sum(reference_tokens), 1),
            **{f"precision_{n}": p for n, p in enumerate(bleu.precisions, 1)}, "brevity_penalty": bleu.bp,
            "sacrebleu_length_ratio": bleu.sys_len / max(bleu.ref_len, 1)}
-    out.update({k: sum(v) / max(len(v), 1) for k, v in lat.items()})
+    out.update({k: sum(v) / len(v) if v else float("nan") for k, v in lat.items()})
+    out["empty_outputs"] = float(empty)
+    out["ended_before_source"] = ended_early / max(with_source, 1)
     return out
 
 

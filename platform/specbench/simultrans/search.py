@@ -19,6 +19,16 @@ Methods (the seed's notation: next_i^b is i steps of beam search with beam b):
   greedy search, by beam search over the chunk (w = 0), or by chunk SBS (beam-search n + w steps, commit
   the first n: eqs. 6-7).
 
+Ending before the source is read: left alone, every search may write </s> (ending the translation) while
+part of the source is still unread, whenever argmax or the best speculation picks it; such a truncated output
+never waits for the rest of the source, so its latency looks low. With `force_finish` (off by default) </s>
+cannot be chosen while fewer than |x| source tokens (</s> counted) are visible: greedy and the greedy chunks
+take the best other token, the adaptive policy judges its confidence without </s> (so it READs where only
+</s> was likely), and a speculation may end only at the steps whose token would be written with the whole
+source read (wait-k: step j of a speculation made with g tokens visible is written with min(g + j, |x|); the
+adaptive policy's chunk and window: at the current g). An output that reaches the length limit first reads
+the rest of the source before its </s> (`end_delay` = |x|).
+
 Ranking the speculations: a hypothesis that reaches </s> within the 1 + w (or n + w) steps keeps its score
 while its rivals pay for every remaining step, so ranking by the summed log-probability (eq. 4 read
 literally) favours early endings: on Multi30k val at k = 3 SBS then writes 3-15% fewer tokens than greedy and
@@ -99,22 +109,34 @@ class Beam:
     logp: torch.Tensor  # (B*b, V) next-token log-probabilities
 
 
+def mask_eos(logp: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
+    """`logp` (N, V) with </s> at -inf in the rows where `masked` (N,) is true (a copy)."""
+    logp = logp.clone()
+    logp[:, EOS] = torch.where(masked, torch.full_like(logp[:, EOS], NEG_INF), logp[:, EOS])
+    return logp
+
+
 def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
-               cache: DecoderCache, beam: int, steps: int) -> Beam:
+               cache: DecoderCache, beam: int, steps: int, eos_masked_steps: torch.Tensor | None = None) -> Beam:
     """`steps` steps of beam search from one state per sentence (logp (B, V) of the next token, cache of
     the committed prefix, rows of `sentence` (B,) in the source view): next^b_steps. Hypotheses that end in
-    </s> stay (their score fixed) and are not extended."""
+    </s> stay (their score fixed) and are not extended. `eos_masked_steps` (B,), optional: per sentence, how
+    many first steps may not choose </s> (`force_finish`)."""
     b_count, vocab = logp.shape[0], logp.shape[1]
+    if eos_masked_steps is not None:
+        logp = mask_eos(logp, eos_masked_steps > 0)
     top = logp.topk(beam, -1)
     scores, tokens = top.values.reshape(-1), top.indices.reshape(-1, 1)
     rows = torch.arange(b_count).repeat_interleave(beam)
     state = Beam(tokens, scores, tokens[:, 0] == EOS, cache.select(rows), logp)
-    for _ in range(steps - 1):
+    for step in range(1, steps):
         if bool(state.finished.all()):
             break
         sent = sentence.index_select(0, rows)
         step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, cross, visible.index_select(0, rows),
                                                   sent)
+        if eos_masked_steps is not None:
+            step_logp = mask_eos(step_logp, eos_masked_steps.index_select(0, rows) > step)
         step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
         step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
         total = (state.scores[:, None] + step_logp).reshape(b_count, beam * vocab)
@@ -148,8 +170,9 @@ def best_speculation(state: Beam, beam: int, length_normalized: bool) -> torch.T
 
 @torch.no_grad()
 def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str = "greedy", beam: int = 5,
-           window: int = 2, length_normalized: bool = True) -> list[Translation]:
-    """Wait-k decoding (see the module docstring); k >= 1 (k larger than a source reads it all first)."""
+           window: int = 2, length_normalized: bool = True, force_finish: bool = False) -> list[Translation]:
+    """Wait-k decoding (see the module docstring); k >= 1 (k larger than a source reads it all first).
+    `force_finish`: no </s> before the whole source is visible (the module docstring)."""
     _check(sources)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
@@ -184,8 +207,12 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
                                             logp.index_select(0, keep), cache.select(keep))
             if not active.numel():
                 break
+        lengths = view.lengths.index_select(0, active)
+        if force_finish:  # step j of a speculation is written with min(visible + j, |x|) tokens read
+            logp = mask_eos(logp, visible < lengths)
         if method == "sbs" and window > 0:
-            spec = beam_steps(model, view.cross(full_visible), active, visible, logp, cache, beam, 1 + window)
+            spec = beam_steps(model, view.cross(full_visible), active, visible, logp, cache, beam, 1 + window,
+                              (lengths - visible) if force_finish else None)
             best = best_speculation(spec, beam, length_normalized)
             choice = spec.tokens.index_select(0, best)[:, 0]
         else:
@@ -194,7 +221,8 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
         for i, (row, token) in enumerate(zip(active.tolist(), choice.tolist(), strict=True)):
             if token == EOS or len(out_tokens[row]) >= max_target_len(int(view.lengths[row])):
                 done.append(i)
-                out_end[row] = int(visible[i])
+                # at the length limit, force_finish reads the rest of the source before </s>
+                out_end[row] = int(view.lengths[row]) if force_finish else int(visible[i])
                 continue
             out_tokens[row].append(token)
             out_delays[row].append(int(visible[i]))
@@ -310,11 +338,13 @@ MAX_CHUNK = 30
 
 @torch.no_grad()
 def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, method: str = "greedy",
-             beam: int = 5, window: int = 2, length_normalized: bool = True) -> list[Translation]:
+             beam: int = 5, window: int = 2, length_normalized: bool = True,
+             force_finish: bool = False) -> list[Translation]:
     """Confidence policy: WRITE while the most probable next token has probability >= `threshold` (or the
     source has ended), else READ one more source token. A run of WRITEs (a chunk of n tokens, found by
     greedy search) is committed greedily, by beam search over n steps ("beam", w = 0), or by chunk SBS
-    (beam-search n + w steps and commit the first n: eqs. 6-7)."""
+    (beam-search n + w steps and commit the first n: eqs. 6-7). `force_finish`: no </s> (and no confidence
+    from it) before the whole source is visible (the module docstring)."""
     _check(sources)
     if not 0.0 <= threshold <= 1.0:
         raise ValueError(f"threshold must be in [0, 1], got {threshold}")
@@ -340,8 +370,10 @@ def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, m
             rows = torch.tensor(active)
             logp, new_cache = model.decoder_step(prev.index_select(0, rows), _stack(model, caches, active),
                                                  view.cross(visible), visible.index_select(0, rows), rows)
-            confident = logp.max(-1).values.exp() >= threshold
             ended = visible.index_select(0, rows) >= view.lengths.index_select(0, rows)
+            if force_finish:
+                logp = mask_eos(logp, ~ended)
+            confident = logp.max(-1).values.exp() >= threshold
             write = (confident | ended).tolist()
             for r, w in zip(active, write, strict=True):
                 if not w:
@@ -351,7 +383,7 @@ def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, m
                 idx = torch.tensor(writers)
                 _write_chunks(model, view, [active[i] for i in writers], logp.index_select(0, idx),
                               new_cache.select(idx), visible, method, beam, window, threshold, out_tokens,
-                              out_delays, out_end, caches, prev, done, length_normalized)
+                              out_delays, out_end, caches, prev, done, length_normalized, force_finish)
     return [Translation(tuple(a), tuple(d), e) for a, d, e in zip(out_tokens, out_delays, out_end, strict=True)]
 
 
@@ -367,12 +399,15 @@ def _stack(model: MtTransformer, caches: list[DecoderCache | None], rows: list[i
 def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp: torch.Tensor, cache: DecoderCache,
                   visible: torch.Tensor, method: str, beam: int, window: int, threshold: float,
                   out_tokens: list[list[int]], out_delays: list[list[int]], out_end: list[int], caches: list,
-                  prev: torch.Tensor, done: set[int], length_normalized: bool) -> None:
-    """Find each writing row's chunk greedily, re-decide it by the chunk method, commit it, update caches."""
+                  prev: torch.Tensor, done: set[int], length_normalized: bool, force_finish: bool = False) -> None:
+    """Find each writing row's chunk greedily, re-decide it by the chunk method, commit it, update caches.
+    With `force_finish`, `logp` comes with </s> masked where the source has not ended."""
     index = torch.tensor(rows)
     sources_visible = visible.index_select(0, index)
     cross = view.cross(visible)
-    greedy_tokens, lengths = _greedy_chunk(model, cross, index, sources_visible, logp, cache, threshold, view)
+    unread = sources_visible < view.lengths.index_select(0, index)  # rows that may not end yet
+    greedy_tokens, lengths = _greedy_chunk(model, cross, index, sources_visible, logp, cache, threshold, view,
+                                           force_finish)
     chunks = greedy_tokens
     if method != "greedy":
         chunks = [None] * len(rows)
@@ -380,8 +415,10 @@ def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp:
             group = [i for i, m in enumerate(lengths) if m == size]
             g = torch.tensor(group)
             steps = size + (window if method == "sbs" else 0)
+            # every step of the chunk and its window is written with the current source (or more, unknown)
+            masked = unread.index_select(0, g).long() * steps if force_finish else None
             spec = beam_steps(model, cross, index.index_select(0, g), sources_visible.index_select(0, g),
-                              logp.index_select(0, g), cache.select(g), beam, steps)
+                              logp.index_select(0, g), cache.select(g), beam, steps, masked)
             best = best_speculation(spec, beam, length_normalized)
             for j, i in enumerate(group):
                 chunks[i] = spec.tokens[int(best[j])].tolist()[:size]
@@ -398,7 +435,8 @@ def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp:
         out_delays[row].extend([int(visible[row])] * len(chunk))
         if ended or not chunk or len(out_tokens[row]) >= max_target_len(int(view.lengths[row])):
             done.add(row)
-            out_end[row] = int(visible[row])
+            # at the length limit, force_finish reads the rest of the source before </s>
+            out_end[row] = int(view.lengths[row]) if force_finish and not ended else int(visible[row])
             continue
         one = cache.select(torch.tensor([i]))  # holds the chunk's first input (the previous token)
         for token in chunk[:-1]:
@@ -408,9 +446,11 @@ def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp:
 
 
 def _greedy_chunk(model: MtTransformer, cross, index: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
-                  cache: DecoderCache, threshold: float, view: SourceView) -> tuple[list[list[int]], list[int]]:
+                  cache: DecoderCache, threshold: float, view: SourceView,
+                  force_finish: bool = False) -> tuple[list[list[int]], list[int]]:
     """Greedy tokens while the policy keeps writing (confidence >= threshold, or the source has ended),
-    up to </s> or MAX_CHUNK tokens; returns the chunks and their lengths (>= 1)."""
+    up to </s> or MAX_CHUNK tokens; returns the chunks and their lengths (>= 1). With `force_finish`, </s>
+    is masked (in choice and confidence) where the source has not ended."""
     count = index.numel()
     chunks: list[list[int]] = [[] for _ in range(count)]
     going = torch.ones(count, dtype=torch.bool)
@@ -423,6 +463,8 @@ def _greedy_chunk(model: MtTransformer, cross, index: torch.Tensor, visible: tor
         if step == MAX_CHUNK - 1 or not bool(going.any()):
             break
         logp, cache = model.decoder_step(token, cache, cross, visible, index)
+        if force_finish:
+            logp = mask_eos(logp, ~ended)
         going &= (logp.max(-1).values.exp() >= threshold) | ended
         token = logp.argmax(-1)
     return chunks, [len(c) for c in chunks]
