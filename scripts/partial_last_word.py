@@ -30,12 +30,13 @@ sys.path.insert(0, str(ROOT / "platform"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from results_file import rounded, write_results  # noqa: E402
+
+from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS  # noqa: E402
 from specbench.data.scores import iter_rows, read_parquet_table  # noqa: E402
 from specbench.decoder import cpu as cpu_decoder  # noqa: E402
 from specbench.decoder.backends import make_decoder  # noqa: E402
 from specbench.decoder.options import SearchOptions  # noqa: E402
 from specbench.experiments.graph_recipe import build_graph  # noqa: E402
-from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS  # noqa: E402
 from specbench.experiments.registry import load_config  # noqa: E402
 from specbench.hardware import describe  # noqa: E402
 from specbench.paths import work_dir  # noqa: E402

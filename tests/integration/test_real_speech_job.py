@@ -25,6 +25,10 @@ def test_recorded_clips_are_decoded_by_every_system_and_reported_per_set(tmp_pat
     assert metrics["asr.real.utterances"] == 10  # two clips of each set of 3+ words (the Asterisk prompts per half)
     assert metrics["asr.real.flagged"] == 6  # five Asterisk tones without speech, one transcript without audio
     assert metrics["asr.real.cpu_twin_identical"] == 10  # the twin's 1-best equals the CPU backend's
+    assert metrics["asr.real.decode_failed.cpu"] == metrics["asr.real.decode_failed.twin"] == 0
+    for name, weight in (("lw", 6.5), ("fwdflatlw", 8.5), ("bestpathlw", 9.5)):  # 6.5: pocketsphinx's defaults
+        assert metrics[f"asr.real.pocketsphinx_{name}"] == pytest.approx(weight)
+    assert "asr.real.language_weight" not in metrics
     assert metrics["asr.real.wer"] == metrics["asr.real.wer.asterisk_test.cpu"]
     for group in SETS:
         for system in ("cpu", "twin", "pocketsphinx"):
@@ -68,3 +72,15 @@ def test_the_scale_then_the_beam_are_tuned_on_the_tune_half(tmp_path: Path, ray_
     assert report["beam"] == min((9.0, 13.0), key=lambda b: (tuning["beam"][f"{b:g}"], b))
     assert run.data.metrics["asr.real.beam"] == report["beam"] and tuning["language_weight"] == {}
     assert not any("pocketsphinx" in key for key in run.data.metrics)
+    assert report["decode_failed"] == {"cpu": {}} and run.data.metrics["asr.real.decode_failed.cpu"] == 0
+
+
+def test_candidates_to_tune_without_tune_prompts_are_refused_with_the_fix(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """Several acoustic scales but no Asterisk prompts: refused before the graph is built or anything decoded."""
+    job = tmp_path / "real.toml"
+    job.write_text(f'kind = "real_speech"\ngraph_job = "{ROOT / "jobs" / "graph_sphinx_quick.toml"}"\n'
+                   'sets = ["cards"]\n[search]\nacoustic_scales = [0.08, 0.1]\n[pocketsphinx]\nenabled = false\n')
+    assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "run", str(job)]) != 0
+    err = capsys.readouterr().err
+    assert "sets = ['cards'] has no tune prompts" in err and "acoustic_scales = [0.08, 0.1]" in err and "Fix" in err

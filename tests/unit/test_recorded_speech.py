@@ -26,8 +26,8 @@ def test_the_installed_asterisk_prompts_are_listed_with_their_halves() -> None:
     assert len(ok) == 563  # 568 G.722 files, five of them tones
     assert sum(p.status.startswith("not speech") for p in prompts) == 5
     assert all(p.text and p.audio_path.suffix == ".g722" for p in ok)
-    halves = {prompt_half(p.utt_id) for p in ok}
-    assert halves == {"tune", "test"} and prompt_half("vm-goodbye") == prompt_half("vm-goodbye")
+    halves = [prompt_half(p.utt_id) for p in ok]
+    assert halves.count("test") == 272 and halves.count("tune") == 291  # the declared split (docs/real_speech.md)
     letters = next(p for p in ok if p.utt_id == "letters/at")
     assert letters.text == "at"  # the bracketed aside "[@]" is dropped
 
@@ -43,7 +43,25 @@ def test_a_prompt_decodes_to_16_khz_mono(tmp_path: Path) -> None:
     prompt = next(p for p in asterisk_prompts() if p.utt_id == "auth-thankyou")
     decode_g722(prompt.audio_path, tmp_path / "thanks.wav")
     samples, rate = read_wav(tmp_path / "thanks.wav")
-    assert rate == 16000 and 0.3 < len(samples) / rate < 5.0 and abs(samples).max() > 0.05
+    # G.722 codes 16 kHz audio at 64 kbit/s: each byte holds two samples, every one of them decoded
+    assert rate == 16000 and len(samples) == 2 * prompt.audio_path.stat().st_size and abs(samples).max() > 0.05
+    assert [p.name for p in tmp_path.iterdir()] == ["thanks.wav"]  # no temporary file left beside it
+
+
+def test_an_empty_or_damaged_cached_wav_is_decoded_again(tmp_path: Path) -> None:
+    """A WAV in the cache is reused only when it reads as audio: an empty file (a decode that was cut
+    short) or a truncated one is made again from the G.722."""
+    from specbench.experiments.real_speech.audio import gather
+
+    first = [r for r in gather(("asterisk",), 1, tmp_path, min_words=3) if r.status == STATUS_OK]
+    assert len(first) == 2
+    good = {r.utt_id: r.wav.read_bytes() for r in first}
+    empty, cut = first[0].wav, first[1].wav
+    empty.write_bytes(b"")
+    cut.write_bytes(good[first[1].utt_id][:30])  # a header cut short
+    again = {r.utt_id: r for r in gather(("asterisk",), 1, tmp_path, min_words=3) if r.status == STATUS_OK}
+    assert {u: r.wav.read_bytes() for u, r in again.items()} == good
+    assert read_wav(empty)[0].size > 0
 
 
 def test_mismatched_transcripts_and_audio_are_flagged_rows(tmp_path: Path) -> None:

@@ -98,11 +98,36 @@ def test_held_out_voices_never_train(slurp_plan: pa.Table) -> None:
     with pytest.raises(ConfigError, match=r"train_voices.*flite:rms.*held out"):
         CorpusPlan(train_voices=("espeak:en-us", "flite:rms"))
     with pytest.raises(ConfigError, match=r"eval_voices.*held-out.*espeak:en-us\+f4"):
-        CorpusPlan(eval_voices=("flite:rms", "flite:slt"))
+        CorpusPlan(eval_voices=("flite:rms",))  # a held-out voice missing, nothing else wrong
     with pytest.raises(ConfigError, match=r"train_voices.*'espeak:klingon'"):
         CorpusPlan(train_voices=("espeak:klingon",))
     with pytest.raises(ConfigError, match="rates"):
         CorpusPlan(rates=(3.0,))
+
+
+def test_an_eval_voice_heard_in_training_is_refused() -> None:
+    """No devel/test voice may be a training voice, or a voice built from a training voice's speaker."""
+    held = tuple(HELD_OUT_VOICES)
+    with pytest.raises(ConfigError, match=r"eval_voices: espeak:en-us also in train_voices.*Fix"):
+        CorpusPlan(train_voices=("espeak:en-us", "flite:awb"), eval_voices=(*held, "espeak:en-us"))
+    with pytest.raises(ConfigError, match=r"eval_voices: flite:slt \(the speaker of training voice "
+                                          r"festival:slt-hts\).*Fix"):
+        CorpusPlan(train_voices=("espeak:en-us", "festival:slt-hts"), eval_voices=(*held, "flite:slt"))
+    with pytest.raises(ConfigError, match=r"festival:slt-hts \(the speaker of training voice flite:slt\)"):
+        CorpusPlan(train_voices=("flite:slt",), eval_voices=(*held, "festival:slt-hts"))
+    # an unheard voice of a familiar engine is fine, and so are both SLT voices in training
+    plan = CorpusPlan(train_voices=("flite:slt", "festival:slt-hts", "espeak:en-us"), eval_voices=(*held, "flite:awb"))
+    assert plan.eval_voices == (*held, "flite:awb")
+    assert set(CorpusPlan().eval_voices) == set(held)  # the default: the held-out voices alone
+
+
+def test_the_shipped_speech_job_keeps_its_voices_apart() -> None:
+    from specbench.experiments.registry import load_config
+
+    job = load_config(Path(__file__).resolve().parents[2] / "jobs" / "speech_slurp.toml")
+    plan = job.corpus.plan()
+    assert {"flite:slt", "festival:slt-hts"} <= set(plan.train_voices)
+    assert plan.eval_voices == ("flite:rms", "espeak:en-us+f4")
 
 
 def test_utt_ids_unique_and_filesystem_safe(slurp_plan: pa.Table) -> None:

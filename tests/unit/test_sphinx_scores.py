@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from specbench.acoustic.sphinx_scores import SphinxSenoneScorer, read_senone_log, senone_loglikes
+from specbench.acoustic.sphinx_scores import SphinxSenoneScorer, pcm16, read_senone_log, senone_loglikes
 from specbench.data.resolver import data_dir
 from specbench.errors import DataError
 from specbench.stage import STATUS_OK
@@ -89,3 +89,18 @@ def test_audio_that_is_not_16_khz_keeps_its_row_with_the_reason(scorer: SphinxSe
     out = scorer(pa.table({"utt_id": ["bad", "good"], "audio_path": [str(wav8k), str(CLIPS[0])]})).to_pylist()
     assert "8000 Hz" in out[0]["status"] and "Fix" in out[0]["status"] and out[0]["loglikes"] is None
     assert out[1]["status"] == STATUS_OK
+
+
+def test_audio_without_samples_keeps_its_row_with_the_reason(scorer: SphinxSenoneScorer, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.wav"
+    with wave.open(str(empty), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+    out = scorer(pa.table({"utt_id": ["empty"], "audio_path": [str(empty)]})).to_pylist()[0]
+    assert out["status"].startswith(f"{empty}: the audio has no samples") and "Fix" in out["status"]
+    assert out["loglikes"] is None
+
+
+def test_full_scale_samples_are_clipped_not_wrapped() -> None:
+    assert pcm16(np.array([1.0, -1.0, 1.5, -1.5, 0.5])).tolist() == [32767, -32768, 32767, -32768, 16384]

@@ -79,6 +79,11 @@ def senone_loglikes(scores: np.ndarray, logbase: float) -> np.ndarray:
     return (scores.astype(np.float64) * (-(2 ** SCORE_SHIFT_BITS) * math.log(logbase))).astype(np.float32)
 
 
+def pcm16(samples: np.ndarray) -> np.ndarray:
+    """Float samples in [-1, 1] as int16, clipped first (a sample of 1.0 is 32767, never wrapped to -32768)."""
+    return np.round(np.asarray(samples, dtype=np.float64) * 32768.0).clip(-32768, 32767).astype(np.int16)
+
+
 class SphinxSenoneScorer(Stage):
     """The stage: audio rows -> senone log-likelihoods (`SCORES_SCHEMA`); an unreadable or non-16 kHz file
     keeps its row with the reason in `status`."""
@@ -106,6 +111,9 @@ class SphinxSenoneScorer(Stage):
         if self._log_dir is None:
             self.setup()
         assert self._log_dir is not None and self.model_dir is not None
+        if len(pcm) == 0:
+            raise DataError("the audio has no samples, so there is no frame to score. Fix: leave the file out, "
+                            "or record it again.")
         out_dir = Path(tempfile.mkdtemp(dir=self._log_dir))
         try:
             phone_lm = self.model_dir.parent / "en-us-phone.lm.bin"
@@ -116,8 +124,12 @@ class SphinxSenoneScorer(Stage):
             decoder.start_utt()
             decoder.process_raw(np.ascontiguousarray(pcm, dtype="<i2").tobytes(), full_utt=True)
             decoder.end_utt()
-            (log,) = out_dir.glob("*.sen")
-            scores, logbase = read_senone_log(log, self._senones)
+            logs = sorted(out_dir.glob("*.sen"))
+            if len(logs) != 1:
+                raise DataError(f"pocketsphinx wrote {len(logs)} senone logs (*.sen) for this audio, expected one "
+                                f"({len(pcm)} samples: too short for a 10 ms frame?). Fix: leave the file out, or "
+                                "give it at least a few frames of 16 kHz audio.")
+            scores, logbase = read_senone_log(logs[0], self._senones)
             return senone_loglikes(scores, logbase)
         finally:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -131,7 +143,7 @@ class SphinxSenoneScorer(Stage):
         for i, audio_path in enumerate(batch.column("audio_path").to_pylist()):
             try:
                 samples, _ = read_wav(resolve_audio(audio_path, self.audio_root))  # 16 kHz mono 16-bit, else a DataError with the fix
-                scores[i] = self.score_pcm(np.round(samples * 32768.0).astype(np.int16))
+                scores[i] = self.score_pcm(pcm16(samples))
             except Exception as err:  # noqa: BLE001 - reported per row
                 status[i] = row_failure(err, audio_path)
         return batch_scores_table(ids, scores, status, FRAME_SHIFT_MS, self._senones)

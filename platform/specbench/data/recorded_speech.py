@@ -4,7 +4,7 @@
   CC-BY-SA-3.0; transcripts `name: text` in `asterisk-core-sounds-en`'s `core-sounds-en.txt.gz`). A text
   that is only a bracketed description (`[this is a simple beep tone]`) is a tone, not speech, and is left
   out; a bracketed aside after words (`at [@]`) is dropped. The G.722 audio is decoded to 16 kHz mono WAV
-  by ffmpeg. `prompt_half` puts each prompt in the `tune` or the `test` half by a hash of its name, fixed
+  by ffmpeg (two samples per byte: G.722 codes 16 kHz audio at 64 kbit/s). `prompt_half` puts each prompt in the `tune` or the `test` half by a hash of its name, fixed
   before anything is decoded.
 - **pocketsphinx-testdata** (BSD-2): LibriVox sentences and spoken card commands, 16 kHz WAV, with Sphinx
   transcriptions (`<s> words </s> (id)`).
@@ -16,6 +16,7 @@ transcript, or a file ffmpeg cannot decode becomes a row whose `status` names th
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import subprocess
 import wave
@@ -115,15 +116,23 @@ def _samples(wav: Path) -> int:
 
 
 def decode_g722(source: Path, wav: Path) -> None:
-    """`source` (G.722) as a 16 kHz mono 16-bit WAV at `wav`, by ffmpeg; `ToolError` names the file and the fix."""
+    """`source` (G.722) as a 16 kHz mono 16-bit WAV at `wav`, by ffmpeg; `ToolError` names the file and the fix.
+    ffmpeg writes a temporary file beside `wav`, renamed to `wav` only once it holds audio: an interrupted
+    decode never leaves a partial `wav` to be taken for a finished one."""
     wav.parent.mkdir(parents=True, exist_ok=True)
+    tmp = wav.with_name(f".{wav.name}.{os.getpid()}.tmp")
     try:
-        proc = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "g722", "-i", str(source),
-                               "-ar", "16000", "-ac", "1", "-c:a", "pcm_s16le", str(wav)],
-                              capture_output=True, text=True, timeout=120, check=False)
-    except FileNotFoundError as err:
-        raise ToolError(f"{source}: ffmpeg is not installed, and it decodes G.722. Fix: apt-get install ffmpeg") from err
-    if proc.returncode != 0 or _samples(wav) == 0:
-        wav.unlink(missing_ok=True)
-        raise ToolError(f"{source}: ffmpeg cannot decode it as G.722 ({proc.stderr.strip()[-300:] or 'no audio'}). "
-                        "Fix: reinstall asterisk-core-sounds-en-g722, or leave the file out.")
+        try:
+            proc = subprocess.run(["ffmpeg", "-nostdin", "-v", "error", "-y", "-f", "g722", "-i", str(source),
+                                   "-ar", "16000", "-ac", "1", "-c:a", "pcm_s16le", "-f", "wav", str(tmp)],
+                                  capture_output=True, text=True, timeout=120, check=False)
+        except FileNotFoundError as err:
+            raise ToolError(f"{source}: ffmpeg is not installed, and it decodes G.722. Fix: apt-get install "
+                            "ffmpeg") from err
+        if proc.returncode != 0 or _samples(tmp) == 0:
+            wav.unlink(missing_ok=True)
+            raise ToolError(f"{source}: ffmpeg cannot decode it as G.722 ({proc.stderr.strip()[-300:] or 'no audio'}). "
+                            "Fix: reinstall asterisk-core-sounds-en-g722, or leave the file out.")
+        os.replace(tmp, wav)
+    finally:
+        tmp.unlink(missing_ok=True)

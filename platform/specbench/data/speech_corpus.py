@@ -55,6 +55,13 @@ __all__ = [
 ]
 
 SPLITS = ("train", "devel", "test")
+# Voices built from one recorded speaker: holding one out of training means holding out all of its group.
+SPEAKER_GROUPS: dict[str, str] = {"flite:slt": "cmu-arctic-slt", "festival:slt-hts": "cmu-arctic-slt"}
+
+
+def speaker_of(voice: str) -> str:
+    """The speaker a voice was built from: its `SPEAKER_GROUPS` entry, else the voice itself."""
+    return SPEAKER_GROUPS.get(voice, voice)
 WORD_TIMES_TYPE = pa.list_(
     pa.struct([("word", pa.string()), ("start_s", pa.float32()), ("end_s", pa.float32())])
 )
@@ -88,7 +95,9 @@ class CorpusPlan:
         seed: seeds every random draw (>= 0).
         train_sentences: unique training sentences to use (0 = all 11.5k).
         train_voices: registry names used for training; no held-out voice allowed.
-        eval_voices: registry names for devel/test; must include every held-out voice.
+        eval_voices: registry names for devel/test; must include every held-out voice, and no training voice
+            nor a voice built from a training voice's speaker (`SPEAKER_GROUPS`: flite:slt and
+            festival:slt-hts are one speaker).
         devel_sentences, test_sentences: unique SLURP texts per split (0 = all).
         rates: speaking-rate multipliers drawn from (each in [0.5, 2.0]).
         snr_db: SNRs in dB drawn from; +inf (or None) is clean speech.
@@ -98,7 +107,7 @@ class CorpusPlan:
     seed: int = 0
     train_sentences: int = 1000
     train_voices: tuple[str, ...] = voice_names(held_out=False)
-    eval_voices: tuple[str, ...] = voice_names()
+    eval_voices: tuple[str, ...] = HELD_OUT_VOICES
     devel_sentences: int = 0
     test_sentences: int = 0
     rates: tuple[float, ...] = (0.85, 1.0, 1.15)
@@ -146,6 +155,15 @@ class CorpusPlan:
         missing = [n for n in HELD_OUT_VOICES if n not in self.eval_voices]
         if missing:
             raise ConfigError(f"CorpusPlan.eval_voices: must include the held-out voices; missing {missing}")
+        trained = {speaker_of(n): n for n in self.train_voices}
+        heard = {n: trained[speaker_of(n)] for n in self.eval_voices if speaker_of(n) in trained}
+        if heard:
+            pairs = ", ".join(n if n == t else f"{n} (the speaker of training voice {t})" for n, t in heard.items())
+            raise ConfigError(
+                f"CorpusPlan.eval_voices: {pairs} also in train_voices = {list(self.train_voices)}: devel/test "
+                "must be spoken by voices never heard in training. Fix: remove them from eval_voices (or their "
+                "speaker's voices from train_voices)."
+            )
 
     def to_json(self) -> str:
         """The plan as JSON (inf written as the string "inf")."""

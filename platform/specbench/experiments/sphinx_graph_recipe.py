@@ -31,21 +31,26 @@ from specbench.wfst import arpa as arpa_mod
 from specbench.wfst import (
     arpa_prune,
     compose,
+    fst_binary,
     graph,
     hclg,
     hmm_transducer,
+    lexicon,
     ngram_arrays,
     reweight,
     sphinx_lexicon,
     sphinx_lm,
     sphinx_mdef,
+    symbols,
+    topology,
 )
 from specbench.wfst.lexicon import read_cmudict
 from specbench.wfst.symbols import SymbolTable, word_table
 
 RECIPE_VERSION = 1
-_SOURCES = (arpa_mod, arpa_prune, compose, graph, hclg, hmm_transducer, ngram_arrays, reweight, sphinx_lexicon,
-            sphinx_lm, sphinx_mdef)
+# every specbench.wfst module the build imports, directly or through another (a test walks the imports)
+_SOURCES = (arpa_mod, arpa_prune, compose, fst_binary, graph, hclg, hmm_transducer, lexicon, ngram_arrays, reweight,
+            sphinx_lexicon, sphinx_lm, sphinx_mdef, symbols, topology)
 _PACKAGES = ("kaldifst", "kaldilm", "pocketsphinx")
 _MARKERS = {"<s>", "</s>", "<unk>"}
 
@@ -144,6 +149,21 @@ def _perplexity(model: arpa_mod.ArpaModel, sentences: list[list[str]]) -> tuple[
     return 10 ** (-total / max(count, 1)), oov
 
 
+def pruned_lm(config: GraphConfig, step) -> tuple[arpa_mod.ArpaModel, tuple[int, ...], arpa_prune.PruneReport]:
+    """The graph's LM (`lm.arpa`): pocketsphinx's en-us trigram, restricted to `[sphinx] vocabulary` words
+    when set, then pruned at `[sphinx] prune_threshold`; with the n-gram counts before pruning and the report."""
+    settings = config.sphinx
+    step("reading pocketsphinx's en-us trigram")
+    full = sphinx_lm.read_sphinx_lm(sphinx_model_dir() / "en-us.lm.bin", top_words=settings.vocabulary)
+    before = tuple(full.counts)  # with a vocabulary limit: the n-grams over those words
+    if settings.vocabulary:
+        step(f"restricting the LM to its {settings.vocabulary:,} most probable words")
+        full = arpa_prune.restrict_vocabulary(full, settings.vocabulary)
+    step(f"pruning the LM (relative entropy, threshold {settings.prune_threshold:g})")
+    pruned, report = arpa_prune.prune(full, settings.prune_threshold)
+    return pruned, before, report
+
+
 def build_into(config: GraphConfig, out: Path, step) -> SphinxGraphStats:
     """Build the HCLG of `config` into `out` (see the module docstring)."""
     settings = config.sphinx
@@ -151,15 +171,7 @@ def build_into(config: GraphConfig, out: Path, step) -> SphinxGraphStats:
     root = sphinx_model_dir()
     model = sphinx_mdef.read_mdef(root / "en-us" / "mdef")
     tmat = sphinx_mdef.read_transition_matrices(root / "en-us" / "transition_matrices")
-    step("reading pocketsphinx's en-us trigram")
-    full = sphinx_lm.read_sphinx_lm(root / "en-us.lm.bin", top_words=settings.vocabulary)
-    before = tuple(full.counts)  # with a vocabulary limit: the n-grams over those words
-    if settings.vocabulary:
-        step(f"restricting the LM to its {settings.vocabulary:,} most probable words")
-        full = arpa_prune.restrict_vocabulary(full, settings.vocabulary)
-    step(f"pruning the LM (relative entropy, threshold {settings.prune_threshold:g})")
-    pruned, report = arpa_prune.prune(full, settings.prune_threshold)
-    del full
+    pruned, before, report = pruned_lm(config, step)
     arpa_mod.write_arpa(pruned, out / "lm.arpa")
     texts = _eval_texts()
     (ppl_a, oov_a), (ppl_l, oov_l) = _perplexity(pruned, texts["asterisk"]), _perplexity(pruned, texts["librivox"])

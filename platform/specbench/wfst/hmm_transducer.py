@@ -130,7 +130,6 @@ def add_self_loops(graph: CsrGraph, senone: np.ndarray, loop_prob: np.ndarray, s
     num_states, num_arcs = graph.num_states, fst.ilabel.shape[0]
     if num_arcs and int(fst.ilabel.max()) >= senone.shape[0]:
         raise ValueError("an input label of the graph is not an entry label of H (disambiguation left in?)")
-    np.repeat(np.arange(num_states, dtype=np.int64), np.diff(fst.offsets))
     width = np.int64(senone.shape[0])
     keys = fst.nextstate.astype(np.int64) * width + fst.ilabel
     pairs = np.unique(np.concatenate([keys, [np.int64(max(fst.start, 0)) * width]]))

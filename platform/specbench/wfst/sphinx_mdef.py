@@ -58,7 +58,9 @@ class SphinxMdef:
     n_ci_senones: int
 
     def phone_id(self, base: str, left: str, right: str, position: str) -> int:
-        """The triphone's id, else the base phone's context-independent id (Sphinx's own back-off)."""
+        """The exact triphone's id, else the base phone's context-independent id: a plain lookup with no
+        intermediate back-off, not what pocketsphinx uses for a missing triphone (that is `nearest_phone`,
+        which H follows)."""
         hit = self.triphones.get(Triphone(base, left, right, position))
         return hit if hit is not None else self.ci_phones.index(base)
 

@@ -41,11 +41,21 @@ def _asterisk() -> list[RealUtterance]:
                           u.status) for u in recorded_speech.asterisk_prompts()]
 
 
+def _usable_wav(wav: Path) -> bool:
+    """Whether a cached WAV reads as 16 kHz mono 16-bit audio with samples (else it is made again)."""
+    try:
+        samples, _ = read_wav(wav)
+    except (SpecbenchError, OSError, EOFError):
+        return False
+    return len(samples) > 0
+
+
 def _decoded(row: RealUtterance, cache: Path) -> RealUtterance:
-    """An Asterisk prompt with its G.722 audio decoded into the cache (once), or flagged with the reason."""
+    """An Asterisk prompt with its G.722 audio decoded into the cache, or flagged with the reason. A cached
+    WAV is reused only when it reads as audio; an empty or damaged one is decoded again."""
     wav = cache / "asterisk" / f"{row.utt_id}.wav"
     try:
-        if not wav.is_file():
+        if not _usable_wav(wav):
             recorded_speech.decode_g722(row.wav, wav)
         return replace(row, wav=wav)
     except SpecbenchError as err:
@@ -58,9 +68,8 @@ def _recordings(cache: Path) -> list[RealUtterance]:
         wav = r.path if r.path.suffix == ".wav" else cache / "recordings" / f"{r.utt_id}.wav"
         row = RealUtterance("recordings", r.utt_id, wav, r.text, "-")
         try:
-            if not wav.is_file():
-                wav.parent.mkdir(parents=True, exist_ok=True)
-                write_wav(wav, real_speech.load_audio(r.path))
+            if wav != r.path and not _usable_wav(wav):  # a conversion in the cache, made again when damaged
+                write_wav(wav, real_speech.load_audio(r.path))  # atomic: a temporary file, then renamed
             read_wav(wav)  # 16 kHz mono 16-bit, else a DataError naming the file and the fix
         except SpecbenchError as err:
             row = replace(row, wav=None, status=str(err))

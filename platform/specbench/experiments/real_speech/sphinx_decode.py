@@ -1,11 +1,21 @@
 """pocketsphinx's own decoder on the same audio, acoustic model and pruned LM as our HCLG, for comparison.
 
 Its default search (lexicon-tree Viterbi, then the flat-lexicon pass and the lattice best path) and beams
-are kept; only the language weight is tuned (on the Asterisk `tune` half, by the job) and the word
-insertion penalty set. One decoder serves a chunk of utterances, since loading a large ARPA LM takes
-seconds; its cepstral mean is per utterance (`-cmn batch` with whole utterances), as in our scores, but
-its noise-removal estimate carries over from one utterance to the next within a chunk. The time reported
-covers pocketsphinx's whole recognition (front end, acoustic scoring and search), not the LM loading.
+are kept; the language weight is tuned (on the Asterisk `tune` half, by the job) and the word insertion
+penalty set. pocketsphinx weighs the LM of each pass by its own setting (`lw` for the tree pass,
+`fwdflatlw` for the flat pass, `bestpathlw` for the lattice best path; defaults 6.5, 8.5 and 9.5). The weight
+being tuned is the tree pass's, and the other two move with it in pocketsphinx's own ratios
+(`pass_weights_for`: w, w x 8.5/6.5, w x 9.5/6.5), so the tuning reaches the pass whose hypothesis is
+reported and the weight 6.5 is pocketsphinx's defaults. (One value in all three passes was tried: on the
+job's 100 tune prompts it gave 38.1% at best, against 36.8% for the defaults,
+`benchmarks/results/real_speech_pocketsphinx_retuned_cpu.json`'s earlier run; see docs/real_speech.md.)
+
+Each utterance gets a fresh decoder: pocketsphinx's front end carries state from one utterance to the next
+(the noise-removal estimate of the model's `-remove_noise yes`), so a decoder that served another utterance
+first scores the same audio differently. The LM is read once per chunk (reading a large ARPA file takes
+seconds) and handed to each utterance's decoder (`add_lm`), which reads nothing else from it. The seconds
+reported per utterance cover pocketsphinx's whole recognition (front end, acoustic scoring and search); the
+decoder's construction is timed apart (`setup_seconds`), and the reading of the LM is in neither.
 """
 
 from __future__ import annotations
@@ -13,39 +23,87 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import numpy as np
-
-from specbench.acoustic.sphinx_scores import default_model_dir
+from specbench.acoustic.sphinx_scores import default_model_dir, pcm16
 from specbench.data.synthesis import read_wav
 from specbench.data.text_norm import normalize
+
+LM_WEIGHTS = ("lw", "fwdflatlw", "bestpathlw")  # pocketsphinx's LM weight of each pass
+DEFAULT_PASS_WEIGHTS = (6.5, 8.5, 9.5)  # pocketsphinx 5.1.1's defaults of LM_WEIGHTS
+_SEARCH = "lm"
 
 
 @dataclass(frozen=True)
 class SphinxJob:
-    """One chunk: (key, wav) pairs, the ARPA LM, the dictionary and the weights."""
+    """One chunk: (key, wav) pairs, the ARPA LM, the weights. `pass_weights`, when given, sets the LM weight of
+    each pass apart (`LM_WEIGHTS` order; pocketsphinx's defaults are 6.5, 8.5, 9.5); else `language_weight`
+    is the tree pass's and the others follow in pocketsphinx's ratios (`pass_weights_for`)."""
 
     items: tuple[tuple[str, str], ...]
     lm: str
     language_weight: float
     word_insertion_penalty: float
+    pass_weights: tuple[float, float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.pass_weights is not None and len(self.pass_weights) != len(LM_WEIGHTS):
+            raise ValueError(f"SphinxJob.pass_weights: one weight per pass {LM_WEIGHTS}, got {self.pass_weights!r}")
+
+
+@dataclass(frozen=True)
+class SphinxResult:
+    """One utterance: normalized words, pocketsphinx's score of its hypothesis (None without one), the
+    seconds of recognition, the frames, and the seconds spent constructing its fresh decoder."""
+
+    key: str
+    words: list[str]
+    score: float | None
+    seconds: float
+    frames: int
+    setup_seconds: float
 
 
 def dictionary_path() -> Path:
     return default_model_dir().parent / "cmudict-en-us.dict"
 
 
-def decode_chunk(job: SphinxJob) -> list[tuple[str, list[str], float, int]]:
-    """(key, normalized words, seconds, frames) per utterance of the chunk."""
+def pass_weights_for(weight: float) -> tuple[float, float, float]:
+    """The LM weight of each pass (`LM_WEIGHTS`) for a tree-pass weight `weight`: pocketsphinx's defaults
+    scaled by weight / 6.5, so 6.5 gives them unchanged."""
+    return tuple(weight * default / DEFAULT_PASS_WEIGHTS[0] for default in DEFAULT_PASS_WEIGHTS)
+
+
+def decoder_settings(job: SphinxJob) -> dict[str, Any]:
+    """pocketsphinx's configuration for `job`: the model, dictionary, the weight of each pass, the penalty.
+    No LM file: the chunk's LM is read once and added to each decoder."""
+    weights = job.pass_weights or pass_weights_for(job.language_weight)
+    return {"hmm": str(default_model_dir()), "lm": None, "dict": str(dictionary_path()),
+            **dict(zip(LM_WEIGHTS, weights)), "wip": job.word_insertion_penalty, "loglevel": "ERROR"}
+
+
+def fresh_decoder(job: SphinxJob, lm: Any) -> Any:
     import pocketsphinx
 
-    config = pocketsphinx.Config(hmm=str(default_model_dir()), lm=job.lm, dict=str(dictionary_path()),
-                                 lw=job.language_weight, wip=job.word_insertion_penalty, loglevel="ERROR")
-    decoder = pocketsphinx.Decoder(config)
+    decoder = pocketsphinx.Decoder(**decoder_settings(job))
+    decoder.add_lm(_SEARCH, lm)
+    decoder.activate_search(_SEARCH)
+    return decoder
+
+
+def decode_chunk(job: SphinxJob) -> list[SphinxResult]:
+    """One result per utterance of the chunk, each decoded by a fresh decoder."""
+    import pocketsphinx
+
+    config = pocketsphinx.Config(**decoder_settings(job))
+    lm = pocketsphinx.NGramModel(config, pocketsphinx.LogMath(float(config["logbase"])), job.lm)
     out = []
     for key, wav in job.items:
         samples, _ = read_wav(Path(wav))
-        pcm = np.round(samples * 32768.0).clip(-32768, 32767).astype("<i2").tobytes()
+        pcm = pcm16(samples).astype("<i2").tobytes()
+        start = time.perf_counter()
+        decoder = fresh_decoder(job, lm)
+        setup = time.perf_counter() - start
         start = time.perf_counter()
         decoder.start_utt()
         decoder.process_raw(pcm, full_utt=True)
@@ -53,5 +111,6 @@ def decode_chunk(job: SphinxJob) -> list[tuple[str, list[str], float, int]]:
         hyp = decoder.hyp()
         seconds = time.perf_counter() - start
         words = normalize(hyp.hypstr).split() if hyp is not None and hyp.hypstr else []
-        out.append((key, words, seconds, int(decoder.n_frames())))
+        out.append(SphinxResult(key, words, float(hyp.score) if hyp is not None else None, seconds,
+                                int(decoder.n_frames()), setup))
     return out
