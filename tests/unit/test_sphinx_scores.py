@@ -72,6 +72,16 @@ def test_real_speech_gets_a_row_of_senone_scores_per_10_ms(scorer: SphinxSenoneS
         assert len(np.unique(mat.argmax(axis=1))) > 20  # the best senone moves with the speech
 
 
+def write_pcm16(path: Path, rate: int, samples: np.ndarray) -> Path:
+    """A mono 16-bit WAV file of `samples` at `rate` Hz."""
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(samples.astype("<i2").tobytes())
+    return path
+
+
 def test_scores_do_not_depend_on_what_was_scored_before(scorer: SphinxSenoneScorer) -> None:
     first = scorer(pa.table({"utt_id": ["a"], "audio_path": [str(CLIPS[0])]}))
     scorer(pa.table({"utt_id": ["b"], "audio_path": [str(CLIPS[1])]}))
@@ -80,23 +90,14 @@ def test_scores_do_not_depend_on_what_was_scored_before(scorer: SphinxSenoneScor
 
 
 def test_audio_that_is_not_16_khz_keeps_its_row_with_the_reason(scorer: SphinxSenoneScorer, tmp_path: Path) -> None:
-    wav8k = tmp_path / "eight.wav"
-    with wave.open(str(wav8k), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(8000)
-        w.writeframes(np.zeros(8000, dtype="<i2").tobytes())
+    wav8k = write_pcm16(tmp_path / "eight.wav", 8000, np.zeros(8000, dtype="<i2"))
     out = scorer(pa.table({"utt_id": ["bad", "good"], "audio_path": [str(wav8k), str(CLIPS[0])]})).to_pylist()
     assert "8000 Hz" in out[0]["status"] and "Fix" in out[0]["status"] and out[0]["loglikes"] is None
     assert out[1]["status"] == STATUS_OK
 
 
 def test_audio_without_samples_keeps_its_row_with_the_reason(scorer: SphinxSenoneScorer, tmp_path: Path) -> None:
-    empty = tmp_path / "empty.wav"
-    with wave.open(str(empty), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(16000)
+    empty = write_pcm16(tmp_path / "empty.wav", 16000, np.zeros(0, dtype="<i2"))
     out = scorer(pa.table({"utt_id": ["empty"], "audio_path": [str(empty)]})).to_pylist()[0]
     assert out["status"].startswith(f"{empty}: the audio has no samples") and "Fix" in out["status"]
     assert out["loglikes"] is None

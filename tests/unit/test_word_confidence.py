@@ -8,6 +8,7 @@ gets the probability mass of the complete paths that emit that word at least j t
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import kaldifst
@@ -63,14 +64,10 @@ def all_paths(lat: WordLattice) -> list[tuple[list[int], float]]:
 
 
 def runs_of(words: list[int]) -> list[tuple[int, int]]:
-    """(first index, length) of each run of identical consecutive words."""
-    out: list[tuple[int, int]] = []
-    for k, word in enumerate(words):
-        if out and words[out[-1][0]] == word:
-            out[-1] = (out[-1][0], out[-1][1] + 1)
-        else:
-            out.append((k, 1))
-    return out
+    """(first index, length) of each run of identical consecutive words (by itertools.groupby, apart from
+    the module's own `word_runs`)."""
+    lengths = [len(list(group)) for _, group in itertools.groupby(words)]
+    return [(sum(lengths[:i]), n) for i, n in enumerate(lengths)]
 
 
 def brute_force(lat: WordLattice, scale: float) -> tuple[np.ndarray, tuple[int, ...], list[float]]:
