@@ -7,7 +7,8 @@ n-gram; every other word end reaches a final state through back-off epsilon arcs
 has been emitted is dropped from the partial unless its history may end the sentence outright. This script
 decodes held-out test scores with the CPU decoder at the predictive job's search settings and partial
 period (`[asr]` of jobs/predictive_asr.toml: beam, max_active, acoustic_scale, partial_every_ms), and compares for each partial the shipped rule with one that keeps the last word when a final state is
-reachable from the path's state through epsilon arcs alone (the word's tokens are all emitted). For the
+reachable from the path's state through epsilon arcs that put out no word (back-off and disambiguation
+arcs: the word's tokens are all emitted and the sentence may end without another word). For the
 partials where the two differ it counts how often the longer partial is a prefix of the utterance's final
 hypothesis (the kept word is the one the decoder settles on). The shipped rule is read through
 `specbench.decoder.cpu.partial_words`, wrapped to record its inputs; what the decoder returns is unchanged.
@@ -18,7 +19,6 @@ hypothesis (the kept word is the one the decoder settles on). The shipped rule i
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,25 +32,31 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from results_file import rounded, write_results  # noqa: E402
 
 from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS  # noqa: E402
+from specbench.config import GraphConfig  # noqa: E402
 from specbench.data.scores import iter_rows, read_parquet_table  # noqa: E402
 from specbench.decoder import cpu as cpu_decoder  # noqa: E402
 from specbench.decoder.backends import make_decoder  # noqa: E402
 from specbench.decoder.options import SearchOptions  # noqa: E402
 from specbench.experiments.graph_recipe import build_graph  # noqa: E402
+from specbench.experiments.job_refs import referenced_job  # noqa: E402
 from specbench.experiments.registry import load_config  # noqa: E402
 from specbench.hardware import describe  # noqa: E402
 from specbench.paths import work_dir  # noqa: E402
+from specbench.tracking.runs import git_commit  # noqa: E402
 from specbench.wfst.graph import read_graph  # noqa: E402
 
 
 def final_by_epsilons(graph) -> np.ndarray:
-    """Per state: a final state is reachable through epsilon arcs alone (the state itself included)."""
+    """Per state: a final state is reachable through epsilon arcs that put out no word (the state itself
+    included)."""
     reach = np.isfinite(graph.final)
     eps = graph.epsilon
     src = np.repeat(np.arange(graph.num_states), np.diff(eps.offsets))
+    wordless = eps.olabel == 0
+    src, dest = src[wordless], eps.dest[wordless]
     while True:
         grown = reach.copy()
-        np.logical_or.at(grown, src, reach[eps.dest])
+        np.logical_or.at(grown, src, reach[dest])
         if (grown == reach).all():
             return reach
         reach = grown
@@ -69,8 +75,7 @@ def main() -> int:
                          "held-out test scores), or pass --scores")
     start = time.perf_counter()
     asr = load_config(args.job).asr
-    graph_job = asr.graph_job if Path(asr.graph_job).is_absolute() else args.job.parent / asr.graph_job
-    artifacts = build_graph(load_config(graph_job))
+    artifacts = build_graph(referenced_job(args.job, "graph_job", Path(asr.graph_job), GraphConfig))
     every = asr.partial_every_ms / OUTPUT_FRAME_SHIFT_MS
     if every != int(every):
         raise SystemExit(f"{args.job}: [asr] partial_every_ms = {asr.partial_every_ms:g} is not a whole number of "
@@ -116,24 +121,24 @@ def main() -> int:
                 counts["differing_longer_is_prefix_of_final"] += final[:len(by_eps)] == by_eps
     cpu_decoder.partial_words = shipped
     with_words = max(counts["partials_with_words"], 1)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     result = {
         "script": "scripts/partial_last_word.py", "command": "python scripts/partial_last_word.py",
-        "hardware": describe(), "git_commit": commit, "wall_minutes": (time.perf_counter() - start) / 60,
+        "hardware": describe(), "git_commit": git_commit(ROOT), "wall_minutes": (time.perf_counter() - start) / 60,
         "graph": artifacts.directory.name, "scores": str(args.scores.relative_to(work_dir().parent))
         if args.scores.is_relative_to(work_dir().parent) else str(args.scores),
         "job": str(args.job.resolve().relative_to(ROOT)) if args.job.resolve().is_relative_to(ROOT) else str(args.job),
         "search": {"beam": asr.beam, "max_active": asr.max_active, "acoustic_scale": asr.acoustic_scale,
                    "partial_every_ms": asr.partial_every_ms, "partial_every_frames": int(every)},
         "graph_states": graph.num_states, "final_states": int(finite.sum()),
-        "states_final_only_through_epsilons": int((reach & ~finite).sum()),
+        "states_final_only_through_wordless_epsilons": int((reach & ~finite).sum()),
         "counts": counts,
         "shares_of_partials_with_words": {
             "shipped_keeps_last": counts["shipped_keeps_last"] / with_words,
             "epsilon_rule_keeps_last": counts["epsilon_rule_keeps_last"] / with_words,
             "rules_differ": counts["rules_differ"] / with_words,
             "dropped_word_confirmed_by_final": counts["differing_longer_is_prefix_of_final"] / with_words},
+        "share_of_differing_partials_whose_longer_partial_is_a_prefix_of_final": (
+            counts["differing_longer_is_prefix_of_final"] / max(counts["rules_differ"], 1)),
     }
     write_results(args.output, rounded(result))
     print(result["shares_of_partials_with_words"])
