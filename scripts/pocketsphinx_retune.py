@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,6 +59,7 @@ from specbench.experiments.registry import load_config  # noqa: E402
 from specbench.hardware import describe  # noqa: E402
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors  # noqa: E402
 from specbench.paths import work_dir  # noqa: E402
+from specbench.tracking.runs import git_commit  # noqa: E402
 from specbench.wfst.arpa import write_arpa  # noqa: E402
 
 
@@ -137,13 +137,10 @@ def main() -> int:
                        "committed_cpu_wer": ours["wer_a"] if ours else None,
                        "committed_cpu_utterances": ours["utterances"] if ours else None,
                        "cpu_minus_pocketsphinx_unpaired": ours["wer_a"] - cmp.wer_a if ours else None}
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                                capture_output=True, text=True).stdout.strip())
     result = {
         "command": "python scripts/pocketsphinx_retune.py",
         "job": str(args.job.resolve().relative_to(ROOT)) if args.job.resolve().is_relative_to(ROOT) else str(args.job),
-        "hardware": args.hardware, "git_commit": commit + ("+uncommitted changes" if dirty else ""),
+        "hardware": args.hardware, "git_commit": git_commit(ROOT),
         "wall_minutes": (time.perf_counter() - start) / 60, "tune_minutes": tune_minutes,
         "conditions": ("pocketsphinx alone (its default tree, flat and best-path search), the tuned LM weight "
                        "that of the tree pass and the flat and best-path passes' in pocketsphinx's default ratios "

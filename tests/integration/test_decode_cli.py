@@ -209,7 +209,7 @@ def test_decode_scores_lattices_against_references(tmp_path: Path, slurp_graph: 
                                                    utterances: dict[str, np.ndarray],
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     """With references (`--references`) the summary has the WER and the lattice oracle WER (the metric
-    decoder.lattice_oracle_wer): never above the WER, and below it where a reference is a word sequence the
+    lattice_oracle_wer): never above the WER, and below it where a reference is a word sequence the
     lattice holds but the 1-best is not."""
     import kaldifst
 

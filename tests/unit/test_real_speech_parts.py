@@ -17,6 +17,7 @@ from test_decoder_bruteforce import CHAIN, INFINITE_BEAM, compile_graph
 from specbench.acoustic import sphinx_scores
 from specbench.config import RealSpeechConfig
 from specbench.config.jobs import PocketsphinxSection, RealSearchSection
+from specbench.data.recorded_speech import SPHINX_TESTDATA
 from specbench.data.synthesis import write_wav
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.result import STATUS_OVERFLOW
@@ -35,7 +36,7 @@ from specbench.experiments.real_speech.sphinx_decode import (
 pytestmark = pytest.mark.unit
 
 SHIPPED_LM = Path(pocketsphinx.get_model_path()) / "en-us" / "en-us.lm.bin"
-CARDS = Path("/usr/share/pocketsphinx/test/data/cards")
+CARDS = SPHINX_TESTDATA / "cards"
 
 
 # ---------------------------------------------------------------------------------------------- pocketsphinx

@@ -13,7 +13,7 @@ is not there is refused before any decoding starts, however many workers decode.
 
 With `references` (`--references`: a Kaldi `text` file, one line per utterance, its id, then its words) and `words`, the
 summary adds `wer` (the 1-best words against the references) and, when lattices are written,
-`lattice_oracle_wer` (the metric `decoder.lattice_oracle_wer`: the path through each lattice with the
+`lattice_oracle_wer` (the lattice oracle WER: the path through each lattice with the
 fewest word errors; the same denominator, and an utterance without a lattice counts its 1-best's errors, so
 it is never above `wer`). Words are compared by id (a reference word that `words` lacks matches nothing). The
 oracle reads the lattice files back here (`lattice.lattice_file_oracle_errors`), so with Ray workers on

@@ -65,8 +65,18 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.SpeechConfig, f"{_EXP}.speech:execute", ("speech.utterances",)),
     JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",)),
     JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy")),
-    JobKind(cfg.RealSpeechConfig, f"{_EXP}.real_speech.job:execute", ("asr.real.wer",)),
-    JobKind(cfg.WordConfidenceConfig, f"{_EXP}.word_confidence:execute"),
+    JobKind(cfg.RealSpeechConfig, f"{_EXP}.real_speech.job:execute", ("asr.real.wer",),
+            metrics_version=2,
+            metrics_change="pocketsphinx's tuned LM weight reaches its flat and best-path passes too (in its "
+                           "default ratios; before: the tree pass alone) and each utterance gets a fresh "
+                           "decoder (before: one per chunk), so its WERs and our differences to them change; "
+                           "its frames per second leave out decoder construction; cpu_twin_identical counts "
+                           "only utterances both decoded; asr.real.wer (ours) unchanged"),
+    JobKind(cfg.WordConfidenceConfig, f"{_EXP}.word_confidence:execute",
+            metrics_version=2,
+            metrics_change="a run of repeated 1-best words shares one window and its j-th word gets the mass of "
+                           "paths with at least j copies (before: each copy its own window), so NCE, AUC and "
+                           "calibration can change where the 1-best repeats a word"),
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu"),
             metrics_version=3,

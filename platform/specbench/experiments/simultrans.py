@@ -139,7 +139,7 @@ def grid_methods(path: str, k: int, rankings: tuple[bool, ...], beams: tuple[int
     """The val grid's cells (ranking, b, w): SBS with beam b and window w; w = 0 is the tail beam at b (SBS
     without speculation), so that every cell beam-searches the tail with b and the cells differ only in what
     speculation adds."""
-    return {(ranking, b, w): _waitk_method(path, "tail" if w == 0 else "sbs", k, (ranking, b, w))
+    return {(ranking, b, w): _waitk_method(path, "sbs", k, (ranking, b, w))
             for ranking in rankings for b in beams for w in windows}
 
 
@@ -150,8 +150,11 @@ def waitk_methods(path: str, k: int, chosen: tuple[bool, int, int]) -> dict[str,
 
 def _waitk_method(path: str, search: str, k: int, chosen: tuple[bool, int, int]) -> Method:
     """The ranking only matters to SBS (greedy and the tail beam rank no speculation): the others keep the
-    default, so that one search is decoded once whichever ranking asks for it."""
+    default, so that one search is decoded once whichever ranking asks for it. SBS with w = 0 is the tail
+    beam, and is decoded as it."""
     normalized, b, w = chosen
+    if search == "sbs" and w == 0:
+        search = "tail"
     return Method("waitk", path, search=search, k=k, beam=b if search != "greedy" else 1,
                   window=w if search == "sbs" else 0, length_normalized=normalized if search == "sbs" else True)
 
