@@ -1,5 +1,5 @@
 """Re-run the pocketsphinx side of the real-speech job alone
-(benchmarks/results/real_speech_pocketsphinx_retuned_cpu.json): its language weight, now reaching all three
+(benchmarks/results/real_speech_pocketsphinx_retuned_cpu.json by default): its language weight, now reaching all three
 of its passes (`lw`, and `fwdflatlw` and `bestpathlw` in pocketsphinx's default ratios:
 `sphinx_decode.pass_weights_for`, so 6.5 is its defaults), chosen on the job's tune prompts (the first `tune_utterances` of
 the Asterisk `tune` half) from `[pocketsphinx] language_weights`, with a fresh decoder per utterance; then
@@ -11,8 +11,8 @@ that writes the graph's `lm.arpa`, without building the rest of the graph).
 Our decoder's WERs beside it are the committed ones (`--committed`, by default
 benchmarks/results/real_speech_cpu.json), read per set: they come from another run whose per-utterance
 hypotheses are not here, so the differences are unpaired (no paired interval), and the utterances behind
-them are the same only where the sets' usable utterances are. The hypotheses written here let a later run
-pair them.
+them are the same only where the sets' usable utterances are. The job itself pairs them
+(`real_speech_pocketsphinx_paired_cpu.json`); this script is the cheaper look at pocketsphinx alone.
 
 `--control-defaults` (run after the sweep) adds to the same file the tune WER of pocketsphinx's own default
 weights (`lw` 6.5, `fwdflatlw` 8.5, `bestpathlw` 9.5), with fresh decoders on the same tune prompts. With
@@ -163,7 +163,6 @@ def main() -> int:
         "speed": {"seconds": seconds, "frames": frames, "frames_per_second": frames / max(seconds, 1e-9),
                   "decoder_setup_seconds": setup},
         "sets": sets,
-        "hypotheses": {u.key: " ".join(words.get(u.key, [])) for u in evaluated},
     }
     write_results(args.output, rounded(result))
     print(json.dumps({k: result[k] for k in ("chosen_weight", "tune_wer", "wall_minutes")}, indent=1))

@@ -51,9 +51,10 @@ def rounded(value: Any, digits: int = 4) -> Any:
 
 
 def dump(value: Any, level: int = 0) -> str:
-    """JSON with one key per line, but a list of numbers or strings on one line (the tables stay compact)."""
+    """JSON with one key per line, but a list of numbers or strings, and an object whose values are all
+    numbers or strings, on one line (the tables stay compact)."""
     pad, inner = " " * level, " " * (level + 1)
-    if isinstance(value, dict) and value:
+    if isinstance(value, dict) and any(isinstance(v, (dict, list, tuple)) for v in value.values()):
         items = [f"{inner}{json.dumps(k)}: {dump(v, level + 1)}" for k, v in value.items()]
         return "{\n" + ",\n".join(items) + f"\n{pad}}}"
     if isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):

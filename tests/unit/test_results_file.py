@@ -50,3 +50,11 @@ def test_nan_is_null_and_never_written_as_nan(tmp_path: Path) -> None:
     assert target.read_text() == '{"good": true}\n' and list(tmp_path.iterdir()) == [target]  # untouched
     write_results(target, data)
     assert json.loads(target.read_text()) == data
+
+
+def test_objects_of_scalars_and_lists_of_scalars_stay_on_one_line() -> None:
+    data = {"run": {"sets": {"a": {"bleu": 30.1, "laal": 3.2}}, "k": [1, 3, 5]}, "name": "x"}
+    text = dump(data)
+    assert json.loads(text) == data
+    assert '"a": {"bleu": 30.1, "laal": 3.2}' in text and '"k": [1, 3, 5]' in text
+    assert text.count("\n") == 8  # a line per key, and one per closing brace of an object of objects
