@@ -337,8 +337,8 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
         config = replace(config, search=replace(config.search, beam=beam))
     lm = graph.directory / "lm.arpa"
     weight, tuning["language_weight"] = tune_language_weight(tune, lm, config)
-    _log(f"acoustic scale {scale:g}, beam {config.search.beam:g}, pocketsphinx language weight {weight:g} "
-         f"({', '.join(LM_WEIGHTS)})")
+    _log(f"acoustic scale {scale:g}, beam {config.search.beam:g}, pocketsphinx LM weights "
+         f"{', '.join(f'{n} {w:.3g}' for n, w in zip(LM_WEIGHTS, pass_weights_for(weight)))}")
     systems, speed, extras, decode_failed = {}, {}, {}, {}
     for backend in config.search.backends:
         words, seconds, frames, extra = decode_ours(score_files, graph, backend, scale, config, out_dir)
