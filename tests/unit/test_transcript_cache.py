@@ -73,11 +73,11 @@ def test_partial_posteriors_have_a_cache_of_their_own(tmp_path: Path) -> None:
     asr = AsrSection()
     # the graph by its files' contents (`code_digest.files_digest`): sha256 over "TLG.fst", NUL, sha256(b"arcs")
     assert graph.content_digest() == "55f16668aac0a9601da83e978f6aeb9f50522159c67f6e82fb0a526d7b9cba51"
-    legacy = {"mode": asr.mode, "am": hashlib.sha256(b"model").hexdigest(), "graph": graph.content_digest(),
+    pinned = {"mode": asr.mode, "am": hashlib.sha256(b"model").hexdigest(), "graph": graph.content_digest(),
               "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
-              "acoustic_scale": asr.acoustic_scale, "version": 2}
-    digest = hashlib.sha256(json.dumps(legacy, sort_keys=True).encode()).hexdigest()[:16]
-    assert partials.cache_dir(asr, checkpoint, graph).name == f"asr-{digest}" == "asr-c16d33a81d114cf9"
+              "acoustic_scale": asr.acoustic_scale, "version": 3}
+    digest = hashlib.sha256(json.dumps(pinned, sort_keys=True).encode()).hexdigest()[:16]
+    assert partials.cache_dir(asr, checkpoint, graph).name == f"asr-{digest}" == "asr-662dee5de59583e5"
     keys = {partials.cache_dir(dataclasses.replace(asr, **change), checkpoint, graph).name
             for change in ({}, {"partial_posteriors": True},
                            {"partial_posteriors": True, "lattice_beam": 6.0},

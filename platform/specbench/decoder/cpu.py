@@ -58,7 +58,7 @@ from specbench.decoder.result import (
     STATUS_EMPTY, STATUS_NO_FINAL, STATUS_OK, DecodeResult, DecodeStats, PartialHypothesis, decode_each,
 )
 from specbench.decoder.search import Arena, SearchState, Tokens, gather_arcs, recombine
-from specbench.decoder.traceback import partial_words, read_path
+from specbench.decoder.traceback import partial_words, read_path, word_end_states
 from specbench.wfst.graph import CsrGraph
 
 FLT_MAX = float(np.finfo(np.float32).max)
@@ -95,6 +95,7 @@ class CpuDecoder:
         self._emit_weight = emit.weight.astype(np.float64)
         self._emit_column = (emit.ilabel.astype(np.intp) - 1)
         self._final = graph.final.astype(np.float64)
+        self._word_end = word_end_states(graph)  # where a partial's last word is complete
         self._max_ilabel = graph.max_ilabel  # a reduction over all arcs: computed once
         self.moves: EpsilonMoves = build_moves(graph.epsilon, epsilon_mode)
         self._code_base = self.moves.num_moves + 1
@@ -191,7 +192,7 @@ class CpuDecoder:
             path = read_path(self._state.arena.path(entry), self._code_base, self.graph, self.moves,
                              costs[:frame + 1], last_state)
             lattice = None if lattice_of is None else lattice_of(frame + 1)
-            found.append(PartialHypothesis(frame, partial_words(path.word_ids, last_state, self._final), lattice))
+            found.append(PartialHypothesis(frame, partial_words(path.word_ids, last_state, self._word_end), lattice))
         return tuple(found)
 
     def _all_records(self) -> np.ndarray:

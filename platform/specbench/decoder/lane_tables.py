@@ -18,6 +18,7 @@ import numpy as np
 from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, close_emitting_arcs, epsilon_closure
 from specbench.decoder.options import SearchOptions, require_options
 from specbench.decoder.pruning import PruningConfig
+from specbench.decoder.traceback import word_end_states
 from specbench.wfst.graph import CsrGraph
 
 STAT_NAMES = ("frames", "tokens_created", "tokens_pruned", "max_active_binds", "min_active_binds",
@@ -56,7 +57,8 @@ class LaneGraph:
     decoder's backpointer code), bare_arc (E,) int64 (the emitting arc of an entry without a closure move,
     else -1: the emitting lattice links). final (S,) float64. init_dest, init_cost, init_move: the closure
     moves out of the start state (its tokens at frame 0). eps_offsets (S + 1,) int64, eps_degree (S,) int32,
-    eps_dest (M,) int32, eps_weight (M,) float64: the epsilon arcs (the epsilon lattice links).
+    eps_dest (M,) int32, eps_weight (M,) float64: the epsilon arcs (the epsilon lattice links). word_end (S,)
+    bool: the states between words (`traceback.word_end_states`; host only, for partial hypotheses).
     """
 
     graph: CsrGraph
@@ -77,6 +79,7 @@ class LaneGraph:
     eps_degree: np.ndarray
     eps_dest: np.ndarray
     eps_weight: np.ndarray
+    word_end: np.ndarray
 
     @property
     def num_states(self) -> int:
@@ -107,6 +110,7 @@ class LaneGraph:
             init_dest=moves.dest[lo:hi].astype(np.int32), init_cost=moves.cost[lo:hi],
             init_move=np.arange(lo, hi, dtype=np.int64), eps_offsets=eps.offsets,
             eps_degree=eps.out_degree.astype(np.int32), eps_dest=eps.dest, eps_weight=eps.weight.astype(np.float64),
+            word_end=word_end_states(graph),
         )
 
 

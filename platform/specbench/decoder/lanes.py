@@ -573,7 +573,7 @@ def assemble_results(lg: LaneGraph, batch: LaneBatch, out: LaneOutput) -> list[D
         if slot < 0:
             best[u] = path
         else:
-            words = partial_words(path.word_ids, state, lg.final)
+            words = partial_words(path.word_ids, state, lg.word_end)
             partials.setdefault(u, []).append(PartialHypothesis(frame=batch.partial_frames[slot], word_ids=words))
     results = []
     for u, utt_id in enumerate(batch.utt_ids):

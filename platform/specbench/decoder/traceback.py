@@ -78,11 +78,29 @@ def read_flat_paths(codes: np.ndarray, offsets: np.ndarray, base: int, graph: Cs
                      frame_list[p]) for p, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
-def partial_words(word_ids: tuple[int, ...], last_state: int, final: np.ndarray) -> tuple[int, ...]:
+def word_end_states(graph: CsrGraph) -> np.ndarray:
+    """(S,) bool: the states from which a final state is reachable through epsilon arcs that put out no word
+    (the state itself included). In an LG or HCLG such a state lies between words: the last word's tokens
+    have all been emitted, and the sentence may end there through G's back-off arcs (arpa2fst gives a final
+    weight only to histories with an explicit `</s>` n-gram, so most word ends are final only this way)."""
+    reach = np.isfinite(graph.final)
+    eps = graph.epsilon
+    wordless = eps.olabel == 0
+    src = np.repeat(np.arange(graph.num_states, dtype=np.int64), np.diff(eps.offsets))[wordless]
+    dest = eps.dest[wordless]
+    while True:  # one round per epsilon arc of the longest chain needed (back-off chains are short)
+        grows = reach[dest] & ~reach[src]
+        if not grows.any():
+            return reach
+        reach[src[grows]] = True
+
+
+def partial_words(word_ids: tuple[int, ...], last_state: int, word_end: np.ndarray) -> tuple[int, ...]:
     """The words of a partial best path that are complete: every word followed by another word's label,
-    and the last word too when the path's state may end the utterance (finite final weight). So a word
-    belongs to a partial hypothesis at frame t only once the traceback shows its last token emitted by t,
-    and a partial never counts a word that is still being spoken."""
-    if word_ids and not np.isfinite(final[last_state]):
+    and the last word too when the path's state lies between words (`word_end[last_state]`, from
+    `word_end_states`: a final state is reachable without another word or frame). So a word belongs to a
+    partial hypothesis at frame t once the traceback shows its last token emitted by t, and a partial never
+    counts a word that is still being spoken."""
+    if word_ids and not word_end[last_state]:
         return word_ids[:-1]
     return word_ids

@@ -57,6 +57,12 @@ class JobKind:
 
 _EXP = "specbench.experiments"
 _BENCH = "specbench.benchmarks"
+# What version 4 of the predictive metrics and version 2 of the confidence models' changed
+PARTIAL_RULE_CHANGE = ("a partial hypothesis keeps its last word when the path's graph state reaches a final state "
+                       "through word-free epsilon arcs (before: only when the state itself is final, which in "
+                       "G holds only for histories with an explicit </s> n-gram), so partials lag less, the "
+                       "confidence models are retrained on the new partials, and success, gain and prefetch "
+                       "times change")
 # Absolute times (graph.build_seconds, seconds of a benchmark) are left out of the nightly metrics on
 # purpose: speed is judged by ratios measured within one run.
 JOBS: dict[str, JobKind] = {job.kind: job for job in (
@@ -86,14 +92,15 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
                            "unchanged"),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute",
+            metrics_version=2,
+            metrics_change=PARTIAL_RULE_CHANGE,
             preflight=f"{_EXP}.predictive_asr.checks:train_confidence_preflight"),
     JobKind(cfg.PredictiveAsrConfig, f"{_EXP}.predictive_asr.job:execute",
             ("prefetch.success_at_fail10", "prefetch.gain_ms_all_at_fail10", "prefetch.oracle_rate"),
-            metrics_version=3,
-            metrics_change="usage simulation 3: one-offs are other speakers' texts only (before: the user's own "
-                           "unsaid sentences first), so a one-off is never a text of the user's own pool; "
-                           "version 2 made one-offs new to the user, rendered every request anew and gave each "
-                           "split its own random streams",
+            metrics_version=4,
+            metrics_change=PARTIAL_RULE_CHANGE + "; version 3 (usage simulation 3) made one-offs other speakers' "
+                           "texts only, version 2 made one-offs new to the user, rendered every request anew "
+                           "and gave each split its own random streams",
             preflight=f"{_EXP}.predictive_asr.checks:preflight"),
     JobKind(cfg.NightlyConfig, f"{_EXP}.nightly:run_nightly"),
     JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute"),

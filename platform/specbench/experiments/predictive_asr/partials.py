@@ -138,7 +138,7 @@ def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
     directory's name), decoder settings and the speaker adaptation (its own cache key; none: unadapted)."""
     key = {"mode": asr.mode, "am": _file_digest(checkpoint), "graph": graph.content_digest(),
            "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
-           "acoustic_scale": asr.acoustic_scale, "version": 2}
+           "acoustic_scale": asr.acoustic_scale, "version": 3}
     if adaptation is not None:
         key["adaptation"] = adaptation.key
     if asr.partial_posteriors:  # a cache of its own; the caches without posteriors keep their keys
