@@ -1,16 +1,18 @@
-"""How often the partial-hypothesis rule drops a last word that is complete
+"""How often the old partial-hypothesis rule dropped a last word that is complete
 (benchmarks/results/partial_last_word_cpu.json).
 
-`traceback.partial_words` keeps a partial path's last word only when the path's graph state has a finite
-final weight. The graph's G (arpa2fst) gives a final weight only to histories with an explicit `</s>`
-n-gram; every other word end reaches a final state through back-off epsilon arcs. So a word whose last token
-has been emitted is dropped from the partial unless its history may end the sentence outright. This script
-decodes held-out test scores with the CPU decoder at the predictive job's search settings and partial
-period (`[asr]` of jobs/predictive_asr.toml: beam, max_active, acoustic_scale, partial_every_ms), and compares for each partial the shipped rule with one that keeps the last word when a final state is
-reachable from the path's state through epsilon arcs that put out no word (back-off and disambiguation
-arcs: the word's tokens are all emitted and the sentence may end without another word). For the
-partials where the two differ it counts how often the longer partial is a prefix of the utterance's final
-hypothesis (the kept word is the one the decoder settles on). The shipped rule is read through
+Until metrics version 4 of the predictive job, `traceback.partial_words` kept a partial path's last word
+only when the path's graph state had a finite final weight (the "shipped" rule of the results file, which
+was measured before the change). The graph's G (arpa2fst) gives a final weight only to histories with an
+explicit `</s>` n-gram; every other word end reaches a final state through back-off epsilon arcs. So a word
+whose last token had been emitted was dropped from the partial unless its history may end the sentence
+outright. This script decodes held-out test scores with the CPU decoder at the predictive job's search
+settings and partial period (`[asr]` of jobs/predictive_asr.toml: beam, max_active, acoustic_scale,
+partial_every_ms), and compares for each partial the old rule with the current one
+(`traceback.word_end_states`: the last word is kept when a final state is reachable from the path's state
+through epsilon arcs that put out no word, back-off and disambiguation arcs). For the partials where the two
+differ it counts how often the longer partial is a prefix of the utterance's final hypothesis (the kept
+word is the one the decoder settles on). The partial paths are read through
 `specbench.decoder.cpu.partial_words`, wrapped to record its inputs; what the decoder returns is unchanged.
 
     python scripts/partial_last_word.py [--scores .specbench/scores/am_slurp/test.parquet] [--utterances N]
@@ -37,6 +39,7 @@ from specbench.data.scores import iter_rows, read_parquet_table  # noqa: E402
 from specbench.decoder import cpu as cpu_decoder  # noqa: E402
 from specbench.decoder.backends import make_decoder  # noqa: E402
 from specbench.decoder.options import SearchOptions  # noqa: E402
+from specbench.decoder.traceback import word_end_states  # noqa: E402
 from specbench.experiments.graph_recipe import build_graph  # noqa: E402
 from specbench.experiments.job_refs import referenced_job  # noqa: E402
 from specbench.experiments.registry import load_config  # noqa: E402
@@ -44,22 +47,6 @@ from specbench.hardware import describe  # noqa: E402
 from specbench.paths import work_dir  # noqa: E402
 from specbench.tracking.runs import git_commit  # noqa: E402
 from specbench.wfst.graph import read_graph  # noqa: E402
-
-
-def final_by_epsilons(graph) -> np.ndarray:
-    """Per state: a final state is reachable through epsilon arcs that put out no word (the state itself
-    included)."""
-    reach = np.isfinite(graph.final)
-    eps = graph.epsilon
-    src = np.repeat(np.arange(graph.num_states), np.diff(eps.offsets))
-    wordless = eps.olabel == 0
-    src, dest = src[wordless], eps.dest[wordless]
-    while True:
-        grown = reach.copy()
-        np.logical_or.at(grown, src, reach[dest])
-        if (grown == reach).all():
-            return reach
-        reach = grown
 
 
 def main() -> int:
@@ -82,7 +69,7 @@ def main() -> int:
                          f"{OUTPUT_FRAME_SHIFT_MS:g} ms frames. Fix: a multiple of {OUTPUT_FRAME_SHIFT_MS:g}")
     graph = read_graph(artifacts.tlg)
     finite = np.isfinite(graph.final)
-    reach = final_by_epsilons(graph)
+    reach = word_end_states(graph)
     seen: list[tuple[tuple[int, ...], int]] = []
     shipped = cpu_decoder.partial_words
 
