@@ -33,9 +33,11 @@ import polars as pl
 
 from specbench.config import PredictiveAsrConfig
 from specbench.config.loader import load_job_file
+from specbench.data.usage import UsageSettings
 from specbench.experiments.predictive_asr.checks import load_models
 from specbench.experiments.predictive_asr.job import (
     FAILED_BUDGET,
+    Population,
     _subset,
     choose_cache_weight,
     choose_source_offset,
@@ -132,6 +134,35 @@ def evaluate(name: str, pop, scores: dict[str, np.ndarray], offset: float, thres
     return report, chosen
 
 
+@dataclasses.dataclass
+class Headline:
+    """A committed predictive-ASR run's headline population, devel and test, rebuilt at its settings."""
+    committed: dict
+    config: PredictiveAsrConfig
+    usage: UsageSettings
+    tune: Population
+    pop: Population
+    cache_weight: float
+    tune_scores: dict[str, np.ndarray]
+    scores: dict[str, np.ndarray]
+
+
+def headline_populations(job: Path, results: Path) -> Headline:
+    """The devel and test users of `results`' run at its calibrated routine share, their predictions scored by
+    the job's confidence models with the cache weight chosen on devel again, as the job chooses it."""
+    committed = json.loads(results.read_text())
+    config = load_job_file(job, {"predictive_asr": PredictiveAsrConfig})
+    usage = dataclasses.replace(config.usage, routine_share=float(committed["headline_usage"]["routine_share"]))
+    models = load_models(config, job)
+    cache = LmCache(from_root(config.lm), config.completion, device="auto")
+    connect(None)
+    tune = predict_population("devel", config.tune_users, usage, config, job, cache)
+    pop = predict_population(config.split, config.users, usage, config, job, cache)
+    weight, _ = choose_cache_weight(tune, config)
+    return Headline(committed, config, usage, tune, pop, weight, score_columns(tune.predictions, models, weight),
+                    score_columns(pop.predictions, models, weight))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--job", type=Path, default=Path("jobs/predictive_asr.toml"))
@@ -140,18 +171,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=1000)
     args = parser.parse_args()
     start = time.perf_counter()
-    committed = json.loads(args.results.read_text())
-    config = load_job_file(args.job, {"predictive_asr": PredictiveAsrConfig})
-    usage = dataclasses.replace(config.usage, routine_share=float(committed["headline_usage"]["routine_share"]))
-    models = load_models(config, args.job)
-    cache = LmCache(from_root(config.lm), config.completion, device="auto")
-    connect(None)
-    tune = predict_population("devel", config.tune_users, usage, config, args.job, cache)
-    pop = predict_population(config.split, config.users, usage, config, args.job, cache)
-    weight, _ = choose_cache_weight(tune, config)
-    tune_scores = score_columns(tune.predictions, models, weight)
+    h = headline_populations(args.job, args.results)
+    committed, config, usage, tune, pop = h.committed, h.config, h.usage, h.tune, h.pop
+    weight, tune_scores, scores = h.cache_weight, h.tune_scores, h.scores
     offset, _ = choose_source_offset(tune, tune_scores, config)
-    scores = score_columns(pop.predictions, models, weight)
     devel, chosen = evaluate("devel", tune, tune_scores, offset, config.thresholds, None, args.samples)
     test, _ = evaluate(config.split, pop, scores, offset, config.thresholds, chosen, args.samples)
     metrics = committed["metrics"]
