@@ -327,6 +327,29 @@ def test_lanes_that_overflow_together_are_decoded_again_apart() -> None:
     assert tight.decode_batch(items) == ample
 
 
+def test_an_utterance_that_fills_the_arena_ring_alone_is_decoded_again_with_a_larger_ring() -> None:
+    """A ring of 8 backpointers holds no utterance of the batch alone: each is decoded again alone with the
+    ring doubled until it fits, and every result equals the CPU backend's. With the capacity at 16 the ring
+    stops there and the long utterances keep the overflow; an overflow of another queue (candidate arcs) is
+    not retried with a larger ring."""
+    graph = compile_graph(CHAIN)
+    items = _utterances(3, 3, [9, 4, 12])
+    cpu = CpuDecoder(graph, INFINITE_BEAM)
+    want = [cpu.decode(m, u) for u, m in items]
+    assert all(r.ok for r in want)
+    twin = TwinDecoder(graph, INFINITE_BEAM, max_lanes=2, arena_window=8)
+    for a, b in zip(want, twin.decode_batch(items), strict=True):
+        _assert_same(a, b)
+    assert twin.ring_retries >= len(items)
+    capped = TwinDecoder(graph, INFINITE_BEAM, max_lanes=2, arena_window=8, arena_capacity=16)
+    got = capped.decode_batch(items)
+    assert any(r.status == STATUS_OVERFLOW for r in got) and capped.ring_retries >= 1
+    for a, b in zip(want, got, strict=True):
+        assert b.status == STATUS_OVERFLOW or a.word_ids == b.word_ids
+    arcs = TwinDecoder(graph, INFINITE_BEAM, arc_capacity=2)
+    assert all(r.status == STATUS_OVERFLOW for r in arcs.decode_batch(items)) and arcs.ring_retries == 0
+
+
 def test_partial_frames_and_bad_options(monkeypatch) -> None:
     assert partial_frame_indices(10, 3) == (2, 5, 8) and partial_frame_indices(10, None) == ()
     graph = compile_graph(CHAIN)

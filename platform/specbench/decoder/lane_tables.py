@@ -132,7 +132,8 @@ class LaneSettings:
     the status point after they end, must fit (about lanes x tokens per lane and frame x the longest
     utterance's frames: on the 1,000 SLURP test utterances at beam 15, 256 lanes made 42,000 entries a frame
     step, 171 a lane, and the longest utterance has 201 frames), or the lanes that make more overflow
-    (counted, retried as above). lattice_window: the lattice records the
+    (counted, retried as above; an utterance that fills the ring alone is decoded again alone with the ring
+    doubled, up to `arena_capacity`). lattice_window: the lattice records the
     device holds until the host takes them at a status point (a ring buffer, 1 GB by default): what is made
     in about two status periods (33 frame steps) must fit (overflows likewise).
     """

@@ -60,8 +60,10 @@ CPU decoder's default mode, with the same tokens. Graphs with negative epsilon w
 Queues have fixed capacities (tokens, candidate arcs, arena entries, lattice records) shared by the lanes of
 a wave; anything that does not fit is dropped and counted in `DecodeStats.queue_overflows`. The lanes that
 overflowed are decoded again in two halves, down to a lane alone (each lane's search is independent of the
-others, so a retried lane gets exactly the result it would have had with room to spare); a lane that
-overflows alone keeps the overflow as its result's status.
+others, so a retried lane gets exactly the result it would have had with room to spare). A lane alone whose
+backpointers filled the arena ring (a long utterance on a large graph) is decoded alone again with the ring
+doubled, until it fits or reaches `arena_capacity`; a lane that still overflows alone keeps the overflow as
+its result's status.
 
 Difference from the CPU decoder: Kaldi bounds the next cutoff also by the best token's arcs when the best
 token itself is not expanded (possible only when the max_active-th cost ties with the best); the lane
@@ -130,8 +132,8 @@ class LaneDecoder:
     one more keeps the takes in order) while decoding goes on
     (`lattice_paths.lane_lattices`; the compiled grouping and pruning release the GIL), so the frame loop's
     thread only reads paths. `frame_steps` counts
-    the frame steps run (retries included), `lane_frames` the utterances' frames, `kernel_log` the device
-    work (`KernelLog`).
+    the frame steps run (retries included), `lane_frames` the utterances' frames, `ring_retries` the
+    utterances decoded again alone with a larger arena ring, `kernel_log` the device work (`KernelLog`).
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
@@ -157,10 +159,13 @@ class LaneDecoder:
         if self.settings.lattice_beam is not None and arcs > np.iinfo(RECORD_DTYPE).max:
             raise ValueError(f"lattice records hold arc indices as {np.dtype(RECORD_DTYPE).name}, and this graph "
                              f"has {arcs:,} arcs of one kind; decode it without lattices, or on the cpu backend")
+        self._kernels_factory = kernels_factory
         self.kernels: LaneKernels = kernels_factory(self.lane_graph, self.settings)
+        self._arena_ring = min(self.settings.arena_window, self.settings.arena_capacity)  # the kernels' ring
         self._max_ilabel = graph.max_ilabel
         self.frame_steps = 0
         self.lane_frames = 0
+        self.ring_retries = 0
         self._lattice_threads: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
 
     @property
@@ -175,8 +180,8 @@ class LaneDecoder:
         return self._lattice_threads
 
     def reset_counts(self) -> None:
-        """Zero `frame_steps`, `lane_frames` and `kernel_log` (e.g. after a warm-up)."""
-        self.frame_steps = self.lane_frames = 0
+        """Zero `frame_steps`, `lane_frames`, `ring_retries` and `kernel_log` (e.g. after a warm-up)."""
+        self.frame_steps = self.lane_frames = self.ring_retries = 0
         self.kernels.log = KernelLog()
 
     def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
@@ -226,6 +231,7 @@ class LaneDecoder:
         queues decoded again in two halves (recursively), so that only an utterance that overflows alone keeps
         the overflow."""
         again: list[tuple[int, str, np.ndarray]] = []
+        alone: tuple[tuple[int, str, np.ndarray], DecodeResult] | None = None
         rest = chunk
         while rest:  # the waves: each takes a prefix of what is left
             taken = 0
@@ -233,14 +239,43 @@ class LaneDecoder:
                 taken += 1
                 if result.status == STATUS_OVERFLOW and len(chunk) > 1:
                     again.append(rest[index])
+                elif result.status == STATUS_OVERFLOW and self._ring_filled():
+                    alone = rest[index], result  # decoded again once this wave's loop has ended
                 else:
                     yield rest[index][0], result
             rest = rest[taken:]
+        if alone is not None:
+            yield alone[0][0], self._decode_with_larger_ring(alone[0], alone[1], partial_every)
         if again:
             middle = (len(again) + 1) // 2
             for half in (again[:middle], again[middle:]):
                 if half:
                     yield from self._decode_retrying(half, partial_every)
+
+    def _ring_filled(self) -> bool:
+        """Whether the last wave's backpointers filled the kernels' arena ring (as read at its last status
+        point). In a wave of one utterance nothing is freed before it ends, so its overflow was the ring's."""
+        return self.kernels.known_arena >= self._arena_ring
+
+    def _decode_with_larger_ring(self, item: tuple[int, str, np.ndarray], result: DecodeResult,
+                                 partial_every: int | None) -> DecodeResult:
+        """An utterance that filled the arena ring alone (a long one on a large graph: every backpointer
+        of its frames stays on the device until its best path is traced), decoded alone again on kernels with
+        the ring doubled, until it fits or the ring reaches `arena_capacity` (the kernels of the larger
+        ring are made for the retry and dropped after it; their work counts in this decoder's log)."""
+        home, home_ring = self.kernels, self._arena_ring
+        try:
+            while (result.status == STATUS_OVERFLOW and self._ring_filled()
+                   and self._arena_ring < self.settings.arena_capacity):
+                self._arena_ring = min(2 * self._arena_ring, self.settings.arena_capacity)
+                larger = replace(self.settings, arena_window=self._arena_ring)
+                self.kernels = self._kernels_factory(self.lane_graph, larger)
+                self.kernels.log = home.log
+                result = [r for _, r in self._decode_wave([item], partial_every)][0]
+                self.ring_retries += 1
+        finally:
+            self.kernels, self._arena_ring = home, home_ring
+        return result
 
     def _checked_costs(self, utt_id: str, loglikes: np.ndarray) -> np.ndarray:
         """(T, P) float32 acoustic costs -acoustic_scale * loglikes, after `inputs.checked_scores`."""

@@ -508,6 +508,7 @@ class NumpyLaneKernels(LaneKernels):
         self.utt_stats[utts] = self.stats[lanes]
         self.log.launch("trace_paths")
         self.trace_paths(untaken, self.since, unreleased=True)
+        self.known_arena, self.known_lattice = self.arena_size, self.lattice_size  # the GPU's counts read here
         self.log.arena_entries += self.arena_size
         return self._made_until(self.lattice_size, untaken, np.arange(len(self.batch.utt_ids)))
 
