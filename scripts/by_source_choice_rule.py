@@ -163,13 +163,19 @@ def headline_populations(job: Path, results: Path) -> Headline:
                     score_columns(pop.predictions, models, weight))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def headline_arguments(doc: str, out: str) -> argparse.Namespace:
+    """The command line of a measurement on a committed run's headline population: --job, --results, --out
+    (default `out`), --samples (bootstrap resamples)."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--job", type=Path, default=Path("jobs/predictive_asr.toml"))
     parser.add_argument("--results", type=Path, default=Path("benchmarks/results/predictive_asr_cpu.json"))
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/predictive_asr_by_source_choice_cpu.json"))
+    parser.add_argument("--out", type=Path, default=Path(out))
     parser.add_argument("--samples", type=int, default=1000)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = headline_arguments(__doc__, "benchmarks/results/predictive_asr_by_source_choice_cpu.json")
     start = time.perf_counter()
     h = headline_populations(args.job, args.results)
     committed, config, usage, tune, pop = h.committed, h.config, h.usage, h.tune, h.pop

@@ -20,15 +20,13 @@ Needs the run's transcripts and LM completions cached (it renders what is missin
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import polars as pl
-from by_source_choice_rule import headline_populations
+from by_source_choice_rule import headline_arguments, headline_populations
 from results_file import dump, rounded
 
 from specbench.experiments.predictive_asr.job import FAILED_BUDGET, _subset, choose_source_offset
@@ -55,12 +53,7 @@ def success_hits(pop, confidence: np.ndarray, preds: pl.DataFrame, threshold: fl
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--job", type=Path, default=Path("jobs/predictive_asr.toml"))
-    parser.add_argument("--results", type=Path, default=Path("benchmarks/results/predictive_asr_cpu.json"))
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/predictive_asr_by_source_offsets_cpu.json"))
-    parser.add_argument("--samples", type=int, default=1000)
-    args = parser.parse_args()
+    args = headline_arguments(__doc__, "benchmarks/results/predictive_asr_by_source_offsets_cpu.json")
     start = time.perf_counter()
     h = headline_populations(args.job, args.results)
     config, tune, pop = h.config, h.tune, h.pop
