@@ -133,7 +133,7 @@ class LaneDecoder:
     (`lattice_paths.lane_lattices`; the compiled grouping and pruning release the GIL), so the frame loop's
     thread only reads paths. `frame_steps` counts
     the frame steps run (retries included), `lane_frames` the utterances' frames, `ring_retries` the
-    utterances decoded again alone with a larger arena ring, `kernel_log` the device work (`KernelLog`).
+    decodes of an utterance alone again with a larger arena ring (one per doubling), `kernel_log` the device work (`KernelLog`).
     """
 
     def __init__(self, graph: CsrGraph, kernels_factory, options: SearchOptions = DEFAULT_OPTIONS,
