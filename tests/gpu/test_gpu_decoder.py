@@ -259,28 +259,34 @@ def test_slurp_lattices_equal_cpu(table_slots: int) -> None:
     _write_summary()
 
 
-def test_slurp_word_posteriors_equal_cpu() -> None:
+@pytest.mark.parametrize(("lattice_beam", "posterior_scale", "summary_key"), [
+    (8.0, 0.5, "slurp_word_posteriors"),                 # the first grid's choice
+    (15.0, 0.75, "slurp_word_posteriors_beam15"),        # the widened grid's choice
+])
+def test_slurp_word_posteriors_equal_cpu(lattice_beam: float, posterior_scale: float, summary_key: str) -> None:
     """Word posteriors from the GPU's lattices against the CPU's on every test utterance, at the word-confidence
-    job's settings (jobs/word_confidence.toml: acoustic scale 1.2, lattice beam 8, posterior scale 0.5)."""
+    job's settings (jobs/word_confidence.toml: acoustic scale 1.2; lattice beam 15 and posterior scale 0.75
+    chosen on devel, and the first grid's 8 and 0.5)."""
     from specbench.decoder.word_confidence import word_posteriors
 
     graph_path, items = _real_scores(1000)
     graph = read_graph(graph_path)
-    options = SearchOptions(beam=15.0, max_active=10000, acoustic_scale=1.2, lattice_beam=8.0)
+    options = SearchOptions(beam=15.0, max_active=10000, acoustic_scale=1.2, lattice_beam=lattice_beam)
     gpu = _gpu_decoder(graph, options).decode_batch(items)
     cpu = CpuDecoder(graph, options)
     worst, words, undefined = 0.0, 0, 0
     for (utt, mat), got in zip(items, gpu, strict=True):
         res = cpu.decode(mat, utt)
-        want = word_posteriors(res.lattice if res.ok else None, 0.5)
-        mine = word_posteriors(got.lattice if got.ok else None, 0.5)
+        want = word_posteriors(res.lattice if res.ok else None, posterior_scale)
+        mine = word_posteriors(got.lattice if got.ok else None, posterior_scale)
         assert (mine.status, mine.word_ids) == (want.status, want.word_ids), utt
         undefined += not want.ok
         if want.posteriors:
             worst = max(worst, float(np.max(np.abs(np.subtract(mine.posteriors, want.posteriors)))))
             words += len(want.posteriors)
-    SUMMARY["slurp_word_posteriors"] = {"utterances": len(items), "words": words, "undefined": undefined,
-                                        "max_posterior_difference": worst}
+    SUMMARY[summary_key] = {"utterances": len(items), "words": words, "undefined": undefined,
+                            "lattice_beam": lattice_beam, "posterior_scale": posterior_scale,
+                            "max_posterior_difference": worst}
     _write_summary()
     assert worst < 1e-4
 
