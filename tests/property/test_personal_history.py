@@ -1,5 +1,5 @@
 """Personal history index: every answer equals a brute-force filter over all entries (strictly earlier,
-inside the window, word-prefix match), frequencies form a distribution, unseen candidates fall back, and the
+inside the window, word-prefix match), frequencies form a distribution of the brute-force counts, and the
 Arrow entry point equals the per-user function."""
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from specbench.errors import ConfigError, DataError
 from specbench.prediction.history import (
-    FALLBACK_LOG_FREQ,
     HISTORY_WINDOW_S,
     PREDICTIONS_SCHEMA,
     HistoryEntry,
@@ -75,26 +74,24 @@ def test_no_query_sees_its_own_utterance_or_later(entries: list[HistoryEntry], d
         earlier = [x for x in entries if x.timestamp_s < e.timestamp_s and x.words[:k] == e.words[:k]]
         assert sum(p.count for p in got) == len(earlier)
         assert all(p.last_seen_s < e.timestamp_s for p in got)
-        own = history.log_frequency(e.words[:k], e.words, e.timestamp_s)
-        if not any(x.words == e.words for x in earlier):
-            assert own == FALLBACK_LOG_FREQ
+        # its own words are a prediction only when an earlier entry said them
+        assert (e.words in {p.words for p in got}) == any(x.words == e.words for x in earlier)
 
 
 @settings(max_examples=150, deadline=None)
-@given(histories(), PREFIX, st.integers(-5, 50), WINDOWS, WORDS)
-def test_log_frequencies_form_a_distribution_and_unseen_falls_back(
+@given(histories(), PREFIX, st.integers(-5, 50), WINDOWS)
+def test_log_frequencies_form_a_distribution_of_the_brute_force_counts(
     entries: list[HistoryEntry], prefix: tuple[str, ...], before_s: int, window_s: int,
-    candidate: tuple[str, ...],
 ) -> None:
     history = PersonalHistory(entries)
     got = history.matches(prefix, before_s, window_s)
     if got:
         assert math.fsum(math.exp(p.log_freq) for p in got) == pytest.approx(1.0, abs=1e-12)
         assert all(p.log_freq <= 0.0 for p in got)
+    counts = brute_force(entries, prefix, before_s, window_s)
+    total = sum(c for c, _ in counts.values())
     for p in got:
-        assert history.log_frequency(prefix, p.words, before_s, window_s) == p.log_freq
-    expected = {p.words: p.log_freq for p in got}.get(candidate, FALLBACK_LOG_FREQ)
-    assert history.log_frequency(prefix, candidate, before_s, window_s) == expected
+        assert p.log_freq == math.log(counts[p.words][0] / total)
 
 
 def test_worked_example() -> None:
@@ -116,8 +113,8 @@ def test_worked_example() -> None:
     assert h.matches(("set", "an", "alarm"), 10) == []  # never itself
     assert h.matches(("set",), 35, window_s=10) == [HistoryPrediction(("set", "the", "lights"), 1, 0.0, 30,
                                                                       pytest.approx(30 / 3600))]
-    assert h.log_frequency(("set",), ("play", "jazz"), 60) == FALLBACK_LOG_FREQ
-    assert h.log_frequency(("set", "an"), ("set", "an", "alarm"), 60) == 0.0
+    assert ("play", "jazz") not in [p.words for p in h.matches(("set",), 60)]
+    assert [(p.words, p.log_freq) for p in h.matches(("set", "an"), 60)] == [(("set", "an", "alarm"), 0.0)]
     late = PersonalHistory([HistoryEntry("a", 0, ("x",)), HistoryEntry("b", HISTORY_WINDOW_S, ("x",))])
     assert late.matches(("x",), HISTORY_WINDOW_S + 1)[0].count == 1  # 28 days + 1 s: the first is out
     assert late.matches(("x",), HISTORY_WINDOW_S)[0].count == 1  # exactly 28 days back: still in

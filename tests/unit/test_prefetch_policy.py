@@ -23,7 +23,6 @@ from specbench.prediction.prefetch import (
     oracle_rate,
     summarize,
     sweep,
-    threshold_grid,
     validate_thresholds,
 )
 
@@ -225,11 +224,9 @@ def test_thresholds_must_be_finite_and_strictly_increasing(bad: list[object]) ->
         first_prefetch([], pred, req, bad)
 
 
-def test_threshold_grid() -> None:
-    assert threshold_grid(0.0, 1.0, 5) == (0.0, 0.25, 0.5, 0.75, 1.0)
+def test_validate_thresholds_takes_arrays() -> None:
     assert validate_thresholds(np.array([-3, 0.5])) == (-3.0, 0.5)
-    with pytest.raises(ConfigError):
-        threshold_grid(1.0, 0.0, 3)
+    assert validate_thresholds(np.linspace(0.0, 1.0, 5)) == (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def test_oracle_counts_the_first_correct_candidate() -> None:
@@ -324,7 +321,7 @@ def test_larger_random_table_single_equals_multi_one() -> None:
     requests = {f"q{r}": float(rng.uniform(0, 1500)) for r in range(n_req + 5)}
     scores = rng.integers(0, 20, len(rows)) / 20.0
     pred, req = tables(rows, requests)
-    grid = threshold_grid(0.0, 1.0, 21)
+    grid = validate_thresholds(np.linspace(0.0, 1.0, 21))
     single = first_prefetch(scores, pred, req, grid)
     assert single.equals(multi_prefetch(scores, pred, req, grid, max_attempts=1))
     assert single.height == len(grid) * len(requests)

@@ -35,6 +35,27 @@ def test_rows_are_kept_in_memory_until_the_file_changes(tmp_path: Path) -> None:
     assert partials._read_cache(tmp_path / "missing.parquet") == {}
 
 
+def test_a_damaged_cache_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    """A truncated or overwritten transcripts.parquet is a DataError naming it and the fix, not a traceback."""
+    import pytest
+
+    from specbench.errors import DataError
+
+    path = tmp_path / "asr-0123" / "transcripts.parquet"
+    partials._write_cache([_row("u1", 512.0), _row("u2", 7.0)], path)
+    whole = path.read_bytes()
+    for damaged in (whole[: len(whole) // 2], b"not parquet at all", b""):
+        path.write_bytes(damaged)
+        os.utime(path, ns=(len(damaged) + 1, len(damaged) + 1))  # a new stamp: read anew, not the kept rows
+        with pytest.raises(DataError, match=rf"transcript cache {path} cannot be read .* Fix: delete it"):
+            partials._read_cache(path)
+    import pyarrow as pa
+
+    pq.write_table(pa.table({"x": [1, 2]}), path)  # a Parquet file, but not a transcript table
+    with pytest.raises(DataError, match="Fix: delete it"):
+        partials._read_cache(path)
+
+
 def test_a_cache_written_before_partial_posteriors_reads_with_null_posteriors(tmp_path: Path) -> None:
     """Transcripts cached before partials carried posteriors (no `posteriors` field) stay valid: read back,
     written again and read as a transcripts table, their partials' posteriors are null (undefined)."""

@@ -43,6 +43,18 @@ GRAPH_JOB_FIX = ('Fix: name an existing kind = "graph" job file, relative to thi
                  "graph_slurp.toml).")
 
 
+def check_job_name(name: object) -> None:
+    """`ValueError` naming the key `name` unless it is letters, digits, '-' or '_': the name of a job of the
+    kinds that call this becomes a file or folder name under the work directory (`graphs/<name>-<hash>`,
+    `speech/<name>`, `scores/<name>`, `checkpoints/<name>...`, `real_speech/decodes/<name>`), so '', '.',
+    a '/' or '..' would write somewhere else."""
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}: the job's name becomes a "
+                         "file or folder name under the work directory (.specbench/), and a name that is empty "
+                         "or holds '/' or '..' would write elsewhere. Fix: set name to letters, digits, '-' and "
+                         "'_' only, e.g. name = \"slurp\"")
+
+
 @dataclass(frozen=True)
 class TrackingSection:
     """Where the run is logged. The tracking URI comes from the command line or MLFLOW_TRACKING_URI."""
@@ -106,8 +118,7 @@ class GraphConfig:
     tracking: TrackingSection = TrackingSection(experiment="graph")
 
     def __post_init__(self) -> None:
-        if not self.name or not self.name.replace("-", "").replace("_", "").isalnum():
-            raise ValueError(f"name must be letters, digits, '-' or '_', got {self.name!r}")
+        check_job_name(self.name)
 
 
 @dataclass(frozen=True)
@@ -159,6 +170,9 @@ class SpeechConfig:
     corpus: CorpusSection = CorpusSection()
     tracking: TrackingSection = TrackingSection(experiment="speech")
 
+    def __post_init__(self) -> None:
+        check_job_name(self.name)  # speech/<name>
+
 
 @dataclass(frozen=True)
 class TrainAmConfig:
@@ -174,6 +188,9 @@ class TrainAmConfig:
     model: ModelConfig = ModelConfig()
     training: TrainSettings = TrainSettings()
     tracking: TrackingSection = TrackingSection(experiment="acoustic")
+
+    def __post_init__(self) -> None:
+        check_job_name(self.name)  # checkpoints/<name>.last.pt
 
 
 @dataclass(frozen=True)
@@ -235,6 +252,9 @@ class EvalAmConfig:
     speaker_transform: SpeakerTransformSection = SpeakerTransformSection()
     tracking: TrackingSection = TrackingSection(experiment="acoustic")
 
+    def __post_init__(self) -> None:
+        check_job_name(self.name)  # scores/<name>/, which word_confidence and the decoder benchmark read
+
 
 REAL_SPEECH_SETS = ("asterisk", "librivox", "cards", "recordings")
 
@@ -291,6 +311,7 @@ class RealSpeechConfig:
     tracking: TrackingSection = TrackingSection(experiment="real_speech")
 
     def __post_init__(self) -> None:
+        check_job_name(self.name)  # decodes/<name> in its cache
         if self.sample_min_words and not self.max_per_set:
             raise ValueError("sample_min_words only chooses the clips of a sample: set max_per_set too "
                              "(e.g. 2), or leave sample_min_words at 0 to decode every clip")
@@ -377,6 +398,7 @@ class TrainMtConfig:
     tracking: TrackingSection = TrackingSection(experiment="simultrans")
 
     def __post_init__(self) -> None:
+        check_job_name(self.name)  # checkpoints/<name>/last.pt
         if {self.source, self.target} != {"de", "en"}:
             raise ValueError(f"source and target must be 'de' and 'en' (either way), got {self.source!r} -> "
                              f"{self.target!r}")
@@ -497,6 +519,11 @@ class AsrSection:
             pair = tuple(getattr(self, name))
             if len(pair) != 2 or pair[0] > pair[1]:
                 raise ValueError(f"asr.{name} must be [low, high] with low <= high, got {list(pair)}")
+        if self.partial_posteriors and self.mode == "oracle-asr":
+            raise ValueError("asr.partial_posteriors = true with asr.mode = \"oracle-asr\": oracle partials are the "
+                             "reference words, with no lattice and so no posteriors. Fix: set "
+                             "asr.partial_posteriors = false (and use no posterior confidence model), or "
+                             "asr.mode = \"decoder\"")
         if self.partial_posteriors and self.backend not in ("cpu", "cpu_numpy"):
             raise ValueError(f"asr.partial_posteriors needs partial lattices, which the {self.backend} backend "
                              "does not make yet: set asr.backend = \"cpu\"")
@@ -564,6 +591,11 @@ class TrainConfidenceConfig:
     def __post_init__(self) -> None:
         if not self.models or len(set(self.models)) != len(self.models):
             raise ValueError(f"models: name each model to train once, at least one, got {list(self.models)}")
+        if "posterior" in self.models and self.asr.mode == "oracle-asr":
+            raise ValueError("models lists \"posterior\", whose features are the partials' lattice posteriors, but "
+                             "asr.mode = \"oracle-asr\" gives partials without them (the reference words). Fix: "
+                             "drop \"posterior\" from models, or set asr.mode = \"decoder\" with "
+                             "asr.partial_posteriors = true")
         if "posterior" in self.models and not self.asr.partial_posteriors:
             raise ValueError("models lists \"posterior\", whose features are the partials' lattice posteriors: "
                              "set asr.partial_posteriors = true")
@@ -571,10 +603,11 @@ class TrainConfidenceConfig:
 
 @dataclass(frozen=True)
 class PredictiveAsrConfig:
-    """`kind = "predictive_asr"`: evaluate prefetching on the simulated requests of the test (or devel) users
-    from trained checkpoints: LM only, personal only, LM + personal; decided by the LM score or by the
+    """`kind = "predictive_asr"`: evaluate prefetching on the simulated requests of the test users from
+    trained checkpoints: LM only, personal only, LM + personal; decided by the LM score or by the
     confidence models; single and multiple prefetch attempts; threshold sweeps, figures, headline scalars.
-    Each configuration's operating threshold (failed rate at most 10%) is chosen on the devel users."""
+    Each configuration's operating threshold (failed rate at most 10%) is chosen on the devel users, so
+    `split` must be "test" (devel is refused: it would measure on the users that chose the thresholds)."""
 
     KIND: ClassVar[str] = "predictive_asr"
     name: str = "predictive_asr"
@@ -591,6 +624,7 @@ class PredictiveAsrConfig:
     confidence_posterior: Path | None = field(default=None, metadata=_input(
         "Fix: train it with `specbench train confidence jobs/confidence_posterior.toml`, or leave the key unset.",
         reads="confidence model"))
+    # "devel" is a known value, refused in __post_init__ with the reason (the devel users tune the job)
     split: str = field(default="test", metadata=_choices("devel", "test"))
     users: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     tune_users: int = field(default=0, metadata=_range(0, 100000))  # devel users that choose thresholds; 0: all
@@ -626,6 +660,16 @@ class PredictiveAsrConfig:
     tracking: TrackingSection = TrackingSection(experiment="prediction")
 
     def __post_init__(self) -> None:
+        if self.split != "test":
+            raise ValueError(f"split = {self.split!r}: the devel users (tune_users) choose every threshold, the "
+                             "cache weight, the source offset and the calibrated routine share, so measuring on "
+                             "them would report in-sample figures (and the devel population would go unchecked). "
+                             "Fix: set split = \"test\"")
+        if self.confidence_posterior is not None and self.asr.mode == "oracle-asr":
+            raise ValueError(f"confidence_posterior = '{self.confidence_posterior}' with asr.mode = \"oracle-asr\": "
+                             "its features are the partials' lattice posteriors, which oracle partials (the "
+                             "reference words) do not have. Fix: leave confidence_posterior unset in an oracle-asr "
+                             "job, or set asr.mode = \"decoder\" with asr.partial_posteriors = true")
         if not self.cache_weights:
             raise ValueError("cache_weights: give at least one weight of the personal cache model, e.g. [0.2, 0.5]")
         for name in ("thresholds", "lm_thresholds", "cost_lambdas_ms", "cache_thresholds", "source_offsets"):

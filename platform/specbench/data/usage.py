@@ -67,14 +67,14 @@ import functools
 import gzip
 import hashlib
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
 
-from specbench.checks import check_choice, check_float, check_int, check_pair
+from specbench.checks import check_choice, check_float, check_int, check_pair, config_range
 from specbench.data import slurp
 from specbench.data.resolver import data_file
 from specbench.data.text_norm import normalize
@@ -86,6 +86,7 @@ MINI_SPEAKER_FILES = tuple(
     f"slurp/speakers/SLURP_csv_slurp_mini_{g}.csv.gz" for g in ("FE", "FO", "ME", "MO", "UNK")
 )
 UNKNOWN_SCENARIO = "unknown"
+MAX_REQUESTS_PER_DAY = 1000.0  # UsageSettings.requests_per_day's upper bound
 ROUTINE_HOURS = (7.0, 22.0)
 SECONDS_PER_DAY = 24 * 3600
 
@@ -107,7 +108,6 @@ USAGE_SCHEMA = pa.schema([
     pa.field("text_source", pa.string(), nullable=False),  # "routine" or "other_speaker"
     pa.field("scenario_matched", pa.bool_(), nullable=False),  # other_speaker: drawn in the wanted scenario
 ])
-TEXT_SOURCES = ("routine", "other_speaker")
 
 
 @dataclass(frozen=True)
@@ -296,7 +296,7 @@ class UsageSettings:
         seed: seeds every draw (>= 0).
         weeks: simulated weeks (>= 1), 7 days each.
         history_weeks: leading weeks that are history only (0 <= history_weeks < weeks).
-        requests_per_day: mean requests per user and day over users (> 0).
+        requests_per_day: mean requests per user and day over users (> 0, at most `MAX_REQUESTS_PER_DAY`).
         activity_sigma: log-normal spread of a user's daily rate (>= 0; 0 = every user has the mean).
         routine_size: (min, max) items of a user's routine, 1 <= min <= max.
         zipf_exponent: routine item i (1-based) has weight 1 / i**zipf_exponent (>= 0; 0 = uniform).
@@ -308,7 +308,9 @@ class UsageSettings:
     seed: int = 0
     weeks: int = 4
     history_weeks: int = 1
-    requests_per_day: float = 3.4
+    # bounded so that a typo (34000 for 3.4) is refused at once rather than simulated (the supply check
+    # would search down from it for minutes); the seed's users make a few requests a day
+    requests_per_day: float = field(default=3.4, metadata=config_range(0.0, MAX_REQUESTS_PER_DAY))
     activity_sigma: float = 0.5
     routine_size: tuple[int, int] = (3, 12)
     zipf_exponent: float = 1.1
@@ -325,7 +327,7 @@ class UsageSettings:
                 f"evaluated, got {self.history_weeks}"
             )
         object.__setattr__(self, "requests_per_day", check_float(
-            "UsageSettings.requests_per_day", self.requests_per_day, 0.0, lo_open=True))
+            "UsageSettings.requests_per_day", self.requests_per_day, 0.0, MAX_REQUESTS_PER_DAY, lo_open=True))
         for name, hi in (("activity_sigma", 5.0), ("zipf_exponent", 10.0), ("routine_share", 1.0),
                          ("hour_std", 24.0)):
             object.__setattr__(self, name, check_float(f"UsageSettings.{name}", getattr(self, name), 0.0, hi))

@@ -51,7 +51,8 @@ def posterior_path(output: Path) -> Path:
     return output.with_name(output.stem + "_posterior" + output.suffix)
 
 
-# model role -> (use_personal, use_context, use_posterior, its path from `output`)
+# model role -> (use_personal, use_context, use_posterior, its path from `output`); these replace `[model]`'s
+# flags, which a job file may therefore not set (`checks.check_model_section`, in the preflight)
 ROLES = {"personal": (True, False, False, lambda out: out), "no_personal": (False, False, False, no_personal_path),
          "context": (True, True, False, context_path), "posterior": (True, False, True, posterior_path)}
 

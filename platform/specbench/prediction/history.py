@@ -10,15 +10,17 @@ Each distinct word sequence among the matching entries is one `HistoryPrediction
 when it was last seen and the circular mean of the times of day it was said at (`mean_hour`; a routine
 request has a preferred hour, so the gap between now and it is a context feature of the confidence model).
 An entry's time is when its final recognition became available (the job passes the end of its audio), so
-"said at" means "finished saying at"; the two differ by the request's few seconds. `log_frequency` gives that feature for one candidate, `FALLBACK_LOG_FREQ` (-10.0)
-when the candidate is not among the matching entries.
+"said at" means "finished saying at"; the two differ by the request's few seconds. A candidate that is not
+among the matching entries gets `FALLBACK_LOG_FREQ` (-10.0) as its log frequency (the job's prediction table,
+`experiments/predictive_asr/table.py`).
 
 The index sorts the entries by time and maps every word prefix (lengths 0 .. n of each entry) to the
 ascending timestamps and positions of the entries that start with it; a query is a dictionary look-up and
 two binary searches, then a count over the matching entries only.
 
-`query_user` (plain Python values) and `personal_predictions` (Arrow tables, any number of users) are the
-stateless entry points that the runtime maps over user partitions.
+`personal_predictions` (Arrow tables, any number of users) is the stateless entry point that the job maps
+over user partitions (Ray tasks, `experiments/predictive_asr/table.py`); `query_user` answers the queries of
+one user from plain Python values (the tests check the two against each other).
 """
 
 from __future__ import annotations
@@ -150,15 +152,6 @@ class PersonalHistory:
                for w, c in counts.items()]
         out.sort(key=lambda p: (-p.count, -p.last_seen_s, p.words))
         return out
-
-    def log_frequency(self, prefix: Sequence[str], prediction: Sequence[str], before_s: int,
-                      window_s: int = HISTORY_WINDOW_S) -> float:
-        """Natural log of the relative frequency of exactly `prediction` among the entries matching
-        `prefix` before `before_s`; `FALLBACK_LOG_FREQ` when it is not among them or nothing matches."""
-        entries = self._matching(prefix, before_s, window_s)
-        target = tuple(prediction)
-        count = sum(1 for e in entries if tuple(e.words) == target)
-        return math.log(count / len(entries)) if count else FALLBACK_LOG_FREQ
 
 
 def circular_hour(x: float, y: float) -> float:

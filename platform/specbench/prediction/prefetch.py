@@ -99,13 +99,6 @@ def validate_thresholds(thresholds: Sequence[float] | np.ndarray) -> tuple[float
     return values
 
 
-def threshold_grid(low: float = 0.0, high: float = 1.0, count: int = 50) -> tuple[float, ...]:
-    """`count` evenly spaced thresholds from `low` to `high` inclusive (validated)."""
-    if count < 1:
-        raise ConfigError(f"threshold count must be >= 1, got {count}. Fix: ask for at least one threshold.")
-    return validate_thresholds(np.linspace(low, high, count) if count > 1 else [low])
-
-
 @dataclass(frozen=True)
 class _Best:
     """The best candidate of every (request, partial) that has one, sorted by request then partial.

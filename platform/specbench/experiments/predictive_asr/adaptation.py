@@ -25,10 +25,11 @@ from pathlib import Path
 
 from specbench.config import AsrSection, EvalAmConfig, SpeechConfig
 from specbench.data.speech_corpus import plan_utterances, synthesize_shard
-from specbench.errors import ConfigError, DataError
+from specbench.errors import DataError
 from specbench.experiments.eval_am import choose_voice_warps, fit_voice_transforms
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.predictive_asr.checks import adaptation_job
 from specbench.experiments.speech import corpus_plan, corpus_root
 from specbench.paths import work_dir
 from specbench.runtime import run_tasks
@@ -62,13 +63,11 @@ def _digest(path: Path) -> str:
 
 
 def _eval_job(asr: AsrSection, job_path: Path) -> tuple[EvalAmConfig, SpeechConfig]:
-    """The adaptation job (`eval_am`, with VTLN or the speaker transform on) and its speech job."""
+    """The adaptation job (`eval_am`, with VTLN or the speaker transform on: `checks.adaptation_job`, which
+    the preflight calls too) and its speech job."""
     assert asr.adaptation_job is not None
-    eval_cfg = referenced_job(job_path, "asr.adaptation_job", asr.adaptation_job, EvalAmConfig)
-    if not (eval_cfg.vtln.enabled or eval_cfg.speaker_transform.enabled):
-        raise ConfigError(f"{job_path}: asr.adaptation_job = '{asr.adaptation_job}' has neither [vtln] nor "
-                          "[speaker_transform] enabled, so there is no adaptation to apply. Fix: name the eval job "
-                          "of the ASR headline (e.g. \"am_eval.toml\"), or remove asr.adaptation_job.")
+    eval_cfg = adaptation_job(asr, job_path)
+    assert eval_cfg is not None
     eval_path = asr.adaptation_job if asr.adaptation_job.is_absolute() else job_path.parent / asr.adaptation_job
     speech_cfg = referenced_job(eval_path, "speech_job", eval_cfg.speech_job, SpeechConfig)
     return eval_cfg, speech_cfg
@@ -111,10 +110,23 @@ def adapt_voices(asr: AsrSection, job_path: Path, checkpoint: Path, graph: Graph
     summary_path = out_dir / "adaptation.json"
     if not summary_path.is_file():
         _estimate(asr, job_path, checkpoint, graph, out_dir)
-    saved = json.loads(summary_path.read_text())
-    return VoiceAdaptation(key=out_dir.name, warps={v: s["vtln_warp"] for v, s in saved.items()},
-                           checkpoints={v: out_dir / s["checkpoint"] for v, s in saved.items() if s["checkpoint"]},
-                           details={v: {k: x for k, x in s.items() if k != "checkpoint"} for v, s in saved.items()})
+    return read_adaptation(out_dir)
+
+
+def read_adaptation(out_dir: Path) -> VoiceAdaptation:
+    """The cached adaptation in `out_dir` (its `adaptation.json`); a file that cannot be read or is not such a
+    summary (damaged, truncated, edited) is a `DataError` naming it and the fix."""
+    summary_path = out_dir / "adaptation.json"
+    try:
+        saved = json.loads(summary_path.read_text())
+        return VoiceAdaptation(
+            key=out_dir.name, warps={v: s["vtln_warp"] for v, s in saved.items()},
+            checkpoints={v: out_dir / s["checkpoint"] for v, s in saved.items() if s["checkpoint"]},
+            details={v: {k: x for k, x in s.items() if k != "checkpoint"} for v, s in saved.items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # ValueError: bad JSON or UTF-8
+        raise DataError(f"speaker adaptation cache {summary_path} cannot be read ({type(error).__name__}: "
+                        f"{error}). Fix: delete it (or its folder {out_dir}); the adaptation is estimated again "
+                        "on the next run") from error
 
 
 def _estimate(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArtifacts, out_dir: Path) -> None:

@@ -1,7 +1,8 @@
-"""The predictive-ASR checks that read data and models, made when a job is validated and before its MLflow
-run opens (the registry's `preflight`), and again by the jobs themselves: every usage setting simulated for
-every population (a routine longer than a user's sentences, a pool of new texts that runs out), and the
-confidence models' roles. Light to import: no Ray, no decoder.
+"""The predictive-ASR checks that read data, models and the job files a job names, made when a job is
+validated and before its MLflow run opens (the registry's `preflight`), and again by the jobs themselves:
+every usage setting simulated for every population (a routine longer than a user's sentences, a pool of new
+texts that runs out), the confidence models' roles, partials on whole acoustic-model frames, and an
+adaptation job that adapts something. Light to import: no Ray, no decoder.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from specbench.config import PredictiveAsrConfig, TrainConfidenceConfig
+from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS
+from specbench.config import AsrSection, EvalAmConfig, PredictiveAsrConfig, TrainConfidenceConfig, read_toml
 from specbench.data.usage import UsageSettings, population, simulate_usage
 from specbench.errors import ConfigError, DataError
+from specbench.experiments.job_refs import referenced_job
 from specbench.paths import from_root
 from specbench.prediction.confidence import load_confidence
 
@@ -94,20 +97,80 @@ _ROLE_FILES = {"confidence": "models/confidence_slurp.pt", "confidence_no_person
 
 
 def usage_checks(config: PredictiveAsrConfig, job_path: Path) -> None:
+    """Every usage setting of the job simulated for its devel and its test users (`check_usage`; the config
+    refuses split = "devel", so the two populations have keys of their own)."""
     variants = [dataclasses.replace(config.usage, routine_share=s) for s in config.habit.routine_shares]
     check_usage({"devel": config.tune_users, config.split: config.users},
                 [config.usage, *(variants if config.run_habit_sweep else [])], job_path)
 
 
+def check_partial_interval(asr: AsrSection, job_path: Path) -> None:
+    """`ConfigError` unless partials fall on whole output frames of the acoustic model (no silent rounding)."""
+    frames = asr.partial_every_ms / OUTPUT_FRAME_SHIFT_MS
+    if abs(frames - round(frames)) > 1e-6 or round(frames) < 1:
+        nearest = max(1, round(frames)) * OUTPUT_FRAME_SHIFT_MS
+        raise ConfigError(f"{job_path}: asr.partial_every_ms = {asr.partial_every_ms:g} is not a whole number of "
+                          f"the acoustic model's {OUTPUT_FRAME_SHIFT_MS:g} ms output frames. Fix: use a multiple "
+                          f"of {OUTPUT_FRAME_SHIFT_MS:g}, e.g. {nearest:g}.")
+
+
+def adaptation_job(asr: AsrSection, job_path: Path) -> EvalAmConfig | None:
+    """The `eval_am` job `asr.adaptation_job` names (None without one), refused (`ConfigError`) when it
+    enables neither `[vtln]` nor `[speaker_transform]`: there would be no adaptation to apply."""
+    if asr.adaptation_job is None:
+        return None
+    eval_cfg = referenced_job(job_path, "asr.adaptation_job", asr.adaptation_job, EvalAmConfig)
+    if not (eval_cfg.vtln.enabled or eval_cfg.speaker_transform.enabled):
+        raise ConfigError(f"{job_path}: asr.adaptation_job = '{asr.adaptation_job}' has neither [vtln] nor "
+                          "[speaker_transform] enabled, so there is no adaptation to apply. Fix: name the eval job "
+                          "of the ASR headline (e.g. \"am_eval.toml\"), or remove asr.adaptation_job.")
+    return eval_cfg
+
+
+def asr_checks(asr: AsrSection, job_path: Path) -> None:
+    """The `[asr]` checks that transcribing makes before it renders anything (`partials._setup`), made here
+    before the run opens: partials on whole output frames, and (decoder mode, where the adaptation is
+    applied) an adaptation job that adapts."""
+    check_partial_interval(asr, job_path)
+    if asr.mode == "decoder":
+        adaptation_job(asr, job_path)
+
+
 def preflight(config: PredictiveAsrConfig, job_path: Path) -> None:
-    """The checks that read models and data, made when the job is validated and before its MLflow run opens:
-    the confidence models' roles, and every usage setting simulated for every population (a few seconds)."""
+    """The checks that read models, data and referenced job files, made when the job is validated and before
+    its MLflow run opens: the `[asr]` section (`asr_checks`), the confidence models' roles, and every usage
+    setting simulated for every population (a few seconds)."""
+    asr_checks(config.asr, job_path)
     load_models(config, job_path, written_later=True)
     usage_checks(config, job_path)
 
 
+# `[model]` keys of a train_confidence job that `models` decides per model (`train_confidence.ROLES`)
+ROLE_KEYS = ("use_personal", "use_context", "use_posterior")
+
+
+def check_model_section(job_path: Path) -> None:
+    """`ConfigError` when the train_confidence job file sets a `[model]` key that `models` decides (each role
+    has its own features): it would be overwritten without a word. Reads the file, since a value equal to the
+    default is as misleading as another."""
+    if not job_path.is_file():  # a config built in code, not read from a job file: nothing was written
+        return
+    model = read_toml(job_path).get("model")
+    keys = [k for k in ROLE_KEYS if isinstance(model, dict) and k in model]
+    if keys:
+        raise ConfigError(f"{job_path}: key 'model.{keys[0]}' is set, but in a train_confidence job `models = "
+                          "[...]` decides the features of each model it trains (\"personal\": use_personal; "
+                          "\"no_personal\": none; \"context\": use_personal and use_context; \"posterior\": "
+                          f"use_personal and use_posterior). Fix: remove {', '.join(f'model.{k}' for k in keys)} "
+                          "and list the models to train in `models`.")
+
+
 def train_confidence_preflight(config: TrainConfidenceConfig, job_path: Path) -> None:
-    """Every usage setting the confidence training simulates, simulated for its populations (a few seconds)."""
+    """The train_confidence job's checks before it runs: no `[model]` key that `models` decides
+    (`check_model_section`), the `[asr]` section (`asr_checks`), and every usage setting the training
+    simulates, simulated for its populations (a few seconds)."""
+    check_model_section(job_path)
+    asr_checks(config.asr, job_path)
     shares = config.habit.routine_shares if config.calibrate_routine_share else ()
     check_usage({"train": config.train_users, "devel": config.devel_users},
                 [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)], job_path)

@@ -1,4 +1,4 @@
-"""The `predictive_asr` job: simulate four weeks of requests for the test (or devel) users, transcribe them
+"""The `predictive_asr` job: simulate four weeks of requests for the devel and test users, transcribe them
 (partials every 120 ms from our streaming decoder, or `oracle-asr` for ablations), predict the full
 utterance from every partial (LM n-best, the user's history, both), and sweep the prefetch threshold for
 every configuration of the paper's figures: candidates from the LM only, the history only, or both; decided
@@ -208,7 +208,7 @@ def choose_cache_weight(tune: Population, config: PredictiveAsrConfig) -> tuple[
 
     def devel_success(scores: np.ndarray) -> float:
         op = operating_point(sweep(scores, preds, tune.requests, config.cache_thresholds), FAILED_BUDGET)
-        return float("nan") if op["success_rate"] is None else float(op["success_rate"])
+        return float(op["success_rate"])  # NaN when no threshold reaches the budget
 
     weight, rows = choose_weight(config.cache_weights, devel_success, preds)
     reached = any(np.isfinite(r["devel_success"]) for r in rows)
@@ -227,7 +227,7 @@ def choose_source_offset(tune: Population, tune_scores: dict[str, np.ndarray],
     def devel_success(offset: float) -> float:
         table = sweep(offset_scores(base, preds, offset), preds, tune.requests, config.thresholds)
         op = operating_point(table, FAILED_BUDGET)
-        return float("nan") if op["success_rate"] is None else float(op["success_rate"])
+        return float(op["success_rate"])  # NaN when no threshold reaches the budget
 
     offset, rows = choose_offset(config.source_offsets, devel_success)
     return offset, {"prefetch.source_offset": offset,
@@ -253,10 +253,10 @@ def _at(table: pl.DataFrame, threshold: float | None) -> dict[str, float]:
     return {k: float(row[k][0]) if row.height and row[k][0] is not None else np.nan for k in OP_KEYS}
 
 
-def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
-             tuning: dict[str, pl.DataFrame] | None) -> dict[str, float]:
-    """Operating points of every configuration and the job's headline scalars. With `tuning` (the devel
-    sweeps) the threshold comes from devel; without it from the curve itself."""
+def headline(pop: Population, sweeps: dict[str, pl.DataFrame], tuning: dict[str, pl.DataFrame]) -> dict[str, float]:
+    """Operating points of every configuration and the job's headline scalars. Each configuration's threshold
+    comes from `tuning`, the devel sweeps of the same configurations (never from the measured curve itself);
+    `..._curve_at_failNN` read the measured curves."""
     m: dict[str, float] = {"prefetch.requests": float(pop.requests.height), "prefetch.asr_failed": float(pop.asr_failed),
                            "prefetch.asr_wer": float(pop.asr_wer),
                            "prefetch.end_of_speech_from_energy": float(pop.end_from_energy),
@@ -269,10 +269,8 @@ def headline(pop: Population, sweeps: dict[str, pl.DataFrame],
     for name, table in sweeps.items():
         for rate in CURVE_RATES:
             op = operating_point(table, rate)
-            m |= {f"prefetch.{name}.{k}_curve_at_fail{round(rate * 100):02d}": float(op[k]) if op[k] is not None
-                  else np.nan for k in OP_KEYS}
-        source = tuning[name] if tuning is not None else table
-        threshold = operating_point(source, FAILED_BUDGET)["threshold"]
+            m |= {f"prefetch.{name}.{k}_curve_at_fail{round(rate * 100):02d}": float(op[k]) for k in OP_KEYS}
+        threshold = operating_point(tuning[name], FAILED_BUDGET)["threshold"]
         m[f"prefetch.{name}.threshold_at_fail10"] = np.nan if threshold is None else float(threshold)
         m |= {f"prefetch.{name}.{k}_at_fail10": v for k, v in _at(table, threshold).items()}
     m["prefetch.success_at_fail10"] = m[f"prefetch.{MAIN}.success_rate_at_fail10"]
@@ -443,8 +441,9 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
     spent: list[dict[str, float]] = []  # every population's stage timings: the whole job's profile
+    sweep_start = time.perf_counter()  # the habit sweep's own time: its rendering pass, populations, calibration
     usage, habit, calibration = _calibrated_usage(config, job_path, cache, models, spent, run)
-    habit_seconds = time.perf_counter() - start
+    habit_seconds = time.perf_counter() - sweep_start if config.run_habit_sweep else 0.0
     points = [(usage, config.asr, config.tune_users, config.users)]
     if config.run_habit_sweep:
         on_knob_users = dataclasses.replace(config, users=knob_users(config.users, config.habit.knob_users),

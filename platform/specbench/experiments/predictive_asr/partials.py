@@ -38,16 +38,16 @@ import numpy as np
 import pyarrow as pa
 
 from specbench.acoustic.alignment import align_scored_shard
-from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS
 from specbench.config import AsrSection, GraphConfig
 from specbench.data.speech_corpus import synthesize_shard
 from specbench.data.voices import get_voice
 from specbench.decoder.stage import DecoderStage
-from specbench.errors import ConfigError, DataError
+from specbench.errors import DataError
 from specbench.experiments.eval_am import score_rows, score_rows_by_voice
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.predictive_asr.adaptation import VoiceAdaptation, adapt_voices
+from specbench.experiments.predictive_asr.checks import check_partial_interval
 from specbench.paths import from_root, work_dir
 from specbench.runtime import run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
@@ -158,7 +158,8 @@ def _stamp(path: Path) -> tuple[int, int]:
 def _read_cache(path: Path) -> dict[str, dict]:
     """The transcript cache's rows by utterance id (a copy). The rows are kept in memory between calls
     while the file is unchanged (same modification time and size), so the thirty populations of a job read
-    the file once rather than thirty times; another process's write changes the stamp and is read anew."""
+    the file once rather than thirty times; another process's write changes the stamp and is read anew. A
+    file that cannot be read (damaged, truncated) is a `DataError` naming it and the fix."""
     if not path.is_file():
         return {}
     import pyarrow.parquet as pq
@@ -166,7 +167,12 @@ def _read_cache(path: Path) -> dict[str, dict]:
     stamp = _stamp(path)
     kept = _READ.get(path)
     if kept is None or kept[0] != stamp:
-        kept = (stamp, {r["utt_id"]: r for r in pq.read_table(path).to_pylist()})
+        try:
+            kept = (stamp, {r["utt_id"]: r for r in pq.read_table(path).to_pylist()})
+        except (OSError, KeyError, pa.ArrowException) as error:  # damaged, truncated, or not a transcript table
+            raise DataError(f"transcript cache {path} cannot be read ({type(error).__name__}: {error}). Fix: "
+                            f"delete it (or its folder {path.parent}); the transcripts are rendered again on "
+                            "the next run") from error
         _READ[path] = kept
     return dict(kept[1])
 
@@ -305,16 +311,6 @@ def _transcript(row: dict, decoded: dict | None, asr: AsrSection, words: SymbolT
     return {**out, "status": STATUS_OK, "final_words": [spell[w] for w in decoded["word_ids"]], "partials": parts}
 
 
-def check_partial_interval(asr: AsrSection, job_path: Path) -> None:
-    """`ConfigError` unless partials fall on whole output frames of the acoustic model (no silent rounding)."""
-    frames = asr.partial_every_ms / OUTPUT_FRAME_SHIFT_MS
-    if abs(frames - round(frames)) > 1e-6 or round(frames) < 1:
-        nearest = max(1, round(frames)) * OUTPUT_FRAME_SHIFT_MS
-        raise ConfigError(f"{job_path}: asr.partial_every_ms = {asr.partial_every_ms:g} is not a whole number of "
-                          f"the acoustic model's {OUTPUT_FRAME_SHIFT_MS:g} ms output frames. Fix: use a multiple "
-                          f"of {OUTPUT_FRAME_SHIFT_MS:g}, e.g. {nearest:g}.")
-
-
 RENDER_CHUNK = 4000  # utterances rendered between two writes of the transcript cache
 
 
@@ -329,7 +325,7 @@ class _Setup:
 
 
 def _setup(asr: AsrSection, job_path: Path) -> _Setup:
-    check_partial_interval(asr, job_path)
+    check_partial_interval(asr, job_path)  # made by the preflight too (`checks.asr_checks`), as is the adaptation's
     checkpoint = from_root(asr.checkpoint)
     if not checkpoint.is_file():
         raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "
