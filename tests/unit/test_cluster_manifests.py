@@ -89,3 +89,22 @@ def test_local_cluster_script_binds_loopback_and_puts_the_environment_on_path() 
     text = (CLUSTER / "local_cluster.sh").read_text()
     assert "--dashboard-host 127.0.0.1" in text and "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0" in text
     assert '.venv/bin:$PATH' in text
+    # token auth on, with a token made where the machine has none (`ray start` makes none)
+    assert 'RAY_AUTH_MODE="${RAY_AUTH_MODE:-token}"' in text and "ray get-auth-token --generate" in text
+
+
+def test_launcher_keeps_the_dashboard_and_mlflow_on_the_heads_loopback() -> None:
+    config = _load("ray-cluster.yaml")
+    head = " ".join(config["head_start_ray_commands"])
+    assert "0.0.0.0" not in head
+    assert "--dashboard-host=127.0.0.1" in head and "specbench server --host 127.0.0.1" in head
+
+
+def test_the_image_leaves_the_environment_the_work_directory_and_git_out() -> None:
+    """`COPY . /opt/specbench` in cluster/Dockerfile copies the build context: .dockerignore keeps the
+    gigabytes of .venv and .specbench, and .git, out of it (but not what the image installs and runs)."""
+    assert "COPY . /opt/specbench" in (CLUSTER / "Dockerfile").read_text()
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    assert {".venv", ".specbench", ".git", "**/__pycache__", "**/*.egg-info"} <= ignored
+    assert not ignored & {"platform", "pyproject.toml", "jobs", "models", "cluster", "README.md"}

@@ -8,7 +8,8 @@ result either way. `run_tasks` maps a plain function over items as Ray tasks.
 Names are resolved lazily, so that `run_local` / `run_stage(backend="local")` import without ray (the GPU
 test machine has none). Importing `specbench.runtime.cluster` (any of its names, or any Ray-backed call)
 puts `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0` and `RAY_AUTH_MODE=token` in `os.environ`, unless already set,
-before importing ray, which reads them once: see that module.
+before importing ray, which reads them once (joining a cluster from a machine without a Ray token drops the
+token mode again, so a cluster without auth can be joined): see that module.
 """
 
 from __future__ import annotations

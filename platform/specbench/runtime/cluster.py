@@ -7,10 +7,15 @@ when `ray` is first imported. This module therefore puts it in `os.environ` befo
 it, and checks after the start that the node address is a loopback one.
 
 Token authentication: Ray 2.60 turns token auth on by default for a local `ray.init()` and for `ray start`
-clusters (token in `~/.ray/auth_token`, generated on first use, or `RAY_AUTH_TOKEN` / `RAY_AUTH_TOKEN_PATH`).
-We make that choice explicit: `RAY_AUTH_MODE=token` goes into `os.environ` before `import ray` (the driver
-caches the mode at import) unless the caller set the variable, e.g. to `disabled` for a cluster started
-without auth. It also silences Ray's start-up warning about the default.
+clusters (token in `~/.ray/auth_token`, generated on first use, or `RAY_AUTH_TOKEN` / `RAY_AUTH_TOKEN_PATH`);
+the driver caches the mode (`RAY_AUTH_MODE`) when `ray` is imported. A `RAY_AUTH_MODE` that the caller set
+is always respected. Otherwise (`auth_mode_for`): a local Ray that this module starts runs with `token` (so
+Ray's start-up warning about the default stays silent), and a client joining a cluster uses `token` when
+this machine has a token (a cluster without auth ignores it; one with auth needs it) and no auth when it
+has none (a fresh machine joining a cluster started without auth). The choice is put in `os.environ` before
+`import ray` and again, with Ray's cached copy refreshed, just before `ray.init`. A cluster that refuses
+the client's authentication (no token, or not its token) is a SpecbenchError naming `RAY_AUTH_MODE`,
+`RAY_AUTH_TOKEN` and `ray get-auth-token` (`_auth_refusal`), not a Ray traceback.
 
 Noise: Ray's own loggers run at WARNING on the driver, Ray Data's console handler too (its DEBUG log file in
 the session directory is kept), and Ray Data's progress bars are off unless stderr is a terminal: progress
@@ -37,9 +42,43 @@ TEMP_DIR_ENV = "SPECBENCH_RAY_TMPDIR"
 ADDRESS_ENV = "RAY_ADDRESS"
 LOCAL = "local"
 
+TOKEN_ENV = "RAY_AUTH_TOKEN"
+TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+
+
+def token_available(environ: Mapping[str, str] | None = None, home: Path | None = None) -> bool:
+    """Whether this machine holds a Ray auth token where Ray looks for one: `$RAY_AUTH_TOKEN`, the file that
+    `$RAY_AUTH_TOKEN_PATH` names, or `~/.ray/auth_token`."""
+    env = os.environ if environ is None else environ
+    if env.get(TOKEN_ENV, "").strip():
+        return True
+    named = env.get(TOKEN_PATH_ENV, "")
+    if named:
+        return Path(named).expanduser().is_file()
+    return ((home if home is not None else Path.home()) / ".ray" / "auth_token").is_file()
+
+
+def auth_mode_for(start_local: bool, given: str | None, token_here: bool) -> str | None:
+    """The `RAY_AUTH_MODE` a connection uses (None: leave it unset, Ray's default of no auth for a client).
+
+    `given`: the caller's own `RAY_AUTH_MODE`, always respected. Else `token` for a local Ray that this
+    process starts (Ray generates the token when there is none), and, when joining a cluster, `token` if
+    this machine has a token (`token_here`; sent, and ignored by a cluster without auth) or None if it has
+    none (token mode without a token would refuse to join even a cluster without auth)."""
+    if given:
+        return given
+    if start_local or token_here:
+        return "token"
+    return None
+
+
 # Both must precede `import ray`, which reads them once (ray_constants, and the cached RayConfig).
 os.environ.setdefault(LOOPBACK_ENV, "0")
-os.environ.setdefault(AUTH_MODE_ENV, "token")
+_AUTH_MODE_OURS: str | None = None  # the RAY_AUTH_MODE this module put in the environment (None: none)
+if not os.environ.get(AUTH_MODE_ENV):  # a local start's choice, the common case: Ray then needs no re-read
+    _AUTH_MODE_OURS = auth_mode_for(True, None, token_available())
+    os.environ[AUTH_MODE_ENV] = _AUTH_MODE_OURS or "token"
+_AUTH_MODE_RAY_READ = os.environ.get(AUTH_MODE_ENV)  # the value Ray caches at import
 
 import ray  # noqa: E402
 
@@ -119,21 +158,30 @@ def connect(
         "log_to_driver": log_to_driver,
         "runtime_env": dict(runtime_env) if runtime_env is not None else None,
     }
+    _choose_auth_mode(local)
+    try:
+        if local:
+            _prepare_local_start(python_path)
+            ray.init(
+                address=LOCAL,  # a new local Ray, whatever $RAY_ADDRESS says
+                num_cpus=num_cpus if num_cpus is not None else os.cpu_count() or 1,
+                num_gpus=num_gpus,
+                include_dashboard=False,
+                _temp_dir=_resolve_temp_dir(temp_dir),
+                **kwargs,
+            )
+        else:
+            ray.init(address=address, **kwargs)
+    except Exception as err:  # noqa: BLE001 - only an authentication refusal is turned into a user error
+        refusal = _auth_refusal(err)
+        if refusal is None:
+            raise
+        where = "a local Ray" if local else f"{source} {address}"
+        raise SpecbenchError(_auth_message(where, refusal)) from err
     if local:
-        _prepare_local_start(python_path)
-        ray.init(
-            address=LOCAL,  # a new local Ray, whatever $RAY_ADDRESS says
-            num_cpus=num_cpus if num_cpus is not None else os.cpu_count() or 1,
-            num_gpus=num_gpus,
-            include_dashboard=False,
-            _temp_dir=_resolve_temp_dir(temp_dir),
-            **kwargs,
-        )
         _STARTED_LOCAL = True
         _verify_loopback()
         _wait_for_resources()
-    else:
-        ray.init(address=address, **kwargs)
     _configure_ray_data()
     info = _current_info(initialized_here=True, local=local)
     log.info("ray: %s", cluster_summary())
@@ -255,6 +303,62 @@ def _fit_count(resources: Mapping[str, float], num_cpus: float, num_gpus: float)
     if not counts:
         return max(1, int(resources.get("CPU", 1.0)))
     return min(counts)
+
+
+def _choose_auth_mode(start_local: bool) -> None:
+    """Before `ray.init`: put the auth mode of `auth_mode_for` in the environment, unless the caller set
+    `RAY_AUTH_MODE` (then theirs stays), and have Ray read it again if it changed since Ray cached it."""
+    global _AUTH_MODE_OURS, _AUTH_MODE_RAY_READ
+    current = os.environ.get(AUTH_MODE_ENV) or None
+    given = None if current == _AUTH_MODE_OURS else current
+    if given is None:
+        _AUTH_MODE_OURS = auth_mode_for(start_local, None, token_available())
+        if _AUTH_MODE_OURS is None:
+            os.environ.pop(AUTH_MODE_ENV, None)
+        else:
+            os.environ[AUTH_MODE_ENV] = _AUTH_MODE_OURS or "token"
+    if os.environ.get(AUTH_MODE_ENV) != _AUTH_MODE_RAY_READ:
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")  # what Ray itself does when it turns token auth on for a local start
+        AuthenticationTokenLoader.instance().reset_cache()
+        _AUTH_MODE_RAY_READ = os.environ.get(AUTH_MODE_ENV)
+
+
+# what the GCS answers a client without the cluster's token (quoted in the RuntimeError that ray.init chains)
+_REFUSED_MARKERS = ("InvalidAuthToken", "Unauthenticated")
+
+
+def _auth_refusal(err: BaseException) -> str | None:
+    """What an error of `ray.init` says about authentication, or None if it is about something else: Ray's
+    AuthenticationError (token mode without a token), or the GCS refusing the client's token (or its lack
+    of one), which Ray reports as a ConnectionError from a RuntimeError quoting the GCS's answer."""
+    from ray.exceptions import AuthenticationError
+
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, AuthenticationError):
+            return str(link.message)
+        refused = any(m in str(link) for m in _REFUSED_MARKERS)
+        if isinstance(link, (ConnectionError, RuntimeError)) and refused:
+            return "the cluster's GCS answered: Authentication token is missing or incorrect"
+        link = link.__cause__ or link.__context__
+    return None
+
+
+def _auth_message(where: str, refusal: str) -> str:
+    """The SpecbenchError message for an authentication refusal when joining or starting `where`."""
+    mode = os.environ.get(AUTH_MODE_ENV) or "unset (no auth)"
+    token = "a token" if token_available() else "no token"
+    return (f"{where}: Ray refused the connection for its token authentication ({refusal.rstrip('.')}). "
+            f"This process has {AUTH_MODE_ENV}={mode} and {token} ({TOKEN_ENV}, {TOKEN_PATH_ENV} or "
+            "~/.ray/auth_token). Fix: for a cluster with token auth (Ray's default for `ray start`, and "
+            "cluster/local_cluster.sh), print its token on the head with `ray get-auth-token` and give it "
+            f"here: `export {AUTH_MODE_ENV}=token {TOKEN_ENV}=<that token>` (or put it in "
+            f"~/.ray/auth_token); for a cluster started without auth, `export {AUTH_MODE_ENV}=disabled`. See "
+            "docs/operations.md (Ray token auth).")
 
 
 def _prepare_local_start(python_path: Sequence[str | os.PathLike[str]]) -> None:

@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import socket
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -209,28 +210,58 @@ def apply(client: MlflowClient, run_id: str, op: dict[str, Any]) -> None:
 
 def replay(path: Path, client_for: Callable[[str], MlflowClient],
            create: Callable[[MlflowClient, dict[str, Any]], str],
-           entries: list[dict[str, Any]] | None = None, remove: bool = True) -> tuple[str, int]:
+           entries: list[dict[str, Any]] | None = None, remove: bool = True,
+           torn: str = "") -> tuple[str, int]:
     """Send the unsent operations of one journal (`entries`: its complete operations, read here when not
-    given); returns (run id, operations sent). The journal is removed once everything arrived (with
-    `remove`; else the caller removes it)."""
+    given; `torn`: its half-written last line, kept at its end); returns (run id, operations sent). The
+    journal is removed once everything arrived (with `remove`; else the caller removes it).
+
+    Progress is written back to the journal as it goes, each time in one atomic step (a new file renamed over
+    it): at once after the run is created (with its id, so that a retry never creates a second run), then at
+    most `SAVE_EVERY_S` after an operation arrived, and whatever stops the replay (the server gone, Ctrl-C).
+    A retry therefore resumes the same run and sends only what did not arrive; only a replay killed outright
+    (SIGKILL, power loss) may send again the operations of its last `SAVE_EVERY_S`, which MLflow takes as they
+    are (a param of the same value, a metric of the same key, value, time and step are not stored twice)."""
     journal = Journal(path)
-    entries = journal.entries() if entries is None else entries
+    entries = [dict(e) for e in (journal.entries() if entries is None else entries)]
     first = entries[0]
     client = client_for(first["tracking_uri"])
     run_id = first.get("run_id")
     sent = 0
-    if not first["sent"]:
-        run_id = create(client, first)
-        sent += 1
-    for entry in entries[1:]:
-        if not entry["sent"]:
-            apply(client, run_id, entry)
+    saved = sent
+    last_save = time.monotonic()
+    try:
+        if not first["sent"]:
+            run_id = create(client, first)
+            first.update(sent=True, run_id=run_id)
             sent += 1
+            _save(path, entries, torn)
+            saved, last_save = sent, time.monotonic()
+        for entry in entries[1:]:
+            if not entry["sent"]:
+                apply(client, run_id, entry)
+                entry["sent"] = True
+                sent += 1
+                if time.monotonic() - last_save >= SAVE_EVERY_S:
+                    _save(path, entries, torn)
+                    saved, last_save = sent, time.monotonic()
+    finally:
+        if sent > saved and not (remove and all(e["sent"] for e in entries)):
+            _save(path, entries, torn)  # what arrived before the stop (or all of it, for the caller)
     if remove:
         journal.remove()
-    elif sent:  # the caller still has work on the server: record what arrived, in one atomic step
-        done = [{**e, "sent": True} | ({"run_id": run_id} if e is first else {}) for e in entries]
-        tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-        tmp.write_text("".join(json.dumps(e) + "\n" for e in done), encoding="utf-8")
-        os.replace(tmp, path)
     return run_id, sent
+
+
+SAVE_EVERY_S = 0.5  # how often a replay writes its progress back to the journal (and whenever it stops)
+
+
+def _save(path: Path, entries: list[dict[str, Any]], torn: str) -> None:
+    """Replace the journal by `entries` (and its torn last line, still without its newline) in one atomic
+    step: a new file, fsynced, renamed over it."""
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write("".join(json.dumps(e) + "\n" for e in entries) + torn)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -28,6 +28,7 @@ from typing import Any
 
 from mlflow.tracking import MlflowClient
 
+from specbench.errors import SpecbenchError
 from specbench.hardware import describe
 from specbench.paths import project_root
 from specbench.tracking.journal import Journal, apply, is_unreachable, writer
@@ -53,14 +54,33 @@ def git_commit(root: Path | None = None) -> str:
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
-    """The id of experiment `name`, created on first use (local artifacts for a SQLite store)."""
+    """The id of experiment `name`, created on first use (local artifacts for a SQLite store). An experiment
+    of that name that was deleted (MLflow keeps it, and its name, until `mlflow gc`) is a SpecbenchError
+    that says how to restore it, purge it or pick another name: MLflow would refuse runs in it with a bare
+    error."""
     exp = client.get_experiment_by_name(name)
+    if exp is not None and exp.lifecycle_stage == "deleted":
+        uri, number = client.tracking_uri, exp.experiment_id
+        store = (f"--backend-store-uri {uri}" if not uri.startswith(("http:", "https:")) else
+                 "--backend-store-uri STORE (the server's own database, on its machine)")
+        raise DeletedExperiment(
+            f'[tracking] experiment = "{name}": the MLflow experiment {name!r} (id {number}) in {uri} was '
+            "deleted (in the MLflow UI, or `mlflow experiments delete`); MLflow logs no run to a deleted "
+            "experiment, and its name stays taken until it is purged. Fix: restore it "
+            f"(`MLFLOW_TRACKING_URI={uri} mlflow experiments restore --experiment-id {number}`); or delete "
+            f"it for good, its runs and artifacts with it (`MLFLOW_TRACKING_URI={uri} mlflow gc {store} "
+            f"--experiment-ids {number}`), after which the job creates it afresh; or give the job another "
+            'name under [tracking] experiment = "...".')
     if exp is not None:
         return exp.experiment_id
     location = None
     if client.tracking_uri.startswith("sqlite:") or client.tracking_uri.startswith("file:"):
         location = (local_artifact_root() / name).as_uri()
     return client.create_experiment(name, artifact_location=location)
+
+
+class DeletedExperiment(SpecbenchError):
+    """The experiment a job logs to was deleted in MLflow (and not purged): see `experiment_id`."""
 
 
 class TrackedRun:
@@ -245,7 +265,9 @@ def sync_journals() -> SyncReport:
     half-written (a crash while writing it) has its complete operations sent; the half line is kept as
     `<journal>.torn`. A refusal of the server for one journal (its run deleted, say) is reported for that
     journal and does not stop the others; an unreachable server still raises. A journal is removed only once
-    all of it is on the server; what arrived before a stop is marked sent, so nothing is sent twice."""
+    all of it is on the server; what arrived before a stop (the run's id first of all) is written back to it
+    as sent as the replay goes (`journal.replay`), so a later sync resumes the same run and sends only the
+    rest."""
     from mlflow.exceptions import MlflowException
 
     from specbench.tracking.journal import DamagedJournal, journal_dir, owner_alive, read_entries, replay
@@ -279,9 +301,13 @@ def sync_journals() -> SyncReport:
         client = MlflowClient(tracking_uri=first["tracking_uri"])
         kept = path.with_suffix(".torn")
         try:
-            run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False)
+            run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False,
+                                   torn=torn)
             if not ended:  # its process is gone without ending the run
                 problems.append(_end_abandoned(client, path, run_id, kept if torn else None))
+        except DeletedExperiment as err:  # nothing of it was sent: its run cannot be created there
+            problems.append(f"journal {path}: {err} Then sync again: the journal is kept.")
+            continue
         except MlflowException as err:
             if is_unreachable(err):
                 raise
