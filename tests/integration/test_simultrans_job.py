@@ -187,17 +187,20 @@ def _data_copy(tmp_path: Path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("damage, line, message", [
-    (lambda lines: lines[:6] + ["\n"] + lines[7:], 7, "is blank"),
-    (lambda lines: lines[:-2], 1070, "has no counterpart"),
+@pytest.mark.parametrize("side, damage, line, message", [
+    ("en", lambda lines: lines[:6] + ["\n"] + lines[7:], 7, "is blank"),
+    ("en", lambda lines: lines[:-2], 1070, "has no counterpart"),
+    # longer than the models' positions hold (the source and its longest output): refused, not a torch error
+    ("de", lambda lines: lines[:9] + [" ".join(["Ein Mann fährt mit dem Fahrrad."] * 30) + "\n"] + lines[10:], 10,
+     "more than the 122 the translation models take"),
 ])
 def test_a_damaged_test_set_stops_the_job_before_any_decoding(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], damage, line: int,
-        message: str) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], side: str, damage,
+        line: int, message: str) -> None:
     import gzip
 
     data = _data_copy(tmp_path)
-    target = data / "multi30k" / "test_2018_flickr.en.gz"
+    target = data / "multi30k" / f"test_2018_flickr.{side}.gz"
     with gzip.open(target, "rt", encoding="utf-8") as fh:
         lines = fh.readlines()
     target.unlink()

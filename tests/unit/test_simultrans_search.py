@@ -4,6 +4,7 @@ search methods against brute force and against each other where they must agree.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ from specbench.simultrans.search import (
     beam_steps,
     best_speculation,
     full_sentence,
+    longest_source,
     max_target_len,
     wait_k,
 )
@@ -172,6 +174,50 @@ def test_wait_k_delays_and_its_first_token(causal: bool) -> None:
             assert (t.tokens[:1] == (first,)) or (first == EOS and t.tokens == ())
 
 
+def _test_time_replay(model: MtTransformer, src: list[int], first: int, reads: int,
+                      write: Callable[[torch.Tensor], bool]) -> Translation:
+    """A simultaneous policy over the bidirectional model by whole-sequence passes, no caches: with g source
+    tokens read, the next token's log-probabilities are the last position of `model(src[:g], <s> + committed)`.
+    `first` tokens are read before anything else; then the argmax is written where `write(logp)` says so or the
+    source has ended (else one more token is read), and `reads` more tokens are read after each token written.
+    Ends at </s> or the length limit, as the searches do."""
+    tokens: list[int] = []
+    delays: list[int] = []
+    g = min(first, len(src))
+    while len(tokens) < max_target_len(len(src)):
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([src[:g]]), torch.tensor([[BOS, *tokens]])), -1)[0, -1]
+        if not (write(logp) or g == len(src)):
+            g += 1
+            continue
+        if int(logp.argmax()) == EOS:
+            break
+        tokens.append(int(logp.argmax()))
+        delays.append(g)
+        g = min(g + reads, len(src))
+    return Translation(tuple(tokens), tuple(delays), g)
+
+
+def test_test_time_wait_k_and_adaptive_decode_as_whole_sequence_passes_over_each_source_prefix() -> None:
+    """The full-sentence model's encoder is bidirectional, so every source token read changes every source
+    state and every decoder state computed from them: greedy test-time wait-k and the greedy confidence policy
+    must give what whole-sequence passes over (source prefix, target prefix) give. A model whose next token
+    leans on the source, so that keeping the decoder's states from a shorter source would change outputs."""
+    cases = 0
+    for seed in (0, 1, 2):
+        model = tiny(False, seed, scale=1.0, source_weight=3.0)
+        srcs = _long_sources(80 + seed)
+        for k in (1, 2, 3):
+            for src, got in zip(srcs, wait_k(model, srcs, k), strict=True):
+                assert got == _test_time_replay(model, src, k, 1, lambda logp: True), (seed, k, src)
+                cases += 1
+        for src, got in zip(srcs, adaptive(model, srcs, 0.3), strict=True):
+            want = _test_time_replay(model, src, 1, 0, lambda logp: float(logp.max().exp()) >= 0.3)
+            assert got == want, (seed, src)
+            cases += 1
+    assert cases == 3 * 6 * 4
+
+
 @pytest.mark.parametrize("scale", [8.0, 1.0])
 def test_sbs_without_window_is_tail_beam_and_tail_with_beam_one_is_greedy(scale: float) -> None:
     model = tiny(True, scale=scale)
@@ -219,11 +265,14 @@ def _sbs_first_token_scores(model: MtTransformer, src: list[int], k: int, prefix
     speculated position see that many more (a wrong SBS, to show the test can tell). Scores: the sum of the
     two log-probabilities, or per token; a continuation starting with </s> ends there (one token, its
     log-probability), one ending with </s> counts it as its second token. `force_finish`: </s> is not a
-    first token while g < |x|, nor a second one while g + 1 < |x| (the second token's write reads one more)."""
+    first token while g < |x|, nor a second one while g + 1 < |x| (the second token's write reads one more).
+    The bidirectional model (test-time wait-k) is one whole-sequence pass over src[:g]: every target position
+    sees all g states, whose encoding changes with g."""
     t, g = len(prefix), min(k + len(prefix), len(src))
     tgt = torch.tensor([[BOS] + prefix + [a] for a in range(VOCAB)])
     with torch.no_grad():
-        logp = torch.log_softmax(model(torch.tensor([src[:g + read_ahead]] * VOCAB), tgt, k), -1)
+        limits = k if model.config.causal_encoder else None
+        logp = torch.log_softmax(model(torch.tensor([src[:g + read_ahead]] * VOCAB), tgt, limits), -1)
     first, second = logp[0, t].clone(), logp[:, t + 1].clone()  # first[a]; second[a, b] after a
     if force_finish and g < len(src):
         first[EOS] = float("-inf")
@@ -234,18 +283,21 @@ def _sbs_first_token_scores(model: MtTransformer, src: list[int], k: int, prefix
     return scores, first
 
 
-@pytest.mark.parametrize("normalized, force_finish", [(True, False), (False, False), (True, True)])
+@pytest.mark.parametrize("normalized, force_finish, causal", [(True, False, True), (False, False, True),
+                                                             (True, True, True), (True, False, False)])
 def test_wait_k_sbs_with_beam_vocab_and_window_one_commits_the_brute_force_best(normalized: bool,
-                                                                                force_finish: bool) -> None:
+                                                                                force_finish: bool,
+                                                                                causal: bool) -> None:
     """b = |V| makes next^b_2 exhaustive, so at every step before the tail SBS (eqs. 4-5) must commit the
     first token of the best of all two-token continuations under the ranking. Unsharpened models with a
     strong source, so that the speculation often overrules the next-token argmax and a speculation that read
     one more source token would often commit another (both counted: the test is not one of greedy search).
     With force_finish, </s> is boosted, so that without the mask the best continuation would often end
-    before the source is read (counted too)."""
+    before the source is read (counted too). The bidirectional model (test-time wait-k) against whole-sequence
+    passes over each source prefix."""
     cases = differ = steps = overruled = early_ends = read_ahead_differs = masked = 0
     for seed in (0, 1, 2):
-        model = shaped(seed, boost=2.0) if force_finish else tiny(True, seed, scale=1.0, source_weight=3.0)
+        model = shaped(seed, boost=2.0) if force_finish else tiny(causal, seed, scale=1.0, source_weight=3.0)
         srcs = sources(40 + seed, 6)
         for k in (1, 2, 3):
             greedy = wait_k(model, srcs, k, force_finish=force_finish)
@@ -358,6 +410,21 @@ def test_bad_arguments_name_the_value() -> None:
         adaptive(model, sources(1), 1.5)
     with pytest.raises(ValueError, match="beam"):
         full_sentence(model, sources(1), beam=0)
+    too_long = [5] * longest_source(96) + [EOS]  # tiny models have 96 positions
+    for search in (lambda s: wait_k(model, s, 3), lambda s: adaptive(model, s, 0.5),
+                   lambda s: full_sentence(model, s)):
+        with pytest.raises(ValueError, match=f"source 0 has {len(too_long)} tokens.*Fix: split"):
+            search([too_long])
+
+
+def test_the_longest_source_and_its_longest_output_fit_the_positions() -> None:
+    """A source of `longest_source` tokens whose output never ends (</s> suppressed) runs to the length limit
+    without running out of positions, under every search."""
+    model = shaped(0, boost=-1e4)
+    src = [5] * (longest_source(96) - 1) + [EOS]
+    for out in (wait_k(model, [src], 2), wait_k(model, [src], 2, "sbs", beam=2, window=1),
+                adaptive(model, [src], 0.5), full_sentence(model, [src], beam=2)):
+        assert len(out[0].tokens) == max_target_len(len(src))
 
 
 def test_a_sentence_at_its_length_limit_decodes_as_alone_in_any_batch() -> None:

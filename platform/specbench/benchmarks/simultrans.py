@@ -23,6 +23,9 @@ from specbench.simultrans.tokenizer import EOS
 def bench_simultrans(model_path: Path, bpe_path: Path, k: int = 3, beam: int = 5, window: int = 2,
                      sentences: int = 1000, single: int = 100, batch: int = 1000) -> dict[str, Any]:
     """SBS (beam, window) with the wait-k model at k over the first `sentences` of test_2016_flickr."""
+    if sentences < 1 or single < 1:
+        raise ValueError(f"sentences and single must be >= 1 (the batching speedup needs a sentence decoded "
+                         f"both ways), got {sentences} and {single}")
     ckpt = load_mt(model_path, bpe_path)
     pairs = read_pairs("test_2016_flickr")[:sentences]
     sources = [ckpt.tokenizer.encode(s) + [EOS] for s, _ in pairs]

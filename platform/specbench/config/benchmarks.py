@@ -126,7 +126,7 @@ class BenchSimultransConfig(BenchConfig):
     beam: int = field(default=5, metadata=_range(1, 100))
     window: int = field(default=2, metadata=_range(0, 20))
     sentences: int = field(default=1000, metadata=_range(1, 100000))
-    single: int = field(default=100, metadata=_range(0, 100000))  # of them also decoded one at a time
+    single: int = field(default=100, metadata=_range(1, 100000))  # of them also decoded one at a time
 
 
 @dataclass(frozen=True)
@@ -137,5 +137,5 @@ class BenchCompletionConfig(BenchConfig):
     name: str = "completion"
     lm: Path = field(default=Path("models/lm_slurp.pt"), metadata=_input(LM_FIX, reads="prediction LM"))  # project root
     prefixes: int = field(default=2000, metadata=_range(1, 1_000_000))  # completed in batches
-    single: int = field(default=200, metadata=_range(0, 1_000_000))  # of them also one at a time
+    single: int = field(default=200, metadata=_range(1, 1_000_000))  # of them also one at a time
     device: str = field(default="auto", metadata=_choices("cpu", "cuda", "auto"))

@@ -46,7 +46,8 @@ from specbench.experiments.registry import RunOptions
 from specbench.experiments.simultrans_sets import COMPARISONS, PooledEvaluator, ScoredSet, SplitEvaluator
 from specbench.paths import from_root
 from specbench.reports.plots import pyplot
-from specbench.simultrans.experiment import Method, bleu_signature
+from specbench.simultrans.experiment import Method, bleu_signature, model_for
+from specbench.simultrans.search import longest_source
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
@@ -75,11 +76,13 @@ def _grid_key(ranking: bool, b: int, w: int, default_ranking: bool) -> str:
     return f"b{b}_w{w}" + _ranking_suffix(ranking, default_ranking, "/")
 
 
-def _open_sets(config: SimultransConfig, job_path: Path, bpe: Path) -> tuple[SplitEvaluator, list[SplitEvaluator]]:
-    """Read val and every test set before any decoding, so a bad file stops the job at once."""
+def _open_sets(config: SimultransConfig, job_path: Path, bpe: Path,
+               longest: int) -> tuple[SplitEvaluator, list[SplitEvaluator]]:
+    """Read val and every test set before any decoding, so a bad file, or a sentence longer than the
+    models take (`longest` source tokens), stops the job at once."""
     try:
-        val = SplitEvaluator(config, config.val_split, config.val_sentences, bpe)
-        tests = [SplitEvaluator(config, split, config.test_sentences, bpe) for split in config.test_splits]
+        val = SplitEvaluator(config, config.val_split, config.val_sentences, bpe, longest)
+        tests = [SplitEvaluator(config, split, config.test_sentences, bpe, longest) for split in config.test_splits]
     except DataError as exc:
         raise DataError(f"{job_path}: val_split / test_splits: {exc}") from exc
     return val, tests
@@ -98,7 +101,9 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
         if not Path(path).is_file():
             raise DataError(f"{path} does not exist. Fix: train the models first: `specbench train mt "
                             "jobs/mt_waitk.toml` and `specbench train mt jobs/mt_full.toml`")
-    val, tests = _open_sets(config, job_path, bpe)
+    longest = min(longest_source(model_for(path, str(bpe)).model.config.max_positions)
+                  for path in {*models.values(), full_model})
+    val, tests = _open_sets(config, job_path, bpe, longest)
     connect(ray_address)
     by_split = {t.split: t for t in tests}
     pooled = PooledEvaluator(tests)

@@ -13,6 +13,7 @@ from typing import Any
 
 from specbench.config import SimultransConfig
 from specbench.data.multi30k import read_pairs
+from specbench.errors import DataError
 from specbench.metrics.bleu_bootstrap import BleuGain, paired_bootstrap
 from specbench.simultrans.experiment import Method, Shard, decode_shard, score
 from specbench.simultrans.tokenizer import Tokenizer
@@ -65,12 +66,23 @@ class ScoredSet:
 class SplitEvaluator(ScoredSet):
     """One split (its first `limit` sentences; 0: all), each method decoded once as Ray tasks over shards."""
 
-    def __init__(self, config: SimultransConfig, split: str, limit: int, bpe: Path) -> None:
+    def __init__(self, config: SimultransConfig, split: str, limit: int, bpe: Path,
+                 longest_source: int | None = None) -> None:
+        """`longest_source`: the most source tokens (</s> counted) the models translate; a longer sentence is
+        a DataError naming its line, before anything is decoded."""
         super().__init__()
         pairs = read_pairs(split, config.source, config.target)
         self.pairs = pairs[:limit] if limit else pairs
         self.split, self.bpe, self.shard_size = split, str(bpe), config.shard_size
         tok = Tokenizer(bpe)
+        if longest_source is not None:
+            for line, (source, _) in enumerate(self.pairs, 1):
+                if len(tok.encode(source)) + 1 > longest_source:
+                    raise DataError(f"{split} ({config.source}), line {line}: {len(tok.encode(source)) + 1} "
+                                    f"source tokens (BPE pieces and </s>), more than the {longest_source} the "
+                                    "translation models take (their positions must hold the source and the "
+                                    "longest output). Fix: split that sentence in the data, or stop the set "
+                                    "before it (val_sentences / test_sentences)")
         self.references = [t for _, t in self.pairs]
         self.reference_tokens = [len(tok.encode(t)) for t in self.references]
         self.rows: dict[Method, list[dict[str, Any]]] = {}

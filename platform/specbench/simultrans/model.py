@@ -10,7 +10,9 @@ Two kinds, one class (`MtModelConfig.causal_encoder`):
 
 Incremental decoding (`decoder_step`) keeps per-layer self-attention keys and values of the target prefix
 (`DecoderCache`) and attends over cross-attention keys and values of the source states available to each row
-(`cross_kv` + a per-row source length), so a step costs one position per row.
+(`cross_kv` + a per-row source length), so a step costs one position per row. The cache holds for as long as
+the source states it was computed over: for the bidirectional model every source token read changes them all,
+so the search decodes the committed target prefix again over the new states (`decoder_positions`).
 """
 
 from __future__ import annotations
@@ -210,12 +212,24 @@ class MtTransformer(nn.Module):
         keys/values of B sentences and `rows` (N,) maps each row to its sentence (None: identity);
         source_len (N,) how many source states each row may see. Returns log-probabilities (N, V) of the
         next token and the extended cache."""
-        position = 0 if cache is None else int(cache.keys[0].shape[2])
-        x = self._embed(tokens[:, None], position)
+        return self.decoder_positions(tokens[:, None], cache, cross, source_len, rows)
+
+    def decoder_positions(self, tokens: torch.Tensor, cache: DecoderCache | None,
+                          cross: list[tuple[torch.Tensor, torch.Tensor]], source_len: torch.Tensor,
+                          rows: torch.Tensor | None = None) -> tuple[torch.Tensor, DecoderCache]:
+        """`decoder_step` for n new target positions at once, tokens (N, n): each attends to the cached
+        positions and to the new ones up to itself, and all see `source_len` source states. Returns the
+        next-token log-probabilities (N, V) after the last position and the extended cache. From an empty
+        cache, the target prefix decoded again over a new source view (test-time wait-k)."""
+        start = 0 if cache is None else int(cache.keys[0].shape[2])
+        n = tokens.shape[1]
+        x = self._embed(tokens, start)
+        causal = None if n == 1 else \
+            torch.ones(n, start + n, dtype=torch.bool, device=tokens.device).tril(start)[None]
         keys_out, values_out = [], []
         for i, block in enumerate(self.decoder):
             x, k, v = block.cached_self_attention(x, cache.keys[i] if cache else None,
-                                                  cache.values[i] if cache else None, None)
+                                                  cache.values[i] if cache else None, causal)
             keys_out.append(k)
             values_out.append(v)
             ck, cv = cross[i]
@@ -225,7 +239,7 @@ class MtTransformer(nn.Module):
             ca = block.cross_attn
             x = x + block.drop(ca.attend(ca.split(ca.q(block.norms[1](x))), ck, cv, visible))
             x = x + block.drop(block.ff(block.norms[-1](x)))
-        logits = self.decoder_norm(x[:, 0]) @ self.embed.weight.T
+        logits = self.decoder_norm(x[:, -1]) @ self.embed.weight.T
         return torch.log_softmax(logits.float(), -1), DecoderCache(keys_out, values_out)
 
 
