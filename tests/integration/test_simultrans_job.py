@@ -191,7 +191,7 @@ def _data_copy(tmp_path: Path) -> Path:
     ("en", lambda lines: lines[:6] + ["\n"] + lines[7:], 7, "is blank"),
     ("en", lambda lines: lines[:-2], 1070, "has no counterpart"),
     # longer than the models' positions hold (the source and its longest output): refused, not a torch error
-    ("de", lambda lines: lines[:9] + [" ".join(["Ein Mann fährt mit dem Fahrrad."] * 30) + "\n"] + lines[10:], 10,
+    ("de", lambda lines: lines[:2] + [" ".join(["Ein Mann fährt mit dem Fahrrad."] * 30) + "\n"] + lines[3:], 3,
      "more than the 122 the translation models take"),
 ])
 def test_a_damaged_test_set_stops_the_job_before_any_decoding(
