@@ -1,0 +1,75 @@
+"""Test-time wait-k (the full-sentence model under a wait-k schedule) decoded by whichever `specbench` is on
+the path, for comparing two versions of the search side by side: BLEU and latency (`simultrans.experiment.score`)
+of greedy search and of SBS at one k on Multi30k test sets, and each version's outputs' digest. Run it once with
+the version before a change and once after (PYTHONPATH=<checkout>/platform), on the same machine.
+
+    python scripts/test_time_wait_k_before_after.py [--k 3] [--beam 5] [--window 3] [--summed-ranking]
+        [--splits test_2016_flickr,test_2017_flickr] [--sentences N] [--label TEXT] [--output FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--beam", type=int, default=5)
+    parser.add_argument("--window", type=int, default=3)
+    parser.add_argument("--summed-ranking", action="store_true", help="rank speculations by the summed score")
+    parser.add_argument("--splits", default="test_2016_flickr,test_2017_flickr")
+    parser.add_argument("--sentences", type=int, default=0, help="the first N of each set (0: all)")
+    parser.add_argument("--models", default="full,waitk", help="full (test-time wait-k) and/or waitk")
+    parser.add_argument("--label", default="")
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args()
+
+    import torch
+
+    import specbench
+    from specbench.data.multi30k import read_pairs
+    from specbench.simultrans.experiment import Method, Shard, decode_shard, model_for, score
+
+    torch.set_num_threads(2)
+    bpe = str(ROOT / "models" / "mt_bpe.model")
+    paths = {"full": str(ROOT / "models" / "mt_full.pt"), "waitk": str(ROOT / "models" / "mt_waitk.pt")}
+    tok = model_for(paths["full"], bpe).tokenizer
+    report = {"label": args.label, "specbench": str(Path(specbench.__file__).parent), "k": args.k,
+              "beam": args.beam, "window": args.window, "length_normalized": not args.summed_ranking, "sets": {}}
+    for split in args.splits.split(","):
+        pairs = read_pairs(split)
+        pairs = pairs[:args.sentences] if args.sentences else pairs
+        sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+        ref_tokens = [len(tok.encode(t)) for t in refs]
+        for model in args.models.split(","):
+            for search in ("greedy", "sbs"):
+                method = Method("waitk", paths[model], search, k=args.k, beam=args.beam if search == "sbs" else 1,
+                                window=args.window if search == "sbs" else 0,
+                                length_normalized=not args.summed_ranking)
+                start = time.perf_counter()
+                rows = decode_shard(Shard(method, bpe, sources))
+                seconds = time.perf_counter() - start
+                scored = score(rows, refs, ref_tokens)
+                digest = hashlib.sha256("\n".join(r["hypothesis"] for r in rows).encode()).hexdigest()[:16]
+                entry = {"sentences": len(rows), "bleu": round(scored["bleu"], 2),
+                         "laal_words": round(scored["laal_words"], 3), "al_words": round(scored["al_words"], 3),
+                         "al": round(scored["al"], 3), "seconds": round(seconds, 1), "outputs_sha256": digest}
+                report["sets"][f"{split}/{model}/{search}"] = entry
+                print(split, model, search, entry, file=sys.stderr, flush=True)
+    text = json.dumps(report, indent=1)
+    if args.output:
+        args.output.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
