@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import urllib.parse
@@ -21,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_processes import specbench_server
 
 from specbench.tracking.runs import DESCRIPTION_TAG, PARENT_TAG, TrackedRun
-from specbench.tracking.ui import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,17 +33,8 @@ CHROME_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-backgr
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "specbench", "server", "--store", str(tmp_path / "m.db"),
-                             "--artifacts", str(tmp_path / "art"), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
-                            start_new_session=True)
-    try:
-        assert "http://127.0.0.1" in proc.stdout.readline()
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+    with specbench_server(tmp_path) as uri:
+        yield uri
 
 
 @pytest.fixture

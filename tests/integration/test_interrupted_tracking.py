@@ -24,10 +24,10 @@ from pathlib import Path
 import mlflow
 import pytest
 import requests
+from cluster_processes import specbench_server
 
 from specbench.cli import main
 from specbench.tracking.runs import TrackedRun
-from specbench.tracking.ui import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,17 +103,8 @@ class Proxy:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real MLflow server (`specbench server`) on a SQLite store of its own; its address."""
-    tmp = tmp_path_factory.mktemp("mlflow")
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "specbench", "server", "--store", str(tmp / "m.db"),
-                             "--artifacts", str(tmp / "art"), "--port", str(port)], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, encoding="utf-8", start_new_session=True)
-    try:
-        assert "http://127.0.0.1" in proc.stdout.readline()
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+    with specbench_server(tmp_path_factory.mktemp("mlflow")) as uri:
+        yield uri
 
 
 @pytest.fixture()

@@ -15,15 +15,13 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_processes import stop_cluster, unused_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,21 +61,6 @@ def _client(address: str, env: dict[str, str]) -> str:
     return done.stdout.strip().splitlines()[-1]
 
 
-def _unused_ports(count: int, rng: random.Random) -> list[int]:
-    """Free ports between Ray's worker ports and the ephemeral range (as tests/integration/test_submit.py)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        port = rng.randrange(20000, 32768)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in ports:
-            ports.append(port)
-    return ports
-
-
 def _head(mode: str, tag: str) -> Iterator[str]:
     """A `ray start --head` cluster of its own with RAY_AUTH_MODE=`mode` (with token: HEAD_TOKEN), no
     dashboard; its GCS address. Stopped by its own processes only (`ray stop` would stop every test's Ray)."""
@@ -89,7 +72,7 @@ def _head(mode: str, tag: str) -> Iterator[str]:
     rng = random.Random(os.getpid() + len(tag))
     try:
         for _ in range(3):
-            gcs, listen, grpc, metrics, runtime_env, client = _unused_ports(6, rng)
+            gcs, listen, grpc, metrics, runtime_env, client = unused_ports(6, rng)
             started = subprocess.run(
                 [RAY, "start", "--head", "--port", str(gcs), "--include-dashboard", "false",
                  "--dashboard-agent-listen-port", str(listen), "--dashboard-agent-grpc-port", str(grpc),
@@ -99,42 +82,12 @@ def _head(mode: str, tag: str) -> Iterator[str]:
                 env=env, capture_output=True, text=True, encoding="utf-8", timeout=180, check=False)
             if started.returncode == 0:
                 break
-            _stop(temp)
+            stop_cluster(temp)
         else:
             raise RuntimeError(f"`ray start --head` failed: {started.stdout[-2000:]}{started.stderr[-2000:]}")
         yield f"127.0.0.1:{gcs}"
     finally:
-        _stop(temp)
-
-
-def _stop(temp: Path) -> None:
-    """SIGTERM, then SIGKILL, the processes whose command line names this cluster's temp dir."""
-    mine = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if str(temp).encode() in (entry / "cmdline").read_bytes():
-                    mine.append(int(entry.name))
-            except OSError:
-                continue
-    for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 15)):
-        for pid in mine:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_running(pid) for pid in mine):
-            time.sleep(0.2)
-    shutil.rmtree(temp, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
+        stop_cluster(temp)
 
 
 @pytest.fixture(scope="module")

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
 import pytest
+from cluster_processes import stop_cluster, unused_ports
 
 from specbench.cli import main
 
@@ -37,24 +34,7 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         yield _start_head(env, temp)
     finally:
-        _stop_cluster(temp)
-
-
-def _unused_ports(count: int, rng: random.Random) -> list[int]:
-    """`count` distinct ports that are free now, between Ray's worker ports (10002-19999) and the kernel's
-    ephemeral range (32768 and up), which the other tests' clusters draw from all the time: the session's
-    local Ray holds Ray's default ports, and its connections and bind-to-0 servers take ephemeral ones."""
-    ports: list[int] = []
-    while len(ports) < count:
-        port = rng.randrange(20000, 32768)
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-        if port not in ports:
-            ports.append(port)
-    return ports
+        stop_cluster(temp)
 
 
 def _start_head(env: dict[str, str], temp: Path, attempts: int = 3) -> str:
@@ -63,7 +43,7 @@ def _start_head(env: dict[str, str], temp: Path, attempts: int = 3) -> str:
     start that fails is cleaned up and tried again on new ports; the last failure's output is the error."""
     rng = random.Random(os.getpid())
     for _ in range(attempts):
-        gcs, dashboard, listen, grpc, metrics, runtime_env, client = _unused_ports(7, rng)
+        gcs, dashboard, listen, grpc, metrics, runtime_env, client = unused_ports(7, rng)
         cmd = [RAY, "start", "--head", "--port", str(gcs), "--dashboard-host", "127.0.0.1",
                "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(listen),
                "--dashboard-agent-grpc-port", str(grpc), "--metrics-export-port", str(metrics),
@@ -75,48 +55,13 @@ def _start_head(env: dict[str, str], temp: Path, attempts: int = 3) -> str:
             return f"http://127.0.0.1:{dashboard}"
         said = started.stdout[-2000:] + started.stderr[-2000:] + "".join(
             f.read_text(errors="replace")[-1500:] for f in temp.glob("session_latest/logs/*.err"))
-        _stop_cluster(temp)
+        stop_cluster(temp)
     raise RuntimeError(f"`ray start --head` failed {attempts} times; the last one said:\n{said}")
 
 
 @pytest.fixture(autouse=True)
 def own_work_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
-
-
-def _stop_cluster(temp: Path) -> None:
-    """Stop only this cluster's processes (those whose command line names its temp dir): `ray stop` would
-    also stop the session's local Ray of other tests."""
-    mine = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if str(temp).encode() in (entry / "cmdline").read_bytes():
-                mine.append(int(entry.name))
-        except OSError:
-            continue
-    # Ray's GCS server and raylet outlive a SIGTERM by far more than a test should wait: 3 s, then SIGKILL
-    for sig, grace in ((signal.SIGTERM, 3), (signal.SIGKILL, 15)):
-        for pid in mine:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and any(_running(pid) for pid in mine):
-            time.sleep(0.2)
-    shutil.rmtree(temp, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    """Whether `pid` still runs: a zombie has exited (`ray start` daemonizes, and in a container nobody may
-    reap it), so waiting for its /proc entry to go would wait for nothing."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z"
 
 
 def test_submitted_job_runs_on_the_cluster_and_logs_to_mlflow(ray_head: str, tmp_path: Path,

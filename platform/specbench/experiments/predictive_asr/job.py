@@ -482,7 +482,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     metrics |= {"prefetch.predictions": float(pop.predictions.height), "prefetch.devel_asr_wer": tune.asr_wer,
                 "prefetch.devel_requests": float(tune.requests.height),
                 "prefetch.evaluate_seconds": time.perf_counter() - start,
-                "prefetch.habit_sweep_seconds": habit_seconds, **stage_metrics([tune.timings, pop.timings]),
+                "prefetch.habit_sweep_own_seconds": habit_seconds, **stage_metrics([tune.timings, pop.timings]),
                 **adaptation_metrics(config.asr, job_path)}
     spent += [tune.timings, pop.timings]
     knob_start = time.perf_counter()
@@ -535,7 +535,7 @@ def summary(result: dict[str, Any]) -> list[str]:
     stages = {k.removeprefix("prefetch.job.stage_seconds."): v for k, v in m.items()
               if k.startswith("prefetch.job.stage_seconds.")}
     if stages:
-        lines.append(f"  time {m['prefetch.seconds']:.0f} s (habit sweep {m.get('prefetch.habit_sweep_seconds', 0):.0f} s, "
+        lines.append(f"  time {m['prefetch.seconds']:.0f} s (habit sweep {m.get('prefetch.habit_sweep_own_seconds', 0):.0f} s, "
                      f"knobs {m.get('prefetch.knob_seconds', 0):.0f} s); all populations, "
                      f"{m['prefetch.job.rendered_utterances']:.0f} renditions new: "
                      + ", ".join(f"{k} {v:.0f} s" for k, v in sorted(stages.items(), key=lambda kv: -kv[1])))
