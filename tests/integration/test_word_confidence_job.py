@@ -49,6 +49,14 @@ def test_word_posteriors_of_the_quick_test_set_are_measured_per_backend(tmp_path
     # the twin keeps the same lattices as the CPU backend, so the same 1-best and the same posteriors
     assert metrics["confidence.onebest_identical.twin"] == 1.0
     assert metrics["confidence.max_posterior_difference.twin"] < 1e-4
+    # the lattices' reach: some path is at least as good as the 1-best, the twin's lattices are the CPU's,
+    # and a wider lattice beam keeps every path of a narrower one
+    assert 0.0 <= metrics["confidence.lattice_oracle_wer"] <= metrics["confidence.wer"] < 0.5
+    assert metrics["confidence.lattice_oracle_wer"] == metrics["confidence.lattice_oracle_wer.cpu"]
+    for key in ("wer", "lattice_oracle_wer"):
+        assert metrics[f"confidence.{key}.twin"] == metrics[f"confidence.{key}.cpu"]
+    oracle = [metrics[f"confidence.devel_lattice_oracle_wer.beam{b:g}"] for b in sorted(config.lattice_beams)]
+    assert oracle == sorted(oracle, reverse=True), oracle
     artifacts = Path(run.info.artifact_uri.removeprefix("file://"))
     report = json.loads((artifacts / "word_confidence.json").read_text())
     assert set(report["devel_nce"]) == {f"beam{b:g}.scale{s:g}" for b, s in devel}

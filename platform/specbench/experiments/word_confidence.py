@@ -13,6 +13,11 @@
    NCE, AUC and a calibration table and plot; each backend's 1-best and posteriors compared with the CPU
    backend's (same lattices give the same posteriors). `confidence.nce` and `confidence.auc` are the CPU
    backend's on test.
+4. The lattices' reach, beside the posteriors: the 1-best WER and the lattice oracle WER (the fewest word
+   errors of any path through each lattice, `WordLattice.oracle_errors`) on test per backend
+   (`confidence.wer.<backend>`, `confidence.lattice_oracle_wer.<backend>`; unsuffixed: the CPU backend's) and
+   on devel at each lattice beam (`confidence.devel_lattice_oracle_wer.beam<b>`), a failed utterance counted
+   as an empty hypothesis.
 
 An utterance whose lattice gives no posteriors (no lattice, no complete path) is counted under
 `confidence.undefined_utterances.<backend>` and contributes no words; nothing becomes NaN.
@@ -41,6 +46,7 @@ from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import corpus_root
 from specbench.metrics import confidence_measures as cm
+from specbench.metrics.wer import edit_distance
 from specbench.paths import work_dir
 from specbench.reports.plots import pyplot
 from specbench.wfst.symbols import SymbolTable
@@ -108,6 +114,21 @@ def confidences(results: list[DecodeResult], refs: dict[str, list[str]], symbols
     return values, labels, by_utt, undefined
 
 
+def word_errors(results: list[DecodeResult], refs: dict[str, list[str]], symbols: list[str]) -> dict[str, float]:
+    """The 1-best WER and the lattice oracle WER over `results` (a reference word the graph cannot output
+    matches nothing; a failed utterance, or one without a lattice, counts its 1-best, empty when it failed)."""
+    ids: dict[str, int] = {}
+    for i, word in enumerate(symbols):
+        ids.setdefault(word, i)
+    words = errors = oracle = 0
+    for res in results:
+        ref = [ids.get(w, -1) for w in refs[res.utt_id]]
+        best = edit_distance(ref, list(res.word_ids) if res.ok else [])
+        words, errors = words + len(ref), errors + best
+        oracle += res.lattice.oracle_errors(ref) if res.ok and res.lattice is not None else best
+    return {"reference_words": words, "wer": errors / max(words, 1), "lattice_oracle_wer": oracle / max(words, 1)}
+
+
 def _measures(values: list[float], labels: list[bool], bins: int) -> dict[str, Any]:
     return {"nce": cm.normalized_cross_entropy(values, labels), "auc": cm.auc(values, labels),
             "words": len(values), "share_correct": float(np.mean(labels)) if labels else None,
@@ -116,13 +137,16 @@ def _measures(values: list[float], labels: list[bool], bins: int) -> dict[str, A
 
 
 def choose_on_devel(graph: GraphFile, devel: Items, refs: dict[str, list[str]], symbols: list[str],
-                    config: WordConfidenceConfig) -> tuple[float, float, dict[str, float]]:
-    """The (lattice beam, posterior scale) of the highest devel NCE (`best_on_grid`), and the NCE of every
-    pair (NaN where it is undefined)."""
+                    config: WordConfidenceConfig) -> tuple[float, float, dict[str, float], dict[str, float]]:
+    """The (lattice beam, posterior scale) of the highest devel NCE (`best_on_grid`), the NCE of every pair
+    (NaN where it is undefined), and the lattice oracle WER at each lattice beam."""
     grid: dict[str, float] = {}
     scores: list[tuple[float, float, float]] = []
+    oracles: dict[str, float] = {}
     for beam in config.lattice_beams:
         results, _ = decode(graph, "cpu", devel, config, beam)
+        oracles[f"beam{beam:g}"] = word_errors(results, refs, symbols)["lattice_oracle_wer"]
+        _log(f"devel: lattice beam {beam:g}: lattice oracle WER {oracles[f'beam{beam:g}']:.4f}")
         for scale in config.posterior_scales:
             values, labels, _, _ = confidences(results, refs, symbols, scale)
             nce = cm.normalized_cross_entropy(values, labels)
@@ -133,7 +157,7 @@ def choose_on_devel(graph: GraphFile, devel: Items, refs: dict[str, list[str]], 
     if not scores:
         raise DataError("devel: no NCE could be computed (every devel word is correct, or every one wrong, or "
                         "no lattice gave posteriors). Fix: give the job more devel utterances (devel_utterances)")
-    return (*best_on_grid(scores), grid)
+    return (*best_on_grid(scores), grid, oracles)
 
 
 def grid_key(beam: float, scale: float) -> str:
@@ -204,7 +228,7 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
     graph = GraphFile(graph_path)
     symbols = SymbolTable.read(graph_path.parent / "words.txt").symbols
     _log(f"{len(devel)} devel and {len(test)} test utterances over {graph_path}")
-    beam, scale, grid = choose_on_devel(graph, devel, refs, symbols, config)
+    beam, scale, grid, devel_oracle = choose_on_devel(graph, devel, refs, symbols, config)
     _log(f"chosen on devel: lattice beam {beam:g}, posterior scale {scale:g}")
     edges = grid_edges(config, beam, scale)
     warnings = edge_warnings(edges, config)
@@ -219,14 +243,16 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
         results, seconds = decode(graph, backend, test, config, beam)
         values, labels, posteriors[backend], undefined = confidences(results, refs, symbols, scale)
         backends[backend] = {"status": "ok", "decode_seconds": seconds, "undefined_utterances": undefined,
-                             **_measures(values, labels, config.calibration_bins)}
+                             **_measures(values, labels, config.calibration_bins),
+                             **word_errors(results, refs, symbols)}
         _log(f"test, {backend}: NCE {backends[backend]['nce']}, AUC {backends[backend]['auc']}, "
              f"{undefined} utterances without posteriors")
     for backend, found in posteriors.items():
         if backend != "cpu":
             backends[backend].update(_agreement(found, posteriors["cpu"]))
     result = {"devel_utterances": len(devel), "test_utterances": len(test), "lattice_beam": beam,
-              "posterior_scale": scale, "devel_nce": grid, "choice_on_grid_edge": edges,
+              "posterior_scale": scale, "devel_nce": grid, "devel_lattice_oracle_wer": devel_oracle,
+              "choice_on_grid_edge": edges,
               "choice_warnings": warnings, "backends": backends, "seconds": time.perf_counter() - start}
     if run is not None:
         run.log_metrics(metrics(result))
@@ -240,15 +266,17 @@ def metrics(result: dict[str, Any]) -> dict[str, float]:
            "confidence.test_utterances": float(result["test_utterances"]),
            "confidence.choice_on_grid_edge": 1.0 if result["choice_on_grid_edge"] else 0.0}
     out.update({f"confidence.devel_nce.{k}": v for k, v in result["devel_nce"].items() if math.isfinite(v)})
+    out.update({f"confidence.devel_lattice_oracle_wer.{k}": v
+                for k, v in result.get("devel_lattice_oracle_wer", {}).items()})
     for backend, b in result["backends"].items():
         if b["status"] != "ok":
             continue
         for key in ("nce", "auc", "words", "share_correct", "mean_confidence", "undefined_utterances",
-                    "onebest_identical", "max_posterior_difference"):
+                    "onebest_identical", "max_posterior_difference", "wer", "lattice_oracle_wer"):
             if b.get(key) is not None:
                 out[f"confidence.{key}.{backend}"] = float(b[key])
     cpu = result["backends"]["cpu"]
-    for key in ("nce", "auc"):
+    for key in ("nce", "auc", "wer", "lattice_oracle_wer"):
         if cpu.get(key) is not None:
             out[f"confidence.{key}"] = float(cpu[key])
     return out
@@ -289,6 +317,8 @@ def summary(result: dict[str, Any]) -> list[str]:
         line = (f"  {backend}: NCE {nce if nce is None else f'{nce:.3f}'}, AUC {auc if auc is None else f'{auc:.3f}'}"
                 f", {b['words']} words ({correct}), {b['undefined_utterances']} utterances without "
                 "posteriors")
+        if "lattice_oracle_wer" in b:
+            line += f"; WER {b['wer']:.2%}, lattice oracle WER {b['lattice_oracle_wer']:.2%}"
         if "max_posterior_difference" in b:
             line += (f"; vs cpu: 1-best identical {b['onebest_identical']:.3f}, max posterior difference "
                      f"{b['max_posterior_difference']:.2e}")
