@@ -85,10 +85,10 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
                            "calibration can change where the 1-best repeats a word"),
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu"),
-            metrics_version=3,
-            metrics_change="the val grid's w = 0 cell is the tail beam at b (before: greedy), and a w = 0 choice "
-                           "is kept, its speculation gain 0 (before: w = 1 was decoded instead); latency means "
-                           "leave empty outputs out (before: counted as 0), counted in empty_outputs; BLEU "
+            metrics_version=4,
+            metrics_change="test-time wait-k (the full-sentence model's curves, simul.testtime_*) decodes the "
+                           "committed target prefix again over each new source view (before: the decoder's "
+                           "states were kept from a shorter source); the wait-k model's figures, the headline's, "
                            "unchanged"),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute",
