@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_word_posteriors_of_the_quick_test_set_are_measured_per_backend(tmp_path: Path, ray_cluster: object) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    if not (work_dir() / "scores" / "quick" / "test.parquet").is_file():
+    scores = work_dir() / "scores" / "quick"
+    if not ((scores / "test.parquet").is_file() and (scores / "scores.json").is_file()):
         assert main(["--tracking-uri", uri, "run", str(ROOT / "jobs" / "am_eval_quick.toml")]) == 0
     assert main(["--tracking-uri", uri, "run", str(ROOT / "jobs" / "word_confidence_quick.toml")]) == 0
     mlflow.set_tracking_uri(uri)
@@ -75,3 +76,21 @@ def test_an_evaluation_that_has_not_run_is_named_with_its_fix(tmp_path: Path, mo
     assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "run", str(job)]) != 0
     err = capsys.readouterr().err
     assert "does not exist" in err and "specbench run" in err and "am_eval_quick.toml" in err
+
+
+def test_scores_that_another_evaluation_wrote_are_refused_before_decoding(tmp_path: Path,
+                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """The quick scores (written by the test above, or `make run`) against an eval job of the same name whose
+    settings differ: their record says another config wrote them, so the job stops with the fix."""
+    scores = work_dir() / "scores" / "quick"
+    assert (scores / "scores.json").is_file()
+    evaluation = (ROOT / "jobs" / "am_eval_quick.toml").read_text()
+    for key in ("speech_job", "graph_job"):  # the copy's references, made absolute
+        evaluation = evaluation.replace(f'{key} = "', f'{key} = "{ROOT / "jobs"}/')
+    (tmp_path / "am_eval_quick.toml").write_text(evaluation.replace("devel_utterances = 8", "devel_utterances = 6"))
+    job = tmp_path / "confidence.toml"
+    job.write_text('kind = "word_confidence"\nscores_job = "am_eval_quick.toml"\n')
+    assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "run", str(job)]) == 2
+    err = capsys.readouterr().err
+    assert "written by another version of" in err and "specbench run" in err and "Traceback" not in err
+    assert "devel: lattice beam" not in err  # nothing was decoded

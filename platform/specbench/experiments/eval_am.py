@@ -40,6 +40,7 @@ from specbench.data.synthesis import read_wav
 from specbench.decoder.kaldi_reference import KaldiFasterDecoder, decode_rows
 from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
+from specbench.experiments import scores_record
 from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.registry import RunOptions
@@ -306,11 +307,13 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
         adapted = {voice: info["checkpoint"] for voice, info in fitted.items() if info["checkpoint"]}
         devel_scores, test_scores = score_devel_and_test(
             lambda rows: score_rows_by_voice(adapted, checkpoint, corpus.root, rows, warps), devel, test)
+    scores_record.forget(out_dir)
     for split, table in (("devel", devel_scores), ("test", test_scores)):
         scores_io.write_parquet(table, out_dir / f"{split}.parquet")
         scores_io.write_kaldi(table, out_dir / f"{split}.ark")
     scored, tuning, hyps = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config, words,
                                            prons, train_vocab)
+    scores_record.write(out_dir, config, checkpoint, scored["asr.acoustic_scale"])
     metrics.update(scored)
     metrics["asr.test_utterances"] = float(len(test))
     metrics["asr.score_failed"] = float(len(test) - test_scores.num_rows)

@@ -41,13 +41,14 @@ from specbench.decoder.backends import GraphFile, make_decoder
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.word_confidence import WordPosteriors, word_posteriors
 from specbench.errors import DataError
+from specbench.experiments import scores_record
 from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import corpus_root
 from specbench.metrics import confidence_measures as cm
 from specbench.metrics.wer import edit_distance
-from specbench.paths import work_dir
+from specbench.paths import from_root, work_dir
 from specbench.reports.plots import pyplot
 from specbench.wfst.symbols import SymbolTable
 
@@ -62,8 +63,10 @@ def _log(message: str) -> None:
     print(f"[word_confidence] {message}", file=sys.stderr, flush=True)
 
 
-def _inputs(config: WordConfidenceConfig, path: Path) -> tuple[Path, dict[str, list[str]], Items, Items]:
-    """The graph, the reference words by utterance id, and the devel and test scores."""
+def _inputs(config: WordConfidenceConfig,
+            path: Path) -> tuple[Path, dict[str, list[str]], Items, Items, dict[str, Any]]:
+    """The graph, the reference words by utterance id, the devel and test scores, and the scores' record
+    (`scores_record`: refused unless the eval job and its checkpoint would write the same scores now)."""
     eval_path = config.scores_job if config.scores_job.is_absolute() else path.parent / config.scores_job
     evaluation = referenced_job(path, "scores_job", config.scores_job, EvalAmConfig)
     speech = referenced_job(eval_path, "speech_job", evaluation.speech_job, SpeechConfig)
@@ -72,6 +75,7 @@ def _inputs(config: WordConfidenceConfig, path: Path) -> tuple[Path, dict[str, l
     for missing in [f for f in (*files.values(), manifest) if not f.is_file()][:1]:
         raise DataError(f"{missing} does not exist: scores_job = '{config.scores_job}' writes it. Fix: run "
                         f"`specbench run {eval_path}` first (a suite lists it before this job)")
+    record = scores_record.check(files["test"].parent, evaluation, from_root(evaluation.checkpoint), eval_path)
     graph = build_graph(referenced_job(eval_path, "graph_job", evaluation.graph_job, GraphConfig))
     splits = {}
     for split, limit in (("devel", config.devel_utterances), ("test", config.test_utterances)):
@@ -83,7 +87,7 @@ def _inputs(config: WordConfidenceConfig, path: Path) -> tuple[Path, dict[str, l
     if missing:
         raise DataError(f"{manifest}: no reference text for {len(missing)} scored utterance(s), e.g. "
                         f"{missing[0]!r}. Fix: run the eval_am job again so that its scores and corpus match")
-    return graph.tlg, refs, splits["devel"], splits["test"]
+    return graph.tlg, refs, splits["devel"], splits["test"], record
 
 
 def decode(graph: GraphFile, backend: str, items: Items, config: WordConfidenceConfig,
@@ -224,7 +228,7 @@ def _available(backend: str) -> bool:
 
 def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRun | None) -> dict[str, Any]:
     start = time.perf_counter()
-    graph_path, refs, devel, test = _inputs(config, path)
+    graph_path, refs, devel, test, record = _inputs(config, path)
     graph = GraphFile(graph_path)
     symbols = SymbolTable.read(graph_path.parent / "words.txt").symbols
     _log(f"{len(devel)} devel and {len(test)} test utterances over {graph_path}")
@@ -232,6 +236,11 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
     _log(f"chosen on devel: lattice beam {beam:g}, posterior scale {scale:g}")
     edges = grid_edges(config, beam, scale)
     warnings = edge_warnings(edges, config)
+    scale_warnings = [] if record["acoustic_scale"] == config.acoustic_scale else [
+        f"acoustic_scale = {config.acoustic_scale:g}, but {record['eval_job']} chose {record['acoustic_scale']:g} "
+        "on devel for these scores"]
+    for warning in scale_warnings:
+        _log(f"warning: {warning}")
     for warning in warnings:
         _log(f"warning: {warning}")
     backends: dict[str, Any] = {}
@@ -251,9 +260,10 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
         if backend != "cpu":
             backends[backend].update(_agreement(found, posteriors["cpu"]))
     result = {"devel_utterances": len(devel), "test_utterances": len(test), "lattice_beam": beam,
+              "eval_acoustic_scale": record["acoustic_scale"],
               "posterior_scale": scale, "devel_nce": grid, "devel_lattice_oracle_wer": devel_oracle,
               "choice_on_grid_edge": edges,
-              "choice_warnings": warnings, "backends": backends, "seconds": time.perf_counter() - start}
+              "choice_warnings": warnings, "scale_warnings": scale_warnings, "backends": backends, "seconds": time.perf_counter() - start}
     if run is not None:
         run.log_metrics(metrics(result))
         run.log_dict(result, "word_confidence.json")
@@ -307,7 +317,8 @@ def summary(result: dict[str, Any]) -> list[str]:
     lines = [(f"word confidence: {result['test_utterances']} test utterances, lattice beam "
               f"{result['lattice_beam']:g} and posterior scale {result['posterior_scale']:g} chosen on "
               f"{result['devel_utterances']} devel utterances")]
-    lines += [f"  warning: {warning}" for warning in result.get("choice_warnings", [])]
+    lines += [f"  warning: {warning}" for warning in (*result.get("choice_warnings", []),
+                                                        *result.get("scale_warnings", []))]
     for backend, b in result["backends"].items():
         if b["status"] != "ok":
             lines.append(f"  {backend}: {b['status']}")
