@@ -147,6 +147,9 @@ def test_missing_graph_or_words_is_one_clear_error(tmp_path: Path, slurp_graph: 
 @pytest.mark.parametrize(("option", "expected"), [
     (["--beam", "-5"], "--beam: beam must be a positive finite number"),
     (["--max-active", "0"], "--max-active: max_active must be an int"),
+    (["--min-active", "-1"], "--min-active: min_active must be an int in [0, max_active=10000)"),
+    (["--partial-every-ms", "inf"], "--partial-every-ms: partial_every_ms must be a positive finite number"),
+    (["--backend", "kaldi", "--partial-every-ms", "120"], "--partial-every-ms: partial_every_ms must be left"),
     (["--lattice-beam", "-1"], "--lattice-beam: lattice_beam must be a number >= 0"),
     (["--frame-shift-ms", "-1"], "--frame-shift-ms -1.0: must be a positive number of milliseconds"),
     (["--out", "o.csv"], "--out o.csv: unknown output format '.csv'"),
@@ -199,10 +202,12 @@ def test_cli_writes_lattices_and_partials(tmp_path: Path, slurp_graph: GraphArti
         lattice = read_lattice(cpu["lattice_path"])
         assert lattice.num_states > 0  # the twin's lattice file is the CPU backend's, byte for byte
         assert Path(twin["lattice_path"]).read_bytes() == Path(cpu["lattice_path"]).read_bytes()
-    assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"),
-                 "--frame-shift-ms", "40", "--backend", "kaldi", "--partial-every-ms", "120",
-                 "--out", str(tmp_path / "k.jsonl")]) == 2
-    assert "1-best only" in capsys.readouterr().err
+    for flag, value in (("--partial-every-ms", "120"), ("--lattice-dir", str(tmp_path / "lat-kaldi"))):
+        assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "s.npz"),
+                     "--frame-shift-ms", "40", "--backend", "kaldi", flag, value,
+                     "--out", str(tmp_path / "k.jsonl")]) == 2
+        err = capsys.readouterr().err
+        assert "1-best only" in err and f"error: {flag}: " in err
 
 
 def test_decode_scores_lattices_against_references(tmp_path: Path, slurp_graph: GraphArtifacts,

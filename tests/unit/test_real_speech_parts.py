@@ -83,28 +83,38 @@ def _utterance(tmp_path: Path) -> RealUtterance:
 
 
 def test_the_scores_cache_key_follows_the_model_files_and_the_scoring_code(tmp_path: Path) -> None:
+    from specbench.data import synthesis
+
     chunk = [_utterance(tmp_path)]
     model = tmp_path / "model"
     shutil.copytree(sphinx_scores.default_model_dir(), model)
     code = tmp_path / "code" / "sphinx_scores.py"
     code.parent.mkdir()
     shutil.copy(sphinx_scores.__file__, code)
+    reader = tmp_path / "code" / "synthesis.py"  # read_wav: every sample scored goes through it
+    shutil.copy(synthesis.__file__, reader)
     base = job._chunk_key(chunk)
-    assert job._chunk_key(chunk, model, code) == base  # the same files and the same code: the same key
+    assert job._chunk_key(chunk, model, code, reader) == base  # the same files and the same code: the same key
     keys = {base}
     for name, edit in (("feat.params", lambda b: b.replace(b"-remove_noise yes", b"-remove_noise no")),
                        ("mdef", lambda b: b[:-1] + bytes([b[-1] ^ 1]))):
         path = model / name
         original = path.read_bytes()
         path.write_bytes(edit(original))
-        keys.add(job._chunk_key(chunk, model, code))
+        keys.add(job._chunk_key(chunk, model, code, reader))
         path.write_bytes(original)
     text = code.read_text()
     code.write_text(text.replace("SCORE_SHIFT_BITS = 10", "SCORE_SHIFT_BITS = 11"))
-    keys.add(job._chunk_key(chunk, model, code))
+    keys.add(job._chunk_key(chunk, model, code, reader))
     code.write_text(text.replace('"""Senone scores', '"""Scores'))  # a docstring is not code
-    assert job._chunk_key(chunk, model, code) == base
-    assert len(keys) == 4
+    assert job._chunk_key(chunk, model, code, reader) == base
+    code.write_text(text)
+    reader_text = reader.read_text()
+    reader.write_text(reader_text + "\nSAMPLE_RATE = 8000\n")  # the reader's code changed
+    keys.add(job._chunk_key(chunk, model, code, reader))
+    reader.write_text(reader_text + "\n# a comment is not code\n")
+    assert job._chunk_key(chunk, model, code, reader) == base
+    assert len(keys) == 5
 
 
 # ---------------------------------------------------------------------------------------------- failed decodes

@@ -65,9 +65,11 @@ backpointers filled the arena ring (a long utterance on a large graph) is decode
 doubled, until it fits or reaches `arena_capacity`; a lane that still overflows alone keeps the overflow as
 its result's status.
 
-Difference from the CPU decoder: Kaldi bounds the next cutoff also by the best token's arcs when the best
-token itself is not expanded (possible only when the max_active-th cost ties with the best); the lane
-algorithm expands what lies below the cutoff and leaves that case out.
+The lane algorithm expands the tokens below the cutoff and has no pass of Kaldi's that bounds the next cutoff
+by the best token's arcs when the best token itself is not expanded; this changes no result. When the
+max_active cutoff, rounded to float32, falls at or below the best cost, no token is expanded (the best has
+the lowest cost), as in Kaldi; the CPU backends' best-token bound then prunes nothing, there being no
+candidate to prune.
 """
 
 from __future__ import annotations

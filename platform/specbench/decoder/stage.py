@@ -24,6 +24,8 @@ NaN at frame 3, column 0; ...", "malformed scores: ...", "no final state reached
 
 from __future__ import annotations
 
+import hashlib
+import math
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +54,7 @@ OUTPUT_SCHEMA = pa.schema([
     ("lattice_arcs", pa.int64()), ("lattice_path", pa.string()), ("tokens_created", pa.int64()),
     ("beam_narrowings", pa.int64()),
 ])
+_MAX_PARTIAL_EVERY = 2**31 - 1  # frames: an interval longer than any utterance gives no partials
 
 
 class DecoderStage(Stage):
@@ -59,8 +62,10 @@ class DecoderStage(Stage):
 
     graph_path: the graph file. backend: see `backends.BACKENDS` (`auto` resolved here). beam, max_active,
     min_active, acoustic_scale, lattice_beam: `SearchOptions`' (lattice_beam 8.0 when a `lattice_dir` is
-    given without one). partial_every_ms: partial hypotheses every that many ms (converted to frames with
-    the scores' frame shift, else `frame_shift_ms`). gpu_fraction: the GPU share a `gpu` actor asks Ray for.
+    given without one; the kaldi backend refuses lattice_dir, lattice_beam and partial_every_ms).
+    partial_every_ms: a positive finite number: partial hypotheses every that many ms (converted to frames
+    with each row's frame shift, else `frame_shift_ms`). gpu_fraction: the GPU share a `gpu` actor asks Ray
+    for.
     max_lanes: utterances decoded together by the lane backends. partial_posterior_scale: when set (> 0),
     each partial carries its words' posteriors at that scale from the lattice of the audio so far (needs a
     lattice_beam and the cpu or cpu_numpy backend).
@@ -74,10 +79,18 @@ class DecoderStage(Stage):
                  frame_shift_ms: float | None = None, gpu_fraction: float = 0.25, max_lanes: int = 256,
                  partial_posterior_scale: float | None = None) -> None:
         self.graph_path, self.backend = Path(graph_path), resolve_backend(backend)
+        if self.backend == "kaldi":
+            asked = [name for name, value in (("lattice_dir", lattice_dir), ("lattice_beam", lattice_beam),
+                                              ("partial_every_ms", partial_every_ms)) if value is not None]
+            if asked:
+                raise ValueError(f"{asked[0]} must be left unset with the kaldi backend, which gives "
+                                 f"1-best only (asked for: {', '.join(asked)}): lattices and partials need "
+                                 "cpu, twin or gpu")
         if lattice_dir is not None and lattice_beam is None:
             lattice_beam = 8.0
-        if partial_every_ms is not None and not partial_every_ms > 0:
-            raise ValueError(f"partial_every_ms must be > 0, got {partial_every_ms!r}")
+        if partial_every_ms is not None and not 0 < partial_every_ms < math.inf:
+            raise ValueError(f"partial_every_ms must be a positive finite number of milliseconds, got "
+                             f"{partial_every_ms!r}")
         if partial_posterior_scale is not None and not partial_posterior_scale > 0:
             raise ValueError(f"partial_posterior_scale must be > 0 (1.0: the decoder's own weighting), got "
                              f"{partial_posterior_scale!r}")
@@ -86,7 +99,7 @@ class DecoderStage(Stage):
                                      partial_lattices=partial_posterior_scale is not None)
         self.partial_posterior_scale = partial_posterior_scale
         if self.backend == "kaldi":
-            self.options.require_one_best("kaldi", partials=bool(partial_every_ms))
+            self.options.require_one_best("kaldi")
         if self.backend in LANE_BACKENDS:
             self.options.require_no_partial_lattices(self.backend)
         self.backend_args = {"max_lanes": max_lanes} if self.backend in LANE_BACKENDS else {}
@@ -109,29 +122,43 @@ class DecoderStage(Stage):
     # ---- decoding -------------------------------------------------------------------------------------
 
     def _partial_every(self, shift_ms: float | None) -> int | None:
-        """The partial interval in frames (at least one frame)."""
+        """The partial interval in frames: at least one frame, at most 2^31 - 1 (longer than any
+        utterance)."""
         if not self.partial_every_ms:
             return None
         if not shift_ms:
             raise ValueError("partials need the frame shift: scores without one need --frame-shift-ms")
-        return max(1, round(self.partial_every_ms / shift_ms))
+        if not 0 < shift_ms < math.inf:
+            raise ValueError(f"partials need a positive finite frame shift, got {shift_ms!r} ms")
+        return max(1, round(min(self.partial_every_ms / shift_ms, _MAX_PARTIAL_EVERY)))
 
     def decode_many(self, items: list[tuple[str, np.ndarray, float | None]]) -> list[dict]:
-        """(utt_id, loglikes (T, P), frame shift ms or None) -> output rows, in order."""
+        """(utt_id, loglikes (T, P), frame shift ms or None) -> output rows, in order. The lane backends
+        decode the rows that share a partial interval (in frames: with partials, rows of one frame shift) as
+        one batch, so that each row gets its partials at its own frame shift."""
         if self._decoder is None:
             self.setup()
         shifts = [shift or self.frame_shift_ms for _, _, shift in items]
-        if self.backend in LANE_BACKENDS:
+        if self.backend not in LANE_BACKENDS:
+            return [self._one(u, m, shift) for (u, m, _), shift in zip(items, shifts, strict=True)]
+        rows: list[dict | None] = [None] * len(items)
+        groups: dict[int | None, list[int]] = {}
+        for i, ((utt_id, mat, _), shift) in enumerate(zip(items, shifts, strict=True)):
             try:
-                every = self._partial_every(shifts[0] if shifts else None)
+                groups.setdefault(self._partial_every(shift), []).append(i)
             except ValueError as err:
-                return [_failed_row(u, m, str(err)) for u, m, _ in items]
+                rows[i] = _failed_row(utt_id, mat, str(err))
+        for every, members in groups.items():
+            batch = [items[i] for i in members]
             try:
-                results = self._decoder.decode_batch([(u, m) for u, m, _ in items], every)
+                results = self._decoder.decode_batch([(u, m) for u, m, _ in batch], every)
             except ValueError as err:  # the batch as a whole failed (bad scores fail their own rows)
-                return [_failed_row(u, m, _reason(STATUS_DECODER_ERROR, err)) for u, m, _ in items]
-            return [self._row(r, s) for r, s in zip(results, shifts, strict=True)]
-        return [self._one(utt_id, mat, shift) for (utt_id, mat, _), shift in zip(items, shifts, strict=True)]
+                for i, (u, m, _) in zip(members, batch, strict=True):
+                    rows[i] = _failed_row(u, m, _reason(STATUS_DECODER_ERROR, err))
+                continue
+            for i, result in zip(members, results, strict=True):
+                rows[i] = self._row(result, shifts[i])
+        return [row for row in rows if row is not None]
 
     def decode_one(self, utt_id: str, loglikes: np.ndarray, frame_shift_ms: float | None = None) -> dict:
         """One utterance to an output row (errors become the row's status)."""
@@ -173,7 +200,11 @@ class DecoderStage(Stage):
         return list(post.posteriors[:words])
 
     def metrics(self, out: pa.Table, seconds: float) -> dict[str, float]:
-        """Utterances and frames decoded, frames per second, mean created tokens per frame, beam narrowings."""
+        """Utterances and frames decoded, frames per second, beam narrowings, and `active_tokens`: despite its
+        name (kept: the dashboards query it), the batch's tokens_created per frame decoded, i.e. the candidate
+        tokens per frame that passed the beam before recombination (`DecodeStats.tokens_created`), not the
+        tokens still active after it, which can be several times fewer; 0 for the kaldi backend, which
+        counts no tokens."""
         frames = float(pa.compute.sum(out.column("num_frames")).as_py() or 0)
         tokens = float(pa.compute.sum(out.column("tokens_created")).as_py() or 0)
         values = {"utterances_decoded": float(out.num_rows), "frames_decoded": frames,
@@ -223,8 +254,14 @@ def _reason(status: str, err: Exception) -> str:
 
 
 def _safe_name(utt_id: str) -> str:
-    """A file name for an utterance id (path separators and odd characters replaced)."""
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in utt_id) or "_"
+    """A file name for an utterance id: the id itself when it is one (letters, digits, `-`, `_`, `.`), else
+    the id with path separators and odd characters replaced by `_`, then `-` and 8 hex digits of the raw
+    id's sha1, so that ids which differ only in those characters (`spk/a b`, `spk_a_b`, `spk:a b`) never
+    share a lattice file."""
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in utt_id)
+    if name == utt_id and name:
+        return name
+    return f"{name}-{hashlib.sha1(utt_id.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def _failed_row(utt_id: str, mat: np.ndarray, status: str) -> dict:

@@ -25,6 +25,7 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -50,10 +51,21 @@ INPUT_SCHEMA = pa.schema([("utt_id", pa.string()), ("frame_shift_ms", pa.float32
                           ("num_classes", pa.int32()), ("loglikes", pa.list_(pa.float32()))])
 
 
-# decode_file's search options, as the errors of SearchOptions and DecoderStage name them (longest first:
-# lattice_beam before beam)
-_SEARCH_FLAGS = ("partial_every_ms", "frame_shift_ms", "acoustic_scale", "lattice_beam", "max_active",
-                 "min_active", "backend", "beam")
+# decode_file's options that SearchOptions and DecoderStage check: their errors start with the field they are
+# about ("min_active must be ...", "SearchOptions.beam must be ..."), which names the flag
+_SEARCH_FLAGS = frozenset(("backend", "beam", "max_active", "min_active", "acoustic_scale", "lattice_beam",
+                           "lattice_dir", "partial_every_ms", "frame_shift_ms"))
+_FIELD_OF_ERROR = re.compile(r"(?:SearchOptions\.)?([a-z_]+) must\b")
+
+
+def option_error(err: ValueError) -> DataError:
+    """The DataError of DecoderStage's refusal `err`, naming the flag of the field its message starts with
+    (`--min-active` for "min_active must be ..."), else "an option"."""
+    problem = str(err).replace("SearchOptions.", "")
+    match = _FIELD_OF_ERROR.match(str(err))
+    field = match.group(1) if match else ""
+    flag = f"--{field.replace('_', '-')}" if field in _SEARCH_FLAGS else "an option"
+    return DataError(f"{flag}: {problem}. Fix: change {flag} (`specbench decode --help` shows the defaults)")
 
 
 def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam: float = 15.0,
@@ -90,10 +102,7 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                              acoustic_scale=acoustic_scale, lattice_beam=lattice_beam, lattice_dir=lattice_dir,
                              partial_every_ms=partial_every_ms, frame_shift_ms=frame_shift_ms)
     except ValueError as err:
-        problem = str(err).replace("SearchOptions.", "")
-        flag = next((f"--{name.replace('_', '-')}" for name in _SEARCH_FLAGS if name in problem), "an option")
-        raise DataError(f"{flag}: {problem}. Fix: change {flag} (`specbench decode --help` shows the "
-                        "defaults)") from err
+        raise option_error(err) from err
     symbols = SymbolTable.read(words).symbols if words else None
     texts = read_references(references) if references is not None else None
     if ray_address is not None:  # asked for: refused if it is not there, even where one worker needs no Ray
@@ -133,9 +142,16 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
 
 
 def read_references(path: Path) -> dict[str, list[str]]:
-    """A Kaldi `text` file: utterance id -> words (blank lines skipped)."""
+    """A Kaldi `text` file (UTF-8): utterance id -> words (blank lines skipped)."""
     texts: dict[str, list[str]] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        at_line = data[:err.start].count(b"\n") + 1
+        raise DataError(f"references {path}, line {at_line}: not UTF-8 text (byte {data[err.start]:#04x} at "
+                        f"offset {err.start}). Fix: save it as UTF-8") from err
+    for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:
             continue

@@ -9,6 +9,9 @@ Grafana dashboards in dashboards/ query:
 counters: specbench_utterances_decoded, specbench_frames_decoded, specbench_beam_narrowings,
           specbench_prefetch_outcomes (tag `outcome`), specbench_sentences_translated, specbench_tasks_finished
 gauges:   specbench_frames_per_second, specbench_active_tokens, specbench_queue_depth
+
+specbench_active_tokens keeps its name for the dashboards but is the decoders' `tokens_created` per frame:
+candidate tokens that passed the beam, counted before recombination, not the tokens active after it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ COUNTERS = {
 }
 GAUGES = {
     "frames_per_second": "frames decoded per second in the latest batch",
-    "active_tokens": "mean active tokens per frame in the latest batch",
+    "active_tokens": "candidate tokens per frame that passed the beam before recombination (tokens_created / "
+                     "frames) in the latest batch, not the tokens left active after recombination",
     "queue_depth": "tasks queued or running at the driver",
 }
 TAG_KEYS = ("job", "stage", "outcome")

@@ -43,8 +43,18 @@ class SymbolTable:
 
     @classmethod
     def read(cls, path: Path) -> SymbolTable:
+        """A table in OpenFst text form (UTF-8, `symbol id` per line); DataError naming the file, the line
+        and the fix when it is not one."""
+        data = Path(path).read_bytes()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            at_line = data[:err.start].count(b"\n") + 1
+            raise DataError(f"{path}, line {at_line}: not UTF-8 text (byte {data[err.start]:#04x} at offset "
+                            f"{err.start}). Fix: save it as UTF-8, or rebuild the graph with `specbench graph "
+                            "build JOB.toml`.") from err
         pairs = []
-        for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        for lineno, line in enumerate(text.splitlines(), 1):
             parts = line.split()
             if len(parts) != 2 or not parts[1].isdigit():
                 raise DataError(f"{path}, line {lineno}: expected 'symbol id', found {line!r}. "

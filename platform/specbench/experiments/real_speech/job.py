@@ -3,7 +3,7 @@
 1. The sets (`audio.gather`) as 16 kHz WAVs; unusable files are flagged rows, reported and skipped.
 2. Senone scores (`acoustic.sphinx_scores.SphinxSenoneScorer`, a Ray stage), `chunk_utterances` at a time,
    cached in `.specbench/real_speech/scores/` (keyed by pocketsphinx's version, the model's files, the
-   scoring code and the audio files).
+   scoring code and the WAV reader it uses, `data/synthesis.py`, and the audio files).
 3. The acoustic scale is chosen on the Asterisk `tune` half (its first `tune_utterances` prompts by name)
    with our CPU backend (lowest WER) at `[search] beam`, then the beam from `[search] beams` at that scale
    (lowest WER, ties to the narrower), and pocketsphinx's language weight (its tree pass's, the other two passes' in its default ratios) on
@@ -42,6 +42,7 @@ from specbench.acoustic import sphinx_scores
 from specbench.acoustic.sphinx_scores import SphinxSenoneScorer, default_model_dir
 from specbench.code_digest import code_digest, files_digest
 from specbench.config import GraphConfig, RealSpeechConfig
+from specbench.data import synthesis
 from specbench.data.scores import iter_rows, read_parquet_table
 from specbench.data.text_norm import normalize
 from specbench.decoder.stage import DecoderStage
@@ -76,13 +77,17 @@ def _chunks(rows: list[RealUtterance], size: int) -> list[list[RealUtterance]]:
     return [rows[i:i + size] for i in range(0, len(rows), size)]
 
 
-def _chunk_key(chunk: list[RealUtterance], model_dir: Path | None = None, scorer_source: Path | None = None) -> str:
+def _chunk_key(chunk: list[RealUtterance], model_dir: Path | None = None, scorer_source: Path | None = None,
+               reader_source: Path | None = None) -> str:
     """The scores cache key of a chunk: pocketsphinx's version, the acoustic model's files (mdef, feat.params,
-    the Gaussians: `model_dir`, by default pocketsphinx's en-us), the scoring code (`scorer_source`, by
-    default `acoustic/sphinx_scores.py`, read as code) and each audio file's key, size and time."""
+    the Gaussians: `model_dir`, by default pocketsphinx's en-us), the scoring code, read as code: the scorer
+    (`scorer_source`, by default `acoustic/sphinx_scores.py`) and the WAV reader its samples go through
+    (`reader_source`, by default `data/synthesis.py`, whose `read_wav` it calls), and each audio file's key,
+    size and time."""
     h = hashlib.sha256(importlib.metadata.version("pocketsphinx").encode())
     h.update(files_digest(model_dir or default_model_dir(), exclude=("README",)).encode())
-    h.update(code_digest([scorer_source or Path(sphinx_scores.__file__)]).encode())
+    h.update(code_digest([scorer_source or Path(sphinx_scores.__file__),
+                          reader_source or Path(synthesis.__file__)]).encode())
     for u in chunk:
         stat = u.wav.stat()
         h.update(f"{u.key}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())

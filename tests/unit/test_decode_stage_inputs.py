@@ -1,0 +1,176 @@
+"""`specbench decode` and `DecoderStage` on inputs the reviewer found mishandled: the flag an option error
+names, lattice file names of ids that differ only in odd characters, partial intervals of a lane batch that
+mixes frame shifts, non-finite partial intervals and files that are not UTF-8."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specbench.cli import main
+from specbench.decoder.cpu import CpuDecoder
+from specbench.decoder.lattice import read_lattice
+from specbench.decoder.options import SearchOptions
+from specbench.decoder.stage import DecoderStage, _safe_name
+from specbench.decoder.twin import TwinDecoder
+from specbench.errors import DataError
+from specbench.experiments.decode import decode_file, read_references
+from specbench.wfst.graph import from_arrays
+from specbench.wfst.symbols import SymbolTable
+
+
+def _word_then_loop():
+    """State 0 --1:7--> state 1 (final) with a 1:0 self-loop: every utterance decodes to word 7."""
+    return from_arrays(0, np.array([0.0, 0.0], np.float32), src=np.array([0, 1]), dest=np.array([1, 1]),
+                       ilabel=np.array([1, 1]), olabel=np.array([7, 0]), weight=np.array([0.0, 0.0]))
+
+
+@pytest.fixture
+def graph_file(tmp_path: Path) -> Path:
+    """A path that exists: decode_file refuses the options before it reads the graph."""
+    path = tmp_path / "g.fst"
+    path.write_bytes(b"not read")
+    return path
+
+
+# ---------------------------------------------------------------------------------------------- 1. flags
+
+
+@pytest.mark.parametrize(("options", "flag", "says"), [
+    ({"min_active": -1}, "--min-active", "min_active must be an int in [0, max_active=10000)"),
+    ({"max_active": 0}, "--max-active", "max_active must be an int"),
+    ({"lattice_beam": -1.0}, "--lattice-beam", "lattice_beam must be a number >= 0"),
+    ({"beam": -5.0}, "--beam", "beam must be a positive finite number"),
+    ({"backend": "kaldi", "partial_every_ms": 120.0}, "--partial-every-ms", "1-best only"),
+    ({"backend": "kaldi", "lattice_dir": Path("lat")}, "--lattice-dir", "1-best only"),
+    ({"backend": "kaldi", "lattice_beam": 8.0}, "--lattice-beam", "1-best only"),
+    ({"partial_every_ms": float("inf")}, "--partial-every-ms", "positive finite number of milliseconds"),
+])
+def test_an_option_error_names_its_own_flag(tmp_path: Path, graph_file: Path, options: dict, flag: str,
+                                            says: str) -> None:
+    with pytest.raises(DataError) as err:
+        decode_file(graph_file, tmp_path / "s.npz", tmp_path / "o.jsonl", **options)
+    text = str(err.value)
+    assert text.startswith(f"{flag}: ") and says in text and f"Fix: change {flag}" in text
+    others = {"--min-active", "--max-active", "--lattice-beam", "--beam", "--partial-every-ms", "--lattice-dir"}
+    assert not any(f"{other}:" in text or f"{other} " in text for other in others - {flag})
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["--min-active", "-1"], "--min-active"),
+    (["--backend", "kaldi", "--partial-every-ms", "120"], "--partial-every-ms"),
+    (["--backend", "kaldi", "--lattice-dir", "LAT"], "--lattice-dir"),
+])
+def test_the_cli_reports_the_flag_in_one_line(tmp_path: Path, graph_file: Path, argv: list[str], flag: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(tmp_path / a) if a == "LAT" else a for a in argv]
+    code = main(["decode", "--graph", str(graph_file), "--scores", str(tmp_path / "s.npz"), "--frame-shift-ms",
+                 "40", "--out", str(tmp_path / "o.jsonl"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert f"error: {flag}: " in err and "Fix:" in err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------------------------- 2. lattice files
+
+
+def test_ids_that_differ_in_odd_characters_get_their_own_lattice_files(tmp_path: Path) -> None:
+    assert _safe_name("utt-1_a.b") == "utt-1_a.b"  # an id that is a file name keeps it, as before
+    ids = ("spk/a b", "spk_a_b", "spk:a b", "spk a/b", "")
+    names = [_safe_name(u) for u in ids]
+    assert len(set(names)) == len(ids) and names[1] == "spk_a_b"
+    assert names[0].startswith("spk_a_b-") and len(names[0]) == len("spk_a_b-") + 8
+    stage = DecoderStage(tmp_path / "unused.fst", "cpu_numpy", lattice_dir=tmp_path / "lat")
+    stage._decoder = CpuDecoder(_word_then_loop(), SearchOptions(lattice_beam=8.0))
+    frames = {"spk/a b": 3, "spk_a_b": 9, "spk:a b": 5}
+    rows = stage.decode_many([(u, np.zeros((n, 1), np.float32), 40.0) for u, n in frames.items()])
+    paths = [r["lattice_path"] for r in rows]
+    assert all(r["status"] == "ok" for r in rows) and len(set(paths)) == 3
+    assert sorted(p.name for p in (tmp_path / "lat").iterdir()) == sorted(Path(p).name for p in paths)
+    for row, n in zip(rows, frames.values(), strict=True):
+        lattice = read_lattice(row["lattice_path"])  # each file is its own utterance's lattice: n frames
+        assert row["lattice_arcs"] == n and lattice.num_states == n + 1
+
+
+# ---------------------------------------------------------------------------------------------- 3. frame shifts
+
+
+def test_a_lane_batch_gives_each_row_partials_at_its_own_frame_shift(tmp_path: Path) -> None:
+    items = [("a", np.zeros((8, 1), np.float32), 40.0), ("b", np.zeros((8, 1), np.float32), 10.0),
+             ("c", np.zeros((6, 1), np.float32), 40.0), ("d", np.zeros((8, 1), np.float32), None)]
+    rows = {}
+    for backend, decoder in (("twin", TwinDecoder(_word_then_loop(), lattice_workers=1)),
+                             ("cpu_numpy", CpuDecoder(_word_then_loop()))):
+        stage = DecoderStage(tmp_path / "unused.fst", backend, partial_every_ms=40.0)
+        stage._decoder = decoder
+        rows[backend] = stage.decode_many(items)
+    twin, cpu = rows["twin"], rows["cpu_numpy"]
+    assert [r["id"] for r in twin] == ["a", "b", "c", "d"]
+    assert [p["frame"] for p in twin[0]["partials"]] == list(range(8))  # 40 ms at 40 ms: every frame
+    assert [p["frame"] for p in twin[1]["partials"]] == [3, 7]  # 40 ms at 10 ms: every fourth frame
+    assert [p["time_ms"] for p in twin[1]["partials"]] == [40.0, 80.0]
+    assert [p["frame"] for p in twin[2]["partials"]] == list(range(6))
+    assert twin[3]["status"].startswith("partials need the frame shift")  # fails alone
+    assert all(r["status"] == "ok" for r in twin[:3])
+    assert twin == cpu  # the same rows as the one-at-a-time backend
+
+
+def test_a_lane_batch_of_one_frame_shift_is_one_batch(tmp_path: Path) -> None:
+    calls = []
+
+    class Recording(TwinDecoder):
+        def decode_batch(self, items, partial_every=None):  # noqa: ANN001, ANN202
+            calls.append((len(items), partial_every))
+            return super().decode_batch(items, partial_every)
+
+    stage = DecoderStage(tmp_path / "unused.fst", "twin", partial_every_ms=80.0, frame_shift_ms=40.0)
+    stage._decoder = Recording(_word_then_loop(), lattice_workers=1)
+    rows = stage.decode_many([(u, np.zeros((6, 1), np.float32), None) for u in "abc"])
+    assert calls == [(3, 2)] and [[p["frame"] for p in r["partials"]] for r in rows] == [[1, 3, 5]] * 3
+
+
+# ---------------------------------------------------------------------------------------------- 4. bad values
+
+
+@pytest.mark.parametrize("every", [float("inf"), float("nan"), 0.0, -40.0])
+def test_a_partial_interval_must_be_positive_and_finite(tmp_path: Path, every: float) -> None:
+    with pytest.raises(ValueError, match=r"^partial_every_ms must be a positive finite number"):
+        DecoderStage(tmp_path / "unused.fst", "cpu_numpy", partial_every_ms=every)
+
+
+def test_a_huge_partial_interval_gives_no_partials_and_no_overflow(tmp_path: Path) -> None:
+    stage = DecoderStage(tmp_path / "unused.fst", "cpu_numpy", partial_every_ms=1e300)
+    stage._decoder = CpuDecoder(_word_then_loop())
+    row = stage.decode_one("u", np.zeros((5, 1), np.float32), 1e-10)
+    assert row["status"] == "ok" and row["partials"] == [] and row["word_ids"] == [7]
+
+
+def test_references_that_are_not_utf8_name_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "text"
+    path.write_bytes("u1 cafe\nu2 caf\xe9\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"references .*text, line 2: not UTF-8 text.*Fix: save it as UTF-8"):
+        read_references(path)
+    path.write_bytes("u1 caf\xe9\n".encode())
+    assert read_references(path) == {"u1": ["caf\xe9"]}
+
+
+def test_a_symbol_table_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "words.txt"
+    path.write_bytes("<eps> 0\ncaf\xe9 1\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"words\.txt, line 2: not UTF-8 text.*Fix: save it as UTF-8"):
+        SymbolTable.read(path)
+    SymbolTable(("<eps>", "caf\xe9")).write(path)
+    assert SymbolTable.read(path).symbols == ("<eps>", "caf\xe9")
+
+
+def test_decode_reports_non_utf8_files_in_one_line(tmp_path: Path, graph_file: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    words = tmp_path / "words.txt"
+    words.write_bytes("<eps> 0\ncaf\xe9 1\n".encode("latin-1"))
+    code = main(["decode", "--graph", str(graph_file), "--scores", str(tmp_path / "s.npz"), "--frame-shift-ms",
+                 "40", "--words", str(words), "--out", str(tmp_path / "o.jsonl")])
+    err = capsys.readouterr().err
+    assert code == 2 and "line 2: not UTF-8" in err and "Traceback" not in err
