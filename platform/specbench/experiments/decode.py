@@ -42,6 +42,7 @@ from specbench.data.scores import read_scores
 from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError
+from specbench.text_files import read_utf8
 from specbench.wfst.symbols import SymbolTable
 
 LANE_CHUNK = 256
@@ -144,13 +145,7 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
 def read_references(path: Path) -> dict[str, list[str]]:
     """A Kaldi `text` file (UTF-8): utterance id -> words (blank lines skipped)."""
     texts: dict[str, list[str]] = {}
-    data = Path(path).read_bytes()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        at_line = data[:err.start].count(b"\n") + 1
-        raise DataError(f"references {path}, line {at_line}: not UTF-8 text (byte {data[err.start]:#04x} at "
-                        f"offset {err.start}). Fix: save it as UTF-8") from err
+    text = read_utf8(path, f"references {path}")
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:

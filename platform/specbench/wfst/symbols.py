@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.errors import DataError
+from specbench.text_files import read_utf8
 
 EPS, BLANK = "<eps>", "<blk>"
 
@@ -45,14 +46,8 @@ class SymbolTable:
     def read(cls, path: Path) -> SymbolTable:
         """A table in OpenFst text form (UTF-8, `symbol id` per line); DataError naming the file, the line
         and the fix when it is not one."""
-        data = Path(path).read_bytes()
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            at_line = data[:err.start].count(b"\n") + 1
-            raise DataError(f"{path}, line {at_line}: not UTF-8 text (byte {data[err.start]:#04x} at offset "
-                            f"{err.start}). Fix: save it as UTF-8, or rebuild the graph with `specbench graph "
-                            "build JOB.toml`.") from err
+        text = read_utf8(path, str(path), "Fix: save it as UTF-8, or rebuild the graph with `specbench graph "
+                                          "build JOB.toml`.")
         pairs = []
         for lineno, line in enumerate(text.splitlines(), 1):
             parts = line.split()
