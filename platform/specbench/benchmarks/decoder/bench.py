@@ -366,8 +366,9 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
 
 def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
     """The scores to decode: the test scores of the `eval_am` job `scores_job` names (where that job writes
-    them: the work directory's `scores/<its name>/test.parquet`), else `scores`; a missing file is an error
-    that says which job writes it."""
+    them: the work directory's `scores/<its name>/test.parquet`, used only while their record says that job
+    and its checkpoint would write them now: `experiments.scores_record`), else `scores`; a missing file is
+    an error that says which job writes it."""
     if config.scores_job is None:
         scores = from_root(config.scores)
         if not scores.exists():
@@ -375,6 +376,7 @@ def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
             raise DataError(f"scores {scores} do not exist. Fix: write them with `specbench run "
                             f"jobs/{writer}`, or name others with `scores` (--scores)")
         return scores
+    from specbench.experiments import scores_record
     from specbench.experiments.job_refs import referenced_job
 
     evaluation = referenced_job(job_path, "scores_job", config.scores_job, EvalAmConfig)
@@ -382,6 +384,8 @@ def scores_path(config: BenchDecoderConfig, job_path: Path) -> Path:
     if not scores.is_file():
         raise DataError(f"scores file {scores} of scores_job = '{config.scores_job}' does not exist. Fix: run "
                         f"that job first (`specbench run {config.scores_job}`; a suite lists it before this one)")
+    eval_path = config.scores_job if config.scores_job.is_absolute() else job_path.parent / config.scores_job
+    scores_record.check(scores.parent, evaluation, from_root(evaluation.checkpoint), eval_path)
     return scores
 
 
