@@ -288,10 +288,13 @@ def test_ray_listens_on_loopback_only(ray_cluster: object) -> None:
 
 def test_auto_mode_runs_a_batch_per_worker_as_tasks(ray_cluster: object, tmp_path: Path) -> None:
     """"auto": a stateful CPU stage with no more batches than worker slots (2 here) runs as tasks, one
-    `setup()` per batch and none in an actor; with more batches, as the actor pool, one `setup()` per actor."""
+    `setup()` per batch and none in an actor; with more batches (8), as the actor pool, one `setup()` per
+    actor: 2, or 1 when, on a loaded machine, the first actor took every batch before the second had logged
+    its setup (seen once in CI), never one per batch."""
     small, large = word_table(2 * BATCH), word_table(NUM_ROWS)
     logs = {name: tmp_path / f"{name}.log" for name in ("small", "large")}
     assert run_ray(LookupStage(str(logs["small"])), small, BATCH).equals(run_local(LookupStage(), small, BATCH))
     assert run_ray(LookupStage(str(logs["large"])), large, BATCH).equals(run_local(LookupStage(), large, BATCH))
     in_actor = {name: [line.endswith(" actor") for line in log.read_text().splitlines()] for name, log in logs.items()}
-    assert in_actor == {"small": [False, False], "large": [True, True]}
+    assert in_actor["small"] == [False, False]
+    assert in_actor["large"] in ([True], [True, True]), in_actor
