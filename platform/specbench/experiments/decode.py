@@ -43,7 +43,7 @@ from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError
 from specbench.text_files import read_utf8
-from specbench.wfst.symbols import SymbolTable
+from specbench.wfst.symbols import SymbolTable, first_ids
 
 LANE_CHUNK = 256
 PARALLEL_MIN_FRAMES = 300_000  # by default, decodes this long use every core (about 20 s on one core)
@@ -169,9 +169,7 @@ def reference_scores(rows: list[dict], texts: dict[str, list[str]], symbols: lis
         raise DataError(f"references {references}: no reference for {len(missing)} decoded utterance(s), "
                         f"e.g. {missing[0]!r}. Fix: give a references file with a line for every utterance "
                         "of the scores (its id, then its words)")
-    ids = {}
-    for i, word in enumerate(symbols):
-        ids.setdefault(word, i)
+    ids = first_ids(symbols)
     tokens = errors = oracle = 0
     for row in rows:
         ref = [ids.get(w, -1) for w in texts[row["id"]]]  # -1: a word the graph cannot output

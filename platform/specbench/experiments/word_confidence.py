@@ -50,7 +50,7 @@ from specbench.metrics import confidence_measures as cm
 from specbench.metrics.wer import edit_distance
 from specbench.paths import from_root, work_dir
 from specbench.reports.plots import pyplot
-from specbench.wfst.symbols import SymbolTable
+from specbench.wfst.symbols import SymbolTable, first_ids
 
 if TYPE_CHECKING:
     from specbench.decoder.result import DecodeResult
@@ -121,9 +121,7 @@ def confidences(results: list[DecodeResult], refs: dict[str, list[str]], symbols
 def word_errors(results: list[DecodeResult], refs: dict[str, list[str]], symbols: list[str]) -> dict[str, float]:
     """The 1-best WER and the lattice oracle WER over `results` (a reference word the graph cannot output
     matches nothing; a failed utterance, or one without a lattice, counts its 1-best, empty when it failed)."""
-    ids: dict[str, int] = {}
-    for i, word in enumerate(symbols):
-        ids.setdefault(word, i)
+    ids = first_ids(symbols)
     words = errors = oracle = 0
     for res in results:
         ref = [ids.get(w, -1) for w in refs[res.utt_id]]

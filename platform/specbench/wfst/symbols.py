@@ -19,6 +19,15 @@ from specbench.text_files import read_utf8
 EPS, BLANK = "<eps>", "<blk>"
 
 
+def first_ids(symbols: Sequence[str]) -> dict[str, int]:
+    """Each symbol's id in a list of symbols by id (the first id of one listed twice): how reference words
+    are looked up; a word not in the list has none."""
+    ids: dict[str, int] = {}
+    for i, symbol in enumerate(symbols):
+        ids.setdefault(symbol, i)
+    return ids
+
+
 @dataclass(frozen=True)
 class SymbolTable:
     """A bijection between symbols and integer ids."""
