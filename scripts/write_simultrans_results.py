@@ -27,6 +27,7 @@ CORPUS_COLUMNS = ("bleu", "precision_1", "precision_2", "precision_3", "precisio
                   "sacrebleu_length_ratio")
 COMPARISON_COLUMNS = ("k", "gain", "low", "high", "no_win_share", "laal_increase", "al_ref_increase")
 ADAPTIVE_COLUMNS = ("threshold", "bleu", "laal_words", "al_ref_words", "al_words", "length_ratio")
+RANKING_COLUMNS = CORPUS_COLUMNS + ("laal_words", "length_ratio")
 
 
 def _r(value: Any) -> Any:
@@ -79,11 +80,12 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
         "val_decomposition_at_grid_k": {model: {c: {m: _r(v) for m, v in values.items()}
                                                 for c, values in comparisons.items()}
                                         for model, comparisons in report["val"].items()},
-        "speculation_ranking": {name: {m: _r(section[m]) for m in CORPUS_COLUMNS + ("laal_words", "length_ratio")}
-                                for name, section in report["speculation_ranking"].items() if name != "split"},
+        "speculation_ranking": {split: {name: [_r(section[m]) for m in RANKING_COLUMNS]
+                                        for name, section in ablation.items()}
+                                for split, ablation in report["speculation_ranking"].items()},
         "columns": {"curves": CURVE_COLUMNS, "adaptive curves": ADAPTIVE_COLUMNS,
                     "full_sentence": CORPUS_COLUMNS + ("laal_words",), "corpus_statistics_at_grid_k": CORPUS_COLUMNS,
-                    "decomposition": COMPARISON_COLUMNS},
+                    "decomposition": COMPARISON_COLUMNS, "speculation_ranking": RANKING_COLUMNS},
         "sets": compact(report, report["grid_k"]),
     }
 

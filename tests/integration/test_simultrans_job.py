@@ -33,7 +33,6 @@ bpe_model = "{bpe}"
 val_sentences = 16
 test_sentences = 6
 test_splits = ["test_2016_flickr", "test_2017_mscoco"]
-adaptive_split = "test_2017_mscoco"
 ks = [1, 3]
 grid_k = 3
 grid_beams = [3]
@@ -121,7 +120,8 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     assert {"simul.val_grid.waitk.b3.bleu", "simul.val_grid.waitk.b3.sum.bleu",
             "simul.val_grid.full.b3.sum.al"} <= set(metrics)
     assert {metrics["simul.waitk_ranking_per_token"], metrics["simul.full_ranking_per_token"]} <= {0.0, 1.0}
-    assert metrics["simul.sbs_length_ratio_sum_ranking"] > 0 and "simul.sbs_gain_bleu_sum_ranking" in metrics
+    for prefix in ("simul.", "simul.test_2016_flickr.", "simul.test_2017_mscoco."):  # pooled and per set
+        assert metrics[f"{prefix}sbs_length_ratio_sum_ranking"] > 0 and f"{prefix}sbs_gain_bleu_sum_ranking" in metrics
     # curves per set with steps (one per k); latency in source words: reading the whole source first lags
     # exactly the source's word count (no </s>), its token count otherwise (</s> included)
     sources = {split: [s for s, _ in read_pairs(split)[:6]] for split in ("test_2016_flickr", "test_2017_mscoco")}
@@ -137,8 +137,10 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
         assert 0 < metrics[f"simul.{split}.waitk_tail.precision_1"] <= 100
         gains = client.get_metric_history(run.info.run_id, f"simul.{split}.waitk.speculation.gain")
         assert [m.step for m in gains] == [0, 1]
-    assert {m.step for m in client.get_metric_history(
-        run.info.run_id, "simul.test_2017_mscoco.adaptive_sbs.bleu")} == {0}  # one threshold
+    for split in ("test_2016_flickr", "test_2017_mscoco", "pooled"):  # the adaptive curves on every set
+        for search in ("greedy", "beam", "sbs"):
+            assert {m.step for m in client.get_metric_history(
+                run.info.run_id, f"simul.{split}.adaptive_{search}.bleu")} == {0}  # one threshold
     for name in ("full_greedy", "full_sentence_greedy"):  # the test-time wait-k curve and the baseline apart
         assert [m.step for m in client.get_metric_history(run.info.run_id, f"simul.pooled.{name}.bleu")] == (
             [0, 1] if name == "full_greedy" else [0])
@@ -147,10 +149,12 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     report = json.loads(Path(client.download_artifacts(run.info.run_id, "simultrans_report.json",
                                                        str(tmp_path))).read_text())
     sets = report["sets"]
-    for label in ("waitk_sbs", "full_tail"):
+    for label in ("waitk_sbs", "full_tail", "adaptive_sbs"):
         for point, *parts in zip(sets["pooled"]["curves"][label], sets["test_2016_flickr"]["curves"][label],
                                  sets["test_2017_mscoco"]["curves"][label], strict=True):
-            assert point["laal_words"] == pytest.approx(sum(p["laal_words"] for p in parts) / 2)
+            written = [6 - p["empty_outputs"] for p in parts]  # latencies average the outputs with a word
+            assert point["laal_words"] == pytest.approx(
+                sum(p["laal_words"] * n for p, n in zip(parts, written, strict=True)) / sum(written))
     # the val grid's w = 0 cell is the tail beam at b: val's speculation gain is the chosen cell's BLEU minus
     # the w = 0 cell's (same ranking and beam)
     best = report["best"]["waitk"]
@@ -209,8 +213,7 @@ def test_a_damaged_test_set_stops_the_job_before_any_decoding(
     job = tmp_path / "simultrans.toml"
     job.write_text(JOB.format(waitk=WAITK, full=FULL, bpe=BPE).replace(
         'test_splits = ["test_2016_flickr", "test_2017_mscoco"]',
-        'test_splits = ["test_2016_flickr", "test_2018_flickr"]').replace(
-        'adaptive_split = "test_2017_mscoco"', 'adaptive_split = "test_2018_flickr"'))
+        'test_splits = ["test_2016_flickr", "test_2018_flickr"]'))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     assert main(["--tracking-uri", uri, "run", str(job)]) == 2
     err = capsys.readouterr().err

@@ -423,11 +423,9 @@ class SimultransConfig:
     source: str = "de"
     target: str = "en"
     val_split: str = field(default="val", metadata=_choices(*MULTI30K_SPLITS))
-    # every test set is decoded the same way (greedy, tail beam and SBS at every k for both models, and the
-    # full-sentence baselines); the headline pools them. The adaptive policy's curves are decoded on
-    # adaptive_split, one of them.
+    # every test set is decoded the same way (greedy, tail beam and SBS at every k for both models, the
+    # full-sentence baselines, the adaptive policy's curves and the ranking ablation); the headline pools them
     test_splits: tuple[str, ...] = field(default=MULTI30K_TEST_SPLITS, metadata=_choices(*MULTI30K_SPLITS))
-    adaptive_split: str = field(default="test_2016_flickr", metadata=_choices(*MULTI30K_SPLITS))
     val_sentences: int = field(default=0, metadata=_range(0, 100000))  # 0: all
     test_sentences: int = field(default=0, metadata=_range(0, 100000))  # per test set; 0: all
     ks: tuple[int, ...] = field(default=(1, 3, 5, 7, 9), metadata=_range(1, 100))
@@ -460,8 +458,6 @@ class SimultransConfig:
         if not splits or len(set(splits)) != len(splits) or self.val_split in splits or "train" in splits:
             raise ValueError(f"test_splits must name at least one split, each once, none of them the val split "
                              f"{self.val_split!r} or train; got {list(splits)}")
-        if self.adaptive_split not in splits:
-            raise ValueError(f"adaptive_split {self.adaptive_split!r} must be one of test_splits {list(splits)}")
         if self.grid_k not in self.ks:
             raise ValueError(f"grid_k {self.grid_k} must be one of ks {list(self.ks)} (the headline is read at "
                              "grid_k)")

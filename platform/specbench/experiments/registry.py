@@ -85,10 +85,12 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
                            "calibration can change where the 1-best repeats a word"),
     JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu"),
-            metrics_version=4,
-            metrics_change="test-time wait-k (the full-sentence model's curves, simul.testtime_*) decodes the "
-                           "committed target prefix again over each new source view (before: the decoder's "
-                           "states were kept from a shorter source); the wait-k model's figures, the headline's, "
+            metrics_version=5,
+            metrics_change="the ranking ablation's scalars (simul.sbs_gain_bleu_*_ranking, "
+                           "simul.sbs_length_ratio_*_ranking) are the four test sets pooled (before: "
+                           "test_2016_flickr alone, now simul.test_2016_flickr.sbs_...), and the adaptive curves "
+                           "and the ablation are decoded on every test set; version 4 made test-time wait-k "
+                           "decode the committed prefix again over each new source view; the headline's figures "
                            "unchanged"),
     JobKind(cfg.TrainLmConfig, f"{_EXP}.train_lm:execute", ("lm.test_perplexity",)),
     JobKind(cfg.TrainConfidenceConfig, f"{_EXP}.train_confidence:execute",

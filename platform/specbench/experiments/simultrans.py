@@ -12,9 +12,8 @@ test set of `test_splits` is decoded the same way, and the headline pools them.
 2. On each test set, for every k: greedy, tail beam (b*) and SBS (b*, w*) for each model decoded under
    wait-k, and the
    full-sentence greedy and beam (b*) baselines; the adaptive confidence policy (wait-k model) over
-   thresholds with greedy chunks, beam search per chunk (b*, w = 0) and chunk SBS (b*, w*) on
-   `adaptive_split`; the wait-k model's SBS at grid_k with the ranking val did not choose, on
-   `adaptive_split` (an ablation).
+   thresholds with greedy chunks, beam search per chunk (b*, w = 0) and chunk SBS (b*, w*); the wait-k
+   model's SBS at grid_k with the ranking val did not choose (an ablation).
 3. For each test set and for all of them pooled ("pooled"), each model and each k, the decomposition of the
    gain (`simultrans_sets.COMPARISONS`): SBS minus tail beam (**speculation**), SBS minus greedy, tail minus
    greedy, each with its paired-bootstrap 95% interval, the share of resamples without a win, and the
@@ -105,7 +104,6 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                   for path in {*models.values(), full_model})
     val, tests = _open_sets(config, job_path, bpe, longest)
     connect(ray_address)
-    by_split = {t.split: t for t in tests}
     pooled = PooledEvaluator(tests)
     report: dict[str, Any] = {"bleu_signature": bleu_signature(), "grid_k": config.grid_k,
                               "val_sentences": len(val.pairs),
@@ -130,9 +128,11 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     for evaluator in tests:
         report["sets"][evaluator.split] = _test_set(evaluator, config, models, full_model, report)
     report["sets"][POOLED] = pooled_section
-    adaptive = by_split[config.adaptive_split]
-    report["sets"][adaptive.split]["curves"].update(_adaptive_curves(adaptive, config, models["waitk"], report))
-    report["speculation_ranking"] = _ranking_ablation(adaptive, config, models["waitk"], report)
+    report["speculation_ranking"] = {}
+    for evaluator in (pooled, *tests):  # pooled first: each method decoded on every set in one round
+        report["sets"][evaluator.split]["curves"].update(_adaptive_curves(evaluator, config, models["waitk"], report))
+        report["speculation_ranking"][evaluator.split] = _ranking_ablation(evaluator, config, models["waitk"],
+                                                                           report)
     report["headline"] = _headline(report, config)
     if run is not None:
         _log_run(run, config, report)
@@ -182,7 +182,7 @@ def _test_set(evaluator: ScoredSet, config: SimultransConfig, models: dict[str, 
             "full_sentence_beam": evaluator(Method("full", full_model, beam=b)), "decomposition": decomposition}
 
 
-def _adaptive_curves(evaluator: SplitEvaluator, config: SimultransConfig, path: str,
+def _adaptive_curves(evaluator: ScoredSet, config: SimultransConfig, path: str,
                      report: dict[str, Any]) -> dict[str, list[dict[str, float]]]:
     normalized, b, w = _chosen(report, "waitk")
     curves = {}
@@ -196,7 +196,7 @@ def _adaptive_curves(evaluator: SplitEvaluator, config: SimultransConfig, path: 
     return curves
 
 
-def _ranking_ablation(evaluator: SplitEvaluator, config: SimultransConfig, path: str,
+def _ranking_ablation(evaluator: ScoredSet, config: SimultransConfig, path: str,
                       report: dict[str, Any]) -> dict[str, Any]:
     """The wait-k model's SBS at grid_k ranked the other way (summed log-probability, the seed's eq. 4, or
     per token) beside the chosen ranking and greedy."""
@@ -204,7 +204,7 @@ def _ranking_ablation(evaluator: SplitEvaluator, config: SimultransConfig, path:
     sbs = methods["sbs"]
     other = evaluator(replace(sbs, length_normalized=not sbs.length_normalized))
     per_token, summed = (evaluator(sbs), other) if sbs.length_normalized else (other, evaluator(sbs))
-    return {"split": evaluator.split, "per_token": per_token, "sum": summed, "greedy": evaluator(methods["greedy"])}
+    return {"per_token": per_token, "sum": summed, "greedy": evaluator(methods["greedy"])}
 
 
 def _chosen(report: dict[str, Any], name: str) -> tuple[bool, int, int]:
@@ -224,7 +224,8 @@ def _comparison_scalars(prefix: str, comparison: dict[str, float]) -> dict[str, 
 
 def _headline(report: dict[str, Any], config: SimultransConfig) -> dict[str, float]:
     """The scalars at grid_k: pooled without a set prefix, per set with `simul.<split>.`, val with
-    `simul.val.`; the full-sentence BLEU pooled; the chosen settings and the ranking ablation."""
+    `simul.val.`; the full-sentence BLEU pooled; the chosen settings; the ranking ablation (pooled and per
+    set, prefixed the same way)."""
     at = config.ks.index(config.grid_k)
     scalars: dict[str, float] = {}
     for name in report["best"]:
@@ -238,17 +239,18 @@ def _headline(report: dict[str, Any], config: SimultransConfig) -> dict[str, flo
                                                report["val"][name][comparison]))
     pooled = report["sets"][POOLED]
     waitk_sbs = pooled["curves"]["waitk_sbs"][at]
-    ablation = report["speculation_ranking"]
     _, b, w = _chosen(report, "waitk")
     scalars.update({
         "simul.bleu_full_pooled": pooled["full_sentence_beam"]["bleu"], "simul.bleu_full_greedy_pooled": pooled["full_sentence_greedy"]["bleu"],
         "simul.sbs_bleu_pooled": waitk_sbs["bleu"], "simul.sbs_laal_pooled": waitk_sbs["laal_words"],
         "simul.best_beam": float(b), "simul.best_window": float(w),
-        **{f"simul.{name}_ranking_per_token": float(_chosen(report, name)[0]) for name in report["best"]},
-        "simul.sbs_gain_bleu_per_token_ranking": ablation["per_token"]["bleu"] - ablation["greedy"]["bleu"],
-        "simul.sbs_gain_bleu_sum_ranking": ablation["sum"]["bleu"] - ablation["greedy"]["bleu"],
-        "simul.sbs_length_ratio_per_token_ranking": ablation["per_token"]["length_ratio"],
-        "simul.sbs_length_ratio_sum_ranking": ablation["sum"]["length_ratio"]})
+        **{f"simul.{name}_ranking_per_token": float(_chosen(report, name)[0]) for name in report["best"]}})
+    for split, ablation in report["speculation_ranking"].items():
+        prefix = "simul." if split == POOLED else f"simul.{split}."
+        scalars.update({f"{prefix}sbs_gain_bleu_{ranking}_ranking": ablation[ranking]["bleu"] - ablation["greedy"]["bleu"]
+                        for ranking in ("per_token", "sum")})
+        scalars.update({f"{prefix}sbs_length_ratio_{ranking}_ranking": ablation[ranking]["length_ratio"]
+                        for ranking in ("per_token", "sum")})
     return scalars
 
 
@@ -273,7 +275,7 @@ _COMPARISON_METRICS = ("gain", "low", "high", "laal_increase", "al_ref_increase"
 def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any]) -> None:
     run.log_params({"simul.bleu_signature": report["bleu_signature"], "simul.grid_k": config.grid_k,
                     "simul.ks": list(config.ks), "simul.thresholds": list(config.thresholds),
-                    "simul.test_splits": list(config.test_splits), "simul.adaptive_split": config.adaptive_split,
+                    "simul.test_splits": list(config.test_splits),
                     "simul.length_normalized_speculation": config.length_normalized_speculation,
                     "simul.test_time_wait_k": config.test_time_wait_k,
                     "simul.rank_speculations_on_val": config.rank_speculations_on_val})
@@ -297,12 +299,11 @@ def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any]) 
 
 
 def _plot(section: dict[str, Any], path: Path, heading: str) -> None:
-    """BLEU against LAAL (source words): the wait-k curves, and the adaptive policy's where decoded."""
+    """BLEU against LAAL (source words): the wait-k curves, and the adaptive policy's."""
     plt = pyplot()
     curves = section["curves"]
-    panels = [(("waitk_", "full_"), "wait-k and test-time wait-k")]
-    if any(label.startswith("adaptive_") for label in curves):
-        panels.append((("adaptive_", "waitk_greedy", "waitk_sbs"), "adaptive policy"))
+    panels = [(("waitk_", "full_"), "wait-k and test-time wait-k"),
+              (("adaptive_", "waitk_greedy", "waitk_sbs"), "adaptive policy")]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5), squeeze=False)
     for ax, (prefixes, title) in zip(axes[0], panels, strict=True):
         for label, points in curves.items():
