@@ -181,3 +181,76 @@ def test_a_failed_job_is_reported_and_the_nightly_goes_on(tmp_path: Path, monkey
     report = Path(mlflow.artifacts.download_artifacts(run_id=parent.info.run_id,
                                                       artifact_path="regression_report.md", dst_path=str(tmp_path)))
     assert "| JOB FAILED | graph-first | (the job) |" in report.read_text()
+
+
+def test_baseline_set_refuses_runs_the_nightly_would_never_use(nightly: Any) -> None:
+    """`baseline set` on a run outside the nightly, of another metrics version, or deleted: refused with the
+    fix, and no run is tagged."""
+    from specbench.errors import ConfigError
+
+    nightly(100.0)
+    (child,) = _children(nightly.uri)
+    client = mlflow.MlflowClient(nightly.uri)
+    mlflow.set_tracking_uri(nightly.uri)
+    mlflow.set_experiment("graph")
+    with mlflow.start_run(run_name=JOB, tags={"kind": "graph", "metrics.version": "1"}) as plain:
+        pass  # `specbench run jobs/graph_slurp.toml`: its own experiment, no suite
+    with pytest.raises(ConfigError, match=r"is not a job run of a nightly .*suite = 'none'.*Fix: pick"):
+        set_baseline(plain.info.run_id, nightly.uri, current_versions={"graph": 1})
+    with pytest.raises(ConfigError, match=r"logged metrics version 1 of graph, but the current version is 2"):
+        set_baseline(child.info.run_id, nightly.uri, current_versions={"graph": 2})
+    client.delete_run(child.info.run_id)
+    with pytest.raises(ConfigError, match=r"is deleted.*mlflow runs restore"):
+        set_baseline(child.info.run_id, nightly.uri)
+    client.restore_run(child.info.run_id)
+    assert all("baseline" not in client.get_run(r).data.tags for r in (plain.info.run_id, child.info.run_id))
+    assert set_baseline(child.info.run_id, nightly.uri, current_versions={"graph": 1}) == (child.info.run_id, JOB)
+
+
+def test_a_job_name_with_a_quote_finds_its_baseline(tmp_path: Path) -> None:
+    """Run names are searched quoted as they are (a simultrans job may be named `bob's`), not with the quote
+    stripped, which matched nothing and left the job without a baseline night after night."""
+    from specbench.errors import ConfigError
+    from specbench.tracking.baseline import quoted
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    mlflow.set_tracking_uri(uri)
+    experiment = mlflow.set_experiment("nightly_test").experiment_id
+    for name in ("simultrans-bobs", "simultrans-bob's"):
+        with mlflow.start_run(run_name=name, tags={"suite": "nightly", "nightly.verdict": "passed",
+                                                   "nightly.id": "earlier"}) as run:
+            mlflow.log_metric("simul.bleu_full_pooled", 30.0 if name.endswith("bobs") else 31.0)
+        if name.endswith("'s"):
+            quoted_run = run.info.run_id
+    base = find_baseline(experiment, "simultrans-bob's", "tonight", uri, None, ["simul.bleu_full_pooled"])
+    assert base is not None and base.run_id == quoted_run and base.metrics["simul.bleu_full_pooled"] == 31.0
+    with pytest.raises(ConfigError, match="both kinds of quote"):
+        quoted("bob's \"run\"")
+
+
+def test_an_unreachable_server_is_reported_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the tracking server down, the job runs offline; its baseline cannot be looked up: every metric is
+    reported as not compared (the absolute bounds still judged), the nightly fails with that reason, and the
+    offline journals keep the runs for `specbench sync`."""
+    from specbench.tracking.ui import free_port
+
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # nothing listens: fail at once
+    uri = f"http://127.0.0.1:{free_port()}"
+    path = tmp_path / "nightly.toml"
+    path.write_text(NIGHTLY)
+
+    def fake_graph(config: Any, job_path: Path, run: Any, opts: RunOptions) -> list[str]:
+        run.log_metrics({"graph.states": 10.0, "graph.arcs": 20.0, "graph.ppl_test": 100.0,
+                         "graph.test_unseen_rate": 0.01})
+        return ["fake graph"]
+
+    monkeypatch.setattr(graph_job, "execute", fake_graph)
+    with pytest.raises(RegressionError) as error:
+        run_nightly(path, load_config(path), RunOptions(tracking_uri=uri))
+    message = str(error.value)
+    assert message.count("not compared with a baseline") == 4 and "logged offline" in message
+    assert "graph.ppl_test (graph-slurp): baseline -, new 100: not compared" in message
+    kept = {p.name for p in (tmp_path / "home" / "journal").rglob("*") if p.is_file()}
+    assert len([k for k in kept if k.endswith(".jsonl")]) == 2  # the nightly's run and the job's, for sync
+    assert {"regression_report.md", "regression_report.html", "graph_slurp.toml"} <= kept

@@ -182,11 +182,13 @@ def cmd_nightly(args: argparse.Namespace) -> int:
 
 
 def cmd_baseline(args: argparse.Namespace) -> int:
+    from specbench.experiments.registry import JOBS
     from specbench.tracking.baseline import set_baseline
     from specbench.tracking.store import check_readable_store
 
     check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
-    run_id, name = set_baseline(args.run_id, args.tracking_uri, args.reason)  # a full id or a unique prefix
+    versions = {kind: job.metrics_version for kind, job in JOBS.items()}
+    run_id, name = set_baseline(args.run_id, args.tracking_uri, args.reason, versions)  # a full id or a prefix
     print(f"run {run_id} ({name}) is now the baseline of its job")
     return 0
 

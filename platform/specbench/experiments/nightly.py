@@ -22,7 +22,10 @@ run that has one; where none has, the check says "no baseline value" (printed wi
 only the absolute bounds apply. When earlier runs exist but none of that version, the metrics changed meaning:
 the baseline is reset (nothing to compare; the tolerances' absolute bounds still apply), the reason is
 printed and tagged on the job's run as `baseline.reason`, and that run is the next nightly's baseline (if
-that nightly passes).
+that nightly passes). A job run logged offline, or one whose baseline cannot be looked up because the
+server stopped answering, is reported as not compared: every metric a failed check, so the nightly does not
+pass. A tolerance that bounds only the direction in which its metric improves (`reports.headline.BETTER`) is
+refused before anything runs.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from specbench.config import NightlyConfig, ToleranceRule, config_kind
 from specbench.errors import ConfigError, SpecbenchError
 from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
 from specbench.experiments.runner import JobRun, SuiteRun, run_name
+from specbench.reports.headline import BETTER
 from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown, write_plot
 from specbench.reports.numbers import figure
 from specbench.tracking.baseline import (
@@ -46,6 +50,8 @@ from specbench.tracking.baseline import (
     note_baseline_reset,
     record_nightly_verdict,
 )
+from specbench.tracking.journal import is_unreachable
+from specbench.tracking.runs import OFFLINE_PREFIX
 
 
 class RegressionError(SpecbenchError):
@@ -95,7 +101,24 @@ def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
     if missing:
         raise ConfigError(f"{path}: no [[tolerance]] for {', '.join(missing)}. Fix: add one per metric, e.g. "
                           f"[[tolerance]] metric = \"{missing[0]}\" max_drop = 0.01")
+    for rule in config.tolerance:
+        check_direction(path, rule)
     return jobs
+
+
+def check_direction(path: Path, rule: ToleranceRule) -> None:
+    """Refuse a rule that bounds a metric's change against its baseline only in the direction that improves
+    it (`max_drop` alone on a metric where lower is better, `max_rise` alone where higher is better): the
+    regressions would never be checked, and every improvement would be reported as one."""
+    better = BETTER.get(rule.metric)
+    worse, improving = (("max_drop", "max_rise") if better == "higher" else ("max_rise", "max_drop")
+                        if better == "lower" else (None, None))
+    if worse is None or getattr(rule, worse) is not None or getattr(rule, improving) is None:
+        return
+    raise ConfigError(f"{path}: [[tolerance]] metric = \"{rule.metric}\" sets {improving} but not {worse}, and "
+                      f"{better} is better for it: it would report improvements as regressions and never check "
+                      f"a regression. Fix: use {worse} = {getattr(rule, improving)} (or set both for a metric "
+                      "that must not move either way).")
 
 
 def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nightly_id: str,
@@ -105,12 +128,15 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
     kind = JOBS[config_kind(job_config)]
     metrics = job.metrics
     wanted = list(kind.nightly_metrics) + [m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
-    base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version,
-                         wanted)
-    if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
-        reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
-        note_baseline_reset(job.run_id, reason, opts.tracking_uri)
-        job.lines.append(f"  baseline reset for {job.run_name} ({reason})")
+    try:
+        base = _baseline(job, kind, nightly_id, opts, wanted)
+    except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
+        if not is_unreachable(err):
+            raise
+        return _not_compared(job, wanted, rules, f"the tracking server could not be reached ({type(err).__name__})")
+    if base is _OFFLINE:
+        return _not_compared(job, wanted, rules, "its run was logged offline (the tracking server could not be "
+                                                 "reached)")
     for metric, why in sorted(base.missing.items()) if base else ():
         job.lines.append(f"  no baseline value for {metric} of {job.run_name}: {why}; only its absolute "
                          "bounds are checked. Fix: nothing to do for a new metric; else make a run that "
@@ -125,6 +151,32 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
         checks.append(Check(job.run_name, metric, metrics[metric], old, source, rules[metric],
                             judge(rules[metric], metrics[metric], old)))
     return checks
+
+
+_OFFLINE = object()  # a job run logged offline: no baseline can be looked up for it
+
+
+def _baseline(job: JobRun, kind: Any, nightly_id: str, opts: RunOptions, wanted: list[str]) -> Any:
+    """The job run's baseline (None: none of the current metrics version; the reset is noted), or `_OFFLINE`."""
+    if job.run_id.startswith(OFFLINE_PREFIX) or not job.experiment_id:
+        return _OFFLINE
+    base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version,
+                         wanted)
+    if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
+        reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
+        note_baseline_reset(job.run_id, reason, opts.tracking_uri)
+        job.lines.append(f"  baseline reset for {job.run_name} ({reason})")
+    return base
+
+
+def _not_compared(job: JobRun, wanted: list[str], rules: dict[str, ToleranceRule], why: str) -> list[Check]:
+    """Checks of a job whose baseline could not be looked up: the absolute bounds are judged, and every metric
+    is a problem (not compared), so the nightly does not pass and its runs never become baselines."""
+    job.lines.append(f"  {job.run_name}: not compared with a baseline: {why}. Fix: run the nightly again once "
+                     "the server answers")
+    return [Check(job.run_name, metric, job.metrics.get(metric, math.nan), None, None, rules[metric],
+                  judge(rules[metric], job.metrics.get(metric, math.nan), None)
+                  or f"not compared with a baseline: {why}") for metric in wanted]
 
 
 def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str]:

@@ -16,7 +16,7 @@ reports "no baseline value" instead of silently comparing with nothing."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mlflow.entities import Run
@@ -40,16 +40,36 @@ def _client(tracking_uri: str | None) -> MlflowClient:
     return MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
 
 
-def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | None = None) -> tuple[str, str]:
+def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | None = None,
+                 current_versions: Mapping[str, int] | None = None) -> tuple[str, str]:
     """Tag `run_id` (a full id or a unique prefix, see `resolve_run_id`) baseline=true (and clear the tag
     on other runs of the same job), with `reason` as its `baseline.reason` tag (why the baseline was reset,
-    e.g. a metric that changed meaning); returns (its full run id, its run name)."""
+    e.g. a metric that changed meaning); returns (its full run id, its run name).
+
+    Refused (ConfigError naming the fix), so that `baseline set` never reports a baseline the nightly would
+    not use: a run that did not finish, a deleted run, a run that is not a nightly's job run (the nightly
+    looks for baselines among its own runs only), and, with `current_versions` (job kind -> its current
+    `metrics_version`), a run logged at another metrics version."""
     run_id = resolve_run_id(run_id, tracking_uri)
     client = _client(tracking_uri)
     run = client.get_run(run_id)
+    fix = "Fix: pick a FINISHED run of the job from a nightly (`specbench runs --experiment nightly`)."
     if run.info.status != "FINISHED":
-        raise ConfigError(f"run {run_id} has status {run.info.status}: a baseline must be a finished run. Fix: "
-                          "pick a FINISHED run of the job from `specbench runs`.")
+        raise ConfigError(f"run {run_id} has status {run.info.status}: a baseline must be a finished run. {fix}")
+    if run.info.lifecycle_stage != "active":
+        raise ConfigError(f"run {run_id} is deleted: the nightly never searches deleted runs. Fix: restore it "
+                          "(`mlflow runs restore`), or pick another run.")
+    tags = run.data.tags
+    if tags.get("suite") != "nightly" or not tags.get(PARENT_TAG):
+        raise ConfigError(f"run {run_id} ({run.info.run_name}) is not a job run of a nightly (tag suite = "
+                          f"{tags.get('suite', 'none')!r}): the nightly compares a job with its own earlier runs "
+                          f"in its experiment only, so it would never use this one. {fix}")
+    kind, version = tags.get("kind", ""), tags.get("metrics.version", "1")
+    if current_versions is not None and kind in current_versions and version != str(current_versions[kind]):
+        raise ConfigError(f"run {run_id} ({run.info.run_name}) logged metrics version {version} of {kind}, but "
+                          f"the current version is {current_versions[kind]}: its metrics mean something else, and "
+                          "the nightly only compares runs of the current version. Fix: pick a run of the current "
+                          "version, or let the next nightly start the new baseline.")
     name = run.info.run_name or ""
     others = client.search_runs([run.info.experiment_id], filter_string="tags.baseline = 'true'")
     for other in others:
@@ -59,6 +79,17 @@ def set_baseline(run_id: str, tracking_uri: str | None = None, reason: str | Non
     if reason:
         client.set_tag(run_id, "baseline.reason", reason)
     return run_id, name
+
+
+def quoted(value: str) -> str:
+    """`value` as a string literal of an MLflow search filter: in single quotes, or in double quotes when it
+    holds a single quote (a job name such as `bob's`); ConfigError when it holds both."""
+    if "'" not in value:
+        return f"'{value}'"
+    if '"' not in value:
+        return f'"{value}"'
+    raise ConfigError(f"the run name {value!r} holds both kinds of quote, so no MLflow search can name it. Fix: "
+                      "rename the job (its `name` key) without quotes.")
 
 
 @dataclass(frozen=True)
@@ -123,19 +154,19 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     value of is taken from the newest older passing nightly run that has one, or named in `missing`. None when
     there is no baseline run at all."""
     client = _client(tracking_uri)
-    name = run_name.replace("'", "")
+    name = quoted(run_name)
 
     def eligible(run: Run) -> bool:
         return run.data.tags.get("nightly.id") != nightly_id and _version_ok(run, metrics_version)
 
     explicit = next((r for r in _runs(client, experiment_id,
-                                      f"tags.baseline = 'true' and attributes.run_name = '{name}'")
+                                      f"tags.baseline = 'true' and attributes.run_name = {name}")
                      if eligible(r)), None)
     parents: dict[str, str | None] = {}
 
     def passing_nightlies(before: int | None = None) -> Iterator[Run]:
         """Finished runs of the job from passing nightlies, newest first, started before `before` (ms)."""
-        where = f"tags.suite = 'nightly' and attributes.run_name = '{name}' and attributes.status = 'FINISHED'"
+        where = f"tags.suite = 'nightly' and attributes.run_name = {name} and attributes.status = 'FINISHED'"
         if before is not None:
             where += f" and attributes.start_time < {int(before)}"
         return (r for r in _runs(client, experiment_id, where)
@@ -200,9 +231,3 @@ def record_nightly_verdict(run_ids: Sequence[str], verdict: str,
 def note_baseline_reset(run_id: str, reason: str, tracking_uri: str | None = None) -> None:
     """Tag a run `baseline.reason` = `reason`: it starts a new baseline because its metrics changed meaning."""
     _client(tracking_uri).set_tag(run_id, "baseline.reason", reason)
-
-
-def run_summary(run_id: str, tracking_uri: str | None = None) -> tuple[str, str, dict[str, float]]:
-    """(experiment id, run name, metrics) of a run."""
-    run = _client(tracking_uri).get_run(run_id)
-    return run.info.experiment_id, run.info.run_name or "", dict(run.data.metrics)
