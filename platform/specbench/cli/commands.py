@@ -102,7 +102,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from specbench.experiments.registry import load_config
     from specbench.paths import project_root
     from specbench.runtime.jobs import check_dashboard_address, follow_logs, status, submission_home, submit
-    from specbench.tracking.store import resolve_tracking_uri
+    from specbench.tracking.store import absolute_sqlite_uri, resolve_tracking_uri
 
     check_dashboard_address(args.address)  # its form, before anything is read
     root = project_root()
@@ -114,7 +114,8 @@ def cmd_submit(args: argparse.Namespace) -> int:
                           f"what the cluster receives. Fix: copy it into {root / 'jobs'}/ (the paths in it to "
                           "other job files are relative to it) and submit that copy.") from err
     _checked_config(args.file)  # the files it reads and its preflight, before anything is started
-    uri = resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri)
+    # a relative SQLite file is the caller's, not one in the working_dir that Ray unpacks and deletes with the job
+    uri = absolute_sqlite_uri(resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri))
     home = submission_home()  # never the working_dir, which Ray deletes with the job
     job_id = submit(args.address, root, args.file, uri, data_dir(), home=home)
     print(f"submitted {args.file} as {job_id} to {args.address} (work directory {home}: the cluster's nodes "

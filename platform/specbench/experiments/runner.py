@@ -178,27 +178,42 @@ RAY_PACKAGE_PREFIX = "_ray_pkg_"  # how Ray names the folder it unpacks a submit
 
 
 def check_artifacts_outlive_job(opts: RunOptions) -> None:
-    """Refuse, before any MLflow run or experiment is created, a local store (SQLite or file) whose artifacts
-    would land inside the working_dir that Ray unpacked for a submitted job (the work directory defaulted to
-    `<working_dir>/.specbench`): Ray deletes that folder with the job, and the run would end FINISHED with
-    its artifacts gone. `specbench submit` passes the client's work directory as SPECBENCH_HOME; a job
-    submitted some other way (`ray job submit`) must too."""
+    """Refuse, before any MLflow run or experiment is created, a local store (SQLite or file) whose database
+    file or artifacts would land inside the working_dir that Ray unpacked for a submitted job (a relative
+    `sqlite:///runs.db`, which is relative to that folder; the work directory defaulted to
+    `<working_dir>/.specbench`): Ray deletes that folder with the job, and the run would end FINISHED with its
+    records or artifacts gone. `specbench submit` makes a relative SQLite path absolute and passes the client's
+    work directory as SPECBENCH_HOME; a job submitted some other way (`ray job submit`) must do the same."""
     from specbench.paths import work_dir
-    from specbench.tracking.store import resolve_tracking_uri
+    from specbench.tracking.store import resolve_tracking_uri, sqlite_path
 
     uri = resolve_tracking_uri(opts.tracking_uri)
     if not uri.startswith(("sqlite:", "file:")):
         return  # a server keeps artifacts where it says; a local store keeps them in the work directory
+    server = "or log to an MLflow server (`specbench server`, then --tracking-uri http://HOST:5000)"
+    database = sqlite_path(uri)
+    database = database.resolve() if database is not None else None  # a relative path: from this folder
+    package = _ray_package(database) if database is not None else None
+    if package is not None:
+        raise SpecbenchError(
+            f"the MLflow store {uri} is the file {database}, inside the working_dir that Ray "
+            f"unpacked for the job ({package}) and deletes with it: the job's runs would be lost with it. Fix: "
+            "give the store as an absolute path to a folder that outlives the job (`specbench submit` makes a "
+            f"relative sqlite:/// path absolute against the folder it is run from), {server}.")
     home = work_dir()
-    package = next((p for p in (home, *home.parents) if p.name.startswith(RAY_PACKAGE_PREFIX)), None)
+    package = _ray_package(home)
     if package is None:
         return
     raise SpecbenchError(
         f"the MLflow store {uri} would keep this job's artifacts under {home / 'mlartifacts'}, inside the "
         f"working_dir that Ray unpacked for the job ({package}) and deletes with it. Fix: submit with "
         "`specbench submit` (it passes your work directory as SPECBENCH_HOME), or set SPECBENCH_HOME in the "
-        "job's runtime_env env_vars to a folder that outlives the job, or log to an MLflow server "
-        "(`specbench server`, then --tracking-uri http://HOST:5000).")
+        f"job's runtime_env env_vars to a folder that outlives the job, {server}.")
+
+
+def _ray_package(path: Path) -> Path | None:
+    """The folder Ray unpacked a submitted job's working_dir into that holds `path` (None: none does)."""
+    return next((p for p in (path, *path.parents) if p.name.startswith(RAY_PACKAGE_PREFIX)), None)
 
 
 def run_file(path: Path, opts: RunOptions = RunOptions()) -> list[str]:

@@ -116,6 +116,18 @@ def sqlite_path(uri: str) -> Path | None:
     return Path(uri[len(_SQLITE_PREFIX):].split("?", 1)[0])
 
 
+def absolute_sqlite_uri(uri: str, base: Path | None = None) -> str:
+    """`uri` with a relative SQLite file (`sqlite:///runs.db`) made absolute against `base` (default: the
+    current directory), for a process that runs elsewhere: a submitted job runs in the working_dir Ray unpacks
+    (and deletes with it), where a relative path would create a store that is lost with the job. Any other
+    URI (an absolute SQLite file, a server, an in-memory store) is returned unchanged."""
+    path = sqlite_path(uri)
+    if path is None or path.is_absolute() or str(path) in (".", ":memory:"):
+        return uri
+    _, sep, query = uri[len(_SQLITE_PREFIX):].partition("?")
+    return f"{_SQLITE_PREFIX}{((base or Path.cwd()) / path).resolve()}{sep}{query}"
+
+
 def check_readable_store(explicit: str | None = None) -> str:
     """The tracking URI for a verb that reads the store (`runs`, `compare`, `baseline`, `ui`), checked to
     exist: an explicit (option or environment) SQLite file that is missing, and an http(s) server that does
