@@ -101,7 +101,14 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.experiments.registry import load_config
     from specbench.paths import project_root
-    from specbench.runtime.jobs import check_dashboard_address, follow_logs, status, submission_home, submit
+    from specbench.runtime.jobs import (
+        check_dashboard_address,
+        follow_logs,
+        status,
+        submission_home,
+        submit,
+        upload_exclusion,
+    )
     from specbench.tracking.store import absolute_sqlite_uri, resolve_tracking_uri
 
     check_dashboard_address(args.address)  # its form, before anything is read
@@ -113,6 +120,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.file}: a submitted job file must be inside the project ({root}), which is "
                           f"what the cluster receives. Fix: copy it into {root / 'jobs'}/ (the paths in it to "
                           "other job files are relative to it) and submit that copy.") from err
+    left_out = upload_exclusion(root, args.file)
+    if left_out is not None:
+        raise ConfigError(f"{args.file}: the cluster would not receive this job file, since the upload of the "
+                          f"project leaves it out ({left_out}); the job would fail there with no such job file. "
+                          f"Fix: put the job file in {root / 'jobs'}/ or another tracked folder (not under "
+                          ".specbench/ or a git-ignored folder such as build/) and submit it from there.")
     _checked_config(args.file)  # the files it reads and its preflight, before anything is started
     # a relative SQLite file is the caller's, not one in the working_dir that Ray unpacks and deletes with the job
     uri = absolute_sqlite_uri(resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri))

@@ -1,6 +1,7 @@
 """Submitting jobs to a Ray cluster through Ray's Jobs API (`specbench submit`, `jobs`, `logs`).
 
-A submission ships the project as the job's `working_dir` (without `.venv`, `.specbench`, `.git`), and runs
+A submission ships the project as the job's `working_dir` (without `.venv`, `.specbench`, `.git`, and what
+`.gitignore` leaves out: `submit` refuses a job file the upload would not carry, `upload_exclusion`), and runs
 `python -m specbench --tracking-uri URI run JOB.toml` there with `PYTHONPATH=platform`; the cluster's nodes
 need specbench's dependencies installed (see cluster/). The data folder is passed as `SPECBENCH_DATA`
 (it must be readable at that path on the nodes), the MLflow tracking URI as `MLFLOW_TRACKING_URI`: for a
@@ -102,6 +103,32 @@ def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, 
                 time.sleep(2.0)  # a cluster that just started: its job agent is not up yet
                 continue
             raise SpecbenchError(f"submitting {job_file} to {address} failed: {err}") from err
+
+
+def upload_exclusion(project_root: Path, job_file: Path) -> str | None:
+    """Why the upload of `project_root` as a job's working_dir leaves `job_file` (a file inside it) out, or
+    None when it is uploaded; decided as Ray decides it: the submission's `EXCLUDES` and Ray's default excludes,
+    then the `.gitignore` (unless RAY_RUNTIME_ENV_IGNORE_GITIGNORE=1) and `.rayignore` of each folder on the way
+    down to the file."""
+    from ray._private import ray_constants
+    from ray._private.runtime_env.packaging import _get_excludes, _get_ignore_file
+
+    root = project_root.resolve()
+    patterns = [*ray_constants.get_runtime_env_default_excludes(), *EXCLUDES]
+    rules = [(f"the upload's excludes ({', '.join(dict.fromkeys(patterns))})", _get_excludes(root, patterns))]
+    names = [".rayignore"]
+    if os.environ.get(ray_constants.RAY_RUNTIME_ENV_IGNORE_GITIGNORE, "0") != "1":
+        names.insert(0, ".gitignore")
+    folder = root
+    for part in job_file.resolve().relative_to(root).parts:
+        rules += [(str(folder / name), match) for name in names
+                  if (match := _get_ignore_file(folder, name)) is not None]
+        path = folder / part
+        source = next((source for source, match in rules if match(path)), None)
+        if source is not None:
+            return f"{path.relative_to(root)} is left out by {source}"
+        folder = path
+    return None
 
 
 def submission_home() -> Path:
