@@ -79,3 +79,24 @@ def test_a_swept_metric_says_its_value_is_the_last_step_and_counts_print_whole(t
     assert "2,345,678" in text and "2,345,679 (+1)" in text
     assert (_fmt(None), _fmt(float("nan"))) == ("-", "nan")  # not logged, logged as NaN
     assert "success <span class=d>(last step of a sweep)</span>" in render_html(comparison)
+
+
+def test_runs_of_different_metrics_versions_are_warned_about(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs of one job kind whose metrics versions differ: the deltas compare metrics whose meaning
+    changed, and the comparison says so, naming the runs and their versions; runs of one version do not."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ids = []
+    for name, version, bleu in (("old", "4", 30.0), ("new", "5", 31.0), ("newer", "5", 32.0)):
+        with TrackedRun("cmp", name, uri, {"kind": "simultrans", "metrics.version": version}) as run:
+            run.log_metrics({"simul.bleu_full": bleu})
+            ids.append(run.run_id)
+    old, new, newer = ids
+    assert main(["--tracking-uri", uri, "compare", old, new, "--no-artifact"]) == 0
+    out = capsys.readouterr().out
+    warning = next(line for line in out.splitlines() if line.startswith("warning:"))
+    assert "different metrics versions" in warning and "Fix:" in warning
+    assert f"old [{old[:8]}]: metrics.version 4" in warning and f"new [{new[:8]}]: metrics.version 5" in warning
+    assert "metrics.version 4" in render_html(compare_runs([old, new], uri))
+    assert main(["--tracking-uri", uri, "compare", new, newer, "--no-artifact"]) == 0
+    assert "warning" not in capsys.readouterr().out

@@ -62,12 +62,16 @@ def render_text(comparison: Comparison, show_all: bool = False) -> str:
         for value, delta in zip(row.values, row.deltas(), strict=True):
             cells.append(_fmt(value) + _fmt_delta(delta))
         body.append(cells)
+    warning = comparison.version_warning()
     if not body:
-        return "the runs have the same params and metrics" + ("" if show_all else " (use --all to list them)")
+        same = "the runs have the same params and metrics" + ("" if show_all else " (use --all to list them)")
+        return "\n".join(filter(None, (warning, same)))
     widths = [max(len(r[c]) for r in [header, *body]) for c in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in [header, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     lines.append("(in parentheses: each run's value minus the first run's; - where a run has no such value)")
+    if warning:
+        lines.insert(0, warning)
     if len(set(comparison.run_names)) > 1:
         lines.append("note: these runs are of different jobs (" + ", ".join(dict.fromkeys(comparison.run_names))
                      + "), so many of their params and metrics differ by design")
@@ -88,7 +92,9 @@ def render_html(comparison: Comparison, show_all: bool = False) -> str:
                 + (f" <span class=d>({SWEPT})</span>" if row.swept else ""))
         rows.append(f"<tr{cls}><td>{row.kind}</td><td>{name}</td>{cells}</tr>")
     style = ("body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-             "padding:4px 8px}tr.diff{background:#fff6d5}.d{color:#666}")
+             "padding:4px 8px}tr.diff{background:#fff6d5}.d{color:#666}.warn{color:#a00}")
+    warning = comparison.version_warning()
+    note = "".join(f"<p class=warn>{html.escape(line)}</p>" for line in (warning or "").splitlines())
     return (f"<!doctype html><html><head><meta charset=utf-8><title>specbench compare</title><style>{style}"
-            f"</style></head><body><h1>Run comparison</h1><table><tr><th>kind</th><th>name</th>{head}</tr>"
+            f"</style></head><body><h1>Run comparison</h1>{note}<table><tr><th>kind</th><th>name</th>{head}</tr>"
             f"{''.join(rows)}</table></body></html>\n")

@@ -46,14 +46,34 @@ def _same(a: object, b: object) -> bool:
     return a == b
 
 
+VERSION_TAG = "metrics.version"  # what a job run's metrics mean, counted per job kind (absent: 1)
+
+
 @dataclass(frozen=True)
 class Comparison:
     run_ids: tuple[str, ...]
     run_names: tuple[str, ...]
     rows: tuple[Row, ...]
+    kinds: tuple[str, ...] = ()  # each run's `kind` tag ('' where it has none)
+    versions: tuple[str, ...] = ()  # each run's `metrics.version` tag ("1" where it has none, as for baselines)
 
     def shown(self, show_all: bool) -> list[Row]:
         return [r for r in self.rows if show_all or r.differs]
+
+    def version_warning(self) -> str | None:
+        """A warning naming the runs and their metrics versions where runs of the same job kind logged
+        different metrics versions (their metrics of the same name may not mean the same, so the deltas
+        between them do not measure a change of the method); None where none do. Versions count per kind."""
+        warnings = []
+        for kind in dict.fromkeys(self.kinds):
+            runs = [(n, i, v) for n, i, k, v in zip(self.run_names, self.run_ids, self.kinds, self.versions,
+                                                    strict=True) if k == kind]
+            if len({v for _, _, v in runs}) > 1:
+                warnings.append(f"warning: these {kind or 'untyped'} runs logged different metrics versions ("
+                                + ", ".join(f"{n} [{i[:8]}]: {VERSION_TAG} {v}" for n, i, v in runs)
+                                + "): a metric's meaning changed between them, so their deltas are not like "
+                                "for like. Fix: compare runs of the same metrics version (rerun the older job).")
+        return "\n".join(warnings) or None
 
 
 def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_all: bool = True) -> Comparison:
@@ -76,7 +96,9 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_a
     asked = {r.name for r in rows if r.kind == "metric" and (show_all or r.differs)}
     swept = set().union(*(stepped_metrics(run_id, tracking_uri, asked) for run_id in run_ids))
     rows = [dataclasses.replace(r, swept=True) if r.kind == "metric" and r.name in swept else r for r in rows]
-    return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows))
+    return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows),
+                      tuple(r.data.tags.get("kind", "") for r in runs),
+                      tuple(r.data.tags.get(VERSION_TAG, "1") for r in runs))
 
 
 def _value(raw: object, kind: str) -> object:
