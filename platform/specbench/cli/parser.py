@@ -315,8 +315,8 @@ def _add_server(sub) -> None:  # noqa: ANN001
     )
     srv.add_argument("--store", type=Path, help="SQLite .db file, created with its folder if missing (default: "
                      "the store --tracking-uri or $MLFLOW_TRACKING_URI selects, else .specbench/mlflow.db)")
-    srv.add_argument("--artifacts", type=Path, help="artifact folder, created if missing (default "
-                     ".specbench/mlartifacts)")
+    srv.add_argument("--artifacts", type=Path, help="artifact folder for any store, created if missing (default "
+                     ".specbench/mlartifacts for a SQLite store, MLflow's ./mlartifacts for another)")
     srv.add_argument(
         "--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)"
     )

@@ -53,8 +53,7 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
              log_path: Path | None = None, artifacts: Path | None = None,
              store_option: str = "--tracking-uri") -> tuple[subprocess.Popen, str]:
     """Start `mlflow server` on the store with lean settings (one worker, no job execution); returns
-    (process, address) once healthy. With a SQLite store it also serves artifacts (`--artifacts-destination`,
-    default `.specbench/mlartifacts`), so clients and Ray workers upload them over HTTP.
+    (process, address) once healthy (`server_command` says with which arguments).
 
     The host, port and artifact folder are checked first (SpecbenchError naming --host, --port or
     --artifacts); a server that exits before it answers raises with its last lines of output, naming
@@ -63,11 +62,7 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
     check_bind_address(host, port)
     port = port or free_port(host)
     env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
-           "--port", str(port), "--workers", "1"]
-    if uri.startswith("sqlite:"):
-        root = check_artifact_root(artifacts) if artifacts else local_artifact_root()
-        cmd += ["--artifacts-destination", str(root)]
+    cmd = server_command(uri, host, port, artifacts)
     out = open(log_path, "ab") if log_path else subprocess.PIPE  # noqa: SIM115 - the child keeps it
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -89,6 +84,20 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
         stop(proc)
         raise
     return proc, address
+
+
+def server_command(uri: str, host: str, port: int, artifacts: Path | None = None) -> list[str]:
+    """The `mlflow server` command line for the store `uri`. The server serves artifacts, so clients and Ray
+    workers upload them over HTTP, kept in `artifacts` (`--artifacts-destination`, which MLflow takes with any
+    backend store; checked: created if missing, writable), by default `.specbench/mlartifacts` for a SQLite
+    store and MLflow's own default (`./mlartifacts`) for any other."""
+    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
+           "--port", str(port), "--workers", "1"]
+    if artifacts is not None:
+        cmd += ["--artifacts-destination", str(check_artifact_root(artifacts))]
+    elif uri.startswith("sqlite:"):
+        cmd += ["--artifacts-destination", str(local_artifact_root())]
+    return cmd
 
 
 def check_bind_address(host: str, port: int) -> None:
