@@ -11,13 +11,15 @@ passed by; one whose last line a crash left half-written has its complete lines 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,44 @@ class Journal:
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
         shutil.rmtree(self.path.with_suffix(""), ignore_errors=True)
+        lock_path(self.path).unlink(missing_ok=True)
+
+
+def lock_path(path: Path) -> Path:
+    """The lock file of the journal `path` (`<id>.lock` beside it): a sync holds the lock on it, not on the
+    journal, which a replay replaces (atomically, by a new file) each time it saves its progress."""
+    return path.with_suffix(".lock")
+
+
+@contextmanager
+def replay_lock(path: Path) -> Iterator[bool]:
+    """Within: True when this process holds the journal's lock (an exclusive, non-blocking `flock` on its
+    lock file), so that no other `specbench sync` sends it meanwhile; False, at once, when another process
+    holds it. A lock file removed meanwhile (with its journal, by the sync that sent it) is made anew; the
+    lock file is removed on the way out once its journal is gone."""
+    lock = lock_path(path)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            yield False
+            return
+        try:
+            held = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            held = False
+        if held:
+            break
+        os.close(fd)  # the lock file this process locked is no longer the journal's: lock the one there now
+    try:
+        yield True
+    finally:
+        if not path.exists():
+            lock.unlink(missing_ok=True)  # still held: no other sync is inside
+        os.close(fd)
 
 
 def writer() -> dict[str, Any]:

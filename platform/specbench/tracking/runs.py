@@ -260,7 +260,9 @@ def sync_journals() -> SyncReport:
     that wrote it is known to be gone (same host, pid no longer running): its run is then ended FAILED with
     the reason as its `error` tag, unless the server has it ended, rather than left RUNNING for ever; while
     that process runs, or where it cannot be told (written on another host, or by a specbench that did not
-    record its writer), the journal is left alone and listed in `busy` with why. A damaged journal (empty, or
+    record its writer), the journal is left alone and listed in `busy` with why. A journal that another
+    `specbench sync` is sending (it holds the journal's lock, `journal.replay_lock`) is left to it and listed
+    in `busy` too, so that two syncs at once never send it twice. A damaged journal (empty, or
     with a line that is not an operation) is reported and left in place. A journal whose last line is
     half-written (a crash while writing it) has its complete operations sent; the half line is kept as
     `<journal>.torn`. A refusal of the server for one journal (its run deleted, say) is reported for that
@@ -268,69 +270,81 @@ def sync_journals() -> SyncReport:
     all of it is on the server; what arrived before a stop (the run's id first of all) is written back to it
     as sent as the replay goes (`journal.replay`), so a later sync resumes the same run and sends only the
     rest."""
+    from specbench.tracking.journal import journal_dir, replay_lock
+
+    quiet_mlflow()
+    report = SyncReport([], [], [])
+    new_ids: dict[str, str] = {}  # offline-<journal name> -> the run id the replay created
+    orphans: list[tuple[MlflowClient, str, str]] = []  # (client, child run id, its parent's offline id)
+    for path in sorted(journal_dir().glob("*.jsonl")):
+        with replay_lock(path) as held:
+            if not held:
+                report.busy.append(f"{path}: another `specbench sync` is sending it now")
+            elif path.exists():  # else another sync sent it since this one listed the journals
+                _sync_journal(path, report, new_ids, orphans)
+    for client, run_id, parent in orphans:
+        if parent in new_ids:
+            client.set_tag(run_id, PARENT_TAG, new_ids[parent])
+    return report
+
+
+def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str],
+                  orphans: list[tuple[MlflowClient, str, str]]) -> None:
+    """Send one journal (its lock held) as `sync_journals` says, recording what happened in `report`, the
+    run id it got in `new_ids` and, for a child of an offline parent, its link to fix in `orphans`."""
     from mlflow.exceptions import MlflowException
 
-    from specbench.tracking.journal import DamagedJournal, journal_dir, owner_alive, read_entries, replay
+    from specbench.tracking.journal import DamagedJournal, owner_alive, read_entries, replay
 
     def create(client: MlflowClient, op: dict[str, Any]) -> str:
         exp = experiment_id(client, op["experiment"])
         return client.create_run(exp, run_name=op["run_name"], tags=op["tags"], start_time=op["start_ms"]).info.run_id
 
-    quiet_mlflow()
-    done = []
-    problems: list[str] = []
-    busy: list[str] = []
-    new_ids: dict[str, str] = {}  # offline-<journal name> -> the run id the replay created
-    orphans: list[tuple[MlflowClient, str, str]] = []  # (client, child run id, its parent's offline id)
-    for path in sorted(journal_dir().glob("*.jsonl")):
-        try:
-            entries, torn = read_entries(path)
-        except DamagedJournal as err:
-            problems.append(str(err))
-            continue
-        first = entries[0]
-        ended = any(e.get("op") == "end" for e in entries)
-        alive = None if ended else owner_alive(first)
-        if not ended and alive is not False:
-            where = first.get("host")
-            busy.append(f"{path}: its run has not ended and " + (
-                "the process that writes it still runs" if alive else
-                f"it was written on host {where}: sync there, or once its job has ended" if where else
-                "it does not name the process that writes it: sync once its job has ended"))
-            continue
-        client = MlflowClient(tracking_uri=first["tracking_uri"])
-        kept = path.with_suffix(".torn")
-        try:
-            run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False,
-                                   torn=torn)
-            if not ended:  # its process is gone without ending the run
-                problems.append(_end_abandoned(client, path, run_id, kept if torn else None))
-        except DeletedExperiment as err:  # nothing of it was sent: its run cannot be created there
-            problems.append(f"journal {path}: {err} Then sync again: the journal is kept.")
-            continue
-        except MlflowException as err:
-            if is_unreachable(err):
-                raise
-            problems.append(f"journal {path}: the server refused it ({' '.join(str(err).split())[:300]}); "
-                            f"what arrived is marked sent in it. Fix: if its run was deleted on purpose, move "
-                            f"the journal aside (`mv {path} {path}.refused`); else look at the run and sync again.")
-            continue
-        if torn:
-            kept.write_text(torn, encoding="utf-8")
-            problems.append(f"journal {path} had a half-written last line (its process died while writing "
-                            f"it): the {len(entries)} complete operations before it were sent to run {run_id}; "
-                            f"the half line cannot be read back and is kept in {kept}. Fix: check run {run_id} "
-                            f"(`specbench runs`), then delete {kept}.")
-        new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
-        parent = first.get("tags", {}).get(PARENT_TAG, "")
-        if parent.startswith(OFFLINE_PREFIX):
-            orphans.append((client, run_id, parent))
-        Journal(path).remove()  # only once everything, the run's end included, is on the server
-        done.append((path.name, run_id, count))
-    for client, run_id, parent in orphans:
-        if parent in new_ids:
-            client.set_tag(run_id, PARENT_TAG, new_ids[parent])
-    return SyncReport(done, problems, busy)
+    problems = report.problems
+    try:
+        entries, torn = read_entries(path)
+    except DamagedJournal as err:
+        problems.append(str(err))
+        return
+    first = entries[0]
+    ended = any(e.get("op") == "end" for e in entries)
+    alive = None if ended else owner_alive(first)
+    if not ended and alive is not False:
+        where = first.get("host")
+        report.busy.append(f"{path}: its run has not ended and " + (
+            "the process that writes it still runs" if alive else
+            f"it was written on host {where}: sync there, or once its job has ended" if where else
+            "it does not name the process that writes it: sync once its job has ended"))
+        return
+    client = MlflowClient(tracking_uri=first["tracking_uri"])
+    kept = path.with_suffix(".torn")
+    try:
+        run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False,
+                               torn=torn)
+        if not ended:  # its process is gone without ending the run
+            problems.append(_end_abandoned(client, path, run_id, kept if torn else None))
+    except DeletedExperiment as err:  # nothing of it was sent: its run cannot be created there
+        problems.append(f"journal {path}: {err} Then sync again: the journal is kept.")
+        return
+    except MlflowException as err:
+        if is_unreachable(err):
+            raise
+        problems.append(f"journal {path}: the server refused it ({' '.join(str(err).split())[:300]}); "
+                        f"what arrived is marked sent in it. Fix: if its run was deleted on purpose, move "
+                        f"the journal aside (`mv {path} {path}.refused`); else look at the run and sync again.")
+        return
+    if torn:
+        kept.write_text(torn, encoding="utf-8")
+        problems.append(f"journal {path} had a half-written last line (its process died while writing "
+                        f"it): the {len(entries)} complete operations before it were sent to run {run_id}; "
+                        f"the half line cannot be read back and is kept in {kept}. Fix: check run {run_id} "
+                        f"(`specbench runs`), then delete {kept}.")
+    new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
+    parent = first.get("tags", {}).get(PARENT_TAG, "")
+    if parent.startswith(OFFLINE_PREFIX):
+        orphans.append((client, run_id, parent))
+    Journal(path).remove()  # only once everything, the run's end included, is on the server
+    report.sent.append((path.name, run_id, count))
 
 
 def _end_abandoned(client: MlflowClient, path: Path, run_id: str, kept: Path | None) -> str:

@@ -1,0 +1,73 @@
+"""`specbench sync` against a real MLflow SQLite store with journals as runs write them: a journal that
+another sync is sending (it holds the journal's lock) is left to it, so two syncs at once never send one
+journal twice."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from specbench.cli import main
+
+pytestmark = [pytest.mark.integration, pytest.mark.isolated]
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return tmp_path / "home"
+
+
+def dead_pid() -> int:
+    """The pid of a process of this host that has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def journal(uri: str, name: str, tags: dict[str, str] | None = None) -> str:
+    """The journal of an ended run logged offline (its writer gone): create, a metric, end; nothing sent."""
+    create = {"op": "create", "tracking_uri": uri, "experiment": "sync", "run_name": name, "tags": tags or {},
+              "start_ms": 1000, "sent": False, "run_id": None, "host": socket.gethostname(), "pid": dead_pid()}
+    ops = [create, {"op": "metrics", "metrics": [["m", 1.0, 1000, 0]], "sent": False},
+           {"op": "end", "status": "FINISHED", "end_ms": 2000, "sent": False}]
+    return "".join(json.dumps(op) + "\n" for op in ops)
+
+
+def runs(uri: str) -> dict[str, object]:
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("sync")
+    return {} if exp is None else {r.info.run_name: r for r in client.search_runs([exp.experiment_id])}
+
+
+def test_a_journal_another_sync_holds_is_skipped_and_nothing_of_it_sent(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    folder = home / "journal"
+    folder.mkdir(parents=True)
+    held, free = folder / "a-held.jsonl", folder / "b-free.jsonl"
+    held.write_text(before := journal(uri, "held"))
+    free.write_text(journal(uri, "free"))
+    fd = os.open(held.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)  # as another sync holds it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(["sync"]) == 0
+        out = capsys.readouterr().out
+        assert f"{held}: another `specbench sync` is sending it now (left alone for now)" in out
+        assert "b-free.jsonl: 3 operations sent" in out and "a-held.jsonl: 3 operations sent" not in out
+        assert set(runs(uri)) == {"free"}  # nothing of the held journal reached the store
+        assert held.read_text() == before  # untouched: still all unsent
+    finally:
+        os.close(fd)  # the other sync is done
+    assert main(["sync"]) == 0
+    assert "a-held.jsonl: 3 operations sent" in capsys.readouterr().out
+    assert set(runs(uri)) == {"free", "held"} and not held.exists() and not list(folder.iterdir())
