@@ -33,7 +33,7 @@ from specbench.acoustic.inference import SCORES_SCHEMA, AcousticScorer, score_fe
 from specbench.acoustic.speaker_transform import ctc_targets, fit_speaker_transform, install
 from specbench.acoustic.training import greedy_ctc
 from specbench.acoustic.vtln import IDENTITY, NoPhoneFrames, choose_warp, warp_grid
-from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig
+from specbench.config import EvalAmConfig, SpeechConfig
 from specbench.data import scores as scores_io
 from specbench.data.real_speech import load_audio, real_recordings
 from specbench.data.synthesis import read_wav
@@ -42,7 +42,7 @@ from specbench.decoder.options import SearchOptions
 from specbench.errors import DataError
 from specbench.experiments import scores_record
 from specbench.experiments.graph_recipe import build_graph
-from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.job_refs import ctc_graph_job, referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import build_corpus
 from specbench.metrics.wer import error_rate, wer
@@ -263,7 +263,7 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
                 ray_address: str | None = None) -> dict[str, Any]:
     """Evaluate; returns the metrics (also logged to `run`)."""
     speech_cfg = referenced_job(job_path, "speech_job", config.speech_job, SpeechConfig)
-    graph_cfg = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
+    graph_cfg = ctc_graph_job(job_path, "graph_job", config.graph_job)  # before any build
     graph = build_graph(graph_cfg)
     corpus = build_corpus(speech_cfg, None, ray_address)
     connect(ray_address)

@@ -57,6 +57,7 @@ class JobKind:
 
 _EXP = "specbench.experiments"
 _BENCH = "specbench.benchmarks"
+_CTC_GRAPH = f"{_EXP}.job_refs:ctc_graph_preflight"  # graph_job must build the CTC TLG (`job_refs.ctc_graph_job`)
 # What version 4 of the predictive metrics and version 2 of the confidence models' changed
 PARTIAL_RULE_CHANGE = ("a partial hypothesis keeps its last word when the path's graph state reaches a final state "
                        "through word-free epsilon arcs (before: only when the state itself is final, which in "
@@ -68,9 +69,9 @@ PARTIAL_RULE_CHANGE = ("a partial hypothesis keeps its last word when the path's
 JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.GraphConfig, f"{_EXP}.graph:execute",
             ("graph.states", "graph.arcs", "graph.ppl_test", "graph.test_unseen_rate")),
-    JobKind(cfg.SpeechConfig, f"{_EXP}.speech:execute", ("speech.utterances",)),
-    JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",)),
-    JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy")),
+    JobKind(cfg.SpeechConfig, f"{_EXP}.speech:execute", ("speech.utterances",), preflight=_CTC_GRAPH),
+    JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",), preflight=_CTC_GRAPH),
+    JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy"), preflight=_CTC_GRAPH),
     JobKind(cfg.RealSpeechConfig, f"{_EXP}.real_speech.job:execute", ("asr.real.wer",),
             metrics_version=2,
             metrics_change="pocketsphinx's tuned LM weight reaches its flat and best-path passes too (in its "
@@ -79,6 +80,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
                            "its frames per second leave out decoder construction; cpu_twin_identical counts "
                            "only utterances both decoded; asr.real.wer (ours) unchanged"),
     JobKind(cfg.WordConfidenceConfig, f"{_EXP}.word_confidence:execute",
+            preflight=f"{_EXP}.job_refs:scores_job_graph_preflight",
             metrics_version=2,
             metrics_change="a run of repeated 1-best words shares one window and its j-th word gets the mass of "
                            "paths with at least j copies (before: each copy its own window), so NCE, AUC and "

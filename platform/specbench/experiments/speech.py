@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from specbench.acoustic.alignment import align_shard
-from specbench.config import GraphConfig, SpeechConfig
+from specbench.config import SpeechConfig
 from specbench.data.speech_corpus import (
     CorpusPlan,
     plan_utterances,
@@ -28,7 +28,7 @@ from specbench.data.speech_corpus import (
     write_manifest,
 )
 from specbench.experiments.graph_recipe import build_graph
-from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.job_refs import ctc_graph_job
 from specbench.experiments.registry import RunOptions
 from specbench.paths import from_root, work_dir
 from specbench.runtime import connect, run_tasks
@@ -120,7 +120,7 @@ def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_addres
     checkpoint = from_root(config.align_checkpoint)
     graph_job = None  # read before the synthesis, so that a bad graph_job stops the job before any work
     if checkpoint.is_file() and job_path is not None:
-        graph_job = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
+        graph_job = ctc_graph_job(job_path, "graph_job", config.graph_job)
     connect(ray_address)
     start = time.perf_counter()
     done = run_tasks(partial(synthesize_shard, corpus_root=root), shards,

@@ -17,9 +17,9 @@ from specbench.acoustic.dataset import load_examples
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.training import train
-from specbench.config import GraphConfig, SpeechConfig, TrainAmConfig
+from specbench.config import SpeechConfig, TrainAmConfig
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
-from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.job_refs import ctc_graph_job, referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import Corpus, build_corpus
 from specbench.paths import from_root, work_dir
@@ -42,7 +42,7 @@ def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
                  ray_address: str | None = None) -> dict[str, Any]:
     """Train; returns the model card's data (also written beside the checkpoint)."""
     speech_cfg = referenced_job(job_path, "speech_job", config.speech_job, SpeechConfig)
-    graph_cfg = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
+    graph_cfg = ctc_graph_job(job_path, "graph_job", config.graph_job)  # before any build
     graph: GraphArtifacts = build_graph(graph_cfg)
     corpus: Corpus = build_corpus(speech_cfg, None, ray_address)
     prons = read_lexicon(graph.directory / "lexicon.txt").prons

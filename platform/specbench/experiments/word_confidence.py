@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from specbench.config import EvalAmConfig, GraphConfig, SpeechConfig, WordConfidenceConfig
+from specbench.config import EvalAmConfig, SpeechConfig, WordConfidenceConfig
 from specbench.data.scores import iter_rows, read_parquet_table
 from specbench.decoder.backends import GraphFile, make_decoder
 from specbench.decoder.options import SearchOptions
@@ -43,7 +43,7 @@ from specbench.decoder.word_confidence import WordPosteriors, word_posteriors
 from specbench.errors import DataError
 from specbench.experiments import scores_record
 from specbench.experiments.graph_recipe import build_graph
-from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.job_refs import ctc_graph_job, referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import corpus_root
 from specbench.metrics import confidence_measures as cm
@@ -76,7 +76,7 @@ def _inputs(config: WordConfidenceConfig,
         raise DataError(f"{missing} does not exist: scores_job = '{config.scores_job}' writes it. Fix: run "
                         f"`specbench run {eval_path}` first (a suite lists it before this job)")
     record = scores_record.check(files["test"].parent, evaluation, from_root(evaluation.checkpoint), eval_path)
-    graph = build_graph(referenced_job(eval_path, "graph_job", evaluation.graph_job, GraphConfig))
+    graph = build_graph(ctc_graph_job(eval_path, "graph_job", evaluation.graph_job))
     splits = {}
     for split, limit in (("devel", config.devel_utterances), ("test", config.test_utterances)):
         items = [(u, m) for u, m, _ in iter_rows(read_parquet_table(files[split]), str(files[split]))]

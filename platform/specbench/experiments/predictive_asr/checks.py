@@ -18,7 +18,7 @@ from specbench.acoustic.inference import OUTPUT_FRAME_SHIFT_MS
 from specbench.config import AsrSection, EvalAmConfig, PredictiveAsrConfig, TrainConfidenceConfig, read_toml
 from specbench.data.usage import UsageSettings, population, simulate_usage
 from specbench.errors import ConfigError, DataError
-from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.job_refs import ctc_graph_job, referenced_job
 from specbench.paths import from_root
 from specbench.prediction.confidence import load_confidence
 
@@ -129,9 +129,11 @@ def adaptation_job(asr: AsrSection, job_path: Path) -> EvalAmConfig | None:
 
 def asr_checks(asr: AsrSection, job_path: Path) -> None:
     """The `[asr]` checks that transcribing makes before it renders anything (`partials._setup`), made here
-    before the run opens: partials on whole output frames, and (decoder mode, where the adaptation is
-    applied) an adaptation job that adapts."""
+    before the run opens: partials on whole output frames, a graph job of the CTC TLG recipe
+    (`job_refs.ctc_graph_job`), and (decoder mode, where the adaptation is applied) an adaptation job that
+    adapts."""
     check_partial_interval(asr, job_path)
+    ctc_graph_job(job_path, "asr.graph_job", asr.graph_job)
     if asr.mode == "decoder":
         adaptation_job(asr, job_path)
 

@@ -38,14 +38,14 @@ import numpy as np
 import pyarrow as pa
 
 from specbench.acoustic.alignment import align_scored_shard
-from specbench.config import AsrSection, GraphConfig
+from specbench.config import AsrSection
 from specbench.data.speech_corpus import synthesize_shard
 from specbench.data.voices import get_voice
 from specbench.decoder.stage import DecoderStage
 from specbench.errors import DataError
 from specbench.experiments.eval_am import score_rows, score_rows_by_voice
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
-from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.job_refs import ctc_graph_job
 from specbench.experiments.predictive_asr.adaptation import VoiceAdaptation, adapt_voices
 from specbench.experiments.predictive_asr.checks import check_partial_interval
 from specbench.paths import from_root, work_dir
@@ -330,7 +330,7 @@ def _setup(asr: AsrSection, job_path: Path) -> _Setup:
     if not checkpoint.is_file():
         raise DataError(f"{job_path}: asr.checkpoint {checkpoint} does not exist. Fix: train it with "
                         "`specbench train am jobs/am.toml`, or point asr.checkpoint at an acoustic model")
-    graph = build_graph(referenced_job(job_path, "asr.graph_job", asr.graph_job, GraphConfig))
+    graph = build_graph(ctc_graph_job(job_path, "asr.graph_job", asr.graph_job))
     adaptation = adapt_voices(asr, job_path, checkpoint, graph) if asr.mode == "decoder" else None
     return _Setup(checkpoint, graph, adaptation, cache_dir(asr, checkpoint, graph, adaptation) / "transcripts.parquet")
 
