@@ -1,6 +1,6 @@
 """`specbench sync` against a real MLflow SQLite store with journals as runs write them: a journal that
 another sync is sending (it holds the journal's lock) is left to it, so two syncs at once never send one
-journal twice."""
+journal twice; an offline child run whose parent still runs waits for the sync that sends its parent."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from specbench.cli import main
+from specbench.tracking.runs import PARENT_TAG, TrackedRun
+from specbench.tracking.ui import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
@@ -71,3 +73,38 @@ def test_a_journal_another_sync_holds_is_skipped_and_nothing_of_it_sent(
     assert main(["sync"]) == 0
     assert "a-held.jsonl: 3 operations sent" in capsys.readouterr().out
     assert set(runs(uri)) == {"free", "held"} and not held.exists() and not list(folder.iterdir())
+
+
+def _send_to(journal_file: Path, uri: str) -> None:
+    """Point a journal's run at the store `uri` (its `create` line names where the run goes)."""
+    lines = journal_file.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[0] = json.dumps(json.loads(lines[0]) | {"tracking_uri": uri}) + "\n"
+    journal_file.write_text("".join(lines), encoding="utf-8")
+
+
+def test_a_child_whose_parent_is_still_running_is_sent_with_its_parent_and_nested(
+        tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A suite logged offline: its first job's child run has ended, the suite's parent run still goes when
+    `specbench sync` runs. The child is kept until the sync that sends its parent, then nested under it
+    (sent alone, it would point for ever at the parent's offline id)."""
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # the down server is noticed at once
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there: both runs go offline
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    with TrackedRun("sync", "suite", down, {"kind": "suite"}) as parent:
+        with TrackedRun("sync", "job", down, {"kind": "graph"}, parent=parent) as child:
+            child.log_metrics({"graph.states": 3.0})
+        assert parent.run_id.startswith("offline-") and child.run_id.startswith("offline-")
+        for journal_file in (parent.journal.path, child.journal.path):
+            _send_to(journal_file, uri)  # the store the journals are sent to: a SQLite file, not a server
+        capsys.readouterr()
+        assert main(["sync"]) == 0  # the parent's process (this one) still runs
+        out = capsys.readouterr().out
+        assert f"{child.journal.path}: the journal of its parent run ({parent.run_id}) is not sent yet" in out
+        assert "operations sent" not in out and child.journal.path.exists() and runs(uri) == {}
+        parent.log_metrics({"graph.states": 3.0})
+    assert main(["sync"]) == 0  # the suite has ended: parent and child go, the child nested under the parent
+    assert capsys.readouterr().out.count("operations sent") == 2
+    sent = runs(uri)
+    assert sent["job"].data.tags[PARENT_TAG] == sent["suite"].info.run_id  # type: ignore[attr-defined]
+    assert sent["job"].data.metrics == {"graph.states": 3.0}  # type: ignore[attr-defined]
+    assert not list((home / "journal").glob("*.jsonl"))

@@ -254,7 +254,9 @@ TORN_ERROR = ("the job's process stopped while writing its journal (its last lin
 
 def sync_journals() -> SyncReport:
     """Send every kept journal (runs logged while their server was unreachable). A child run whose parent was
-    offline too is then pointed at the parent's new run id.
+    offline too is sent after its parent and pointed at the parent's new run id; while the parent's journal is
+    not sent (its job still runs, say), the child's is kept and listed in `busy`, and goes in the sync that
+    sends the parent (sent alone, it would keep the parent's offline id for ever).
 
     A journal that records its run's end is sent and removed. One that does not is sent only when the process
     that wrote it is known to be gone (same host, pid no longer running): its run is then ended FAILED with
@@ -270,28 +272,51 @@ def sync_journals() -> SyncReport:
     all of it is on the server; what arrived before a stop (the run's id first of all) is written back to it
     as sent as the replay goes (`journal.replay`), so a later sync resumes the same run and sends only the
     rest."""
-    from specbench.tracking.journal import journal_dir, replay_lock
+    from specbench.tracking.journal import journal_dir
 
     quiet_mlflow()
     report = SyncReport([], [], [])
     new_ids: dict[str, str] = {}  # offline-<journal name> -> the run id the replay created
-    orphans: list[tuple[MlflowClient, str, str]] = []  # (client, child run id, its parent's offline id)
+    waiting: dict[Path, str] = {}  # child journal -> its parent's offline id, whose journal is not sent yet
     for path in sorted(journal_dir().glob("*.jsonl")):
-        with replay_lock(path) as held:
-            if not held:
-                report.busy.append(f"{path}: another `specbench sync` is sending it now")
-            elif path.exists():  # else another sync sent it since this one listed the journals
-                _sync_journal(path, report, new_ids, orphans)
-    for client, run_id, parent in orphans:
-        if parent in new_ids:
-            client.set_tag(run_id, PARENT_TAG, new_ids[parent])
+        parent = _sync_locked(path, report, new_ids)
+        if parent is not None:
+            waiting[path] = parent
+    while ready := [path for path, parent in waiting.items() if parent in new_ids]:  # parents sent later on
+        for path in ready:
+            del waiting[path]
+            _sync_locked(path, report, new_ids)
+    for path, parent in waiting.items():
+        report.busy.append(f"{path}: the journal of its parent run ({parent}) is not sent yet; it is sent in the "
+                           "sync that sends its parent, so that it is nested under the parent's new run")
     return report
 
 
-def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str],
-                  orphans: list[tuple[MlflowClient, str, str]]) -> None:
-    """Send one journal (its lock held) as `sync_journals` says, recording what happened in `report`, the
-    run id it got in `new_ids` and, for a child of an offline parent, its link to fix in `orphans`."""
+def _sync_locked(path: Path, report: SyncReport, new_ids: dict[str, str]) -> str | None:
+    """`_sync_journal` under the journal's lock; a journal another sync holds is left to it (`busy`)."""
+    from specbench.tracking.journal import replay_lock
+
+    with replay_lock(path) as held:
+        if not held:
+            report.busy.append(f"{path}: another `specbench sync` is sending it now")
+            return None
+        if not path.exists():  # another sync sent it since this one listed the journals
+            return None
+        return _sync_journal(path, report, new_ids)
+
+
+def _parent_unsent(parent: str, new_ids: dict[str, str]) -> bool:
+    """Whether the offline parent run `parent` (offline-<journal name>) still has a journal to send."""
+    from specbench.tracking.journal import journal_dir
+
+    name = parent.removeprefix(OFFLINE_PREFIX)
+    return parent not in new_ids and (journal_dir() / f"{name}.jsonl").is_file()
+
+
+def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str]) -> str | None:
+    """Send one journal (its lock held) as `sync_journals` says, recording what happened in `report` and the
+    run id it got in `new_ids`. A child whose offline parent's journal is not sent yet is not sent: returns
+    the parent's offline id (else None)."""
     from mlflow.exceptions import MlflowException
 
     from specbench.tracking.journal import DamagedJournal, owner_alive, read_entries, replay
@@ -305,7 +330,7 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str],
         entries, torn = read_entries(path)
     except DamagedJournal as err:
         problems.append(str(err))
-        return
+        return None
     first = entries[0]
     ended = any(e.get("op") == "end" for e in entries)
     alive = None if ended else owner_alive(first)
@@ -315,7 +340,10 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str],
             "the process that writes it still runs" if alive else
             f"it was written on host {where}: sync there, or once its job has ended" if where else
             "it does not name the process that writes it: sync once its job has ended"))
-        return
+        return None
+    parent = first.get("tags", {}).get(PARENT_TAG, "")
+    if parent.startswith(OFFLINE_PREFIX) and _parent_unsent(parent, new_ids):
+        return parent
     client = MlflowClient(tracking_uri=first["tracking_uri"])
     kept = path.with_suffix(".torn")
     try:
@@ -325,14 +353,14 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str],
             problems.append(_end_abandoned(client, path, run_id, kept if torn else None))
     except DeletedExperiment as err:  # nothing of it was sent: its run cannot be created there
         problems.append(f"journal {path}: {err} Then sync again: the journal is kept.")
-        return
+        return None
     except MlflowException as err:
         if is_unreachable(err):
             raise
         problems.append(f"journal {path}: the server refused it ({' '.join(str(err).split())[:300]}); "
                         f"what arrived is marked sent in it. Fix: if its run was deleted on purpose, move "
                         f"the journal aside (`mv {path} {path}.refused`); else look at the run and sync again.")
-        return
+        return None
     if torn:
         kept.write_text(torn, encoding="utf-8")
         problems.append(f"journal {path} had a half-written last line (its process died while writing "
@@ -340,11 +368,11 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str],
                         f"the half line cannot be read back and is kept in {kept}. Fix: check run {run_id} "
                         f"(`specbench runs`), then delete {kept}.")
     new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
-    parent = first.get("tags", {}).get(PARENT_TAG, "")
-    if parent.startswith(OFFLINE_PREFIX):
-        orphans.append((client, run_id, parent))
+    if parent in new_ids:  # its parent was offline too: point it at the parent's new run, before the record goes
+        client.set_tag(run_id, PARENT_TAG, new_ids[parent])
     Journal(path).remove()  # only once everything, the run's end included, is on the server
     report.sent.append((path.name, run_id, count))
+    return None
 
 
 def _end_abandoned(client: MlflowClient, path: Path, run_id: str, kept: Path | None) -> str:
