@@ -169,7 +169,3 @@ def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0) ->
         text = jobs.get_job_logs(job_id)
         if len(text) > len(seen):
             yield text[len(seen):]
-
-
-def default_address() -> str | None:
-    return os.environ.get("RAY_API_SERVER_ADDRESS") or None
