@@ -42,16 +42,11 @@ def _checked_config(path: Path, kind: str | None = None):  # type: ignore[no-unt
     return config
 
 
-def _job_of_kind(path: Path, kind: str):  # type: ignore[no-untyped-def]
-    """The loaded job file, which must be of `kind` (the convenience verbs)."""
-    return _checked_config(path, kind)
-
-
 def _run_kind(args: argparse.Namespace, kind: str, force: bool = False) -> int:
     """Run a job file after checking it is of `kind` (the convenience verbs)."""
     from specbench.experiments.runner import run_file
 
-    _job_of_kind(args.file, kind)
+    _checked_config(args.file, kind)
     for line in run_file(args.file, _options(args, force)):
         print(line)
     return 0
@@ -218,7 +213,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if kind == "train_mt" and args.no_mlflow:  # no tracking: the runner (and mlflow) is never imported
         from specbench.experiments import train_mt
 
-        config = _job_of_kind(args.file, kind)
+        config = _checked_config(args.file, kind)
         for line in train_mt.summary(config, train_mt.run_train_mt(config, args.file, None, args.device)):
             print(line)
         return 0
