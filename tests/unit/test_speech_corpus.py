@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 import re
 import shutil
 from pathlib import Path
@@ -184,6 +185,39 @@ def test_a_changed_row_is_synthesized_again(tmp_path: Path, tts: None) -> None:
     changed = synthesize_row({**row, "rate": 0.6}, tmp_path)
     assert first["status"] == changed["status"] == "ok"
     assert changed["duration_s"] > first["duration_s"], "a stale file is not reused"
+
+
+def test_an_engine_upgrade_synthesizes_the_row_again_and_an_older_sidecar_is_kept(tmp_path: Path, tts: None) -> None:
+    """The sidecar records the versions of the voice's engine and of sox; a row whose recorded version differs
+    from the installed one is synthesized again with it. A sidecar written before versions were recorded is
+    accepted as is (its WAV is not thrown away)."""
+    import json
+
+    from specbench.tool_versions import tool_version
+
+    row = next(r for r in _tiny_rows() if r["voice"] == "espeak:en-us")
+    wav = tmp_path / row["audio_path"]
+    sidecar = wav.with_suffix(".json")
+    assert synthesize_row(row, tmp_path)["status"] == "ok"
+    meta = json.loads(sidecar.read_text())
+    assert meta["engines"] == {"espeak-ng": tool_version("espeak-ng"), "sox": tool_version("sox")}
+    assert "1." in meta["engines"]["espeak-ng"]  # what `espeak-ng --version` says, as the graph's hash reads it
+
+    def rewritten(sidecar_meta: dict) -> bool:
+        sidecar.write_text(json.dumps(sidecar_meta))
+        before = wav.stat().st_mtime_ns
+        os.utime(wav, ns=(before - 10**9, before - 10**9))  # so that a rewrite shows in the mtime
+        assert synthesize_row(row, tmp_path)["status"] == "ok"
+        return wav.stat().st_mtime_ns != before - 10**9
+
+    older = {**meta, "engines": {**meta["engines"], "espeak-ng": "eSpeak NG text-to-speech: 1.49.2"}}
+    assert rewritten(older), "a WAV from another espeak-ng version is reused"
+    assert json.loads(sidecar.read_text())["engines"] == meta["engines"]
+    assert rewritten({**meta, "engines": {**meta["engines"], "sox": "sox: SoX v14.4.1"}})
+    legacy = {k: v for k, v in meta.items() if k != "engines"}
+    assert not rewritten(legacy), "a sidecar from before the versions were recorded is kept"
+    assert json.loads(sidecar.read_text()) == legacy
+    assert not rewritten(meta)
 
 
 def test_a_broken_row_reports_its_reason_and_the_others_complete(tmp_path: Path, tts: None) -> None:

@@ -1,4 +1,5 @@
-"""Word times of an existing manifest are reused only for the same utterance id AND the same words."""
+"""Word times of an existing manifest are reused only for the same utterance id, the same words and the same
+audio: the same noise seed (which the id does not hold) and a WAV not synthesized again since."""
 
 from __future__ import annotations
 
@@ -12,10 +13,10 @@ from specbench.experiments.speech import _keep_word_times, _previous_word_times
 pytestmark = pytest.mark.unit
 
 
-def _row(utt_id: str, text: str, times: list | None) -> dict:
+def _row(utt_id: str, text: str, times: list | None, noise_seed: int = 1) -> dict:
     row = {name: None for name in MANIFEST_SCHEMA.names}
     row.update(utt_id=utt_id, text=text, normalized_text=text, voice="espeak:en-us", rate=1.0,
-               snr_db=float("inf"), noise_seed=1, split="train", audio_path=f"train/{utt_id}.wav", duration_s=1.0,
+               snr_db=float("inf"), noise_seed=noise_seed, split="train", audio_path=f"train/{utt_id}.wav", duration_s=1.0,
                num_samples=16000, end_of_speech_s=0.9, word_times=times, status="ok")
     return row
 
@@ -35,3 +36,30 @@ def test_changed_sentence_behind_an_id_drops_its_old_word_times(tmp_path: Path) 
     assert [t["word"] for t in kept[0]["word_times"]] == ["play", "jazz"]
     assert [t["end_s"] for t in kept[0]["word_times"]] == pytest.approx([0.3, 0.7])  # float32 in the manifest
     assert kept[1]["word_times"] is None
+
+
+def _times(*words: str) -> list[dict]:
+    return [{"word": w, "start_s": 0.1 * i, "end_s": 0.1 * i + 0.05} for i, w in enumerate(words)]
+
+
+def test_other_noise_or_new_audio_behind_an_id_drops_its_old_word_times(tmp_path: Path) -> None:
+    """A changed seed keeps an id and its sentence but gives it another noise seed (other audio); an engine
+    upgrade synthesizes a WAV again under the same key. Either way the old word times are not the audio's."""
+    import os
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    old = [_row(u, "play jazz", _times("play", "jazz")) for u in ("same", "noise", "resynthesized")]
+    manifest = tmp_path / "manifest.parquet"
+    pq.write_table(pa.Table.from_pylist(old, schema=MANIFEST_SCHEMA), manifest)
+    written = manifest.stat().st_mtime_ns
+    for utt, offset in (("same", -10**9), ("resynthesized", 10**9)):  # a WAV older, and one newer, than the manifest
+        wav = tmp_path / "train" / f"{utt}.wav"
+        wav.parent.mkdir(exist_ok=True)
+        wav.write_bytes(b"RIFF")
+        os.utime(wav, ns=(written + offset, written + offset))
+    new = [_row("same", "play jazz", None), _row("noise", "play jazz", None, noise_seed=2),
+           _row("resynthesized", "play jazz", None)]
+    assert set(_previous_word_times(tmp_path, new)) == {"same"}
+    assert [r["word_times"] is None for r in _keep_word_times(new, tmp_path)] == [False, True, True]

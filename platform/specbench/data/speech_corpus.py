@@ -6,9 +6,11 @@
    evaluation voices, which include every held-out voice (`voices.HELD_OUT_VOICES`).
 2. `synthesize_shard(rows, corpus_root)` (or `synthesize_row` per row) writes
    ``corpus_root/{split}/{voice-slug}/{utt_id}.wav`` plus a sidecar ``{utt_id}.json`` that records what was
-   synthesized and the end of speech (measured on the clean speech, before noise, so it cannot be measured
-   again from a noisy file). A rerun skips rows whose WAV and matching sidecar exist, re-reading the
-   duration from the WAV. Failures are reported in `status`, never raised. These are plain functions that
+   synthesized, the versions of the programs that made it (the voice's engine and sox, `engine_versions`)
+   and the end of speech (measured on the clean speech, before noise, so it cannot be measured again from a
+   noisy file). A rerun skips rows whose WAV and matching sidecar exist, re-reading the duration from the WAV,
+   and synthesizes again a row whose recorded engine version differs from the installed one (a sidecar
+   written before versions were recorded is accepted as is). Failures are reported in `status`, never raised. These are plain functions that
    the runtime can run as Ray tasks over shards.
 3. `write_manifest` / `read_manifest` store the synthesized rows as Parquet with `MANIFEST_SCHEMA`;
    `word_times` stays null until forced alignment fills it.
@@ -40,6 +42,7 @@ from specbench.data.text_norm import normalize
 from specbench.data.voices import HELD_OUT_VOICES, get_voice, voice_names
 from specbench.errors import ConfigError, DataError, SpecbenchError
 from specbench.stage import failure_status
+from specbench.tool_versions import tool_version
 
 __all__ = [
     "CorpusPlan",
@@ -48,6 +51,7 @@ __all__ = [
     "WORD_TIMES_TYPE",
     "plan_utterances",
     "read_manifest",
+    "sidecar_key",
     "skipped_counts",
     "synthesize_row",
     "synthesize_shard",
@@ -280,9 +284,10 @@ def skipped_counts(table: pa.Table) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(raw).items()} if raw else {}
 
 
-def _sidecar_key(row: Mapping[str, Any]) -> dict[str, Any]:
-    """What determines a row's audio; a sidecar whose key differs is stale. A row may carry an optional
-    `pitch_cents` (not in the plan schema; the usage requests use it), keyed only when it is not 0."""
+def sidecar_key(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What determines a row's audio besides the engines' versions (recorded beside it in the sidecar:
+    `_engines_changed`); a sidecar whose key differs is stale. A row may carry an optional `pitch_cents` (not
+    in the plan schema; the usage requests use it), keyed only when it is not 0."""
     key = {
         "version": _SIDECAR_VERSION, "normalized_text": row["normalized_text"], "voice": row["voice"],
         "rate": float(row["rate"]), "snr_db": float(row["snr_db"]), "noise_seed": int(row["noise_seed"]),
@@ -292,8 +297,29 @@ def _sidecar_key(row: Mapping[str, Any]) -> dict[str, Any]:
     return key
 
 
-def _done(wav: Path, key: Mapping[str, Any]) -> dict[str, float | int] | None:
-    """Measurements of an already synthesized row, or None when it must be (re)done.
+def engine_versions(voice: str) -> dict[str, str]:
+    """The versions of the programs whose output a row of `voice` is: its engine (espeak-ng, which also drives
+    the MBROLA voices; flite; festival) and sox (resampling, pitch shift), read by `tool_version` as the
+    graph's hash reads espeak-ng's. A program that cannot run here is left out."""
+    programs = (get_voice(voice).engine, "sox")
+    return {p: v for p in programs if (v := tool_version(p)) is not None}
+
+
+def _engines_changed(meta: Mapping[str, Any], engines: Mapping[str, str]) -> bool:
+    """Whether a program that made a row's audio has another version now than its sidecar records.
+
+    A sidecar written before the versions were recorded (no "engines") is accepted as is: its WAV came from
+    whatever was installed then, and refusing it would synthesize every existing corpus again. A program that
+    cannot run here (absent from `engines`) is not compared: nothing here could make that audio again."""
+    recorded = meta.get("engines")
+    if recorded is None:
+        return False
+    return not isinstance(recorded, dict) or any(recorded.get(p) != v for p, v in engines.items())
+
+
+def _done(wav: Path, key: Mapping[str, Any], engines: Mapping[str, str]) -> dict[str, float | int] | None:
+    """Measurements of an already synthesized row, or None when it must be (re)done (no WAV or sidecar, a
+    sidecar of other inputs, or one that records another version of an engine: `_engines_changed`).
 
     Duration and sample count are read again from the WAV; the end of speech comes from the sidecar.
     """
@@ -302,7 +328,7 @@ def _done(wav: Path, key: Mapping[str, Any]) -> dict[str, float | int] | None:
         return None
     try:
         meta = json.loads(sidecar.read_text(encoding="utf-8"))
-        if meta.get("key") != key:
+        if meta.get("key") != key or _engines_changed(meta, engines):
             return None
         samples, _ = read_wav(wav)
     except (ValueError, OSError, DataError):
@@ -335,8 +361,9 @@ def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
     out.update(duration_s=None, num_samples=None, end_of_speech_s=None, word_times=None)
     try:
         wav = Path(corpus_root) / str(row["audio_path"])
-        key = _sidecar_key(row)
-        measured = _done(wav, key)
+        key = sidecar_key(row)
+        engines = engine_versions(str(row["voice"]))
+        measured = _done(wav, key, engines)
         if measured is None:
             voice = get_voice(str(row["voice"]))
             res = synthesize(str(row["normalized_text"]), voice, float(row["rate"]), wav,
@@ -344,7 +371,7 @@ def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
                              pitch_cents=float(row.get("pitch_cents") or 0.0))
             measured = {"duration_s": res.duration_s, "num_samples": res.num_samples,
                         "end_of_speech_s": res.end_of_speech_s}
-            _write_json_atomic(wav.with_suffix(".json"), {"key": key, **measured})
+            _write_json_atomic(wav.with_suffix(".json"), {"key": key, "engines": engines, **measured})
         out.update(
             duration_s=float(np.float32(measured["duration_s"])),
             num_samples=int(measured["num_samples"]),

@@ -18,7 +18,6 @@ import importlib.metadata
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from specbench.errors import ConfigError, DataError
 from specbench.experiments import sphinx_graph_recipe
 from specbench.experiments.sphinx_graph_recipe import SphinxGraphStats
 from specbench.paths import work_dir
+from specbench.tool_versions import tool_version
 from specbench.wfst import arpa as arpa_mod
 from specbench.wfst import compose, fst_binary, kenlm_tools, lexicon, symbols, topology
 from specbench.wfst import graph as graph_mod
@@ -131,11 +131,8 @@ def _tool_versions() -> dict[str, str]:
     """Versions of the outside tools that shape the graph (espeak-ng's pronunciations, KenLM, OpenFst)."""
     versions = {name: importlib.metadata.version(name) for name in _PACKAGES}
     versions["kenlm"] = kenlm_tools.KENLM_VERSION
-    try:
-        out = subprocess.run(["espeak-ng", "--version"], capture_output=True, text=True, encoding="utf-8", timeout=10).stdout
-        versions["espeak-ng"] = out.strip()
-    except (OSError, subprocess.SubprocessError):
-        versions["espeak-ng"] = "missing"
+    espeak = tool_version("espeak-ng")  # as the speech corpus's sidecars record it (`data.speech_corpus`)
+    versions["espeak-ng"] = "missing" if espeak is None else espeak
     return versions
 
 

@@ -24,6 +24,7 @@ from specbench.data.speech_corpus import (
     CorpusPlan,
     plan_utterances,
     read_manifest,
+    sidecar_key,
     synthesize_shard,
     write_manifest,
 )
@@ -53,6 +54,10 @@ class Corpus:
         return [r for r in self.manifest.to_pylist() if r["split"] == split and r[STATUS_COLUMN] == STATUS_OK]
 
 
+# the manifest columns `sidecar_key` reads (besides `pitch_cents`, which corpus rows never have)
+_AUDIO_COLUMNS = ("normalized_text", "voice", "rate", "snr_db", "noise_seed")
+
+
 def corpus_root(config: SpeechConfig) -> Path:
     return work_dir() / "speech" / config.name
 
@@ -70,20 +75,34 @@ def _alignment_key(checkpoint: Path, graph_dir: Path) -> str:
 
 
 def _previous_word_times(root: Path, rows: list[dict]) -> dict[str, list]:
-    """Word times of the existing manifest that still fit: same utterance id (split, index, voice, rate,
-    noise) and the same words. A changed seed or plan that gives an id another sentence drops them."""
+    """Word times of the existing manifest that still fit: the same utterance id (split, index, voice, rate,
+    SNR), the same words, the same audio inputs (`sidecar_key`: the noise seed too, which the id does not
+    hold) and a WAV not synthesized again since the manifest was written (as after an engine upgrade,
+    `speech_corpus.engine_versions`). A changed seed or plan that gives an id another sentence, or the same
+    sentence other noise, drops them."""
     path = root / "manifest.parquet"
     if not path.is_file():
         return {}
-    words = {r["utt_id"]: r["normalized_text"].split() for r in rows}
-    old = read_manifest(path).select(["utt_id", "word_times"]).to_pylist()
-    return {r["utt_id"]: r["word_times"] for r in old
-            if r["word_times"] and [t["word"] for t in r["word_times"]] == words.get(r["utt_id"])}
+    written = path.stat().st_mtime_ns
+    new = {r["utt_id"]: r for r in rows}
+    old = read_manifest(path).select(["utt_id", "word_times", *_AUDIO_COLUMNS]).to_pylist()
+    return {o["utt_id"]: o["word_times"] for o in old
+            if o["word_times"] and (r := new.get(o["utt_id"])) is not None
+            and [t["word"] for t in o["word_times"]] == r["normalized_text"].split()
+            and sidecar_key(o) == sidecar_key(r) and not _synthesized_since(root / r["audio_path"], written)}
+
+
+def _synthesized_since(wav: Path, written_ns: int) -> bool:
+    """Whether `wav` was written after the manifest (modification times, ns); False when it does not exist."""
+    try:
+        return wav.stat().st_mtime_ns > written_ns
+    except OSError:
+        return False
 
 
 def align_corpus(rows: list[dict], root: Path, checkpoint: Path, graph_dir: Path, shard_size: int) -> list[dict]:
-    """Word times by forced alignment, reusing the previous manifest's where the audio, the words, the model
-    and the lexicon are unchanged."""
+    """Word times by forced alignment, reusing the previous manifest's where the audio (`_previous_word_times`),
+    the words, the model and the lexicon are unchanged."""
     key = _alignment_key(checkpoint, graph_dir)
     stamp = root / "alignment.json"
     stamped = stamp.is_file() and json.loads(stamp.read_text() or "{}").get("key") == key
