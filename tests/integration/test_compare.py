@@ -76,6 +76,7 @@ def test_a_swept_metric_says_its_value_is_the_last_step_and_counts_print_whole(t
     assert rows["success"].swept and not rows["graph.arcs"].swept
     text = render_text(comparison)
     assert "metric success (last step of a sweep)" in text and "1.1 (+1)" in text
+    assert "<td>success <span class=d>(last step of a sweep)</span></td>" in render_html(comparison)
     assert "2,345,678" in text and "2,345,679 (+1)" in text
     assert (_fmt(None), _fmt(float("nan"))) == ("-", "nan")  # not logged, logged as NaN
     assert "success <span class=d>(last step of a sweep)</span>" in render_html(comparison)
@@ -96,7 +97,8 @@ def test_runs_of_different_metrics_versions_are_warned_about(tmp_path: Path,
     out = capsys.readouterr().out
     warning = next(line for line in out.splitlines() if line.startswith("warning:"))
     assert "different metrics versions" in warning and "Fix:" in warning
-    assert f"old [{old[:8]}]: metrics.version 4" in warning and f"new [{new[:8]}]: metrics.version 5" in warning
+    assert f"old [{old[:8]}]: metrics.version 4" in warning
+    assert f"new [{new[:8]}]: metrics.version 5" in warning
     assert "metrics.version 4" in render_html(compare_runs([old, new], uri))
     assert main(["--tracking-uri", uri, "compare", new, newer, "--no-artifact"]) == 0
     assert "warning" not in capsys.readouterr().out

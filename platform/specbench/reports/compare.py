@@ -39,11 +39,16 @@ def _is_headline(row: Row) -> bool:
 SWEPT = "last step of a sweep"  # beside a metric logged at several steps: its value is not the run's result
 
 
-def _label(row: Row) -> str:
-    """The row's kind and name; for a headline metric, also which way it improves; for a swept one, that."""
+def _notes(row: Row) -> list[str]:
+    """What is said beside a row's name: for a headline metric, which way it improves; for a swept one,
+    that."""
     better = BETTER.get(row.name) if _is_headline(row) else None
-    return (f"{row.kind} {row.name}" + (f" ({better} is better)" if better else "")
-            + (f" ({SWEPT})" if row.swept else ""))
+    return ([f"{better} is better"] if better else []) + ([SWEPT] if row.swept else [])
+
+
+def _label(row: Row) -> str:
+    """The row's kind and name, with its notes in parentheses (the terminal table's first column)."""
+    return f"{row.kind} {row.name}" + "".join(f" ({note})" for note in _notes(row))
 
 
 def shown_rows(comparison: Comparison, show_all: bool = False) -> list[Row]:
@@ -87,14 +92,13 @@ def render_html(comparison: Comparison, show_all: bool = False) -> str:
         cells = "".join(f"<td>{html.escape(_fmt(v))}<span class=d>{html.escape(_fmt_delta(d))}</span></td>"
                         for v, d in zip(row.values, row.deltas(), strict=True))
         cls = " class=diff" if row.differs else ""
-        better = BETTER.get(row.name) if _is_headline(row) else None
-        name = (html.escape(row.name) + (f" <span class=d>({better} is better)</span>" if better else "")
-                + (f" <span class=d>({SWEPT})</span>" if row.swept else ""))
-        rows.append(f"<tr{cls}><td>{row.kind}</td><td>{name}</td>{cells}</tr>")
+        notes = "".join(f" <span class=d>({html.escape(note)})</span>" for note in _notes(row))
+        rows.append(f"<tr{cls}><td>{row.kind}</td><td>{html.escape(row.name)}{notes}</td>{cells}</tr>")
     style = ("body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
              "padding:4px 8px}tr.diff{background:#fff6d5}.d{color:#666}.warn{color:#a00}")
     warning = comparison.version_warning()
     note = "".join(f"<p class=warn>{html.escape(line)}</p>" for line in (warning or "").splitlines())
     return (f"<!doctype html><html><head><meta charset=utf-8><title>specbench compare</title><style>{style}"
-            f"</style></head><body><h1>Run comparison</h1>{note}<table><tr><th>kind</th><th>name</th>{head}</tr>"
+            f"</style></head><body><h1>Run comparison</h1>{note}"
+            f"<table><tr><th>kind</th><th>name</th>{head}</tr>"
             f"{''.join(rows)}</table></body></html>\n")
