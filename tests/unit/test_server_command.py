@@ -1,6 +1,7 @@
 """The `mlflow server` command line `specbench server` builds (`tracking.ui.server_command`): `--artifacts DIR`
 reaches the server as `--artifacts-destination` whatever the backend store (MLflow takes it with any), and is
-checked first; without it a SQLite store's artifacts go to the work directory. No server is started."""
+checked first; without it a SQLite store's artifacts go to the work directory. No server is started. The
+parser's `--port` and the bind check share one port range."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from specbench.cli import main
 from specbench.errors import SpecbenchError
-from specbench.tracking.ui import server_command
+from specbench.tracking.ui import PORTS, check_bind_address, is_port, server_command
 
 STORES = ["sqlite:////tmp/x/mlflow.db", "postgresql://mlflow@127.0.0.1:5432/mlflow",
           "mysql+pymysql://mlflow@127.0.0.1/mlflow", "mssql://mlflow@127.0.0.1/mlflow"]
@@ -40,3 +42,16 @@ def test_an_artifact_folder_that_cannot_be_made_is_named(tmp_path: Path) -> None
     taken.write_text("")
     with pytest.raises(SpecbenchError, match=r"--artifacts .*file: the artifact folder cannot be created .*Fix:"):
         server_command(STORES[1], "127.0.0.1", 5000, taken)
+
+
+def test_the_parser_and_the_bind_check_share_one_port_range(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--port` (the parser) and `start_ui`'s own check (`check_bind_address`, where 0 means any free port)
+    refuse the same values, with the same words."""
+    assert [is_port(p) for p in (0, 1, 5000, 65535, 65536, -1)] == [False, True, True, True, False, False]
+    for port in (65536, -1):
+        with pytest.raises(SpecbenchError) as caught:
+            check_bind_address("127.0.0.1", port)
+        assert str(caught.value) == f"--port {port}: not a port. Fix: give {PORTS} (default 5000)."
+    check_bind_address("127.0.0.1", 0)  # any free port: fine
+    assert main(["ui", "--port", "65536"]) == 2
+    assert f"'65536' is not a port. Fix: give {PORTS} (e.g. 5000)" in capsys.readouterr().err

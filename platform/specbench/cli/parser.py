@@ -82,14 +82,15 @@ def _ray_address(text: str) -> str:
 
 
 def _port(text: str) -> int:
-    """An argparse type: a TCP port, a whole number from 1 to 65535."""
+    """An argparse type: a TCP port, a whole number from 1 to 65535 (`tracking.ui.is_port`)."""
+    from specbench.tracking.ui import PORTS, is_port
+
     try:
         value = int(text)
     except ValueError:
         value = 0
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port. Fix: give a whole number from 1 to 65535 "
-                                         "(e.g. 5000)")
+    if not is_port(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port. Fix: give {PORTS} (e.g. 5000)")
     return value
 
 
@@ -315,8 +316,8 @@ def _add_server(sub) -> None:  # noqa: ANN001
     )
     srv.add_argument("--store", type=Path, help="SQLite .db file, created with its folder if missing (default: "
                      "the store --tracking-uri or $MLFLOW_TRACKING_URI selects, else .specbench/mlflow.db)")
-    srv.add_argument("--artifacts", type=Path, help="artifact folder for any store, created if missing (default "
-                     ".specbench/mlartifacts for a SQLite store, MLflow's ./mlartifacts for another)")
+    srv.add_argument("--artifacts", type=Path, help="artifact folder for any store, created if missing "
+                     "(default .specbench/mlartifacts for a SQLite store, MLflow's ./mlartifacts for another)")
     srv.add_argument(
         "--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)"
     )

@@ -21,6 +21,13 @@ from pathlib import Path
 from specbench.errors import SpecbenchError
 from specbench.tracking.store import check_artifact_root, local_artifact_root, resolve_tracking_uri
 
+PORTS = "a whole number from 1 to 65535"  # what --port takes (`is_port`), as error messages say it
+
+
+def is_port(value: int) -> bool:
+    """Whether `value` is a TCP port a server can be asked to listen on (1 to 65535)."""
+    return 1 <= value <= 65535
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -103,9 +110,8 @@ def server_command(uri: str, host: str, port: int, artifacts: Path | None = None
 def check_bind_address(host: str, port: int) -> None:
     """Raise a SpecbenchError naming --host or --port unless `host` resolves to an address of this machine
     that `port` (0: any free one) can be bound on, and no server answers there already."""
-    if not 0 <= port <= 65535:
-        raise SpecbenchError(f"--port {port}: not a port. Fix: give a whole number from 1 to 65535 (default "
-                             "5000).")
+    if port != 0 and not is_port(port):
+        raise SpecbenchError(f"--port {port}: not a port. Fix: give {PORTS} (default 5000).")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as err:
