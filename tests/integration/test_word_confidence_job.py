@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_word_posteriors_of_the_quick_test_set_are_measured_per_backend(tmp_path: Path, ray_cluster: object) -> None:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     scores = work_dir() / "scores" / "quick"
-    if not ((scores / "test.parquet").is_file() and (scores / "scores.json").is_file()):
+    record = scores / "scores.json"  # a record older than its graph and speech digests is refused: write it anew
+    if not ((scores / "test.parquet").is_file() and record.is_file() and "graph_sha256" in record.read_text()):
         assert main(["--tracking-uri", uri, "run", str(ROOT / "jobs" / "am_eval_quick.toml")]) == 0
     assert main(["--tracking-uri", uri, "run", str(ROOT / "jobs" / "word_confidence_quick.toml")]) == 0
     mlflow.set_tracking_uri(uri)

@@ -313,7 +313,7 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
         scores_io.write_kaldi(table, out_dir / f"{split}.ark")
     scored, tuning, hyps = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config, words,
                                            prons, train_vocab)
-    scores_record.write(out_dir, config, checkpoint, scored["asr.acoustic_scale"])
+    scores_record.write(out_dir, config, checkpoint, scored["asr.acoustic_scale"], speech_cfg, graph)
     metrics.update(scored)
     metrics["asr.test_utterances"] = float(len(test))
     metrics["asr.score_failed"] = float(len(test) - test_scores.num_rows)

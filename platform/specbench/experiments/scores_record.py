@@ -1,9 +1,12 @@
 """What an `eval_am` job's score files came from (`scores/<name>/scores.json`), so that a job reading them
-(`word_confidence`) decodes them only while they are what its `scores_job` would write now.
+(`word_confidence`, the decoder benchmark) uses them only while they are what its `scores_job` would write now.
 
 The record is written after the devel and test scores (and removed before they are written again), so its
-presence means the scores are whole. It holds a digest of the eval job's resolved config and of the
-acoustic model checkpoint, and the acoustic scale that job chose on devel.
+presence means the scores are whole. It holds digests of the eval job's resolved config (which names its
+speech and graph jobs only by path), of the resolved config of the speech job it names (the corpus scored),
+of the contents of the graph its graph job builds (`GraphArtifacts.content_digest`: the graph that chose the
+acoustic scale, and that `word_confidence` decodes on) and of the acoustic model checkpoint, and the acoustic
+scale that job chose on devel. A mismatch names the input that changed and the fix.
 """
 
 from __future__ import annotations
@@ -12,16 +15,20 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from specbench.config import EvalAmConfig, config_to_dict
+from specbench.config import EvalAmConfig, SpeechConfig, config_to_dict
 from specbench.errors import DataError
+from specbench.experiments.job_refs import referenced_job
+
+if TYPE_CHECKING:
+    from specbench.experiments.graph_recipe import GraphArtifacts
 
 RECORD = "scores.json"
 
 
-def config_digest(config: EvalAmConfig) -> str:
-    """sha256 of the eval job's resolved config (every key, so every setting that shapes its scores)."""
+def config_digest(config: Any) -> str:
+    """sha256 of a job's resolved config (every key, so every setting that shapes what it writes)."""
     return hashlib.sha256(json.dumps(config_to_dict(config), sort_keys=True).encode()).hexdigest()
 
 
@@ -35,20 +42,28 @@ def forget(out_dir: Path) -> None:
     (out_dir / RECORD).unlink(missing_ok=True)
 
 
-def write(out_dir: Path, config: EvalAmConfig, checkpoint: Path, acoustic_scale: float) -> None:
-    """The record of scores just written (atomically: a new file renamed over the old)."""
+def write(out_dir: Path, config: EvalAmConfig, checkpoint: Path, acoustic_scale: float, speech: SpeechConfig,
+          graph: GraphArtifacts) -> None:
+    """The record of scores just written (atomically: a new file renamed over the old); `speech` and `graph`:
+    the corpus job the eval job names and the graph its graph job built."""
     record = {"eval_job": config.name, "config_sha256": config_digest(config),
+              "speech_config_sha256": config_digest(speech), "graph_sha256": graph.content_digest(),
               "checkpoint_sha256": checkpoint_digest(checkpoint), "acoustic_scale": float(acoustic_scale)}
     tmp = out_dir / f"{RECORD}.tmp{os.getpid()}"
     tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, out_dir / RECORD)
 
 
+def _fix(eval_path: Path) -> str:
+    return f"Fix: run `specbench run {eval_path}` again (a suite lists it before this job)"
+
+
 def check(out_dir: Path, config: EvalAmConfig, checkpoint: Path, eval_path: Path) -> dict[str, Any]:
     """The record of the scores in `out_dir`, after checking that `config` (the eval job `eval_path` as it
-    is now) and its `checkpoint` would write the same scores; a DataError naming the fix otherwise."""
+    is now), the speech job it names and its `checkpoint` would write the same scores; a DataError naming the
+    input that changed and the fix otherwise. The graph is checked apart (`check_graph`), once it is built."""
     path = out_dir / RECORD
-    fix = f"Fix: run `specbench run {eval_path}` again (a suite lists it before this job)"
+    fix = _fix(eval_path)
     if not path.is_file():
         raise DataError(f"{path} does not exist, so where the scores in {out_dir} came from is unknown (an eval "
                         f"run that stopped half-way, or one older than the record). {fix}")
@@ -60,6 +75,24 @@ def check(out_dir: Path, config: EvalAmConfig, checkpoint: Path, eval_path: Path
     if written[0] != config_digest(config):
         raise DataError(f"{out_dir}: the scores were written by another version of {eval_path} (its settings "
                         f"changed since). {fix}")
+    if not {"speech_config_sha256", "graph_sha256"} <= set(record):
+        raise DataError(f"{path} was written before the record held digests of the speech job and the graph, so "
+                        f"whether the scores in {out_dir} match them now is unknown. {fix}")
+    speech = referenced_job(eval_path, "speech_job", config.speech_job, SpeechConfig)
+    if record["speech_config_sha256"] != config_digest(speech):
+        raise DataError(f"{out_dir}: the scores were written from another corpus: the speech job that "
+                        f"{eval_path} names (speech_job = '{config.speech_job}') changed since. {fix}")
     if not checkpoint.is_file() or written[1] != checkpoint_digest(checkpoint):
         raise DataError(f"{out_dir}: the scores come from another acoustic model than {checkpoint}. {fix}")
     return record
+
+
+def check_graph(out_dir: Path, record: dict[str, Any], graph: GraphArtifacts, config: EvalAmConfig,
+                eval_path: Path) -> None:
+    """A DataError with the fix unless `graph` (built from the eval job's graph job as it is now) has the
+    contents of the graph the scores' record names (`check` returned `record`): the acoustic scale was
+    chosen on that graph, and a job that decodes the scores on the eval job's graph would decode on another."""
+    if record.get("graph_sha256") != graph.content_digest():
+        raise DataError(f"{out_dir}: the scores were evaluated on another graph: the graph job that {eval_path} "
+                        f"names (graph_job = '{config.graph_job}') builds a graph with other contents now "
+                        f"({graph.directory}). {_fix(eval_path)}")

@@ -66,7 +66,8 @@ def _log(message: str) -> None:
 def _inputs(config: WordConfidenceConfig,
             path: Path) -> tuple[Path, dict[str, list[str]], Items, Items, dict[str, Any]]:
     """The graph, the reference words by utterance id, the devel and test scores, and the scores' record
-    (`scores_record`: refused unless the eval job and its checkpoint would write the same scores now)."""
+    (`scores_record`: refused unless the eval job, the speech job it names, its checkpoint and the graph of its
+    graph job would write the same scores now)."""
     eval_path = config.scores_job if config.scores_job.is_absolute() else path.parent / config.scores_job
     evaluation = referenced_job(path, "scores_job", config.scores_job, EvalAmConfig)
     speech = referenced_job(eval_path, "speech_job", evaluation.speech_job, SpeechConfig)
@@ -77,6 +78,7 @@ def _inputs(config: WordConfidenceConfig,
                         f"`specbench run {eval_path}` first (a suite lists it before this job)")
     record = scores_record.check(files["test"].parent, evaluation, from_root(evaluation.checkpoint), eval_path)
     graph = build_graph(ctc_graph_job(eval_path, "graph_job", evaluation.graph_job))
+    scores_record.check_graph(files["test"].parent, record, graph, evaluation, eval_path)
     splits = {}
     for split, limit in (("devel", config.devel_utterances), ("test", config.test_utterances)):
         items = [(u, m) for u, m, _ in iter_rows(read_parquet_table(files[split]), str(files[split]))]
