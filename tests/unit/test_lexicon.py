@@ -118,8 +118,20 @@ def test_write_read_round_trip(tmp_path: Path) -> None:
 )
 def test_read_lexicon_malformed(tmp_path: Path, line: str) -> None:
     path = _write(tmp_path, f"a\tAH\tcmudict\n{line}\n", "lexicon.txt")
-    with pytest.raises(DataError, match="line 2"):
+    with pytest.raises(DataError, match="line 2") as err:
         read_lexicon(path)
+    assert str(path) in str(err.value) and "Fix: rebuild the graph that holds it with `specbench graph build " \
+        "JOB.toml --force`" in str(err.value)  # the command that writes it, not an internal function
+
+
+def test_read_lexicon_unreadable_names_the_fix(tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes(b"caf\xe9\tK AE F EY\tcmudict\n")
+    for path, problem in ((tmp_path / "missing.txt", "No such file"), (latin1, "codec can't decode")):
+        with pytest.raises(DataError, match=problem) as err:
+            read_lexicon(path)
+        assert f"cannot read lexicon {path}" in str(err.value), err.value
+        assert "Fix: rebuild the graph that holds it with `specbench graph build JOB.toml --force`" in str(err.value)
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ from specbench.errors import ConfigError, DataError
 from specbench.experiments import sphinx_graph_recipe
 from specbench.experiments.sphinx_graph_recipe import SphinxGraphStats
 from specbench.paths import work_dir
+from specbench.text_files import read_utf8
 from specbench.tool_versions import tool_version
 from specbench.wfst import arpa as arpa_mod
 from specbench.wfst import compose, fst_binary, kenlm_tools, lexicon, symbols, topology
@@ -145,17 +146,28 @@ def _is_sphinx(config: GraphConfig) -> bool:
     return config.recipe == "sphinx_hclg"
 
 
-def verify_graph(directory: Path) -> None:
-    """Check a cached graph before reuse: the FSTs parse, the ARPA parses, the symbol tables read.
+# What a TLG graph directory must hold to be reused: what the decoders, eval_am and train_am read
+REUSED_FILES = ("TLG.fst", "G.fst", "lm.arpa", "words.txt", "tokens.txt", "lexicon.txt", "train.txt")
 
-    A damaged file raises `FstFormatError` / `ArpaFormatError` / `DataError` naming it; the fix is
+
+def verify_graph(directory: Path) -> None:
+    """Check a cached graph before reuse: every file of `REUSED_FILES` is there, the FSTs parse, the ARPA
+    parses, the symbol tables and the lexicon read, the LM text is UTF-8.
+
+    A missing or damaged file raises `DataError` (`FstFormatError`, `ArpaFormatError`) naming it; the fix is
     `specbench graph build JOB.toml --force`.
     """
+    missing = [name for name in REUSED_FILES if not (directory / name).is_file()]
+    if missing:
+        raise DataError(f"{directory}: this cached graph lacks {', '.join(missing)} (removed since it was built, or "
+                        f"a copy in part). {lexicon.REBUILD_FIX}")
     for name in ("TLG.fst", "G.fst"):
         read_graph(directory / name)
     arpa_mod.read_arpa(directory / "lm.arpa")
     symbols.SymbolTable.read(directory / "words.txt")
     symbols.SymbolTable.read(directory / "tokens.txt")
+    lexicon.read_lexicon(directory / "lexicon.txt")
+    read_utf8(directory / "train.txt", str(directory / "train.txt"), lexicon.REBUILD_FIX)
 
 
 def load_stats(directory: Path) -> GraphStats:

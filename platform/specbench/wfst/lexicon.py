@@ -313,6 +313,12 @@ def write_lexicon(lexicon: Lexicon, path: Path) -> None:
     Path(path).write_text("".join(lines), encoding="utf-8")
 
 
+# A lexicon.txt is written by the graph job (`graph_recipe`), whose cached graph is reused while it exists: the
+# rebuild that replaces a damaged one needs --force
+REBUILD_FIX = ("Fix: rebuild the graph that holds it with `specbench graph build JOB.toml --force` (JOB.toml: the "
+               "graph job that wrote it, e.g. jobs/graph_slurp.toml).")
+
+
 def _parse_lexicon_line(line: str, path: Path, lineno: int) -> tuple[str, Pron, str]:
     """One lexicon line to (word, phones, source); raises `DataError` naming file and line."""
     fields = line.rstrip("\n").split("\t")
@@ -325,7 +331,7 @@ def _parse_lexicon_line(line: str, path: Path, lineno: int) -> tuple[str, Pron, 
         bad = [p for p in fields[1].split(" ") if p not in _PHONE_SET]
         problem = f"{bad[0]!r} is not a CMUdict phone" if bad else None
     if problem:
-        raise DataError(f"{path}, line {lineno}: {problem}. Fix: rebuild the lexicon with build_lexicon.")
+        raise DataError(f"{path}, line {lineno}: {problem}. {REBUILD_FIX}")
     return fields[0], tuple(fields[1].split(" ")), fields[2]
 
 
@@ -337,11 +343,11 @@ def read_lexicon(path: Path) -> Lexicon:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
-        raise DataError(f"cannot read lexicon {path}: {err}") from err
+        raise DataError(f"cannot read lexicon {path}: {err}. {REBUILD_FIX}") from err
     for lineno, line in enumerate(text.splitlines(), 1):
         word, pron, source = _parse_lexicon_line(line, path, lineno)
         if sources.setdefault(word, source) != source:
-            raise DataError(f"{path}, line {lineno}: {word!r} is marked both cmudict and espeak.")
+            raise DataError(f"{path}, line {lineno}: {word!r} is marked both cmudict and espeak. {REBUILD_FIX}")
         prons.setdefault(word, []).append(pron)
     from_espeak = frozenset(w for w, s in sources.items() if s == "espeak")
     return Lexicon(prons={w: tuple(p) for w, p in prons.items()}, from_espeak=from_espeak)
