@@ -67,3 +67,19 @@ def test_build_graph_refuses_a_reused_directory_without_train_txt(tiny_tlg: Call
     with pytest.raises(DataError, match=f"{cached}: this cached graph lacks train.txt") as err:
         build_graph(config)
     assert FIX in str(err.value)
+
+
+@pytest.mark.parametrize("name, damage", [
+    ("TLG.fst", lambda path: path.write_bytes(path.read_bytes()[:40])),  # a truncated FST
+    ("words.txt", lambda path: path.write_text("<eps> zero\n")),  # a symbol id that is not a number
+    ("lm.arpa", lambda path: path.write_text("not an ARPA file\n")),
+])
+def test_a_damaged_graph_file_names_the_rebuild_that_replaces_it(name: str, damage: Callable[[Path], None],
+                                                                 tiny_tlg: Callable[..., Path]) -> None:
+    """The readers' own fixes say `--force`: without it `graph build` reuses the cached directory and meets
+    the same damaged file again."""
+    directory = tiny_tlg("g")
+    damage(directory / name)
+    with pytest.raises(DataError) as err:
+        verify_graph(directory)
+    assert name in str(err.value) and "`specbench graph build JOB.toml --force`" in str(err.value), err.value

@@ -22,7 +22,8 @@ from specbench.errors import ArpaFormatError
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 _COUNT = re.compile(r"^ngram (\d+)=(\d+)$")
 _SECTION = re.compile(r"^\\(\d+)-grams:$")
-_FIX = "Fix: rebuild the LM with `specbench graph build JOB.toml`, or check that the file is an ARPA model."
+_FIX = ("Fix: rebuild the LM with `specbench graph build JOB.toml --force` (a cached graph is otherwise reused as "
+        "it is), or check that the file is an ARPA model.")
 
 
 @dataclass

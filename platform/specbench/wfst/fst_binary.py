@@ -70,7 +70,7 @@ CONST_STATE_DTYPE = np.dtype(
 _VECTOR_STATE_BYTES = 12  # float32 final + int64 num_arcs
 _MAX_LABEL_STRING = 1 << 20  # longest fst/arc type or symbol we accept, bytes
 
-FIX_HINT = "Fix: rebuild the graph with `specbench graph build JOB.toml`."
+FIX_HINT = "Fix: rebuild the graph with `specbench graph build JOB.toml --force` (JOB.toml: the graph job that wrote it)."
 
 
 def _format_error(path: Path | str, problem: str) -> FstFormatError:

@@ -62,12 +62,12 @@ class SymbolTable:
             parts = line.split()
             if len(parts) != 2 or not parts[1].isdigit():
                 raise DataError(f"{path}, line {lineno}: expected 'symbol id', found {line!r}. "
-                                "Fix: rebuild the graph with `specbench graph build JOB.toml`.")
+                                "Fix: rebuild the graph with `specbench graph build JOB.toml --force`.")
             pairs.append((int(parts[1]), parts[0]))
         pairs.sort()
         if [i for i, _ in pairs] != list(range(len(pairs))):
             raise DataError(f"{path}: ids are not 0..{len(pairs) - 1} without gaps. "
-                            "Fix: rebuild the graph with `specbench graph build JOB.toml`.")
+                            "Fix: rebuild the graph with `specbench graph build JOB.toml --force`.")
         return cls(tuple(s for _, s in pairs))
 
 
