@@ -1,7 +1,8 @@
 """A job that scores speech with the project's CTC acoustic model (speech alignment, train_am, eval_am,
 word_confidence, the predictive jobs' `[asr]`) refuses a `graph_job` of the Sphinx HCLG recipe as soon as it
 reads it: before, the whole HCLG was built (minutes, GBs) and the job then failed on a missing lexicon.txt.
-`specbench validate` refuses it too; the message names the job file, the key and the fix."""
+The real_speech job, which decodes the Sphinx model's HCLG, refuses a TLG graph job the same way (before, it
+built the TLG first). `specbench validate` refuses both; the message names the job file, the key and the fix."""
 
 from __future__ import annotations
 
@@ -85,3 +86,23 @@ def test_the_job_refuses_a_sphinx_graph_job_before_building_anything(kind: str, 
         run()
     _says_what_to_fix(str(err.value), path, "graph_job")
     assert not (home / "graphs").exists() and not (home / "speech").exists() and not (home / "scores").exists()
+
+
+def test_the_real_speech_job_refuses_a_tlg_graph_job_before_building_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench.experiments.real_speech.job import run_real_speech
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("SPECBENCH_HOME", str(home))
+    shipped = (JOBS / "real_speech_quick.toml").read_text()
+    assert 'graph_job = "graph_sphinx_quick.toml"' in shipped
+    job = tmp_path / "real_speech.toml"
+    job.write_text(shipped.replace('graph_job = "graph_sphinx_quick.toml"', f'graph_job = "{JOBS / "graph_slurp.toml"}"'))
+    assert main(["validate", str(job)]) == 2
+    text = " ".join(capsys.readouterr().err.split())
+    assert f"{job}: key 'graph_job' = '{JOBS / 'graph_slurp.toml'}'" in text and 'recipe = "ctc_tlg"' in text
+    assert 'of a recipe = "sphinx_hclg" graph job. Fix: set graph_job = "graph_sphinx.toml"' in text, text
+    with pytest.raises(ConfigError, match='recipe = "ctc_tlg"'):
+        run_real_speech(load_config(job), job, None)
+    assert not (home / "graphs").exists()
+    assert main(["validate", str(JOBS / "real_speech_quick.toml")]) == 0

@@ -11,6 +11,7 @@ from specbench.experiments.registry import load_config
 
 T = TypeVar("T")
 CTC_RECIPE = "ctc_tlg"  # the graph recipe whose TLG, lexicon.txt and tokens.txt the CTC acoustic model uses
+SPHINX_RECIPE = "sphinx_hclg"  # the graph recipe whose HCLG the real_speech job decodes with the Sphinx model
 
 
 def referenced_job(job_path: Path, key: str, ref: Path, cls: type[T]) -> T:
@@ -26,22 +27,41 @@ def referenced_job(job_path: Path, key: str, ref: Path, cls: type[T]) -> T:
     return config
 
 
-def ctc_graph_job(job_path: Path, key: str, ref: Path) -> GraphConfig:
+def graph_job_of_recipe(job_path: Path, key: str, ref: Path, recipe: str) -> GraphConfig:
     """The graph job that `job_path`'s `key` names, refused (`ConfigError` naming the file, the key and the fix)
-    unless its recipe is the CTC TLG (`recipe = "ctc_tlg"`): the jobs that score speech with the project's CTC
-    acoustic model (speech alignment, train_am, eval_am, word_confidence, the predictive jobs' `[asr]`) read
-    its `TLG.fst`, `lexicon.txt` and `tokens.txt`, which the Sphinx HCLG recipe does not write. Called right
-    after the job is loaded, before any graph is built (an HCLG takes minutes and GBs), and by the jobs'
-    preflight, so `specbench validate` refuses it too."""
+    unless its recipe is `recipe`. The jobs that score speech with the project's CTC acoustic model (speech
+    alignment, train_am, eval_am, word_confidence, the predictive jobs' `[asr]`) read the TLG, `lexicon.txt` and
+    `tokens.txt`, which the Sphinx HCLG recipe does not write; the real_speech job decodes the Sphinx model's
+    HCLG, which the TLG recipe does not build. Called right after the job is loaded, before any graph is built
+    (an HCLG takes minutes and GBs), and by the jobs' preflight, so `specbench validate` refuses it too."""
     graph = referenced_job(job_path, key, ref, GraphConfig)
-    if graph.recipe != CTC_RECIPE:
+    if graph.recipe != recipe:
+        other, needs, shipped = _RECIPES[recipe]
         raise ConfigError(
-            f"{job_path}: key '{key}' = '{ref}' names a graph job with recipe = \"{graph.recipe}\" (the Sphinx "
-            "model's HCLG, which the real_speech job decodes), but this job uses the project's CTC acoustic model, "
-            f"which needs the TLG, lexicon.txt and tokens.txt of a recipe = \"{CTC_RECIPE}\" graph job. Fix: set "
-            f"{key} = \"graph_slurp.toml\" (jobs/graph_slurp.toml, relative to this file), then check it with "
-            f"`specbench validate {job_path}`.")
+            f"{job_path}: key '{key}' = '{ref}' names a graph job with recipe = \"{graph.recipe}\" ({other}), but "
+            f"this job {needs} of a recipe = \"{recipe}\" graph job. Fix: set {key} = \"{shipped}\" "
+            f"(jobs/{shipped}, relative to this file), then check it with `specbench validate {job_path}`.")
     return graph
+
+
+# per recipe a job needs: what the other recipe is, what the job reads, the shipped graph job of the recipe
+_RECIPES = {
+    CTC_RECIPE: ("the Sphinx model's HCLG, which the real_speech job decodes",
+                 "uses the project's CTC acoustic model, which needs the TLG, lexicon.txt and tokens.txt",
+                 "graph_slurp.toml"),
+    SPHINX_RECIPE: ("the CTC model's TLG", "decodes the Sphinx acoustic model, which needs the HCLG",
+                    "graph_sphinx.toml"),
+}
+
+
+def ctc_graph_job(job_path: Path, key: str, ref: Path) -> GraphConfig:
+    """`graph_job_of_recipe` for the CTC TLG recipe."""
+    return graph_job_of_recipe(job_path, key, ref, CTC_RECIPE)
+
+
+def hclg_graph_preflight(config: Any, job_path: Path) -> None:
+    """The preflight of the real_speech job: its `graph_job` must be a Sphinx HCLG job."""
+    graph_job_of_recipe(job_path, "graph_job", config.graph_job, SPHINX_RECIPE)
 
 
 def ctc_graph_preflight(config: Any, job_path: Path) -> None:

@@ -73,6 +73,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",), preflight=_CTC_GRAPH),
     JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy"), preflight=_CTC_GRAPH),
     JobKind(cfg.RealSpeechConfig, f"{_EXP}.real_speech.job:execute", ("asr.real.wer",),
+            preflight=f"{_EXP}.job_refs:hclg_graph_preflight",
             metrics_version=2,
             metrics_change="pocketsphinx's tuned LM weight reaches its flat and best-path passes too (in its "
                            "default ratios; before: the tree pass alone) and each utterance gets a fresh "

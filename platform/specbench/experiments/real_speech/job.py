@@ -41,14 +41,14 @@ import pyarrow.parquet as pq
 from specbench.acoustic import sphinx_scores
 from specbench.acoustic.sphinx_scores import SphinxSenoneScorer, default_model_dir
 from specbench.code_digest import code_digest, files_digest
-from specbench.config import GraphConfig, RealSpeechConfig
+from specbench.config import RealSpeechConfig
 from specbench.data import synthesis
 from specbench.data.scores import iter_rows, read_parquet_table
 from specbench.data.text_norm import normalize
 from specbench.decoder.stage import DecoderStage
 from specbench.errors import ConfigError
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
-from specbench.experiments.job_refs import referenced_job
+from specbench.experiments.job_refs import SPHINX_RECIPE, graph_job_of_recipe
 from specbench.experiments.real_speech.audio import STATUS_OK, RealUtterance, gather
 from specbench.experiments.real_speech.sphinx_decode import (
     LM_WEIGHTS,
@@ -298,18 +298,10 @@ def oov_rates(rows: list[RealUtterance], graph: GraphArtifacts) -> dict[str, flo
     return out
 
 
-def _check_graph(graph: GraphArtifacts, path: Path) -> None:
-    if not (graph.directory / "HCLG.fst").is_file():
-        raise ConfigError(f"{path}: graph_job names a graph without HCLG.fst ({graph.directory}); the real-speech "
-                          "job decodes the Sphinx model's HCLG. Fix: graph_job = \"graph_sphinx.toml\" (recipe "
-                          "= \"sphinx_hclg\").")
-
-
 def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None) -> dict[str, Any]:
     start = time.perf_counter()
     check_tune_sets(config, path)
-    graph = build_graph(referenced_job(path, "graph_job", config.graph_job, GraphConfig))
-    _check_graph(graph, path)
+    graph = build_graph(graph_job_of_recipe(path, "graph_job", config.graph_job, SPHINX_RECIPE))  # checked first
     cache = work_dir() / "real_speech"
     rows = gather(config.sets, config.max_per_set, cache / "audio", config.sample_min_words)
     flagged = {u.key: u.status for u in rows if u.status != STATUS_OK}
