@@ -6,6 +6,7 @@ server that hangs).
 - `specbench sync` that the server fails half-way, after it created the run and sent some operations, is
   resumed by the next sync: still one run, ended FINISHED or FAILED as the journal says, every metric once.
 - `specbench run` stopped by SIGTERM while its run is open ends that run FAILED (not RUNNING for ever).
+- A nightly whose server goes down between a job and its baseline lookup reports the job not compared.
 """
 
 from __future__ import annotations
@@ -195,3 +196,34 @@ def test_sigterm_during_specbench_run_ends_its_run_failed(server: str, proxy: Pr
     assert "specbench: interrupted (SIGTERM)" in err
     ended = client.get_run(running.info.run_id)
     assert ended.info.status == "FAILED" and ended.data.tags["error"] == "KeyboardInterrupt: SIGTERM"
+
+
+def test_a_nightly_whose_server_goes_down_after_a_job_reports_it_not_compared(
+        proxy: Proxy, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server answers while the job runs and stops answering before its baseline is looked up: the
+    lookup's failure is reported as 'not compared' for every metric (a failed nightly, so no baseline is made
+    of it), not a traceback that would stop the later jobs and leave no report; the rest goes to journals."""
+    from specbench.experiments import graph as graph_job
+    from specbench.experiments.nightly import RegressionError, run_nightly
+    from specbench.experiments.registry import RunOptions, load_config
+
+    rules = {"graph.states": "max_rise = 0\nmax_drop = 0", "graph.arcs": "max_drop = 0",
+             "graph.ppl_test": "max_rise = 0.5", "graph.test_unseen_rate": "max_rise = 0.001"}
+    path = tmp_path / "nightly.toml"
+    path.write_text(f'kind = "nightly"\nname = "nightly_down"\njobs = ["{ROOT / "jobs" / "graph_slurp.toml"}"]\n'
+                    + "".join(f'[[tolerance]]\nmetric = "{m}"\n{r}\n' for m, r in rules.items())
+                    + '[tracking]\nexperiment = "nightly_down"\n')
+
+    def graph_then_server_down(config: object, job_path: Path, run: object, opts: object) -> list[str]:
+        run.log_metrics({"graph.states": 10.0, "graph.arcs": 20.0, "graph.ppl_test": 100.0,  # type: ignore[attr-defined]
+                         "graph.test_unseen_rate": 0.01})
+        proxy.down = True
+        return ["graph logged, then the server went down"]
+
+    monkeypatch.setattr(graph_job, "execute", graph_then_server_down)
+    with pytest.raises(RegressionError) as error:
+        run_nightly(path, load_config(path), RunOptions(tracking_uri=proxy.uri))
+    message = str(error.value)
+    assert message.count("not compared with a baseline: the tracking server could not be reached") == 4, message
+    assert "graph.ppl_test (graph-slurp): baseline -, new 100: not compared" in message
+    assert list((tmp_path / "home" / "journal").glob("*.jsonl"))  # what the server did not get waits for sync
