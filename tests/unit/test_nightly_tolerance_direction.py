@@ -49,3 +49,19 @@ def test_rules_that_bound_the_worse_direction_or_a_neutral_metric_pass(tmp_path:
 def test_the_shipped_nightly_bounds_every_metric_the_right_way() -> None:
     path = ROOT / "jobs" / "nightly.toml"
     assert len(validate(path, load_config(path))) == 4
+
+
+def test_a_job_name_no_mlflow_search_can_hold_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """A name with both kinds of quote (a simultrans job may be named freely) cannot be searched for its
+    baseline: refused here, not after the job has run."""
+    job = tmp_path / "simultrans.toml"
+    job.write_text('kind = "simultrans"\nname = "bob\'s \\"best\\""\n', encoding="utf-8")
+    assert load_config(job).name == 'bob\'s "best"'
+    path = _nightly(tmp_path).with_name("nightly.toml")
+    body = path.read_text(encoding="utf-8").replace(str(ROOT / "jobs" / "graph_slurp.toml"), str(job))
+    path.write_text(body + '[[tolerance]]\nmetric = "simul.bleu_full_pooled"\nmax_drop = 1\n'
+                    '[[tolerance]]\nmetric = "simul.speculation_gain_bleu"\nmax_drop = 1\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as error:
+        validate(path, load_config(path))
+    message = str(error.value)
+    assert str(path) in message and str(job) in message and "both kinds of quote" in message and "Fix:" in message

@@ -48,6 +48,7 @@ from specbench.tracking.baseline import (
     VERDICT_TAG,
     find_baseline,
     note_baseline_reset,
+    quoted,
     record_nightly_verdict,
 )
 from specbench.tracking.journal import is_unreachable
@@ -88,6 +89,10 @@ def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
         if config_kind(job_config) in ("nightly", "suite"):
             raise ConfigError(f"{path}: key 'jobs' lists '{raw}', which is itself a {config_kind(job_config)}. "
                               "Fix: list its jobs here instead.")
+        try:  # a name no MLflow search can hold would stop the nightly at its baseline, after the job ran
+            quoted(run_name(job_config))
+        except ConfigError as err:
+            raise ConfigError(f"{path}: key 'jobs' lists '{raw}', whose {err}") from err
         jobs.append((job, job_config))
     rules = {r.metric for r in config.tolerance}
     comparable = {m for kind in JOBS.values() for m in kind.nightly_metrics} | set(OPTIONAL_NIGHTLY_METRICS)
