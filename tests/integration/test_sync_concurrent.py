@@ -1,6 +1,7 @@
 """`specbench sync` against a real MLflow SQLite store with journals as runs write them: a journal that
 another sync is sending (it holds the journal's lock) is left to it, so two syncs at once never send one
-journal twice; an offline child run whose parent still runs waits for the sync that sends its parent."""
+journal twice; an offline child run whose parent still runs waits for the sync that sends its parent, and one
+sent in a later sync than its parent still finds it."""
 
 from __future__ import annotations
 
@@ -108,3 +109,28 @@ def test_a_child_whose_parent_is_still_running_is_sent_with_its_parent_and_neste
     assert sent["job"].data.tags[PARENT_TAG] == sent["suite"].info.run_id  # type: ignore[attr-defined]
     assert sent["job"].data.metrics == {"graph.states": 3.0}  # type: ignore[attr-defined]
     assert not list((home / "journal").glob("*.jsonl"))
+
+
+def test_a_child_sent_in_a_later_sync_than_its_parent_is_nested_under_it(
+        tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The parent's journal goes in one sync (the child's is held by another sync then), the child's in the
+    next: the child still finds its parent's new run (by the `offline.id` tag sync puts on every run it
+    creates), instead of keeping the parent's offline id for ever."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    folder = home / "journal"
+    folder.mkdir(parents=True)
+    parent, child = folder / "p-suite.jsonl", folder / "c-job.jsonl"
+    parent.write_text(journal(uri, "suite"))
+    child.write_text(journal(uri, "job", {PARENT_TAG: "offline-p-suite"}))
+    fd = os.open(child.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(["sync"]) == 0  # sends the parent only
+    finally:
+        os.close(fd)
+    assert set(runs(uri)) == {"suite"} and not parent.exists()
+    assert main(["sync"]) == 0
+    assert "c-job.jsonl: 3 operations sent" in capsys.readouterr().out
+    sent = runs(uri)
+    assert sent["job"].data.tags[PARENT_TAG] == sent["suite"].info.run_id  # type: ignore[attr-defined]
+    assert sent["suite"].data.tags["offline.id"] == "offline-p-suite"  # type: ignore[attr-defined]

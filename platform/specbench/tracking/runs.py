@@ -38,6 +38,7 @@ _MAX_PARAM_LEN = 6000
 PARENT_TAG = "mlflow.parentRunId"  # what MLflow's nested runs carry
 DESCRIPTION_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
 OFFLINE_PREFIX = "offline-"  # the id of a run that could not be created yet: offline-<journal name>
+OFFLINE_ID_TAG = "offline.id"  # on a run `specbench sync` created from a journal: the offline id it had
 
 
 def git_commit(root: Path | None = None) -> str:
@@ -323,7 +324,8 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str]) -> st
 
     def create(client: MlflowClient, op: dict[str, Any]) -> str:
         exp = experiment_id(client, op["experiment"])
-        return client.create_run(exp, run_name=op["run_name"], tags=op["tags"], start_time=op["start_ms"]).info.run_id
+        tags = {**op["tags"], OFFLINE_ID_TAG: f"{OFFLINE_PREFIX}{path.stem}"}  # a later sync finds it by this
+        return client.create_run(exp, run_name=op["run_name"], tags=tags, start_time=op["start_ms"]).info.run_id
 
     problems = report.problems
     try:
@@ -368,11 +370,26 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str]) -> st
                         f"the half line cannot be read back and is kept in {kept}. Fix: check run {run_id} "
                         f"(`specbench runs`), then delete {kept}.")
     new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
+    if parent.startswith(OFFLINE_PREFIX) and parent not in new_ids:  # its parent went in an earlier sync
+        sent = _run_of_offline_id(client, first["experiment"], parent)
+        if sent is not None:
+            new_ids[parent] = sent
     if parent in new_ids:  # its parent was offline too: point it at the parent's new run, before the record goes
         client.set_tag(run_id, PARENT_TAG, new_ids[parent])
     Journal(path).remove()  # only once everything, the run's end included, is on the server
     report.sent.append((path.name, run_id, count))
     return None
+
+
+def _run_of_offline_id(client: MlflowClient, experiment: str, offline_id: str) -> str | None:
+    """The run an earlier sync created from the journal of `offline_id` (its `offline.id` tag), or None (a
+    parent that was never sent, or one sent before the tag existed)."""
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return None
+    found = client.search_runs([exp.experiment_id], filter_string=f"tags.`{OFFLINE_ID_TAG}` = '{offline_id}'",
+                               max_results=1)
+    return found[0].info.run_id if found else None
 
 
 def _end_abandoned(client: MlflowClient, path: Path, run_id: str, kept: Path | None) -> str:
