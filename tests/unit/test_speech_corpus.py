@@ -250,3 +250,22 @@ def test_manifest_schema_errors_name_the_columns(tmp_path: Path) -> None:
         write_manifest([{**plan_row, "status": "ok"}] * 2, tmp_path / "m.parquet")
     assert not (tmp_path / "m.parquet").exists()
     assert set(MANIFEST_SCHEMA.names) >= {"word_times", "end_of_speech_s", "slurp_id", "audio_path"}
+
+
+def test_the_speech_job_counts_the_rows_it_synthesized_again_not_only_those_without_a_wav(
+        tmp_path: Path, tts: None) -> None:
+    """`speech.synthesized` and the progress bar counted WAVs that did not exist: after an engine upgrade,
+    which remakes every row, they said 0."""
+    import json
+
+    from specbench.experiments.speech import synthesize_counted
+
+    rows = [r for r in _tiny_rows() if r["voice"] in ("espeak:en-us", "flite:kal16")]
+    first, made = synthesize_counted(rows, tmp_path)
+    assert [r["status"] for r in first] == ["ok", "ok"] and made == 2
+    assert synthesize_counted(rows, tmp_path)[1] == 0  # all reused
+    espeak = next(r for r in rows if r["voice"] == "espeak:en-us")
+    sidecar = (tmp_path / espeak["audio_path"]).with_suffix(".json")
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**meta, "engines": {**meta["engines"], "espeak-ng": "1.49.2"}}))
+    assert synthesize_counted(rows, tmp_path)[1] == 1  # the WAV exists, but an older espeak-ng made it

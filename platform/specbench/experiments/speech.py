@@ -135,17 +135,19 @@ def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_addres
     root = corpus_root(config)
     planned = plan_utterances(corpus_plan(config)).to_pylist()
     shards = [planned[i:i + config.shard_size] for i in range(0, len(planned), config.shard_size)]
-    existing = sum((root / r["audio_path"]).is_file() for r in planned)
+    missing = sum(not (root / r["audio_path"]).is_file() for r in planned)
     checkpoint = from_root(config.align_checkpoint)
     graph_job = None  # read before the synthesis, so that a bad graph_job stops the job before any work
     if checkpoint.is_file() and job_path is not None:
         graph_job = ctc_graph_job(job_path, "graph_job", config.graph_job)
     connect(ray_address)
     start = time.perf_counter()
-    done = run_tasks(partial(synthesize_shard, corpus_root=root), shards,
-                     progress=f"synthesizing {len(planned) - existing} of {len(planned)} utterances")
+    done = run_tasks(partial(synthesize_counted, corpus_root=root), shards,
+                     progress=f"synthesizing what is missing or stale of {len(planned)} utterances ({missing} "
+                              "without a WAV)")
     seconds = time.perf_counter() - start
-    rows = [row for shard in done for row in shard]
+    rows = [row for shard, _ in done for row in shard]
+    synthesized = sum(count for _, count in done)
     graph_dir = None
     if graph_job is not None:
         graph_dir = build_graph(graph_job).directory
@@ -158,11 +160,26 @@ def build_corpus(config: SpeechConfig, run: TrackedRun | None = None, ray_addres
     aligned = graph_dir is not None
     corpus = Corpus(root, read_manifest(root / "manifest.parquet"))
     if run is not None:
-        run.log_metrics(corpus_metrics(rows, len(planned) - existing, seconds))
+        run.log_metrics(corpus_metrics(rows, synthesized, seconds))
         run.set_tags({"corpus_dir": str(root), "word_times": "forced alignment" if aligned else "none"})
         ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
         run.log_metrics({"speech.aligned": float(sum(bool(r.get("word_times")) for r in ok))})
     return corpus
+
+
+def synthesize_counted(rows: list[dict], corpus_root: Path) -> tuple[list[dict], int]:
+    """`synthesize_shard`, and how many of its rows it synthesized now: those whose sidecar it wrote (its
+    modification time changed on this node), which counts the rows made again because their inputs or an
+    engine's version changed, not only those without a WAV."""
+    def stamp(row: dict) -> int | None:
+        try:
+            return (Path(corpus_root) / row["audio_path"]).with_suffix(".json").stat().st_mtime_ns
+        except OSError:
+            return None
+
+    before = [stamp(r) for r in rows]
+    out = synthesize_shard(rows, corpus_root)
+    return out, sum(stamp(r) != b for r, b in zip(rows, before, strict=True))
 
 
 def corpus_metrics(rows: list[dict], synthesized: int, seconds: float) -> dict[str, float]:
