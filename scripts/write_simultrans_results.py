@@ -1,7 +1,8 @@
 """Write the committed results file of a finished `simultrans` run (benchmarks/results/simultrans_job_cpu.json):
 the run's identity and wall time, the settings chosen on val, the headline scalars, and compact tables of
 every test set's curves, decomposition, full-sentence baselines and corpus statistics, read back from the
-run's `simultrans_report.json` (values rounded to 3 decimals: the tracked tree is kept small).
+run's `simultrans_report.json` (values rounded to 3 decimals, and a scalar that a table holds kept once: the
+tracked tree is kept small).
 
     python scripts/write_simultrans_results.py RUN_ID [--tracking-uri URI] [--output FILE]
 """
@@ -20,6 +21,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from results_file import finished_run, rounded, write_results
 
 from specbench.errors import ConfigError
+from specbench.experiments.simultrans_sets import COMPARISONS
 from specbench.tracking.queries import json_artifact, resolve_run_id, run_minutes
 
 CURVE_COLUMNS = ("k", "bleu", "laal_words", "al_ref_words", "al_words", "al", "length_ratio", "brevity_penalty")
@@ -63,6 +65,15 @@ def compact(report: dict[str, Any], grid_k: int) -> dict[str, Any]:
     return sets
 
 
+def kept_scalars(headline: dict[str, float], splits: list[str]) -> dict[str, float]:
+    """The run's headline scalars without those the file's tables already hold: each test set's and val's
+    decomposition at grid_k (`simul.<split>.speculation_gain_bleu`, ..., `simul.val.testtime_...`) is the
+    k = grid_k row of `sets[<split>].decomposition` or `val_decomposition_at_grid_k`."""
+    tables = tuple(f"simul.{split}.{model}{comparison}_" for split in (*splits, "val")
+                   for model in ("", "testtime_") for comparison, _, _ in COMPARISONS)
+    return {k: _r(v) for k, v in sorted(headline.items()) if not k.startswith(tables)}
+
+
 def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
     run = finished_run(run_id, "simultrans", tracking_uri)
     report = json_artifact(run_id, "simultrans_report.json", tracking_uri)
@@ -76,7 +87,7 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
         "grid_k": report["grid_k"], "val_sentences": report["val_sentences"],
         "test_sentences": report["test_sentences"], "pooled_sentences": report["pooled_sentences"],
         "chosen_on_val": report["best"],
-        "headline": {k: _r(v) for k, v in sorted(headline.items())},
+        "headline": kept_scalars(headline, list(report["test_sentences"])),
         "val_decomposition_at_grid_k": {model: {c: {m: _r(v) for m, v in values.items()}
                                                 for c, values in comparisons.items()}
                                         for model, comparisons in report["val"].items()},

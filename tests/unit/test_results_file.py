@@ -58,3 +58,20 @@ def test_objects_of_scalars_and_lists_of_scalars_stay_on_one_line() -> None:
     assert json.loads(text) == data
     assert '"a": {"bleu": 30.1, "laal": 3.2}' in text and '"k": [1, 3, 5]' in text
     assert text.count("\n") == 8  # a line per key, and one per closing brace of an object of objects
+
+
+def test_the_simultrans_file_keeps_a_scalar_its_tables_hold_once() -> None:
+    from write_simultrans_results import kept_scalars
+
+    headline = {"simul.speculation_gain_bleu": 1.44, "simul.testtime_speculation_gain_bleu_low": 0.5,
+                "simul.test_2016_flickr.speculation_gain_bleu": 0.77,
+                "simul.test_2016_flickr.testtime_sbs_vs_greedy_laal_increase": -0.1,
+                "simul.val.tail_vs_greedy_gain_bleu": 0.0, "simul.val.testtime_speculation_gain_bleu": 1.2,
+                "simul.test_2016_flickr.sbs_gain_bleu_sum_ranking": 0.3, "simul.best_beam": 7.0,
+                "simul.other_set.speculation_gain_bleu": 2.0}
+    kept = kept_scalars(headline, ["test_2016_flickr"])
+    # the pooled scalars, the ranking ablation's and the settings stay; a set's and val's decomposition is
+    # the k = grid_k row of its table; a split the report does not name is not dropped
+    assert kept == {"simul.speculation_gain_bleu": 1.44, "simul.testtime_speculation_gain_bleu_low": 0.5,
+                    "simul.test_2016_flickr.sbs_gain_bleu_sum_ranking": 0.3, "simul.best_beam": 7.0,
+                    "simul.other_set.speculation_gain_bleu": 2.0}
