@@ -36,7 +36,7 @@ WORK = ROOT / ".specbench" / "gpu-mt"
 # name -> (base job, {section: {key: value}}); the model sizes stay those of the shipped jobs (the
 # checkpoints must stay a few MB), so the candidates differ in regularization, weight averaging and seed.
 # (An earlier run on an H200 tried dropout 0.1-0.3 and label smoothing 0.2 without averaging: lower devel
-# loss than the CPU-trained model, but not higher val BLEU; benchmarks/results/mt_training_h200.json.)
+# loss than the CPU-trained model, but not higher val BLEU; benchmarks/results/mt_training_h200.json at commit 84d82c9.)
 WAITK = "jobs/mt_waitk.toml"
 CANDIDATES: dict[str, tuple[str, dict[str, dict[str, Any]]]] = {
     "waitk_d01": (WAITK, {"model": {"dropout": 0.1}}),
