@@ -105,3 +105,28 @@ def test_the_transcript_and_adaptation_caches_follow_the_graph_contents(tmp_path
     config = load_job_file(job, {"predictive_asr": PredictiveAsrConfig})
     keys = [adaptation_dir(config.asr, job, checkpoint, g).name for g in graphs]
     assert keys[0] == keys[1] != keys[2]
+
+
+RAISING = '''def check(x):
+    if x < 0:
+        raise ValueError(f"x is {x}, below 0. " + "Fix: give a positive x")
+    if x > 9:
+        raise KeyError("too large", x) from None
+    return x
+'''
+
+
+def test_the_wording_of_a_raised_message_does_not_move_the_digest(tmp_path: Path) -> None:
+    def digest(text: str, sub: str) -> str:
+        return code_digest([_write(tmp_path, f"{sub}/m.py", text)])
+
+    base = digest(RAISING, "base")
+    reworded = RAISING.replace('f"x is {x}, below 0. " + "Fix: give a positive x"',
+                               '"x must not be negative. Fix: pass x >= 0"').replace('"too large"', 'f"{x} > 9"')
+    assert digest(reworded, "reworded") == base
+    # the class raised, an argument that is not text, the cause and the code around it still count
+    changes = [RAISING.replace("ValueError", "TypeError"), RAISING.replace('"too large", x)', '"too large", -x)'),
+               RAISING.replace(" from None", ""), RAISING.replace("x > 9", "x > 8"),
+               RAISING.replace("return x", 'return "x"')]
+    digests = {digest(text, f"c{i}") for i, text in enumerate(changes)}
+    assert base not in digests and len(digests) == len(changes)
