@@ -87,6 +87,8 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
         "grid_k": report["grid_k"], "val_sentences": report["val_sentences"],
         "test_sentences": report["test_sentences"], "pooled_sentences": report["pooled_sentences"],
         "chosen_on_val": report["best"],
+        **({"stage_seconds": {stage: round(s, 1) for stage, s in report["seconds"].items()}}
+           if "seconds" in report else {}),  # runs before the job timed its stages have none
         "headline": kept_scalars(headline, list(report["test_sentences"])),
         "val_decomposition_at_grid_k": {model: {c: {m: _r(v) for m, v in values.items()}
                                                 for c, values in comparisons.items()}

@@ -148,6 +148,12 @@ def test_simultrans_job_logs_curves_and_headline(tmp_path: Path, ray_cluster: ob
     # decoded alone gives what it gave when decoded in one round with the other
     report = json.loads(Path(client.download_artifacts(run.info.run_id, "simultrans_report.json",
                                                        str(tmp_path))).read_text())
+    # where the job's time went: every stage timed, logged as it is in the report, within the run's duration
+    stages = {"val_grid.waitk", "val_grid.full", "test_curves.waitk", "test_curves.full", "full_sentence",
+              "adaptive", "ranking_ablation"}
+    assert set(report["seconds"]) == stages and all(s > 0 for s in report["seconds"].values())
+    assert {stage: metrics[f"simul.seconds.{stage}"] for stage in stages} == pytest.approx(report["seconds"])
+    assert sum(report["seconds"].values()) <= (run.info.end_time - run.info.start_time) / 1000
     sets = report["sets"]
     for label in ("waitk_sbs", "full_tail", "adaptive_sbs"):
         for point, *parts in zip(sets["pooled"]["curves"][label], sets["test_2016_flickr"]["curves"][label],

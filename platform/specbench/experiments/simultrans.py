@@ -27,7 +27,9 @@ versions (`simul.testtime_...`), each per test set (`simul.<split>.speculation_g
 (`simul.<set>.<model>_<search>.<metric>`, step = index of k; among the metrics `ended_before_source`, the
 share of outputs that ended before their source was read, and `empty_outputs`, the sentences left out of the
 latency means), the report is JSON, and each set has a
-BLEU-against-LAAL plot. Every configuration is decoded once, as Ray tasks over sentence shards, on all test
+BLEU-against-LAAL plot; the wall time of each stage is `simul.seconds.<stage>` and the report's `seconds`
+(the val grid per model, the test curves per model, the full-sentence baselines, the adaptive curves, the
+ranking ablation). Every configuration is decoded once, as Ray tasks over sentence shards, on all test
 sets in one round (each set keeps its own shards, so its results are what decoding it alone gives).
 """
 
@@ -43,6 +45,7 @@ from specbench.config import SimultransConfig
 from specbench.errors import DataError
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.simultrans_sets import COMPARISONS, PooledEvaluator, ScoredSet, SplitEvaluator
+from specbench.experiments.stage_clock import clock
 from specbench.paths import from_root
 from specbench.reports.plots import pyplot
 from specbench.simultrans.experiment import Method, bleu_signature, model_for
@@ -110,18 +113,21 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
                               "test_splits": list(config.test_splits),
                               "test_sentences": {t.split: len(t.pairs) for t in tests},
                               "pooled_sentences": len(pooled.references), "grid": {}, "best": {}, "val": {},
-                              "sets": {}}
+                              "sets": {}, "seconds": {}}
+    seconds = report["seconds"]
 
     default = config.length_normalized_speculation
     rankings = (default, not default) if config.rank_speculations_on_val else (default,)
     for name, path in models.items():  # 1. the (ranking, b, w) grid on val, then val's decomposition
-        grid = {key: val(method) for key, method in grid_methods(path, config.grid_k, rankings, config.grid_beams,
-                                                                  config.grid_windows).items()}
-        report["grid"][name] = {_grid_key(*key, default): r for key, r in grid.items()}
-        report["best"][name] = dict(zip(("length_normalized", "beam", "window"), _best(grid, default), strict=True))
-        _log_grid(run, name, default, grid)
-        report["val"][name] = val.decomposition(waitk_methods(path, config.grid_k, _chosen(report, name)),
-                                                config.bootstrap_samples)
+        with clock(seconds, f"val_grid.{name}"):
+            grid = {key: val(method) for key, method in grid_methods(path, config.grid_k, rankings,
+                                                                      config.grid_beams, config.grid_windows).items()}
+            report["grid"][name] = {_grid_key(*key, default): r for key, r in grid.items()}
+            report["best"][name] = dict(zip(("length_normalized", "beam", "window"), _best(grid, default),
+                                            strict=True))
+            _log_grid(run, name, default, grid)
+            report["val"][name] = val.decomposition(waitk_methods(path, config.grid_k, _chosen(report, name)),
+                                                    config.bootstrap_samples)
 
     # 2-3. all test sets pooled first (each method decoded on every set in one round of tasks), then each set
     pooled_section = _test_set(pooled, config, models, full_model, report)
@@ -130,9 +136,12 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     report["sets"][POOLED] = pooled_section
     report["speculation_ranking"] = {}
     for evaluator in (pooled, *tests):  # pooled first: each method decoded on every set in one round
-        report["sets"][evaluator.split]["curves"].update(_adaptive_curves(evaluator, config, models["waitk"], report))
-        report["speculation_ranking"][evaluator.split] = _ranking_ablation(evaluator, config, models["waitk"],
-                                                                           report)
+        with clock(seconds, "adaptive"):
+            report["sets"][evaluator.split]["curves"].update(_adaptive_curves(evaluator, config, models["waitk"],
+                                                                              report))
+        with clock(seconds, "ranking_ablation"):
+            report["speculation_ranking"][evaluator.split] = _ranking_ablation(evaluator, config,
+                                                                               models["waitk"], report)
     report["headline"] = _headline(report, config)
     if run is not None:
         _log_run(run, config, report)
@@ -169,17 +178,20 @@ def _test_set(evaluator: ScoredSet, config: SimultransConfig, models: dict[str, 
     """Curves (every search at every k, both models), the full-sentence baselines and the decomposition of
     the gain at every k, for one test set or the pooled set."""
     b = report["best"]["waitk"]["beam"]
+    seconds = report["seconds"]
     curves: dict[str, list[dict[str, float]]] = {}
     decomposition: dict[str, list[dict[str, Any]]] = {}
     for name, path in models.items():
-        for search in SEARCHES:
-            curves[f"{name}_{search}"] = [{"k": k, **evaluator(_waitk_method(path, search, k, _chosen(report, name)))}
-                                          for k in config.ks]
-        decomposition[name] = [{"k": k, **evaluator.decomposition(waitk_methods(path, k, _chosen(report, name)),
-                                                                  config.bootstrap_samples)} for k in config.ks]
-    return {"sentences": len(evaluator.references), "curves": curves,
-            "full_sentence_greedy": evaluator(Method("full", full_model, beam=1)),
-            "full_sentence_beam": evaluator(Method("full", full_model, beam=b)), "decomposition": decomposition}
+        with clock(seconds, f"test_curves.{name}"):
+            for search in SEARCHES:
+                curves[f"{name}_{search}"] = [
+                    {"k": k, **evaluator(_waitk_method(path, search, k, _chosen(report, name)))} for k in config.ks]
+            decomposition[name] = [{"k": k, **evaluator.decomposition(waitk_methods(path, k, _chosen(report, name)),
+                                                                      config.bootstrap_samples)} for k in config.ks]
+    with clock(seconds, "full_sentence"):
+        baselines = {"full_sentence_greedy": evaluator(Method("full", full_model, beam=1)),
+                     "full_sentence_beam": evaluator(Method("full", full_model, beam=b))}
+    return {"sentences": len(evaluator.references), "curves": curves, **baselines, "decomposition": decomposition}
 
 
 def _adaptive_curves(evaluator: ScoredSet, config: SimultransConfig, path: str,
@@ -290,6 +302,7 @@ def _log_run(run: TrackedRun, config: SimultransConfig, report: dict[str, Any]) 
         run.log_metrics({f"simul.{split}.{baseline}.{m}": section[baseline][m]
                          for baseline in FULL_SENTENCE for m in _CURVE_METRICS})
     run.log_metrics(report["headline"])
+    run.log_metrics({f"simul.seconds.{stage}": s for stage, s in report["seconds"].items()})
     run.log_dict(report, "simultrans_report.json")
     with tempfile.TemporaryDirectory() as tmp:
         for split, section in report["sets"].items():
@@ -337,6 +350,11 @@ def summary(report: dict[str, Any]) -> list[str]:
             *[f"  {split}: " + _comparison_line("speculation", h, f"simul.{split}.speculation") + "; "
               + _comparison_line("SBS - greedy", h, f"simul.{split}.sbs_vs_greedy") for split in splits],
             "  val: " + _comparison_line("speculation", h, "simul.val.speculation"),
+            *(["  test-time wait-k (full-sentence model), pooled: "
+               + _comparison_line("speculation", h, "simul.testtime_speculation") + "; "
+               + _comparison_line("SBS - greedy", h, "simul.testtime_sbs_vs_greedy")]
+              if "simul.testtime_speculation_gain_bleu" in h else []),
+            "  minutes per stage: " + ", ".join(f"{stage} {s / 60:.1f}" for stage, s in report["seconds"].items()),
             (f"  full-sentence beam BLEU {h['simul.bleu_full_pooled']:.2f} pooled (b={int(h['simul.best_beam'])}, "
             f"w={int(h['simul.best_window'])}); BLEU signature {report['bleu_signature']}")]
 

@@ -26,10 +26,7 @@ import dataclasses
 import hashlib
 import json
 import os
-import time
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -48,6 +45,7 @@ from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import ctc_graph_job
 from specbench.experiments.predictive_asr.adaptation import VoiceAdaptation, adapt_voices
 from specbench.experiments.predictive_asr.checks import check_partial_interval
+from specbench.experiments.stage_clock import clock
 from specbench.paths import from_root, work_dir
 from specbench.runtime import run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
@@ -215,19 +213,19 @@ def _spoken(plan: list[dict], asr: AsrSection, checkpoint: Path, graph: GraphArt
     force-align the planned utterances: the rows (with word times) and the scores of the ok ones, computed
     once for the alignment and the decoder."""
     root = work_dir() / "speech"
-    with _clock(timings, "synthesize"):
+    with clock(timings, "synthesize"):
         shards = [plan[i:i + asr.shard_size] for i in range(0, len(plan), asr.shard_size)]
         rows = [r for s in run_tasks(partial(synthesize_shard, corpus_root=root), shards,
                                      progress=f"synthesizing {len(plan)} request utterances") for r in s]
     ok = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK]
-    with _clock(timings, "score"):
+    with clock(timings, "score"):
         if not ok:
             scores = None
         elif adaptation is None:
             scores = score_rows(checkpoint, root, ok)
         else:
             scores = score_rows_by_voice(adaptation.checkpoints, checkpoint, root, ok, adaptation.warps)
-    with _clock(timings, "align"):
+    with clock(timings, "align"):
         loglikes = {} if scores is None else _loglikes_by_utterance(scores)
         items = [(rows[i:i + asr.shard_size], {r["utt_id"]: loglikes[r["utt_id"]] for r in rows[i:i + asr.shard_size]
                                                if r["utt_id"] in loglikes})
@@ -254,22 +252,12 @@ def _align_item(item: tuple[list[dict], dict[str, np.ndarray]], graph_dir: str) 
     return align_scored_shard(rows, loglikes, graph_dir)
 
 
-@contextmanager
-def _clock(timings: dict[str, float], stage: str) -> Iterator[None]:
-    """Add the wall time of the block to `timings[stage]`."""
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
-
-
 def _decode(scores: pa.Table | None, asr: AsrSection, graph: GraphArtifacts,
             timings: dict[str, float]) -> dict[str, dict]:
     """utt_id -> decoder output row (final words and partials as word ids)."""
     if scores is None or scores.num_rows == 0:
         return {}
-    with _clock(timings, "decode"):
+    with clock(timings, "decode"):
         posteriors = asr.partial_posteriors
         stage = DecoderStage(graph.tlg, backend=asr.backend, beam=asr.beam, max_active=asr.max_active,
                              acoustic_scale=asr.acoustic_scale, partial_every_ms=asr.partial_every_ms,
@@ -347,7 +335,7 @@ def _render(todo: list[dict], asr: AsrSection, setup: _Setup, cached: dict[str, 
         decoded = _decode(scores, asr, setup.graph, timings) if asr.mode == "decoder" else {}
         for row in spoken:
             cached[row["utt_id"]] = _transcript(row, decoded.get(row["utt_id"]), asr, words)
-        with _clock(timings, "cache"):
+        with clock(timings, "cache"):
             _write_cache(list(cached.values()), setup.cache)
 
 
@@ -374,7 +362,7 @@ def transcribe_ahead(logs: list[tuple[pa.Table, AsrSection, str]], job_path: Pat
             wanted.setdefault(row["utt_id"], row)
     rendered = 0
     for asr, setup, plan in groups.values():
-        with _clock(timings, "cache"):
+        with clock(timings, "cache"):
             cached = _read_cache(setup.cache)
         todo = _missing(list(plan.values()), cached)
         if todo:
@@ -392,7 +380,7 @@ def transcribe_requests(requests: pa.Table, asr: AsrSection, job_path: Path, ren
     timings = {} if timings is None else timings
     setup = _setup(asr, job_path)
     ids, plan = plan_requests(requests, asr, rendering_key)
-    with _clock(timings, "cache"):
+    with clock(timings, "cache"):
         cached = _read_cache(setup.cache)
     todo = _missing(plan, cached)
     if todo:
