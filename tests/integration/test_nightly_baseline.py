@@ -254,3 +254,62 @@ def test_an_unreachable_server_is_reported_not_a_traceback(tmp_path: Path, monke
     kept = {p.name for p in (tmp_path / "home" / "journal").rglob("*") if p.is_file()}
     assert len([k for k in kept if k.endswith(".jsonl")]) == 2  # the nightly's run and the job's, for sync
     assert {"regression_report.md", "regression_report.html", "graph_slurp.toml"} <= kept
+
+
+def test_a_speed_ratio_is_compared_only_with_a_run_on_the_same_hardware(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two machines log nightlies to one store. The decoder benchmark's speed ratio (`decoder.cpu_vs_kaldi`)
+    measured on the second machine is not judged against the first machine's (it would read as a regression),
+    and each machine's later nightly is judged against its own earlier one, even when the other machine's
+    nightly is newer; the benchmark's other metrics are compared across machines."""
+    from specbench.benchmarks.decoder import bench as decoder_bench
+    from specbench.tracking import runs
+
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    path = tmp_path / "nightly.toml"
+    path.write_text(f"""kind = "nightly"
+name = "nightly_test"
+jobs = ["{ROOT / 'jobs' / 'bench_decoder_quick.toml'}"]
+[[tolerance]]
+metric = "decoder.onebest_identical"
+min = 1.0
+[[tolerance]]
+metric = "decoder.cpu_vs_kaldi"
+max_drop = 0.25
+[[tolerance]]
+metric = "decoder.lattice_density"
+max_rise = 2.0
+max_drop = 2.0
+[tracking]
+experiment = "nightly_test"
+""")
+    logged = {}
+
+    def fake_bench(config: Any, job_path: Path, run: Any, opts: RunOptions) -> list[str]:
+        run.log_metrics({"decoder.onebest_identical": 1.0, **logged})
+        return ["fake decoder benchmark"]
+
+    monkeypatch.setattr(decoder_bench, "execute", fake_bench)
+    xeon, epyc = "2 x Intel(R) Xeon(R), no GPU", "16 x AMD EPYC, NVIDIA H200"
+
+    def night(hardware: str, ratio: float, density: float = 10.0) -> list[str]:
+        monkeypatch.setattr(runs, "describe", lambda: hardware)
+        logged.update({"decoder.cpu_vs_kaldi": ratio, "decoder.lattice_density": density})
+        return run_nightly(path, load_config(path), RunOptions(tracking_uri=uri))
+
+    night(xeon, 2.0)
+    out = night(epyc, 1.0, 11.0)  # 1.0 against the Xeon's 2.0 would have been a regression
+    assert any("no baseline value for decoder.cpu_vs_kaldi of bench_decoder-decoder_quick: baseline run" in line
+               and "measured it on other hardware (2 x Intel(R) Xeon(R), no GPU)" in line
+               and f"on this hardware ({epyc})" in line and "is the baseline on this hardware" in line
+               for line in out)
+    assert any("ok (no baseline)" in line and "decoder.cpu_vs_kaldi" in line for line in out)
+    assert any("decoder.lattice_density: 11 (baseline 10)" in line for line in out)  # across machines
+    out = night(xeon, 1.9)  # against the Xeon's 2.0, not the newer EPYC nightly's 1.0
+    assert any("decoder.cpu_vs_kaldi: 1.9 (baseline 2)" in line for line in out)
+    assert any("decoder.lattice_density: 10 (baseline 11)" in line for line in out)
+    with pytest.raises(RegressionError, match=r"decoder.cpu_vs_kaldi .*baseline 1.9, new 1.5: fell from 1.9 to 1.5"):
+        night(xeon, 1.5)
+    out = night(epyc, 0.9)  # against the EPYC's own 1.0
+    assert any("decoder.cpu_vs_kaldi: 0.9 (baseline 1)" in line for line in out)

@@ -14,7 +14,7 @@ from specbench import config as cfg
 from specbench.cli.options import BENCHES, add_config_options, config_from_args
 from specbench.cli.parser import build_parser
 from specbench.errors import ConfigError
-from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, load_config
+from specbench.experiments.registry import HARDWARE_BOUND_METRICS, JOBS, OPTIONAL_NIGHTLY_METRICS, load_config
 from specbench.reports.headline import BETTER, HEADLINE_METRICS
 
 pytestmark = pytest.mark.unit
@@ -37,6 +37,14 @@ def test_every_runner_resolves(kind: str) -> None:
 def test_nightly_metrics_are_defined_headlines() -> None:
     compared = {m for job in JOBS.values() for m in job.nightly_metrics} | set(OPTIONAL_NIGHTLY_METRICS)
     assert compared <= set(HEADLINE_METRICS), sorted(compared - set(HEADLINE_METRICS))
+
+
+def test_the_nightly_speed_metrics_are_the_hardware_bound_ones() -> None:
+    """A nightly metric defined by timing ("seconds") is compared only on the same hardware, and every
+    hardware-bound metric is one the nightly compares (a misspelt name would silently match nothing)."""
+    compared = {m for job in JOBS.values() for m in job.nightly_metrics} | set(OPTIONAL_NIGHTLY_METRICS)
+    timed = {m for m in compared if "seconds" in HEADLINE_METRICS[m]}
+    assert timed == set(HARDWARE_BOUND_METRICS), sorted(timed ^ set(HARDWARE_BOUND_METRICS))
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "jobs").glob("*.toml")), ids=lambda p: p.name)

@@ -19,7 +19,9 @@ baselines, so a regression cannot become the norm; an untagged run counts when i
 FINISHED), in both cases of the job kind's current `metrics_version` (`experiments.registry`). A metric the
 baseline run has no finite value of (NaN, or not logged) is compared with the newest older passing nightly
 run that has one; where none has, the check says "no baseline value" (printed with the runs searched) and
-only the absolute bounds apply. When earlier runs exist but none of that version, the metrics changed meaning:
+only the absolute bounds apply. A speed ratio (the registry's `HARDWARE_BOUND_METRICS`) counts only from a run
+measured on the same hardware (the runs' `hardware` tag): one measured elsewhere is a missing value, filled the
+same way. When earlier runs exist but none of that version, the metrics changed meaning:
 the baseline is reset (nothing to compare; the tolerances' absolute bounds still apply), the reason is
 printed and tagged on the job's run as `baseline.reason`, and that run is the next nightly's baseline (if
 that nightly passes). A job run logged offline, or one whose baseline cannot be looked up because the
@@ -37,7 +39,13 @@ from typing import Any
 
 from specbench.config import NightlyConfig, ToleranceRule, config_kind
 from specbench.errors import ConfigError, SpecbenchError
-from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
+from specbench.experiments.registry import (
+    HARDWARE_BOUND_METRICS,
+    JOBS,
+    OPTIONAL_NIGHTLY_METRICS,
+    RunOptions,
+    load_config,
+)
 from specbench.experiments.runner import JobRun, SuiteRun, run_name
 from specbench.reports.headline import BETTER
 from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown, write_plot
@@ -143,9 +151,11 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
         return _not_compared(job, wanted, rules, "its run was logged offline (the tracking server could not be "
                                                  "reached)")
     for metric, why in sorted(base.missing.items()) if base else ():
+        fix = ("nothing to do: this run, if its nightly passes, is the baseline on this hardware"
+               if metric in HARDWARE_BOUND_METRICS else "nothing to do for a new metric; else make a run that "
+               "logged it the baseline (`specbench baseline set RUN_ID`)")
         job.lines.append(f"  no baseline value for {metric} of {job.run_name}: {why}; only its absolute "
-                         "bounds are checked. Fix: nothing to do for a new metric; else make a run that "
-                         "logged it the baseline (`specbench baseline set RUN_ID`)")
+                         f"bounds are checked. Fix: {fix}")
     for metric in wanted:
         if metric not in metrics:
             checks.append(Check(job.run_name, metric, math.nan, None, None, rules[metric],
@@ -166,7 +176,7 @@ def _baseline(job: JobRun, kind: Any, nightly_id: str, opts: RunOptions, wanted:
     if job.run_id.startswith(OFFLINE_PREFIX) or not job.experiment_id:
         return _OFFLINE
     base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version,
-                         wanted)
+                         wanted, job.hardware or None, HARDWARE_BOUND_METRICS)
     if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
         reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
         note_baseline_reset(job.run_id, reason, opts.tracking_uri)

@@ -33,6 +33,7 @@ class JobRun:
     experiment: str
     experiment_id: str
     metrics: dict[str, float] = field(default_factory=dict)
+    hardware: str = ""  # the run's `hardware` tag (`hardware.describe()`)
 
 
 def run_name(config: Any) -> str:
@@ -63,7 +64,8 @@ def run_job(path: Path, config: Any, opts: RunOptions, suite: str | None,
         lines = job_kind(kind).load_runner()(config, path, run, opts)
         run.set_description(lines)
         lines.append(f"  MLflow run {run.run_id} in experiment '{experiment}' ({run.tracking_uri})")
-        return JobRun(lines, run.run_id, run.run_name, experiment, run.experiment_id, dict(run.metrics))
+        return JobRun(lines, run.run_id, run.run_name, experiment, run.experiment_id, dict(run.metrics),
+                      run.hardware)
 
 
 def join_cluster(opts: RunOptions) -> None:

@@ -11,12 +11,17 @@ its parent run, the nightly, ended FINISHED: a nightly's parent ends FAILED on a
 A baseline value must be a finite number: where the chosen run has none for a metric (NaN, infinite, or not
 logged), that metric's value comes from the next older passing nightly run of the job that has one (its run is
 named per metric in `Baseline.sources`), and where no run has one, `Baseline.missing` says why, so the caller
-reports "no baseline value" instead of silently comparing with nothing."""
+reports "no baseline value" instead of silently comparing with nothing.
+
+A speed metric (`hardware_bound`: a ratio of two decoders timed side by side still depends on the cores, the
+caches and the GPU) takes its baseline value only from a run measured on the same hardware (the runs'
+`hardware` tag, `hardware.describe()`): a value of the chosen run measured elsewhere counts as missing, and is
+filled like a NaN, from the newest older passing nightly run on this hardware."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mlflow.entities import Run
@@ -147,14 +152,22 @@ def nightly_passed(client: MlflowClient, run: Run, parents: dict[str, str | None
 
 
 def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_uri: str | None = None,
-                  metrics_version: int | None = None, metrics: Sequence[str] = ()) -> Baseline | None:
+                  metrics_version: int | None = None, metrics: Sequence[str] = (), hardware: str | None = None,
+                  hardware_bound: Collection[str] = ()) -> Baseline | None:
     """The baseline of a job's run (see the module docstring): the run tagged baseline=true, else the latest
     finished nightly run of the same job, from a nightly that passed, before this nightly; with
     `metrics_version`, only runs of that version count. Each of `metrics` that the chosen run has no finite
-    value of is taken from the newest older passing nightly run that has one, or named in `missing`. None when
+    value of is taken from the newest older passing nightly run that has one, or named in `missing`; with
+    `hardware`, a metric of `hardware_bound` counts only where the run's `hardware` tag equals it. None when
     there is no baseline run at all."""
     client = _client(tracking_uri)
     name = quoted(run_name)
+
+    def usable(run: Run, metric: str) -> bool:
+        """Whether `run` gives `metric` a baseline value: a finite one, measured on this hardware if it is
+        hardware-bound."""
+        return (math.isfinite(run.data.metrics.get(metric, math.nan))
+                and (hardware is None or metric not in hardware_bound or run.data.tags.get("hardware") == hardware))
 
     def eligible(run: Run) -> bool:
         return run.data.tags.get("nightly.id") != nightly_id and _version_ok(run, metrics_version)
@@ -178,7 +191,7 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
                    else (next(nightlies, None), "previous nightly"))
     if chosen is None:
         return None
-    values = {k: v for k, v in chosen.data.metrics.items() if math.isfinite(v)}
+    values = {k: v for k, v in chosen.data.metrics.items() if usable(chosen, k)}
     sources = dict.fromkeys(values, chosen.info.run_id)
     gaps = [m for m in metrics if m not in values]
     seen = [chosen]
@@ -187,24 +200,28 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     older = nightlies if explicit is None else passing_nightlies(before=chosen.info.start_time or 0)
     for run in older if gaps else ():
         seen.append(run)
-        for metric in [m for m in gaps if math.isfinite(run.data.metrics.get(m, math.nan))]:
+        for metric in [m for m in gaps if usable(run, m)]:
             values[metric], sources[metric] = run.data.metrics[metric], run.info.run_id
             gaps.remove(metric)
         if not gaps:
             break
-    missing = {m: _why_missing(m, seen) for m in gaps}
+    missing = {m: _why_missing(m, seen, hardware if m in hardware_bound else None) for m in gaps}
     return Baseline(chosen.info.run_id, why, values, sources, missing)
 
 
-def _why_missing(metric: str, runs: Sequence[Run]) -> str:
+def _why_missing(metric: str, runs: Sequence[Run], hardware: str | None = None) -> str:
     """Why no run of `runs` (the chosen baseline run, then the older passing nightly runs searched) gives
-    `metric` a finite baseline value."""
+    `metric` a finite baseline value (with `hardware`: one measured on that hardware)."""
     first = runs[0]
     value = first.data.metrics.get(metric)
-    what = f"baseline run {first.info.run_id} " + ("did not log it" if value is None else f"logged {value}")
+    elsewhere = first.data.tags.get("hardware", "unknown hardware")
+    what = f"baseline run {first.info.run_id} " + (
+        "did not log it" if value is None else f"logged {value}" if not math.isfinite(value) or hardware is None
+        else f"measured it on other hardware ({elsewhere})")
+    here = f" on this hardware ({hardware})" if hardware is not None else ""
     older = len(runs) - 1
-    return what + (f", nor did any of the {older} older passing nightly runs of the job log a finite value"
-                   if older else ", and no older passing nightly run of the job exists")
+    return what + (f", nor did any of the {older} older passing nightly runs of the job log a finite value{here}"
+                   if older else f", and no older passing nightly run of the job exists{here}")
 
 
 def record_nightly_verdict(run_ids: Sequence[str], verdict: str,

@@ -111,6 +111,7 @@ class TrackedRun:
             base_tags[PARENT_TAG] = parent.run_id
         self.experiment = experiment
         self.run_name = run_name
+        self.hardware = base_tags["hardware"]  # the machine the run measures on (the nightly matches speed by it)
         self.metrics: dict[str, float] = {}
         self.journal = Journal()
         self.offline = False
