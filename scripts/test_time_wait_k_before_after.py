@@ -5,6 +5,10 @@ the version before a change and once after (PYTHONPATH=<checkout>/platform), on 
 
     python scripts/test_time_wait_k_before_after.py [--k 3] [--beam 5] [--window 3] [--summed-ranking]
         [--splits test_2016_flickr,test_2017_flickr] [--sentences N] [--label TEXT] [--output FILE]
+        [--before FILE]
+
+With `--before FILE` (this script's output for the other version), the output also holds that report and, per
+set, model and search, the seconds before over after and whether the outputs are the same.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ def main() -> int:
     parser.add_argument("--models", default="full,waitk", help="full (test-time wait-k) and/or waitk")
     parser.add_argument("--label", default="")
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--before", type=Path, default=None, help="this script's output for the other version")
     args = parser.parse_args()
+    before = json.loads(args.before.read_text()) if args.before else None
 
     import torch
 
@@ -64,6 +70,12 @@ def main() -> int:
                          "al": round(scored["al"], 3), "seconds": round(seconds, 1), "outputs_sha256": digest}
                 report["sets"][f"{split}/{model}/{search}"] = entry
                 print(split, model, search, entry, file=sys.stderr, flush=True)
+    if before is not None:
+        report["before"] = before
+        report["before_over_after"] = {
+            key: {"seconds_ratio": round(old["seconds"] / max(entry["seconds"], 0.05), 2),
+                  "same_outputs": old["outputs_sha256"] == entry["outputs_sha256"]}
+            for key, entry in report["sets"].items() if (old := before["sets"].get(key))}
     text = json.dumps(report, indent=1)
     if args.output:
         args.output.write_text(text + "\n")

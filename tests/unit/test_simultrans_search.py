@@ -218,6 +218,36 @@ def test_test_time_wait_k_and_adaptive_decode_as_whole_sequence_passes_over_each
     assert cases == 3 * 6 * 4
 
 
+def test_the_source_view_re_encodes_only_the_sentences_whose_view_changed() -> None:
+    """The bidirectional encoder's keys and values, kept across calls and updated in place for the sentences
+    whose visible length changed (encoded over the longest changed view, not the batch's width), equal a
+    fresh encoding of every sentence's prefix at the batch's width on every position the decoder may attend
+    to; a sentence whose view did not change is not encoded again."""
+    model = tiny(False, 3, scale=1.0)
+    srcs = _long_sources(90)
+    lengths = torch.tensor([len(s) for s in srcs])
+    view = SourceView(model, srcs)
+    calls = [torch.minimum(torch.full_like(lengths, v), lengths) for v in (1, 2, 3)]
+    calls.append(calls[-1].clone())  # nothing changed: nothing encoded
+    calls.append(torch.where(torch.arange(len(srcs)) % 2 == 0, lengths, calls[-1]))  # half the rows read it all
+    calls.append(lengths.clone())
+    encoded = 0
+    with torch.no_grad():
+        for visible in calls:
+            before = None if view._visible is None else view._visible.clone()
+            got = view.cross(visible)
+            encoded += len(srcs) if before is None else int((visible != before).sum())
+            assert view.encoded_rows == encoded
+            prefix = torch.where(torch.arange(view.src.shape[1])[None] < visible[:, None], view.src, PAD)
+            want = model.cross_kv(model.encode(prefix))
+            for (keys, values), (want_keys, want_values) in zip(got, want, strict=True):
+                for row, seen in enumerate(visible.tolist()):
+                    torch.testing.assert_close(keys[row, :, :seen], want_keys[row, :, :seen], rtol=1e-5, atol=1e-6)
+                    torch.testing.assert_close(values[row, :, :seen], want_values[row, :, :seen], rtol=1e-5,
+                                               atol=1e-6)
+    assert encoded < len(srcs) * len(calls)
+
+
 @pytest.mark.parametrize("scale", [8.0, 1.0])
 def test_sbs_without_window_is_tail_beam_and_tail_with_beam_one_is_greedy(scale: float) -> None:
     model = tiny(True, scale=scale)

@@ -74,7 +74,15 @@ def longest_source(max_positions: int) -> int:
 
 
 class SourceView:
-    """Cross-attention keys and values of the source for a batch of sentences, for given visible lengths."""
+    """Cross-attention keys and values of the source for a batch of sentences, for given visible lengths.
+
+    The causal encoder's are computed once over the whole source. The bidirectional encoder's are kept for the
+    visible lengths of the last call, and a call re-encodes only the sentences whose visible length changed,
+    over the longest of their views (not the batch's full width: the padding past a view is masked), writing
+    their rows into the kept tensors in place: a sentence whose output has ended, or whose source is read
+    whole, is not encoded again. The tensors a call returns therefore hold only until the next call with
+    other lengths. Positions past a sentence's view hold zeros or an older view's states; the decoder never
+    attends to them (`MtTransformer.decoder_positions` masks them)."""
 
     def __init__(self, model: MtTransformer, sources: list[list[int]]) -> None:
         self.model = model
@@ -85,17 +93,33 @@ class SourceView:
         self.lengths = torch.tensor([len(s) for s in sources], dtype=torch.long)
         self.causal = model.config.causal_encoder
         self._full = model.cross_kv(model.encode(self.src)) if self.causal else None
-        self._key: tuple[int, ...] | None = None
-        self._cached = None
+        self._visible: torch.Tensor | None = None  # the visible lengths `_cached` was encoded at
+        self._cached: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self.encoded_rows = 0  # sentences encoded so far (each re-encoding of one counts)
 
     def cross(self, visible: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per decoder layer (K, V) over all sentences when each sees `visible` (B,) source states."""
         if self._full is not None:
             return self._full
-        key = tuple(visible.tolist())
-        if key != self._key:
-            prefix = torch.where(torch.arange(self.src.shape[1])[None] < visible[:, None], self.src, PAD)
-            self._cached, self._key = self.model.cross_kv(self.model.encode(prefix)), key
+        if self._visible is None:
+            changed = torch.arange(self.src.shape[0])
+        else:
+            changed = (visible != self._visible).nonzero()[:, 0]
+        if changed.numel():
+            seen = visible.index_select(0, changed)
+            width = int(seen.max())  # the positions past every changed row's view are not encoded
+            src = self.src.index_select(0, changed)[:, :width]
+            fresh = self.model.cross_kv(self.model.encode(
+                torch.where(torch.arange(width)[None] < seen[:, None], src, PAD)))
+            if self._visible is None:  # the full width, zero past each view (never attended: masked)
+                shape = (self.src.shape[0], *fresh[0][0].shape[1:2], self.src.shape[1], fresh[0][0].shape[3])
+                self._cached = [(torch.zeros(shape, dtype=k.dtype), torch.zeros(shape, dtype=v.dtype))
+                                for k, v in fresh]
+            for (keys, values), (new_keys, new_values) in zip(self._cached, fresh, strict=True):
+                keys[:, :, :width].index_copy_(0, changed, new_keys)
+                values[:, :, :width].index_copy_(0, changed, new_values)
+            self._visible = visible.clone()
+            self.encoded_rows += int(changed.numel())
         return self._cached
 
 
@@ -151,6 +175,16 @@ def mask_eos(logp: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
     return logp
 
 
+def hypothesis_sources(cross, sentence: torch.Tensor, visible: torch.Tensor,
+                       beam: int) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
+    """The cross-attention keys and values (per decoder layer) and the visible source lengths of each
+    hypothesis row of a beam over the sentences `sentence` (B,) of the source view: rows b * i .. b * i + b - 1
+    belong to sentence i. Beam search only reorders hypotheses within their sentence's block, so these are
+    gathered once per search instead of at every step and layer (the same values either way)."""
+    rows = sentence.repeat_interleave(beam)
+    return [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in cross], visible.repeat_interleave(beam)
+
+
 def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
                cache: DecoderCache, beam: int, steps: int, eos_masked_steps: torch.Tensor | None = None) -> Beam:
     """`steps` steps of beam search from one state per sentence (logp (B, V) of the next token, cache of
@@ -165,14 +199,14 @@ def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: tor
     scores, tokens = top.values.reshape(-1), top.indices.reshape(-1, 1)
     rows = torch.arange(b_count).repeat_interleave(beam)
     state = Beam(tokens, scores, tokens[:, 0] == EOS, cache.select(rows), logp)
+    row_cross, row_visible = hypothesis_sources(cross, sentence, visible, beam) if steps > 1 else ([], visible)
+    masked_steps = None if eos_masked_steps is None else eos_masked_steps.repeat_interleave(beam)
     for step in range(1, steps):
         if bool(state.finished.all()):
             break
-        sent = sentence.index_select(0, rows)
-        step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, cross, visible.index_select(0, rows),
-                                                  sent)
-        if eos_masked_steps is not None:
-            step_logp = mask_eos(step_logp, eos_masked_steps.index_select(0, rows) > step)
+        step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, row_cross, row_visible)
+        if masked_steps is not None:
+            step_logp = mask_eos(step_logp, masked_steps > step)
         step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
         step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
         total = (state.scores[:, None] + step_logp).reshape(b_count, beam * vocab)
@@ -184,7 +218,6 @@ def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: tor
         token = torch.where(was_finished, torch.full_like(token.reshape(-1), EOS), token.reshape(-1))
         state = Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), best.values.reshape(-1),
                      was_finished | (token == EOS), new_cache.select(parent), step_logp)
-        rows = rows.index_select(0, parent)
     return state
 
 
@@ -226,10 +259,11 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
     cache: DecoderCache | None = None
     tail_rows: list[int] = []
     tail_cache: dict[int, tuple[DecoderCache, torch.Tensor]] = {}
+    full_visible = torch.minimum(torch.full((n,), k), view.lengths)
     t = 0
     while active.numel():
         visible = torch.minimum(torch.full_like(active, k + t), view.lengths.index_select(0, active))
-        full_visible = torch.minimum(torch.full((n,), k + t), view.lengths)
+        full_visible = full_visible.index_copy(0, active, visible)  # rows that have ended keep their view
         cross = view.cross(full_visible)
         logp, cache = next_token(model, view, prev, cache, [out_tokens[r] for r in active.tolist()], cross,
                                  visible, active)
@@ -312,12 +346,13 @@ def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: to
         return [_strip(state.tokens[i].tolist())[:limits[i]] for i in range(state.tokens.shape[0])]
     at_limit = torch.tensor(limits).repeat_interleave(beam)
     state = beam_steps(model, cross, sentence, visible, logp, cache, beam, 1)
+    row_cross, row_visible = hypothesis_sources(cross, sentence, visible, beam)
     steps = 1
     while True:
         state = replace(state, finished=state.finished | (at_limit <= steps))
         if steps >= max_steps or bool(state.finished.all()):
             break
-        state = _extend(model, cross, sentence, visible, state, beam)
+        state = _extend(model, row_cross, row_visible, state, beam)
         steps += 1
     lengths = torch.tensor([len(_strip(t)) + 1 for t in state.tokens.tolist()], dtype=torch.float32)
     normalized = (state.scores / lengths).reshape(-1, beam)
@@ -325,14 +360,12 @@ def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: to
     return [_strip(state.tokens[i].tolist()) for i in best.tolist()]
 
 
-def _extend(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, state: Beam,
-            beam: int) -> Beam:
-    """One more beam step (beam_steps' loop body) on an existing beam."""
+def _extend(model: MtTransformer, row_cross, row_visible: torch.Tensor, state: Beam, beam: int) -> Beam:
+    """One more beam step (beam_steps' loop body) on an existing beam; `row_cross`, `row_visible`: its
+    hypotheses' sources (`hypothesis_sources`)."""
     sentences = state.tokens.shape[0] // beam
-    rows = torch.arange(sentences).repeat_interleave(beam)
     vocab = state.logp.shape[1]
-    step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, cross,
-                                              visible.index_select(0, rows), sentence.index_select(0, rows))
+    step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, row_cross, row_visible)
     step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
     step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
     total = (state.scores[:, None] + step_logp).reshape(sentences, beam * vocab)
