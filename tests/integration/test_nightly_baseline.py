@@ -66,10 +66,10 @@ def nightly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     return run
 
 
-def _children(uri: str) -> list[Any]:
+def _children(uri: str, kind: str = "graph") -> list[Any]:
     """The nightly's job runs, newest first."""
     mlflow.set_tracking_uri(uri)
-    return mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'graph'",
+    return mlflow.search_runs(experiment_names=["nightly_test"], filter_string=f"tags.kind = '{kind}'",
                               output_format="list", order_by=["attributes.start_time DESC"])
 
 
@@ -261,7 +261,8 @@ def test_a_speed_ratio_is_compared_only_with_a_run_on_the_same_hardware(
     """Two machines log nightlies to one store. The decoder benchmark's speed ratio (`decoder.cpu_vs_kaldi`)
     measured on the second machine is not judged against the first machine's (it would read as a regression),
     and each machine's later nightly is judged against its own earlier one, even when the other machine's
-    nightly is newer; the benchmark's other metrics are compared across machines."""
+    nightly is newer; the benchmark's other metrics are compared across machines. A pinned baseline from the
+    first machine pins that machine's speed, not the second's."""
     from specbench.benchmarks.decoder import bench as decoder_bench
     from specbench.tracking import runs
 
@@ -313,3 +314,10 @@ experiment = "nightly_test"
         night(xeon, 1.5)
     out = night(epyc, 0.9)  # against the EPYC's own 1.0
     assert any("decoder.cpu_vs_kaldi: 0.9 (baseline 1)" in line for line in out)
+    first_xeon = _children(uri, "bench_decoder")[-1]
+    set_baseline(first_xeon.info.run_id, uri)  # a pin measured on the Xeon, older than every EPYC run
+    out = night(xeon, 1.8)  # the pin's own hardware: against the pin
+    assert any("decoder.cpu_vs_kaldi: 1.8 (baseline 2)" in line for line in out)
+    out = night(epyc, 0.8)  # the pin cannot pin the EPYC's speed: its newest passing nightly does
+    assert any("decoder.cpu_vs_kaldi: 0.8 (baseline 0.9)" in line for line in out)
+    assert any("decoder.lattice_density: 10 (baseline 10)" in line for line in out)  # the pin's, as before

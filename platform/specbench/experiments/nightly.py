@@ -176,7 +176,7 @@ def _baseline(job: JobRun, kind: Any, nightly_id: str, opts: RunOptions, wanted:
     if job.run_id.startswith(OFFLINE_PREFIX) or not job.experiment_id:
         return _OFFLINE
     base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version,
-                         wanted, job.hardware or None, HARDWARE_BOUND_METRICS)
+                         wanted, job.hardware, HARDWARE_BOUND_METRICS)
     if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
         reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
         note_baseline_reset(job.run_id, reason, opts.tracking_uri)

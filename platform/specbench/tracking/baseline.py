@@ -16,7 +16,9 @@ reports "no baseline value" instead of silently comparing with nothing.
 A speed metric (`hardware_bound`: a ratio of two decoders timed side by side still depends on the cores, the
 caches and the GPU) takes its baseline value only from a run measured on the same hardware (the runs'
 `hardware` tag, `hardware.describe()`): a value of the chosen run measured elsewhere counts as missing, and is
-filled like a NaN, from the newest older passing nightly run on this hardware."""
+filled like a NaN, from the newest older passing nightly run on this hardware; under a pinned baseline measured
+on other hardware, when no passing nightly older than the pin ran on this hardware, from the newest passing
+nightly on it (a pin cannot pin another machine's speed)."""
 
 from __future__ import annotations
 
@@ -197,14 +199,23 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     seen = [chosen]
     # older passing nightlies, for the metrics the chosen run lacks; under a pinned baseline only those older
     # than it (a newer one would move the pinned baseline night by night)
-    older = nightlies if explicit is None else passing_nightlies(before=chosen.info.start_time or 0)
-    for run in older if gaps else ():
-        seen.append(run)
-        for metric in [m for m in gaps if usable(run, m)]:
-            values[metric], sources[metric] = run.data.metrics[metric], run.info.run_id
-            gaps.remove(metric)
-        if not gaps:
-            break
+    def fill(runs: Iterator[Run], wanted: list[str]) -> None:
+        """Take each of `wanted` (all in `gaps`) from the first of `runs` that has it."""
+        for run in runs if wanted else ():
+            if all(run.info.run_id != r.info.run_id for r in seen):
+                seen.append(run)
+            for metric in [m for m in wanted if usable(run, m)]:
+                values[metric], sources[metric] = run.data.metrics[metric], run.info.run_id
+                wanted.remove(metric)
+                if metric in gaps:
+                    gaps.remove(metric)
+            if not wanted:
+                return
+
+    fill(nightlies if explicit is None else passing_nightlies(before=chosen.info.start_time or 0), gaps)
+    if explicit is not None and hardware is not None:
+        # a pin measured on other hardware cannot pin this machine's speed: the newest passing nightly on it does
+        fill(passing_nightlies(), [m for m in gaps if m in hardware_bound])
     missing = {m: _why_missing(m, seen, hardware if m in hardware_bound else None) for m in gaps}
     return Baseline(chosen.info.run_id, why, values, sources, missing)
 
@@ -214,7 +225,7 @@ def _why_missing(metric: str, runs: Sequence[Run], hardware: str | None = None) 
     `metric` a finite baseline value (with `hardware`: one measured on that hardware)."""
     first = runs[0]
     value = first.data.metrics.get(metric)
-    elsewhere = first.data.tags.get("hardware", "unknown hardware")
+    elsewhere = first.data.tags.get("hardware", "it has no hardware tag")
     what = f"baseline run {first.info.run_id} " + (
         "did not log it" if value is None else f"logged {value}" if not math.isfinite(value) or hardware is None
         else f"measured it on other hardware ({elsewhere})")
