@@ -5,9 +5,12 @@ the version before a change and once after (PYTHONPATH=<checkout>/platform), on 
 
     python scripts/test_time_wait_k_before_after.py [--k 3] [--beam 5] [--window 3] [--summed-ranking]
         [--splits test_2016_flickr,test_2017_flickr] [--sentences N] [--label TEXT] [--output FILE]
-        [--before FILE]
+        [--before FILE] [--profile]
 
-With `--before FILE` (this script's output for the other version), the output also holds that report and, per
+With `--profile`, each entry also holds where its seconds went: the encoder (`encode`), the cross-attention
+keys and values (`cross_kv`), the target prefix decoded again over a new view (`decoder_prefix`), one-position
+decoder steps (`decoder_step`: greedy's next token, the speculation, the tail beam) and the rest (search
+bookkeeping, scoring). With `--before FILE` (this script's output for the other version), the output also holds that report and, per
 set, model and search, the seconds before over after and whether the outputs are the same.
 """
 
@@ -35,6 +38,7 @@ def main() -> int:
     parser.add_argument("--label", default="")
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--before", type=Path, default=None, help="this script's output for the other version")
+    parser.add_argument("--profile", action="store_true", help="time the model's passes per entry")
     args = parser.parse_args()
     before = json.loads(args.before.read_text()) if args.before else None
 
@@ -45,6 +49,7 @@ def main() -> int:
     from specbench.simultrans.experiment import Method, Shard, decode_shard, model_for, score
 
     torch.set_num_threads(2)
+    spent = _time_model_passes() if args.profile else None
     bpe = str(ROOT / "models" / "mt_bpe.model")
     paths = {"full": str(ROOT / "models" / "mt_full.pt"), "waitk": str(ROOT / "models" / "mt_waitk.pt")}
     tok = model_for(paths["full"], bpe).tokenizer
@@ -60,6 +65,8 @@ def main() -> int:
                 method = Method("waitk", paths[model], search, k=args.k, beam=args.beam if search == "sbs" else 1,
                                 window=args.window if search == "sbs" else 0,
                                 length_normalized=not args.summed_ranking)
+                if spent is not None:
+                    spent.clear()
                 start = time.perf_counter()
                 rows = decode_shard(Shard(method, bpe, sources))
                 seconds = time.perf_counter() - start
@@ -68,6 +75,9 @@ def main() -> int:
                 entry = {"sentences": len(rows), "bleu": round(scored["bleu"], 2),
                          "laal_words": round(scored["laal_words"], 3), "al_words": round(scored["al_words"], 3),
                          "al": round(scored["al"], 3), "seconds": round(seconds, 1), "outputs_sha256": digest}
+                if spent is not None:
+                    entry["profile_seconds"] = {**{k: round(v, 2) for k, v in sorted(spent.items())},
+                                                "other": round(seconds - sum(spent.values()), 2)}
                 report["sets"][f"{split}/{model}/{search}"] = entry
                 print(split, model, search, entry, file=sys.stderr, flush=True)
     if before is not None:
@@ -81,6 +91,29 @@ def main() -> int:
         args.output.write_text(text + "\n")
     print(text)
     return 0
+
+
+def _time_model_passes() -> dict[str, float]:
+    """Wrap the translation model's passes with timers; returns the seconds spent per pass (clear it to
+    start again). Only the passes themselves are timed, so the rest is the search's own work."""
+    from specbench.simultrans.model import MtTransformer
+
+    spent: dict[str, float] = {}
+
+    def timed(name: str, method):  # noqa: ANN001, ANN202
+        def run(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+            label = name if name != "decoder_positions" else \
+                "decoder_step" if args[0].shape[1] == 1 else "decoder_prefix"
+            start = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                spent[label] = spent.get(label, 0.0) + time.perf_counter() - start
+        return run
+
+    for name in ("encode", "cross_kv", "decoder_positions"):
+        setattr(MtTransformer, name, timed(name, getattr(MtTransformer, name)))
+    return spent
 
 
 if __name__ == "__main__":
