@@ -81,8 +81,8 @@ class SourceView:
     over the longest of their views (not the batch's full width: the padding past a view is masked), writing
     their rows into the kept tensors in place: a sentence whose output has ended, or whose source is read
     whole, is not encoded again. The tensors a call returns therefore hold only until the next call with
-    other lengths. Positions past a sentence's view hold zeros or an older view's states; the decoder never
-    attends to them (`MtTransformer.decoder_positions` masks them)."""
+    other lengths. Positions past a sentence's view hold zeros, the padding's states or an older view's; the
+    decoder never attends to them (`MtTransformer.decoder_positions` masks them)."""
 
     def __init__(self, model: MtTransformer, sources: list[list[int]]) -> None:
         self.model = model
@@ -300,24 +300,25 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
         keep = torch.tensor([i for i in range(active.numel()) if i not in set(done)], dtype=torch.long)
         active, prev, cache = active.index_select(0, keep), choice.index_select(0, keep), cache.select(keep)
         t += 1
-    if tail_rows:
-        _finish_tail(model, view, tail_rows, tail_cache, out_tokens, out_delays, beam)
+    if tail_rows:  # the view as left (the tail rows see their whole source): ended rows are not encoded again
+        _finish_tail(model, view, full_visible, tail_rows, tail_cache, out_tokens, out_delays, beam)
     return [Translation(tuple(a), tuple(d), e) for a, d, e in zip(out_tokens, out_delays, out_end, strict=True)]
 
 
-def _finish_tail(model: MtTransformer, view: SourceView, rows: list[int],
+def _finish_tail(model: MtTransformer, view: SourceView, view_visible: torch.Tensor, rows: list[int],
                  caches: dict[int, tuple[DecoderCache, torch.Tensor]], out_tokens: list[list[int]],
                  out_delays: list[list[int]], beam: int) -> None:
     """Beam search over the whole source from each row's committed prefix, until </s> or the length limit
-    (rows batched by prefix length, whose caches have one shape)."""
+    (rows batched by prefix length, whose caches have one shape). `view_visible` (B,): what every sentence
+    of the view sees, the whole source for `rows`."""
     groups: dict[int, list[int]] = {}
     for r in rows:
         groups.setdefault(int(caches[r][0].keys[0].shape[2]), []).append(r)
     for group in groups.values():
-        _finish_tail_group(model, view, group, caches, out_tokens, out_delays, beam)
+        _finish_tail_group(model, view, view_visible, group, caches, out_tokens, out_delays, beam)
 
 
-def _finish_tail_group(model: MtTransformer, view: SourceView, rows: list[int],
+def _finish_tail_group(model: MtTransformer, view: SourceView, view_visible: torch.Tensor, rows: list[int],
                        caches: dict[int, tuple[DecoderCache, torch.Tensor]], out_tokens: list[list[int]],
                        out_delays: list[list[int]], beam: int) -> None:
     order = torch.tensor(rows, dtype=torch.long)
@@ -326,7 +327,7 @@ def _finish_tail_group(model: MtTransformer, view: SourceView, rows: list[int],
     logp = torch.cat([caches[r][1] for r in rows])
     visible = view.lengths.index_select(0, order)
     rooms = [max_target_len(int(view.lengths[r])) - len(out_tokens[r]) for r in rows]
-    tokens = beam_search(model, view.cross(view.lengths), order, visible, logp, cache, beam, rooms)
+    tokens = beam_search(model, view.cross(view_visible), order, visible, logp, cache, beam, rooms)
     for r, toks in zip(rows, tokens, strict=True):
         out_tokens[r].extend(toks)
         out_delays[r].extend([int(view.lengths[r])] * len(toks))
