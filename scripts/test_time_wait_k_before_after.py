@@ -86,11 +86,16 @@ def main() -> int:
             key: {"seconds_ratio": round(old["seconds"] / max(entry["seconds"], 0.05), 2),
                   "same_outputs": old["outputs_sha256"] == entry["outputs_sha256"]}
             for key, entry in report["sets"].items() if (old := before["sets"].get(key))}
-    text = json.dumps(report, indent=1)
+    text = one_key_a_line(report)
     if args.output:
-        args.output.write_text(text + "\n")
-    print(text)
+        args.output.write_text(text)
+    print(text, end="")
     return 0
+
+
+def one_key_a_line(report: dict) -> str:
+    """The report as JSON with one top-level key a line (a results file small enough for the tree)."""
+    return "{\n" + ",\n".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in report.items()) + "\n}\n"
 
 
 def _time_model_passes() -> dict[str, float]:
