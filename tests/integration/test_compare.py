@@ -102,3 +102,32 @@ def test_runs_of_different_metrics_versions_are_warned_about(tmp_path: Path,
     assert "metrics.version 4" in render_html(compare_runs([old, new], uri))
     assert main(["--tracking-uri", uri, "compare", new, newer, "--no-artifact"]) == 0
     assert "warning" not in capsys.readouterr().out
+
+
+def test_timed_metrics_of_runs_on_different_hardware_are_warned_about(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two decoder benchmarks on different machines: their speed ratios depend on the machine, and the
+    comparison says so, naming each run's hardware; runs of one machine, or without a timed metric, do not."""
+    from specbench.tracking import runs
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ids = {}
+    for name, hardware, metrics in (
+            ("xeon", "2 x Intel(R) Xeon(R), no GPU", {"decoder.cpu_vs_kaldi": 1.4, "decoder.onebest_identical": 1.0}),
+            ("epyc", "16 x AMD EPYC, NVIDIA H200", {"decoder.cpu_vs_kaldi": 2.1, "decoder.onebest_identical": 1.0}),
+            ("xeon2", "2 x Intel(R) Xeon(R), no GPU", {"decoder.cpu_vs_kaldi": 1.5, "decoder.onebest_identical": 1.0}),
+            ("epyc_wer", "16 x AMD EPYC, NVIDIA H200", {"decoder.onebest_identical": 0.99})):
+        monkeypatch.setattr(runs, "describe", lambda hardware=hardware: hardware)
+        with TrackedRun("cmp", name, uri, {"kind": "bench_decoder"}) as run:
+            run.log_metrics(metrics)
+            ids[name] = run.run_id
+    assert main(["--tracking-uri", uri, "compare", ids["xeon"], ids["epyc"], "--no-artifact"]) == 0
+    warning = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:"))
+    assert "measured on different hardware" in warning and "(decoder.cpu_vs_kaldi)" in warning
+    assert f"xeon [{ids['xeon'][:8]}]: 2 x Intel(R) Xeon(R), no GPU" in warning and "NVIDIA H200" in warning
+    assert "Fix:" in warning and "onebest" not in warning
+    assert "different hardware" in render_html(compare_runs([ids["xeon"], ids["epyc"]], uri))
+    for pair in (("xeon", "xeon2"), ("xeon2", "epyc_wer")):  # one machine; no timed metric in the second
+        assert main(["--tracking-uri", uri, "compare", ids[pair[0]], ids[pair[1]], "--no-artifact"]) == 0
+        out = capsys.readouterr().out
+        assert "different hardware" not in out, pair

@@ -19,7 +19,7 @@ baselines, so a regression cannot become the norm; an untagged run counts when i
 FINISHED), in both cases of the job kind's current `metrics_version` (`experiments.registry`). A metric the
 baseline run has no finite value of (NaN, or not logged) is compared with the newest older passing nightly
 run that has one; where none has, the check says "no baseline value" (printed with the runs searched) and
-only the absolute bounds apply. A speed ratio (the registry's `HARDWARE_BOUND_METRICS`) counts only from a run
+only the absolute bounds apply. A timed metric (`reports.headline.TIMED_METRICS`) counts only from a run
 measured on the same hardware (the runs' `hardware` tag): one measured elsewhere is a missing value, filled the
 same way. When earlier runs exist but none of that version, the metrics changed meaning:
 the baseline is reset (nothing to compare; the tolerances' absolute bounds still apply), the reason is
@@ -39,15 +39,9 @@ from typing import Any
 
 from specbench.config import NightlyConfig, ToleranceRule, config_kind
 from specbench.errors import ConfigError, SpecbenchError
-from specbench.experiments.registry import (
-    HARDWARE_BOUND_METRICS,
-    JOBS,
-    OPTIONAL_NIGHTLY_METRICS,
-    RunOptions,
-    load_config,
-)
+from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOptions, load_config
 from specbench.experiments.runner import JobRun, SuiteRun, run_name
-from specbench.reports.headline import BETTER
+from specbench.reports.headline import BETTER, TIMED_METRICS
 from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown, write_plot
 from specbench.reports.numbers import figure
 from specbench.tracking.baseline import (
@@ -152,7 +146,7 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
                                                  "reached)")
     for metric, why in sorted(base.missing.items()) if base else ():
         fix = ("nothing to do: this run, if its nightly passes, is the baseline on this hardware"
-               if metric in HARDWARE_BOUND_METRICS else "nothing to do for a new metric; else make a run that "
+               if metric in TIMED_METRICS else "nothing to do for a new metric; else make a run that "
                "logged it the baseline (`specbench baseline set RUN_ID`)")
         job.lines.append(f"  no baseline value for {metric} of {job.run_name}: {why}; only its absolute "
                          f"bounds are checked. Fix: {fix}")
@@ -176,7 +170,7 @@ def _baseline(job: JobRun, kind: Any, nightly_id: str, opts: RunOptions, wanted:
     if job.run_id.startswith(OFFLINE_PREFIX) or not job.experiment_id:
         return _OFFLINE
     base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version,
-                         wanted, job.hardware, HARDWARE_BOUND_METRICS)
+                         wanted, job.hardware, TIMED_METRICS)
     if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
         reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
         note_baseline_reset(job.run_id, reason, opts.tracking_uri)

@@ -117,9 +117,6 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
 )}
 # Compared when a run has them and the nightly file gives a tolerance (they need hardware CI lacks).
 OPTIONAL_NIGHTLY_METRICS: tuple[str, ...] = ("decoder.speedup_vs_kaldi",)
-# Speed ratios: timed side by side within one run, they still depend on the machine (cores, caches, the GPU),
-# so the nightly compares each only with a baseline measured on the same hardware (the runs' `hardware` tag).
-HARDWARE_BOUND_METRICS: frozenset[str] = frozenset({"decoder.cpu_vs_kaldi", "decoder.speedup_vs_kaldi"})
 
 
 def load_config(path: Path) -> Any:

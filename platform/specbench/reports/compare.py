@@ -10,7 +10,7 @@ import html
 import math
 from typing import TYPE_CHECKING
 
-from specbench.reports.headline import BETTER, HEADLINE_METRICS
+from specbench.reports.headline import BETTER, HEADLINE_METRICS, TIMED_METRICS
 from specbench.reports.numbers import figure
 
 if TYPE_CHECKING:
@@ -58,6 +58,21 @@ def shown_rows(comparison: Comparison, show_all: bool = False) -> list[Row]:
             + [r for r in comparison.shown(show_all) if not _is_headline(r)])
 
 
+def warnings(comparison: Comparison) -> str | None:
+    """The comparison's warnings, one a line: metrics versions that differ (`Comparison.version_warning`),
+    and timed metrics (`reports.headline.TIMED_METRICS`) logged by runs measured on different hardware."""
+    lines = [comparison.version_warning()]
+    timed = sorted({r.name for r in comparison.rows if r.kind == "metric" and r.name in TIMED_METRICS
+                    and len({h for h, v in zip(comparison.hardware, r.values, strict=True) if v is not None}) > 1})
+    if timed:
+        runs = ", ".join(f"{n} [{i[:8]}]: {h or 'no hardware tag'}" for n, i, h in
+                         zip(comparison.run_names, comparison.run_ids, comparison.hardware, strict=True))
+        lines.append(f"warning: these runs were measured on different hardware ({runs}): their timed metrics "
+                     f"({', '.join(timed)}) depend on the machine, so those deltas are not like for like. Fix: "
+                     "compare speed between runs of the same hardware.")
+    return "\n".join(line for line in lines if line) or None
+
+
 def render_text(comparison: Comparison, show_all: bool = False) -> str:
     """A plain table: one column per run, deltas in parentheses against the first run."""
     header = ["", *(f"{n} [{i[:8]}]" for n, i in zip(comparison.run_names, comparison.run_ids, strict=True))]
@@ -67,7 +82,7 @@ def render_text(comparison: Comparison, show_all: bool = False) -> str:
         for value, delta in zip(row.values, row.deltas(), strict=True):
             cells.append(_fmt(value) + _fmt_delta(delta))
         body.append(cells)
-    warning = comparison.version_warning()
+    warning = warnings(comparison)
     if not body:
         same = "the runs have the same params and metrics" + ("" if show_all else " (use --all to list them)")
         return "\n".join(filter(None, (warning, same)))
@@ -96,7 +111,7 @@ def render_html(comparison: Comparison, show_all: bool = False) -> str:
         rows.append(f"<tr{cls}><td>{row.kind}</td><td>{html.escape(row.name)}{notes}</td>{cells}</tr>")
     style = ("body{font-family:sans-serif}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
              "padding:4px 8px}tr.diff{background:#fff6d5}.d{color:#666}.warn{color:#a00}")
-    warning = comparison.version_warning()
+    warning = warnings(comparison)
     note = "".join(f"<p class=warn>{html.escape(line)}</p>" for line in (warning or "").splitlines())
     return (f"<!doctype html><html><head><meta charset=utf-8><title>specbench compare</title><style>{style}"
             f"</style></head><body><h1>Run comparison</h1>{note}"

@@ -76,6 +76,16 @@ HEADLINE_METRICS: dict[str, str] = {
                                                   "on devel) minus that of personal only",
 }
 
+# The headline metrics read off a clock. Even a ratio of two decoders timed side by side in one run depends on
+# the machine (its cores, caches and GPU), so the nightly compares each only with a baseline measured on the
+# same hardware (the runs' `hardware` tag) and `compare` warns when runs of different hardware show them.
+TIMED_METRICS: frozenset[str] = frozenset({
+    "decoder.rtfx", "decoder.speedup_vs_kaldi", "decoder.stream_speedup_vs_kaldi",
+    "decoder.stream_speedup_vs_kaldi_best_pass", "decoder.gpu_lane_refill_speedup",
+    "decoder.gpu_cuda_graphs_speedup_lanes_16", "decoder.gpu_cuda_graphs_speedup_lanes_256", "decoder.cpu_vs_kaldi",
+    "decoder.cpu_vs_kaldi_median", "decoder.cpu_lattice_vs_kaldi_median",
+})
+
 _HIGHER_IS_BETTER = frozenset({
     "confidence.nce", "decoder.rtfx", "decoder.speedup_vs_kaldi", "decoder.stream_speedup_vs_kaldi",
     "decoder.stream_speedup_vs_kaldi_best_pass", "decoder.gpu_lane_refill_speedup",

@@ -56,6 +56,7 @@ class Comparison:
     rows: tuple[Row, ...]
     kinds: tuple[str, ...] = ()  # each run's `kind` tag ('' where it has none)
     versions: tuple[str, ...] = ()  # each run's `metrics.version` tag ("1" where it has none, as for baselines)
+    hardware: tuple[str, ...] = ()  # each run's `hardware` tag ('' where it has none)
 
     def shown(self, show_all: bool) -> list[Row]:
         return [r for r in self.rows if show_all or r.differs]
@@ -98,7 +99,8 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_a
     rows = [dataclasses.replace(r, swept=True) if r.kind == "metric" and r.name in swept else r for r in rows]
     return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows),
                       tuple(r.data.tags.get("kind", "") for r in runs),
-                      tuple(r.data.tags.get(VERSION_TAG, "1") for r in runs))
+                      tuple(r.data.tags.get(VERSION_TAG, "1") for r in runs),
+                      tuple(r.data.tags.get("hardware", "") for r in runs))
 
 
 def _value(raw: object, kind: str) -> object:
