@@ -17,7 +17,7 @@ them are the same only where the sets' usable utterances are. The job itself pai
 `--control-defaults` (run after the sweep) adds to the same file the tune WER of pocketsphinx's own default
 weights (`lw` 6.5, `fwdflatlw` 8.5, `bestpathlw` 9.5), with fresh decoders on the same tune prompts. With
 the ratio rule that is the sweep's 6.5 point; it served to judge an earlier rule, one value in all three
-passes (benchmarks/results/real_speech_pocketsphinx_one_weight_cpu.json: 38.1% at best on the tune prompts,
+passes (benchmarks/results/real_speech_pocketsphinx_one_weight_cpu.json at commit b627b5a: 38.1% at best on the tune prompts,
 against 36.8% for the defaults), which is why the rule keeps pocketsphinx's ratios.
 
     python scripts/pocketsphinx_retune.py [--job jobs/real_speech.toml] [--output FILE] [--hardware TEXT]

@@ -8,7 +8,7 @@ being tuned is the tree pass's, and the other two move with it in pocketsphinx's
 (`pass_weights_for`: w, w x 8.5/6.5, w x 9.5/6.5), so the tuning reaches the pass whose hypothesis is
 reported and the weight 6.5 is pocketsphinx's defaults. (One value in all three passes was tried: on the
 job's 100 tune prompts it gave 38.1% at best, against 36.8% for the defaults,
-`benchmarks/results/real_speech_pocketsphinx_one_weight_cpu.json`; see docs/real_speech.md.)
+`benchmarks/results/real_speech_pocketsphinx_one_weight_cpu.json` at commit b627b5a; see docs/real_speech.md.)
 
 Each utterance gets a fresh decoder: pocketsphinx's front end carries state from one utterance to the next
 (the noise-removal estimate of the model's `-remove_noise yes`), so a decoder that served another utterance
