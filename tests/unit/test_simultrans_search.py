@@ -76,10 +76,10 @@ class _Shaped(MtTransformer):
             logp = torch.log_softmax(logp * torch.where(sharp, self.sharp, self.flat)[..., None], -1)
         return logp
 
-    def decoder_step(self, tokens, cache, cross, source_len, rows=None):  # type: ignore[no-untyped-def]
-        logp, new_cache = super().decoder_step(tokens, cache, cross, source_len, rows)
-        position = 0 if cache is None else int(cache.keys[0].shape[2])
-        return self.shape(logp, torch.full_like(source_len, position), source_len), new_cache
+    def decoder_step(self, tokens, cache, cross, source_len, rows=None, group=1):  # type: ignore[no-untyped-def]
+        logp, new_cache = super().decoder_step(tokens, cache, cross, source_len, rows, group)
+        position = torch.zeros_like(source_len) if cache is None else cache.lengths()  # each row's own
+        return self.shape(logp, position, source_len), new_cache
 
     def forward(self, src, tgt_in, k=None):  # type: ignore[no-untyped-def]
         logp = torch.log_softmax(super().forward(src, tgt_in, k), -1)
@@ -132,6 +132,74 @@ def test_decoder_steps_equal_the_whole_sequence_pass(k: int | None) -> None:
             logp, cache = model.decoder_step(tgt[:, i], cache, cross, limits[:, i])
             steps.append(logp)
     assert torch.allclose(whole, torch.stack(steps, 1), atol=1e-4)
+
+
+def test_left_padded_cache_rows_step_as_each_row_alone() -> None:
+    """Rows of different prefix lengths in one left-padded cache (DecoderCache.stack) give each row's own
+    next-token distribution and cache: the padding is never attended to and positions are the row's own."""
+    model = tiny(True, scale=1.0)
+    src = torch.tensor([s + [PAD] * (7 - len(s)) for s in sources(4, 3)])
+    cross = model.cross_kv(model.encode(src))
+    visible = torch.tensor([2, 5, 3])
+    prefixes = [[BOS, 5, 6, 7, 8], [BOS], [BOS, 4, 4]]
+    alone = []
+    with torch.no_grad():
+        for i, prefix in enumerate(prefixes):
+            row = torch.tensor([i])
+            _, cache = model.decoder_positions(torch.tensor([prefix[:-1]]), None, cross, visible[row], row) \
+                if len(prefix) > 1 else (None, None)
+            alone.append((cache, *model.decoder_step(torch.tensor([prefix[-1]]), cache, cross, visible[row], row)))
+        empty = alone[0][0].row(0, 0)
+        stacked = DecoderCache.stack([c if c is not None else empty for c, _, _ in alone])
+        assert stacked.pad.tolist() == [0, 4, 2] and stacked.lengths().tolist() == [4, 0, 2]
+        logp, after = model.decoder_step(torch.tensor([p[-1] for p in prefixes]), stacked, cross, visible)
+        for i, (_, row_logp, row_cache) in enumerate(alone):
+            assert torch.allclose(logp[i], row_logp[0], atol=1e-5)
+            got = after.row(i)
+            assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(got.keys, row_cache.keys, strict=True))
+        # two more steps, a row selected out of the batch, stay each row's own
+        logp2, after2 = model.decoder_step(torch.tensor([5, 6, 7]), after.select(torch.tensor([2, 0, 1])), cross,
+                                           visible[[2, 0, 1]], torch.tensor([2, 0, 1]))
+        for j, i in enumerate([2, 0, 1]):
+            one, _ = model.decoder_step(torch.tensor([[5, 6, 7][j]]), alone[i][2], cross, visible[i:i + 1],
+                                        torch.tensor([i]))
+            assert torch.allclose(logp2[j], one[0], atol=1e-5)
+            assert after2.row(j).width == len(prefixes[i]) + 1
+
+
+def test_a_beams_rows_attending_to_their_sentence_as_one_block_equal_per_row_keys() -> None:
+    """decoder_step with group = b (a sentence's b hypotheses one block of queries over its keys) equals the
+    same step with every hypothesis row given its own copy of the keys."""
+    model = tiny(True, scale=1.0)
+    src = torch.tensor([s + [PAD] * (7 - len(s)) for s in sources(5, 3)])
+    beam = 4
+    with torch.no_grad():
+        cross = model.cross_kv(model.encode(src))
+        rows = torch.arange(3).repeat_interleave(beam)
+        visible = torch.tensor([2, 7, 4]).repeat_interleave(beam)
+        tokens = torch.randint(4, VOCAB, (3 * beam, 3), generator=torch.Generator().manual_seed(1))
+        _, cache = model.decoder_positions(tokens[:, :2], None, cross, visible, rows)
+        per_row, _ = model.decoder_step(tokens[:, 2], cache, cross, visible, rows)
+        grouped, _ = model.decoder_step(tokens[:, 2], cache, cross, visible, group=beam)
+    assert torch.allclose(per_row, grouped, atol=1e-5)
+    with pytest.raises(ValueError, match="rows and group"):
+        model.decoder_step(tokens[:, 2], cache, cross, visible, rows, group=beam)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_adaptive_policy_decodes_each_sentence_as_alone_in_a_left_padded_batch(seed: int) -> None:
+    """The adaptive policy batches every unfinished sentence, whatever its output's length (left-padded
+    caches), and keeps the cache its chunk search computed: each output must be the sentence's alone, under
+    every chunk method, with and without force_finish."""
+    model = shaped(seed, chunk=2, sharp=1.5, flat=0.6)  # paced: chunks between READs
+    srcs = _long_sources(70 + seed, 7)
+    for method, beam, window in (("greedy", 1, 0), ("beam", 3, 0), ("sbs", 3, 2)):
+        for force_finish in (False, True):
+            batched = adaptive(model, srcs, 0.35, method, beam=beam, window=window, force_finish=force_finish)
+            assert sum(len(set(t.delays)) > 2 for t in batched) >= 3  # several chunks, of several lengths
+            for src, got in zip(srcs, batched, strict=True):
+                assert adaptive(model, [src], 0.35, method, beam=beam, window=window,
+                                force_finish=force_finish)[0] == got
 
 
 def _reference_greedy(model: MtTransformer, src: list[int], limit: int) -> list[int]:
@@ -471,7 +539,8 @@ def test_a_sentence_at_its_length_limit_decodes_as_alone_in_any_batch() -> None:
         with torch.no_grad():  # </s> made unlikely, so the limit decides
             model.embed.weight[EOS] *= -1.0
             model.embed.weight[EOS] -= 0.5 * model.embed.weight.mean(0)
-        for decode in (lambda s: full_sentence(model, s, 4), lambda s: wait_k(model, s, 2, "tail", beam=4)):
+        for decode in (lambda s: full_sentence(model, s, 4), lambda s: wait_k(model, s, 2, "tail", beam=4),
+                       lambda s: adaptive(model, s, 0.3), lambda s: adaptive(model, s, 0.3, "sbs", beam=3, window=2)):
             alone, batched = decode([short])[0], decode([short, long_])[0]
             assert alone == batched
             at_limit += len(alone.tokens) == 2 * len(short) + 10

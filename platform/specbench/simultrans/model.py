@@ -107,14 +107,56 @@ class EncoderCache:
 
 @dataclass
 class DecoderCache:
-    """Per decoder layer, the self-attention keys and values (N, H, t, dh) of the target prefix."""
+    """Per decoder layer, the self-attention keys and values (N, H, t, dh) of the target prefix.
+
+    `pad` (N,), optional: rows of different prefix lengths in one batch, left-padded: row r's prefix is its
+    last t - pad[r] positions (the first pad[r] are never attended to), so every row's next position is
+    appended at the end and sits at position t - pad[r] of its own sequence. None: every row holds t."""
 
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
+    pad: torch.Tensor | None = None
 
     def select(self, rows: torch.Tensor) -> DecoderCache:
         """The cache of the rows `rows` (N',) long, in that order (beam reordering)."""
-        return DecoderCache([k.index_select(0, rows) for k in self.keys], [v.index_select(0, rows) for v in self.values])
+        return DecoderCache([k.index_select(0, rows) for k in self.keys], [v.index_select(0, rows) for v in self.values],
+                            None if self.pad is None else self.pad.index_select(0, rows))
+
+    @property
+    def width(self) -> int:
+        """t: the positions of the longest row's prefix (every row's, without `pad`)."""
+        return int(self.keys[0].shape[2])
+
+    def lengths(self) -> torch.Tensor:
+        """(N,) each row's prefix length."""
+        full = torch.full((self.keys[0].shape[0],), self.width, dtype=torch.long)
+        return full if self.pad is None else full - self.pad
+
+    def row(self, i: int, end: int | None = None) -> DecoderCache:
+        """Row i alone, unpadded, its positions up to the padded index `end` (default: all); a copy, so that
+        it does not keep the batch's tensors alive."""
+        start = 0 if self.pad is None else int(self.pad[i])
+        return DecoderCache([k[i:i + 1, :, start:end].clone() for k in self.keys],
+                            [v[i:i + 1, :, start:end].clone() for v in self.values])
+
+    @staticmethod
+    def stack(rows: list[DecoderCache]) -> DecoderCache:
+        """One batch of single-row unpadded caches, left-padded to the longest (no `pad` when all are as long)."""
+        lengths = [c.width for c in rows]
+        width = max(lengths)
+        if min(lengths) == width:
+            return DecoderCache([torch.cat([c.keys[i] for c in rows]) for i in range(len(rows[0].keys))],
+                                [torch.cat([c.values[i] for c in rows]) for i in range(len(rows[0].keys))])
+
+        def padded(tensors: list[torch.Tensor]) -> torch.Tensor:
+            out = tensors[0].new_zeros((len(tensors), *tensors[0].shape[1:2], width, tensors[0].shape[3]))
+            for j, (t, n) in enumerate(zip(tensors, lengths, strict=True)):
+                out[j:j + 1, :, width - n:] = t
+            return out
+
+        return DecoderCache([padded([c.keys[i] for c in rows]) for i in range(len(rows[0].keys))],
+                            [padded([c.values[i] for c in rows]) for i in range(len(rows[0].keys))],
+                            torch.tensor([width - n for n in lengths], dtype=torch.long))
 
 
 class MtTransformer(nn.Module):
@@ -207,25 +249,34 @@ class MtTransformer(nn.Module):
 
     def decoder_step(self, tokens: torch.Tensor, cache: DecoderCache | None,
                      cross: list[tuple[torch.Tensor, torch.Tensor]], source_len: torch.Tensor,
-                     rows: torch.Tensor | None = None) -> tuple[torch.Tensor, DecoderCache]:
+                     rows: torch.Tensor | None = None, group: int = 1) -> tuple[torch.Tensor, DecoderCache]:
         """One target position for N rows: tokens (N,) are the previous tokens; `cross` holds the source
         keys/values of B sentences and `rows` (N,) maps each row to its sentence (None: identity);
-        source_len (N,) how many source states each row may see. Returns log-probabilities (N, V) of the
-        next token and the extended cache."""
-        return self.decoder_positions(tokens[:, None], cache, cross, source_len, rows)
+        source_len (N,) how many source states each row may see. With `group` g > 1 (a beam), rows
+        g * i .. g * i + g - 1 all belong to sentence i of `cross` (no `rows`; N = g B) and see as many
+        states: their queries attend to the sentence's keys as one block, which are not copied per row.
+        Returns log-probabilities (N, V) of the next token and the extended cache."""
+        return self.decoder_positions(tokens[:, None], cache, cross, source_len, rows, group)
 
     def decoder_positions(self, tokens: torch.Tensor, cache: DecoderCache | None,
                           cross: list[tuple[torch.Tensor, torch.Tensor]], source_len: torch.Tensor,
-                          rows: torch.Tensor | None = None) -> tuple[torch.Tensor, DecoderCache]:
+                          rows: torch.Tensor | None = None, group: int = 1) -> tuple[torch.Tensor, DecoderCache]:
         """`decoder_step` for n new target positions at once, tokens (N, n): each attends to the cached
         positions and to the new ones up to itself, and all see `source_len` source states. Returns the
         next-token log-probabilities (N, V) after the last position and the extended cache. From an empty
         cache, the target prefix decoded again over a new source view (test-time wait-k)."""
-        start = 0 if cache is None else int(cache.keys[0].shape[2])
+        if group > 1 and rows is not None:
+            raise ValueError("decoder_positions: rows and group > 1 exclude each other (a group's rows are "
+                             "its sentence's, in order)")
+        start = 0 if cache is None else cache.width
         n = tokens.shape[1]
-        x = self._embed(tokens, start)
+        pad = None if cache is None else cache.pad
+        x = self._embed(tokens, start if pad is None else start - pad)
         causal = None if n == 1 else \
             torch.ones(n, start + n, dtype=torch.bool, device=tokens.device).tril(start)[None]
+        if pad is not None:  # a left-padded batch: no row attends to its padding
+            keep = torch.arange(start + n, device=tokens.device)[None, None] >= pad[:, None, None]
+            causal = keep if causal is None else keep & causal
         keys_out, values_out = [], []
         for i, block in enumerate(self.decoder):
             x, k, v = block.cached_self_attention(x, cache.keys[i] if cache else None,
@@ -235,12 +286,16 @@ class MtTransformer(nn.Module):
             ck, cv = cross[i]
             if rows is not None:
                 ck, cv = ck.index_select(0, rows), cv.index_select(0, rows)
-            visible = torch.arange(ck.shape[2], device=x.device)[None, None] < source_len[:, None, None]
+            visible = torch.arange(ck.shape[2], device=x.device)[None, None] < source_len[::group, None, None]
             ca = block.cross_attn
-            x = x + block.drop(ca.attend(ca.split(ca.q(block.norms[1](x))), ck, cv, visible))
+            q = ca.split(ca.q(block.norms[1](x)))  # (N, H, n, dh)
+            if group > 1:  # (B, H, g n, dh): a sentence's rows are one block of queries
+                _, h, _, dh = q.shape
+                q = q.reshape(-1, group, h, n, dh).transpose(1, 2).reshape(-1, h, group * n, dh)
+            x = x + block.drop(ca.attend(q, ck, cv, visible).reshape(x.shape))
             x = x + block.drop(block.ff(block.norms[-1](x)))
         logits = self.decoder_norm(x[:, -1]) @ self.embed.weight.T
-        return torch.log_softmax(logits.float(), -1), DecoderCache(keys_out, values_out)
+        return torch.log_softmax(logits.float(), -1), DecoderCache(keys_out, values_out, pad)
 
 
 def parameter_count(model: nn.Module) -> int:

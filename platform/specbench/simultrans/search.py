@@ -43,6 +43,7 @@ tail beam searches use; hypotheses that ran every step rank exactly as by the su
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import torch
@@ -158,14 +159,14 @@ class Beam:
     scores: torch.Tensor  # (B*b,) summed log-probabilities
     finished: torch.Tensor  # (B*b,) bool: ended with </s>
     cache: DecoderCache
-    logp: torch.Tensor  # (B*b, V) next-token log-probabilities
+    logp: torch.Tensor  # (B*b, V) next-token log-probabilities; (B, V), each sentence's, before the first step
 
 
 def lookahead_room(model: MtTransformer, cache: DecoderCache) -> int:
     """How many tokens may follow a prefix whose cache is `cache` before the model runs out of positions:
     a speculation or a chunk near the length limit of a long source looks no further (the tokens written
     stay within `max_target_len`, which `longest_source` keeps inside the positions)."""
-    return model.config.max_positions - int(cache.keys[0].shape[2]) + 1
+    return model.config.max_positions - int(cache.lengths().max()) + 1
 
 
 def mask_eos(logp: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
@@ -177,48 +178,76 @@ def mask_eos(logp: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
 
 def hypothesis_sources(cross, sentence: torch.Tensor, visible: torch.Tensor,
                        beam: int) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
-    """The cross-attention keys and values (per decoder layer) and the visible source lengths of each
-    hypothesis row of a beam over the sentences `sentence` (B,) of the source view: rows b * i .. b * i + b - 1
-    belong to sentence i. Beam search only reorders hypotheses within their sentence's block, so these are
-    gathered once per search instead of at every step and layer (the same values either way)."""
-    rows = sentence.repeat_interleave(beam)
-    return [(k.index_select(0, rows), v.index_select(0, rows)) for k, v in cross], visible.repeat_interleave(beam)
+    """The cross-attention keys and values (per decoder layer) of the sentences `sentence` (B,) of the source
+    view, and the visible source length of each hypothesis row of their beam: rows b * i .. b * i + b - 1
+    belong to sentence i (the decoder's `group`). Beam search only reorders hypotheses within their
+    sentence's block, so the keys are selected once per search, one copy per sentence: a sentence's
+    hypotheses attend to them as one block of queries (`MtTransformer.decoder_step`, group = b)."""
+    return [(k.index_select(0, sentence), v.index_select(0, sentence)) for k, v in cross], \
+        visible.repeat_interleave(beam)
 
 
 def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
-               cache: DecoderCache, beam: int, steps: int, eos_masked_steps: torch.Tensor | None = None) -> Beam:
+               cache: DecoderCache, beam: int, steps: int | torch.Tensor,
+               eos_masked_steps: torch.Tensor | None = None,
+               retire: Callable[[torch.Tensor, Beam], None] | None = None) -> Beam | None:
     """`steps` steps of beam search from one state per sentence (logp (B, V) of the next token, cache of
     the committed prefix, rows of `sentence` (B,) in the source view): next^b_steps. Hypotheses that end in
     </s> stay (their score fixed) and are not extended. `eos_masked_steps` (B,), optional: per sentence, how
-    many first steps may not choose </s> (`force_finish`)."""
-    b_count, vocab = logp.shape[0], logp.shape[1]
-    steps = min(steps, lookahead_room(model, cache))
+    many first steps may not choose </s> (`force_finish`). Steps past the model's positions are not taken
+    (`lookahead_room`).
+
+    `steps` (B,) per sentence, with `retire`: each sentence leaves the search after its own steps (or when
+    every hypothesis of the search has ended), and `retire(sentences, beam)` gets the positions (in 0..B-1)
+    of the sentences leaving and their beam (a sentence's beam after n steps does not depend on the others
+    or on the steps after); returns None."""
+    b_count = logp.shape[0]
+    room = model.config.max_positions + 1 - cache.lengths()  # per sentence, as lookahead_room
+    ragged = isinstance(steps, torch.Tensor)
+    if ragged and retire is None:
+        raise ValueError("beam_steps: steps per sentence need `retire`, which receives each sentence's beam")
+    steps = torch.minimum(steps, room) if ragged else min(steps, int(room.min()))
     if eos_masked_steps is not None:
         logp = mask_eos(logp, eos_masked_steps > 0)
     top = logp.topk(beam, -1)
     scores, tokens = top.values.reshape(-1), top.indices.reshape(-1, 1)
     rows = torch.arange(b_count).repeat_interleave(beam)
     state = Beam(tokens, scores, tokens[:, 0] == EOS, cache.select(rows), logp)
-    row_cross, row_visible = hypothesis_sources(cross, sentence, visible, beam) if steps > 1 else ([], visible)
+    longest = int(steps.max()) if ragged else steps
+    row_cross, row_visible = hypothesis_sources(cross, sentence, visible, beam) if longest > 1 else ([], visible)
     masked_steps = None if eos_masked_steps is None else eos_masked_steps.repeat_interleave(beam)
-    for step in range(1, steps):
+    alive = torch.arange(b_count)  # positions of the sentences still searching
+    for step in range(1, longest):
+        if ragged and bool((leaving := steps.index_select(0, alive) <= step).any()):
+            retire(alive[leaving], _sentences(state, leaving.nonzero()[:, 0], beam))
+            stay = (~leaving).nonzero()[:, 0]
+            alive, hypotheses = alive.index_select(0, stay), _hypotheses(stay, beam)
+            state = _sentences(state, stay, beam)
+            row_cross = [(k.index_select(0, stay), v.index_select(0, stay)) for k, v in row_cross]
+            row_visible = row_visible.index_select(0, hypotheses)
+            masked_steps = None if masked_steps is None else masked_steps.index_select(0, hypotheses)
         if bool(state.finished.all()):
             break
-        step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, row_cross, row_visible)
-        if masked_steps is not None:
-            step_logp = mask_eos(step_logp, masked_steps > step)
-        step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
-        step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
-        total = (state.scores[:, None] + step_logp).reshape(b_count, beam * vocab)
-        best = total.topk(beam, -1)
-        parent = (best.indices // vocab) + torch.arange(b_count)[:, None] * beam
-        token = best.indices % vocab
-        parent = parent.reshape(-1)
-        was_finished = state.finished.index_select(0, parent)
-        token = torch.where(was_finished, torch.full_like(token.reshape(-1), EOS), token.reshape(-1))
-        state = Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), best.values.reshape(-1),
-                     was_finished | (token == EOS), new_cache.select(parent), step_logp)
-    return state
+        state = _extend(model, row_cross, row_visible, state, beam,
+                        None if masked_steps is None else masked_steps > step)
+    if not ragged:
+        return state
+    if alive.numel():
+        retire(alive, state)
+    return None
+
+
+def _hypotheses(sentences: torch.Tensor, beam: int) -> torch.Tensor:
+    """The hypothesis rows of the beam's sentences at positions `sentences`."""
+    return (sentences[:, None] * beam + torch.arange(beam)[None]).reshape(-1)
+
+
+def _sentences(state: Beam, sentences: torch.Tensor, beam: int) -> Beam:
+    """The beam of the sentences at positions `sentences` only."""
+    rows = _hypotheses(sentences, beam)
+    logp = state.logp.index_select(0, rows if state.logp.shape[0] == state.tokens.shape[0] else sentences)
+    return Beam(state.tokens.index_select(0, rows), state.scores.index_select(0, rows),
+                state.finished.index_select(0, rows), state.cache.select(rows), logp)
 
 
 def best_speculation(state: Beam, beam: int, length_normalized: bool) -> torch.Tensor:
@@ -361,12 +390,15 @@ def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: to
     return [_strip(state.tokens[i].tolist()) for i in best.tolist()]
 
 
-def _extend(model: MtTransformer, row_cross, row_visible: torch.Tensor, state: Beam, beam: int) -> Beam:
-    """One more beam step (beam_steps' loop body) on an existing beam; `row_cross`, `row_visible`: its
-    hypotheses' sources (`hypothesis_sources`)."""
+def _extend(model: MtTransformer, row_cross, row_visible: torch.Tensor, state: Beam, beam: int,
+            eos_masked: torch.Tensor | None = None) -> Beam:
+    """One more beam step on an existing beam; `row_cross`, `row_visible`: its hypotheses' sources
+    (`hypothesis_sources`); `eos_masked` (B*b,), optional: the rows that may not choose </s> at this step."""
     sentences = state.tokens.shape[0] // beam
     vocab = state.logp.shape[1]
-    step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, row_cross, row_visible)
+    step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, row_cross, row_visible, group=beam)
+    if eos_masked is not None:
+        step_logp = mask_eos(step_logp, eos_masked)
     step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
     step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
     total = (state.scores[:, None] + step_logp).reshape(sentences, beam * vocab)
@@ -433,13 +465,16 @@ def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, m
     caches: list[DecoderCache | None] = [None] * n
     done: set[int] = set()
     while len(done) < n:
+        # one batch of every row still going: the causal model's rows extend their own caches, left-padded
+        # to one width (DecoderCache.pad); the bidirectional model's prefixes, decoded again whole over the new
+        # view, need one length per batch
         groups: dict[int, list[int]] = {}
-        for r in range(n):  # rows with as many committed tokens share cache lengths: one batch each
+        for r in range(n):
             if r not in done:
-                groups.setdefault(len(out_tokens[r]), []).append(r)
+                groups.setdefault(0 if view.causal else len(out_tokens[r]), []).append(r)
         for active in groups.values():
             rows = torch.tensor(active)
-            logp, new_cache = next_token(model, view, prev.index_select(0, rows), _stack(model, caches, active),
+            logp, new_cache = next_token(model, view, prev.index_select(0, rows), _stack(caches, active),
                                          [out_tokens[r] for r in active], view.cross(visible),
                                          visible.index_select(0, rows), rows)
             ended = visible.index_select(0, rows) >= view.lengths.index_select(0, rows)
@@ -459,41 +494,37 @@ def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, m
     return [Translation(tuple(a), tuple(d), e) for a, d, e in zip(out_tokens, out_delays, out_end, strict=True)]
 
 
-def _stack(model: MtTransformer, caches: list[DecoderCache | None], rows: list[int]) -> DecoderCache | None:
-    """One cache for `rows` (all None before the first write, else all of one length)."""
-    if caches[rows[0]] is None:
+def _stack(caches: list[DecoderCache | None], rows: list[int]) -> DecoderCache | None:
+    """One cache for `rows`, left-padded to the longest (None where no row has written yet; a row that has
+    not is an empty prefix, its next input <s>)."""
+    present = [caches[r] for r in rows if caches[r] is not None]
+    if not present:
         return None
-    layers = len(model.decoder)
-    return DecoderCache([torch.cat([caches[r].keys[i] for r in rows]) for i in range(layers)],
-                        [torch.cat([caches[r].values[i] for r in rows]) for i in range(layers)])
+    empty = present[0].row(0, 0)
+    return DecoderCache.stack([caches[r] if caches[r] is not None else empty for r in rows])
 
 
 def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp: torch.Tensor, cache: DecoderCache,
                   visible: torch.Tensor, method: str, beam: int, window: int, threshold: float,
                   out_tokens: list[list[int]], out_delays: list[list[int]], out_end: list[int], caches: list,
                   prev: torch.Tensor, done: set[int], length_normalized: bool, force_finish: bool = False) -> None:
-    """Find each writing row's chunk greedily, re-decide it by the chunk method, commit it, update caches.
-    With `force_finish`, `logp` comes with </s> masked where the source has not ended."""
+    """Find each writing row's chunk greedily, re-decide it by the chunk method, commit it, and keep each
+    row's cache: the positions its chunk's search already computed (every token but the chunk's last, the
+    next input), so nothing is decoded again. With `force_finish`, `logp` comes with </s> masked where the
+    source has not ended."""
     index = torch.tensor(rows)
     sources_visible = visible.index_select(0, index)
     cross = view.cross(visible)
     unread = sources_visible < view.lengths.index_select(0, index)  # rows that may not end yet
-    greedy_tokens, lengths = _greedy_chunk(model, cross, index, sources_visible, logp, cache, threshold, view,
-                                           force_finish)
-    chunks = greedy_tokens
+    rooms = (model.config.max_positions + 1 - cache.lengths()).tolist()  # lookahead_room of each row alone
+    chunks, searched = _greedy_chunk(model, cross, index, sources_visible, logp, cache, threshold, view, rooms,
+                                     force_finish)
+    kept = [(searched, i) for i in range(len(rows))]  # per row: the cache its chunk is in, and its row there
     if method != "greedy":
-        chunks = [None] * len(rows)
-        for size in sorted(set(lengths)):
-            group = [i for i, m in enumerate(lengths) if m == size]
-            g = torch.tensor(group)
-            steps = size + (window if method == "sbs" else 0)
-            # every step of the chunk and its window is written with the current source (or more, unknown)
-            masked = unread.index_select(0, g).long() * steps if force_finish else None
-            spec = beam_steps(model, cross, index.index_select(0, g), sources_visible.index_select(0, g),
-                              logp.index_select(0, g), cache.select(g), beam, steps, masked)
-            best = best_speculation(spec, beam, length_normalized)
-            for j, i in enumerate(group):
-                chunks[i] = spec.tokens[int(best[j])].tolist()[:size]
+        sizes = [len(chunk) for chunk in chunks]
+        steps = [size + (window if method == "sbs" else 0) for size in sizes]
+        _chunk_search(model, cross, index, sources_visible, logp, cache, sizes, steps,
+                      unread if force_finish else None, beam, length_normalized, chunks, kept)
     for i, row in enumerate(rows):
         chunk = chunks[i]
         if EOS in chunk:
@@ -511,35 +542,52 @@ def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp:
             out_end[row] = int(view.lengths[row]) if force_finish and not ended else int(visible[row])
             continue
         prev[row] = chunk[-1]
-        if not view.causal:  # `next_token` decodes the prefix again over the next source view
-            continue
-        one = cache.select(torch.tensor([i]))  # holds the chunk's first input (the previous token)
-        for token in chunk[:-1]:
-            _, one = model.decoder_step(torch.tensor([token]), one, cross, visible[row:row + 1], index[i:i + 1])
-        caches[row] = one
+        if view.causal:  # (the bidirectional model's prefix is decoded again over the next source view)
+            found, at = kept[i]
+            caches[row] = found.row(at, cache.width + len(chunk) - 1)
+
+
+def _chunk_search(model: MtTransformer, cross, index: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
+                  cache: DecoderCache, sizes: list[int], steps: list[int], unread: torch.Tensor | None, beam: int,
+                  length_normalized: bool, chunks: list, kept: list) -> None:
+    """One beam search over the chunks of the writing rows `index`, row i for steps[i] steps (its chunk and
+    window), its chunk the first sizes[i] tokens of its best hypothesis then (chunks[i]; kept[i]: that
+    hypothesis's cache and row). `unread` (force_finish): the rows that may not end within their steps."""
+    want = torch.tensor(steps)
+    # every step of the chunk and its window is written with the current source (or more, unknown)
+    masked = unread.long() * want if unread is not None else None
+
+    def retire(leaving: torch.Tensor, state: Beam) -> None:
+        best = best_speculation(state, beam, length_normalized)
+        for i, row in zip(leaving.tolist(), best.tolist(), strict=True):
+            chunks[i] = state.tokens[row].tolist()[:sizes[i]]
+            kept[i] = (state.cache, row)
+
+    beam_steps(model, cross, index, visible, logp, cache, beam, want, masked, retire)
 
 
 def _greedy_chunk(model: MtTransformer, cross, index: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
-                  cache: DecoderCache, threshold: float, view: SourceView,
-                  force_finish: bool = False) -> tuple[list[list[int]], list[int]]:
+                  cache: DecoderCache, threshold: float, view: SourceView, rooms: list[int],
+                  force_finish: bool = False) -> tuple[list[list[int]], DecoderCache]:
     """Greedy tokens while the policy keeps writing (confidence >= threshold, or the source has ended),
-    up to </s> or MAX_CHUNK tokens; returns the chunks and their lengths (>= 1). With `force_finish`, </s>
-    is masked (in choice and confidence) where the source has not ended."""
+    up to </s>, MAX_CHUNK tokens or the row's room (`rooms`, see lookahead_room); returns the chunks (each
+    of >= 1 token) and the cache after the last step (row i's first positions past `cache` hold its chunk).
+    With `force_finish`, </s> is masked (in choice and confidence) where the source has not ended."""
     count = index.numel()
     chunks: list[list[int]] = [[] for _ in range(count)]
     going = torch.ones(count, dtype=torch.bool)
     ended = visible >= view.lengths.index_select(0, index)
     token = logp.argmax(-1)
-    longest = min(MAX_CHUNK, lookahead_room(model, cache))
-    for step in range(longest):
+    limits = torch.tensor([min(MAX_CHUNK, room) for room in rooms])
+    for step in range(int(limits.max())):
         for i in going.nonzero()[:, 0].tolist():
             chunks[i].append(int(token[i]))
-        going &= token != EOS
-        if step == longest - 1 or not bool(going.any()):
+        going &= (token != EOS) & (limits > step + 1)
+        if not bool(going.any()):
             break
         logp, cache = model.decoder_step(token, cache, cross, visible, index)
         if force_finish:
             logp = mask_eos(logp, ~ended)
         going &= (logp.max(-1).values.exp() >= threshold) | ended
         token = logp.argmax(-1)
-    return chunks, [len(c) for c in chunks]
+    return chunks, cache
