@@ -15,11 +15,13 @@ from specbench.simultrans.search import (
     Beam,
     SourceView,
     Translation,
+    _greedy_chunk,
     adaptive,
     beam_steps,
     best_speculation,
     full_sentence,
     longest_source,
+    lookahead_room,
     max_target_len,
     wait_k,
 )
@@ -545,6 +547,39 @@ def test_a_sentence_at_its_length_limit_decodes_as_alone_in_any_batch() -> None:
             assert alone == batched
             at_limit += len(alone.tokens) == 2 * len(short) + 10
     assert at_limit > 0  # some outputs did run to the limit, so the case is tested
+
+
+def test_a_greedy_chunk_batch_never_decodes_a_row_past_the_models_positions() -> None:
+    """One greedy chunk batch (the adaptive policy's) holds a row two positions short of the model's last
+    (room 2) and a row with room for a whole chunk: the first must leave the batch when its chunk ends, not be
+    decoded at a position the model lacks, and each row's chunk and kept cache must be the row's alone."""
+    torch.manual_seed(3)
+    model = MtTransformer(MtModelConfig(vocab_size=VOCAB, d_model=16, heads=2, ffn=32, encoder_layers=2,
+                                        decoder_layers=2, dropout=0.0, causal_encoder=True, max_positions=32)).eval()
+    with torch.no_grad():  # </s> made unlikely, so that the rows write on
+        model.embed.weight[EOS] *= -1.0
+        model.embed.weight[EOS] -= 0.5 * model.embed.weight.mean(0)
+    srcs = [[5, 6, EOS], [4, 5, 6, 7, EOS]]
+    view = SourceView(model, srcs)
+    visible = view.lengths.clone()  # the whole source read: the policy writes whatever its confidence
+    cross = view.cross(visible)
+    prefixes = [[BOS] + [5, 6, 7] * 10, [BOS]]  # 31 and 1 positions
+    alone = []
+    with torch.no_grad():
+        for i, prefix in enumerate(prefixes):
+            row = torch.tensor([i])
+            logp, cache = model.decoder_positions(torch.tensor([prefix]), None, cross, visible[row], row)
+            alone.append((logp, cache, *_greedy_chunk(model, cross, row, visible[row], logp, cache, 1.0, view,
+                                                      lookahead_room(model, cache).tolist())))
+        cache = DecoderCache.stack([c for _, c, _, _ in alone])
+        assert lookahead_room(model, cache).tolist() == [2, 32]
+        chunks, kept = _greedy_chunk(model, cross, torch.arange(2), visible, torch.cat([lp for lp, _, _, _ in alone]),
+                                     cache, 1.0, view, lookahead_room(model, cache).tolist())
+    assert [len(c) for c in chunks] == [2, MAX_CHUNK]
+    for i, (_, _, alone_chunks, alone_kept) in enumerate(alone):
+        assert chunks[i] == alone_chunks[0]
+        assert kept[i].width == len(prefixes[i]) + len(chunks[i]) - 1 == alone_kept[0].width
+        assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(kept[i].keys, alone_kept[0].keys, strict=True))
 
 
 # ---- ending before the source is read (force_finish) --------------------------------------------------------

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import overload
 
 import torch
 
@@ -162,11 +163,11 @@ class Beam:
     logp: torch.Tensor  # (B*b, V) next-token log-probabilities; (B, V), each sentence's, before the first step
 
 
-def lookahead_room(model: MtTransformer, cache: DecoderCache) -> int:
-    """How many tokens may follow a prefix whose cache is `cache` before the model runs out of positions:
+def lookahead_room(model: MtTransformer, cache: DecoderCache) -> torch.Tensor:
+    """(N,) per row, how many tokens may follow the prefix in `cache` before the model runs out of positions:
     a speculation or a chunk near the length limit of a long source looks no further (the tokens written
     stay within `max_target_len`, which `longest_source` keeps inside the positions)."""
-    return model.config.max_positions - int(cache.lengths().max()) + 1
+    return model.config.max_positions + 1 - cache.lengths()
 
 
 def mask_eos(logp: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
@@ -187,6 +188,17 @@ def hypothesis_sources(cross, sentence: torch.Tensor, visible: torch.Tensor,
         visible.repeat_interleave(beam)
 
 
+@overload
+def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
+               cache: DecoderCache, beam: int, steps: int, eos_masked_steps: torch.Tensor | None = None) -> Beam: ...
+
+
+@overload
+def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
+               cache: DecoderCache, beam: int, steps: torch.Tensor, eos_masked_steps: torch.Tensor | None,
+               retire: Callable[[torch.Tensor, Beam], None]) -> None: ...
+
+
 def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
                cache: DecoderCache, beam: int, steps: int | torch.Tensor,
                eos_masked_steps: torch.Tensor | None = None,
@@ -195,14 +207,14 @@ def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: tor
     the committed prefix, rows of `sentence` (B,) in the source view): next^b_steps. Hypotheses that end in
     </s> stay (their score fixed) and are not extended. `eos_masked_steps` (B,), optional: per sentence, how
     many first steps may not choose </s> (`force_finish`). Steps past the model's positions are not taken
-    (`lookahead_room`).
+    (`lookahead_room`: with one `steps` for all, the batch stops at the least room of its sentences).
 
     `steps` (B,) per sentence, with `retire`: each sentence leaves the search after its own steps (or when
     every hypothesis of the search has ended), and `retire(sentences, beam)` gets the positions (in 0..B-1)
     of the sentences leaving and their beam (a sentence's beam after n steps does not depend on the others
     or on the steps after); returns None."""
     b_count = logp.shape[0]
-    room = model.config.max_positions + 1 - cache.lengths()  # per sentence, as lookahead_room
+    room = lookahead_room(model, cache)
     ragged = isinstance(steps, torch.Tensor)
     if ragged and retire is None:
         raise ValueError("beam_steps: steps per sentence need `retire`, which receives each sentence's beam")
@@ -516,10 +528,9 @@ def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp:
     sources_visible = visible.index_select(0, index)
     cross = view.cross(visible)
     unread = sources_visible < view.lengths.index_select(0, index)  # rows that may not end yet
-    rooms = (model.config.max_positions + 1 - cache.lengths()).tolist()  # lookahead_room of each row alone
-    chunks, searched = _greedy_chunk(model, cross, index, sources_visible, logp, cache, threshold, view, rooms,
-                                     force_finish)
-    kept = [(searched, i) for i in range(len(rows))]  # per row: the cache its chunk is in, and its row there
+    rooms = lookahead_room(model, cache).tolist()
+    chunks, kept = _greedy_chunk(model, cross, index, sources_visible, logp, cache, threshold, view, rooms,
+                                 force_finish)
     if method != "greedy":
         sizes = [len(chunk) for chunk in chunks]
         steps = [size + (window if method == "sbs" else 0) for size in sizes]
@@ -543,16 +554,15 @@ def _write_chunks(model: MtTransformer, view: SourceView, rows: list[int], logp:
             continue
         prev[row] = chunk[-1]
         if view.causal:  # (the bidirectional model's prefix is decoded again over the next source view)
-            found, at = kept[i]
-            caches[row] = found.row(at, cache.width + len(chunk) - 1)
+            caches[row] = kept[i]
 
 
 def _chunk_search(model: MtTransformer, cross, index: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
                   cache: DecoderCache, sizes: list[int], steps: list[int], unread: torch.Tensor | None, beam: int,
                   length_normalized: bool, chunks: list, kept: list) -> None:
     """One beam search over the chunks of the writing rows `index`, row i for steps[i] steps (its chunk and
-    window), its chunk the first sizes[i] tokens of its best hypothesis then (chunks[i]; kept[i]: that
-    hypothesis's cache and row). `unread` (force_finish): the rows that may not end within their steps."""
+    window), its chunk the first sizes[i] tokens of its best hypothesis then (chunks[i]; kept[i]: its cache,
+    `cache` and every chunk token but the last). `unread` (force_finish): the rows that may not end within their steps."""
     want = torch.tensor(steps)
     # every step of the chunk and its window is written with the current source (or more, unknown)
     masked = unread.long() * want if unread is not None else None
@@ -561,33 +571,50 @@ def _chunk_search(model: MtTransformer, cross, index: torch.Tensor, visible: tor
         best = best_speculation(state, beam, length_normalized)
         for i, row in zip(leaving.tolist(), best.tolist(), strict=True):
             chunks[i] = state.tokens[row].tolist()[:sizes[i]]
-            kept[i] = (state.cache, row)
+            kept[i] = state.cache.row(row, cache.width + sizes[i] - 1)
 
     beam_steps(model, cross, index, visible, logp, cache, beam, want, masked, retire)
 
 
 def _greedy_chunk(model: MtTransformer, cross, index: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
                   cache: DecoderCache, threshold: float, view: SourceView, rooms: list[int],
-                  force_finish: bool = False) -> tuple[list[list[int]], DecoderCache]:
+                  force_finish: bool = False) -> tuple[list[list[int]], list[DecoderCache]]:
     """Greedy tokens while the policy keeps writing (confidence >= threshold, or the source has ended),
     up to </s>, MAX_CHUNK tokens or the row's room (`rooms`, see lookahead_room); returns the chunks (each
-    of >= 1 token) and the cache after the last step (row i's first positions past `cache` hold its chunk).
-    With `force_finish`, </s> is masked (in choice and confidence) where the source has not ended."""
+    of >= 1 token) and each row's cache: `cache` and every chunk token but the last (the next input). A row
+    leaves the batch when its chunk ends, so none is decoded past its room. With `force_finish`, </s> is
+    masked (in choice and confidence) where the source has not ended."""
     count = index.numel()
     chunks: list[list[int]] = [[] for _ in range(count)]
-    going = torch.ones(count, dtype=torch.bool)
+    kept: list[DecoderCache | None] = [None] * count
+    width = cache.width
+    alive = torch.arange(count)  # rows still writing, and their state below
+    limits = torch.tensor([min(MAX_CHUNK, room) for room in rooms])
     ended = visible >= view.lengths.index_select(0, index)
     token = logp.argmax(-1)
-    limits = torch.tensor([min(MAX_CHUNK, room) for room in rooms])
+
+    def keep_only(going: torch.Tensor) -> None:
+        nonlocal alive, limits, ended, token, index, visible, cache
+        for j in (~going).nonzero()[:, 0].tolist():  # these rows' chunks end here
+            i = int(alive[j])
+            kept[i] = cache.row(j, width + len(chunks[i]) - 1)
+        rows = going.nonzero()[:, 0]
+        if rows.numel() < going.numel():
+            alive, limits, ended, token, index, visible = (t.index_select(0, rows) for t in
+                                                           (alive, limits, ended, token, index, visible))
+            cache = cache.select(rows)
+
     for step in range(int(limits.max())):
-        for i in going.nonzero()[:, 0].tolist():
-            chunks[i].append(int(token[i]))
-        going &= (token != EOS) & (limits > step + 1)
-        if not bool(going.any()):
+        for j, i in enumerate(alive.tolist()):
+            chunks[i].append(int(token[j]))
+        keep_only((token != EOS) & (limits > step + 1))
+        if not alive.numel():
             break
         logp, cache = model.decoder_step(token, cache, cross, visible, index)
         if force_finish:
             logp = mask_eos(logp, ~ended)
-        going &= (logp.max(-1).values.exp() >= threshold) | ended
         token = logp.argmax(-1)
-    return chunks, cache
+        keep_only((logp.max(-1).values.exp() >= threshold) | ended)
+        if not alive.numel():
+            break
+    return chunks, kept
