@@ -49,16 +49,15 @@ def main() -> int:
     parser.add_argument("--after", type=Path, default=None,
                         help="with --before: this script's output for this version, read instead of decoding")
     args = parser.parse_args()
-    before = json.loads(args.before.read_text()) if args.before else None
-    report = json.loads(args.after.read_text()) if args.after else _decode(args)
+    before = _compact(json.loads(args.before.read_text())) if args.before else None
+    report = _compact(json.loads(args.after.read_text()) if args.after else _decode(args))
     if before is not None:
         report["before"] = before
-        report["before_over_after"] = {
-            key: {"seconds_ratio": round(old["seconds"] / max(entry["seconds"], 0.01), 2),
-                  "same_outputs": old["outputs_sha256"] == entry["outputs_sha256"]}
-            for key, entry in report["sets"].items() if (old := before["sets"].get(key))}
+        pairs = [(key, before["sets"][key], entry) for key, entry in report["sets"].items() if key in before["sets"]]
+        report["seconds_before_over_after"] = {key: round(old["seconds"] / max(new["seconds"], 0.01), 2)
+                                               for key, old, new in pairs}
         report["total_before_over_after"] = round(before["total_seconds"] / report["total_seconds"], 2)
-        report["all_outputs_same"] = all(v["same_outputs"] for v in report["before_over_after"].values())
+        report["changed_outputs"] = [key for key, old, new in pairs if old["outputs_sha256"] != new["outputs_sha256"]]
     text = one_key_a_line(report)
     if args.output:
         args.output.write_text(text)
@@ -80,7 +79,7 @@ def _decode(args: argparse.Namespace) -> dict:
     tok = model_for(path, bpe).tokenizer
     report = {"label": args.label, "specbench": str(Path(specbench.__file__).parent), "model": "mt_waitk.pt",
               "beam": args.beam, "window": args.window, "length_normalized": not args.summed_ranking,
-              "shard_sentences": SHARD, "torch_threads": 1, "sets": {}}
+              "shard_sentences": SHARD, "torch_threads": 1, "sentences": {}, "sets": {}}
     total = 0.0
     for split in args.splits.split(","):
         pairs = read_pairs(split)
@@ -103,16 +102,34 @@ def _decode(args: argparse.Namespace) -> dict:
                 scored = score(rows, refs, ref_tokens)
                 digest = hashlib.sha256("\n".join(f"{r['hypothesis']}\t{r['delays']}" for r in rows)
                                         .encode()).hexdigest()[:16]
-                entry = {"sentences": len(rows), "bleu": round(scored["bleu"], 2),
-                         "laal_words": round(scored["laal_words"], 3), "al": round(scored["al"], 3),
+                report["sentences"][split] = len(rows)
+                entry = {"bleu": round(scored["bleu"], 2), "laal_words": round(scored["laal_words"], 3),
                          "seconds": round(seconds, 2), "outputs_sha256": digest}
                 if spent is not None:
-                    entry["profile_seconds"] = {**{k: round(v, 2) for k, v in sorted(spent.items())},
-                                                "other": round(seconds - sum(spent.values()), 2)}
+                    entry["profile_seconds"] = {**dict(sorted(spent.items())), "other": seconds - sum(spent.values())}
                 report["sets"][f"{split}/{search}/{threshold:g}"] = entry
                 print(split, search, threshold, entry, file=sys.stderr, flush=True)
     report["total_seconds"] = round(total, 1)
     return report
+
+
+def _compact(report: dict) -> dict:
+    """The report as the results file keeps it: per configuration BLEU, LAAL, seconds, the outputs' digest and
+    the profile to 0.1 s, and each part's total over all configurations (`profile_totals_seconds`)."""
+    sets = {key: {k: v for k, v in entry.items() if k in ("bleu", "laal_words", "seconds", "outputs_sha256")}
+            | ({"profile_seconds": {part: round(s, 1) for part, s in entry["profile_seconds"].items()}}
+               if "profile_seconds" in entry else {})
+            for key, entry in report["sets"].items()}
+    totals: dict[str, float] = {}
+    for entry in report["sets"].values():  # summed before rounding (a compact report keeps its own)
+        for part, seconds in entry.get("profile_seconds", {}).items():
+            totals[part] = totals.get(part, 0.0) + seconds
+    sentences = report.get("sentences") or {key.split("/")[0]: entry["sentences"]
+                                            for key, entry in report["sets"].items()}
+    totals_kept = report.get("profile_totals_seconds") or \
+        {part: round(s, 1) for part, s in sorted(totals.items())}
+    return {**{k: v for k, v in report.items() if k not in ("sets", "sentences", "profile_totals_seconds")},
+            "sentences": sentences, "sets": sets, **({"profile_totals_seconds": totals_kept} if totals_kept else {})}
 
 
 def _time_decoder_by_search_part() -> dict[str, float]:
