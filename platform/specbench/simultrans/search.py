@@ -363,8 +363,7 @@ def _finish_tail_group(model: MtTransformer, view: SourceView, view_visible: tor
                        caches: dict[int, tuple[DecoderCache, torch.Tensor]], out_tokens: list[list[int]],
                        out_delays: list[list[int]], beam: int) -> None:
     order = torch.tensor(rows, dtype=torch.long)
-    cache = DecoderCache([torch.cat([caches[r][0].keys[i] for r in rows]) for i in range(len(model.decoder))],
-                         [torch.cat([caches[r][0].values[i] for r in rows]) for i in range(len(model.decoder))])
+    cache = DecoderCache.stack([caches[r][0] for r in rows])  # one prefix length: no padding
     logp = torch.cat([caches[r][1] for r in rows])
     visible = view.lengths.index_select(0, order)
     rooms = [max_target_len(int(view.lengths[r])) - len(out_tokens[r]) for r in rows]
