@@ -5,13 +5,14 @@ the version before a change and once after (PYTHONPATH=<checkout>/platform), on 
 
     python scripts/test_time_wait_k_before_after.py [--k 3] [--beam 5] [--window 3] [--summed-ranking]
         [--splits test_2016_flickr,test_2017_flickr] [--sentences N] [--label TEXT] [--output FILE]
-        [--before FILE] [--profile]
+        [--before FILE [--after FILE]] [--profile] [--threads 2]
 
 With `--profile`, each entry also holds where its seconds went: the encoder (`encode`), the cross-attention
 keys and values (`cross_kv`), the target prefix decoded again over a new view (`decoder_prefix`), one-position
 decoder steps (`decoder_step`: greedy's next token, the speculation, the tail beam) and the rest (search
 bookkeeping, scoring). With `--before FILE` (this script's output for the other version), the output also holds that report and, per
-set, model and search, the seconds before over after and whether the outputs are the same.
+set, model and search, the seconds before over after and whether the outputs are the same. With `--after FILE`
+too, nothing is decoded: the two reports are put side by side (for two versions run at once with `--threads 1`).
 """
 
 from __future__ import annotations
@@ -39,8 +40,16 @@ def main() -> int:
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--before", type=Path, default=None, help="this script's output for the other version")
     parser.add_argument("--profile", action="store_true", help="time the model's passes per entry")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (1: run both versions at once, "
+                        "one core each, so that both see the same machine)")
+    parser.add_argument("--after", type=Path, default=None,
+                        help="decode nothing: this script's output for the version after, written with --before's")
     args = parser.parse_args()
     before = json.loads(args.before.read_text()) if args.before else None
+    if args.after is not None:
+        if before is None:
+            parser.error("--after needs --before (the report of the version before to put beside it)")
+        return _write(compared(json.loads(args.after.read_text()), before), args.output)
 
     import torch
 
@@ -48,12 +57,13 @@ def main() -> int:
     from specbench.data.multi30k import read_pairs
     from specbench.simultrans.experiment import Method, Shard, decode_shard, model_for, score
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     spent = _time_model_passes() if args.profile else None
     bpe = str(ROOT / "models" / "mt_bpe.model")
     paths = {"full": str(ROOT / "models" / "mt_full.pt"), "waitk": str(ROOT / "models" / "mt_waitk.pt")}
     tok = model_for(paths["full"], bpe).tokenizer
-    report = {"label": args.label, "specbench": str(Path(specbench.__file__).parent), "k": args.k,
+    report = {"label": args.label, "specbench": str(Path(specbench.__file__).parent), "threads": args.threads,
+              "k": args.k,
               "beam": args.beam, "window": args.window, "length_normalized": not args.summed_ranking, "sets": {}}
     for split in args.splits.split(","):
         pairs = read_pairs(split)
@@ -80,15 +90,22 @@ def main() -> int:
                                                 "other": round(seconds - sum(spent.values()), 2)}
                 report["sets"][f"{split}/{model}/{search}"] = entry
                 print(split, model, search, entry, file=sys.stderr, flush=True)
-    if before is not None:
-        report["before"] = before
-        report["before_over_after"] = {
-            key: {"seconds_ratio": round(old["seconds"] / max(entry["seconds"], 0.05), 2),
-                  "same_outputs": old["outputs_sha256"] == entry["outputs_sha256"]}
-            for key, entry in report["sets"].items() if (old := before["sets"].get(key))}
+    return _write(report if before is None else compared(report, before), args.output)
+
+
+def compared(report: dict, before: dict) -> dict:
+    """`report` with the version before's beside it: per set, model and search, the seconds before over
+    after and whether the outputs are the same."""
+    return {**report, "before": before, "before_over_after": {
+        key: {"seconds_ratio": round(old["seconds"] / max(entry["seconds"], 0.05), 2),
+              "same_outputs": old["outputs_sha256"] == entry["outputs_sha256"]}
+        for key, entry in report["sets"].items() if (old := before["sets"].get(key))}}
+
+
+def _write(report: dict, output: Path | None) -> int:
     text = one_key_a_line(report)
-    if args.output:
-        args.output.write_text(text)
+    if output:
+        output.write_text(text)
     print(text, end="")
     return 0
 

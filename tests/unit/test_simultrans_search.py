@@ -188,6 +188,44 @@ def test_a_beams_rows_attending_to_their_sentence_as_one_block_equal_per_row_key
         model.decoder_step(tokens[:, 2], cache, cross, visible, rows, group=beam)
 
 
+def test_a_cache_with_room_steps_and_reorders_as_the_copied_cache() -> None:
+    """A beam's cache with room (DecoderCache.with_room: each position written into buffers, a reorder moving
+    only the positions after the prefix the hypotheses share) gives the same log-probabilities and keys and
+    values, bit for bit, step after step, as copying the cache at every step (select, concatenation), from a
+    left-padded committed prefix; `select` keeps the room; an older cache of the same buffers, or buffers
+    that are full, are refused."""
+    model = tiny(True, scale=1.0)
+    src = torch.tensor([s + [PAD] * (7 - len(s)) for s in sources(6, 2)])
+    beam, visible = 3, torch.tensor([4, 6])
+    g = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        cross = model.cross_kv(model.encode(src))
+        alone = [model.decoder_positions(torch.tensor([prefix]), None, cross, visible[i:i + 1], torch.tensor([i]))[1]
+                 for i, prefix in enumerate([[BOS, 5, 6], [BOS]])]
+        committed = DecoderCache.stack(alone)  # left-padded: 3 positions and 1
+        rows = torch.arange(2).repeat_interleave(beam)
+        row_visible = visible.repeat_interleave(beam)
+        copied, roomy = committed.select(rows), committed.with_room(rows, 4)
+        for _ in range(3):
+            tokens = torch.randint(4, VOCAB, (2 * beam,), generator=g)
+            want, copied = model.decoder_step(tokens, copied, cross, row_visible, group=beam)
+            got, roomy = model.decoder_step(tokens, roomy, cross, row_visible, group=beam)
+            assert torch.equal(want, got)
+            parents = (torch.randint(0, beam, (2, beam), generator=g) + torch.arange(2)[:, None] * beam).reshape(-1)
+            copied, roomy = copied.select(parents), roomy.reorder(parents, committed.width)
+            assert torch.equal(copied.pad, roomy.pad) and roomy.width == copied.width
+            for a, b in zip(copied.keys + copied.values, roomy.keys + roomy.values, strict=True):
+                assert torch.equal(a, b)
+        first, first_cross = torch.arange(beam), [(k[:1], v[:1]) for k, v in cross]  # sentence 0's hypotheses
+        want, _ = model.decoder_step(tokens[:beam], copied.select(first), first_cross, row_visible[:beam], group=beam)
+        got, _ = model.decoder_step(tokens[:beam], roomy.select(first), first_cross, row_visible[:beam], group=beam)
+        assert torch.equal(want, got) and roomy.select(first).room.capacity == roomy.room.capacity
+        _, newest = model.decoder_step(tokens, roomy, cross, row_visible, group=beam)  # the last reserved position
+        for refused in (roomy, newest):  # an older cache of the buffers; the buffers full
+            with pytest.raises(RuntimeError, match="cannot take 1 after"):
+                model.decoder_step(tokens, refused, cross, row_visible, group=beam)
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_adaptive_policy_decodes_each_sentence_as_alone_in_a_left_padded_batch(seed: int) -> None:
     """The adaptive policy batches every unfinished sentence, whatever its output's length (left-padded

@@ -74,13 +74,22 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
 
     def cached_self_attention(self, x: torch.Tensor, keys: torch.Tensor | None, values: torch.Tensor | None,
-                              mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                              mask: torch.Tensor | None,
+                              buffers: tuple[torch.Tensor, torch.Tensor] | None = None
+                              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """x (B, n, d) new positions after the residual self-attention over the cached keys/values of earlier
-        positions (None: no cache) and their own; returns (x, all keys, all values)."""
+        positions (None: no cache) and their own; returns (x, all keys, all values). With `buffers` (key and
+        value buffers whose first t positions are `keys` and `values`), the new positions are written into
+        them after the t, and the keys and values returned are views of the buffers (the cache is not copied)."""
         attn = self.self_attn
         h = self.norms[0](x)
         k, v = attn.split(attn.k(h)), attn.split(attn.v(h))
-        if keys is not None:
+        if buffers is not None:
+            start, end = keys.shape[2], keys.shape[2] + k.shape[2]
+            buffers[0][:, :, start:end] = k
+            buffers[1][:, :, start:end] = v
+            k, v = buffers[0][:, :, :end], buffers[1][:, :, :end]
+        elif keys is not None:
             k, v = torch.cat([keys, k], 2), torch.cat([values, v], 2)
         return x + self.drop(attn.attend(attn.split(attn.q(h)), k, v, mask)), k, v
 
@@ -106,21 +115,74 @@ class EncoderCache:
 
 
 @dataclass
+class CacheRoom:
+    """Key and value buffers (N, H, capacity, dh) per decoder layer, whose first `filled` positions hold the
+    newest `DecoderCache` made from them; the decoder writes each new position after those."""
+
+    keys: list[torch.Tensor]
+    values: list[torch.Tensor]
+    filled: int
+
+    @property
+    def capacity(self) -> int:
+        return int(self.keys[0].shape[2])
+
+
+@dataclass
 class DecoderCache:
     """Per decoder layer, the self-attention keys and values (N, H, t, dh) of the target prefix.
 
     `pad` (N,), optional: rows of different prefix lengths in one batch, left-padded: row r's prefix is its
     last t - pad[r] positions (the first pad[r] are never attended to), so every row's next position is
-    appended at the end and sits at position t - pad[r] of its own sequence. None: every row holds t."""
+    appended at the end and sits at position t - pad[r] of its own sequence. None: every row holds t.
+
+    `room`, optional (`with_room`, for a beam search's hypotheses): the keys and values are the first t
+    positions of larger buffers, so that a decoder step writes its position into them instead of copying the
+    cache into a longer one, and `reorder` moves only the positions after the prefix the rows share. Such a
+    cache belongs to one search: extending or reordering it writes into the buffers, so only the newest cache
+    made from them holds (the decoder refuses to extend an older one)."""
 
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
     pad: torch.Tensor | None = None
+    room: CacheRoom | None = None
 
     def select(self, rows: torch.Tensor) -> DecoderCache:
-        """The cache of the rows `rows` (N',) long, in that order (beam reordering)."""
-        return DecoderCache([k.index_select(0, rows) for k in self.keys], [v.index_select(0, rows) for v in self.values],
-                            None if self.pad is None else self.pad.index_select(0, rows))
+        """The cache of the rows `rows` (N',) long, in that order; a copy, with as much room as this one."""
+        pad = None if self.pad is None else self.pad.index_select(0, rows)
+        if self.room is None:
+            return DecoderCache([k.index_select(0, rows) for k in self.keys],
+                                [v.index_select(0, rows) for v in self.values], pad)
+        width = self.width
+        room = CacheRoom([k.index_select(0, rows) for k in self.room.keys],
+                         [v.index_select(0, rows) for v in self.room.values], width)
+        return DecoderCache([k[:, :, :width] for k in room.keys], [v[:, :, :width] for v in room.values], pad, room)
+
+    def with_room(self, rows: torch.Tensor, extra: int) -> DecoderCache:
+        """`select(rows)` into new buffers with space for `extra` more positions (see the class docstring)."""
+        width = self.width
+
+        def buffer(t: torch.Tensor) -> torch.Tensor:
+            out = t.new_empty((rows.numel(), t.shape[1], width + extra, t.shape[3]))
+            out[:, :, :width] = t.index_select(0, rows)
+            return out
+
+        room = CacheRoom([buffer(k) for k in self.keys], [buffer(v) for v in self.values], width)
+        return DecoderCache([k[:, :, :width] for k in room.keys], [v[:, :, :width] for v in room.values],
+                            None if self.pad is None else self.pad.index_select(0, rows), room)
+
+    def reorder(self, parents: torch.Tensor, shared: int) -> DecoderCache:
+        """Row r takes row parents[r]'s cache (a beam step's hypotheses, their parents'). With room, in place,
+        moving only the positions from `shared` on: the caller guarantees that each row and its parent hold
+        the same first `shared` positions (a beam's hypotheses share the prefix its search started from).
+        Without room, `select`."""
+        if self.room is None:
+            return self.select(parents)
+        width = self.width
+        for t in (*self.room.keys, *self.room.values):
+            t[:, :, shared:width] = t[:, :, shared:width].index_select(0, parents)
+        return DecoderCache(self.keys, self.values, None if self.pad is None else self.pad.index_select(0, parents),
+                            self.room)
 
     @property
     def width(self) -> int:
@@ -277,10 +339,16 @@ class MtTransformer(nn.Module):
         if pad is not None:  # a left-padded batch: no row attends to its padding
             keep = torch.arange(start + n, device=tokens.device)[None, None] >= pad[:, None, None]
             causal = keep if causal is None else keep & causal
+        room = None if cache is None else cache.room
+        if room is not None and (room.filled != start or room.capacity < start + n):
+            raise RuntimeError(f"decoder_positions: a cache with room for {room.capacity} positions, {room.filled} "
+                               f"of them filled, cannot take {n} after its {start}: it is not the newest cache made "
+                               "from its buffers, or they are full (DecoderCache.with_room)")
         keys_out, values_out = [], []
         for i, block in enumerate(self.decoder):
             x, k, v = block.cached_self_attention(x, cache.keys[i] if cache else None,
-                                                  cache.values[i] if cache else None, causal)
+                                                  cache.values[i] if cache else None, causal,
+                                                  None if room is None else (room.keys[i], room.values[i]))
             keys_out.append(k)
             values_out.append(v)
             ck, cv = cross[i]
@@ -295,7 +363,9 @@ class MtTransformer(nn.Module):
             x = x + block.drop(ca.attend(q, ck, cv, visible).reshape(x.shape))
             x = x + block.drop(block.ff(block.norms[-1](x)))
         logits = self.decoder_norm(x[:, -1]) @ self.embed.weight.T
-        return torch.log_softmax(logits.float(), -1), DecoderCache(keys_out, values_out, pad)
+        if room is not None:
+            room.filled = start + n
+        return torch.log_softmax(logits.float(), -1), DecoderCache(keys_out, values_out, pad, room)
 
 
 def parameter_count(model: nn.Module) -> int:

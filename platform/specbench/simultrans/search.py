@@ -159,8 +159,9 @@ class Beam:
     tokens: torch.Tensor  # (B*b, n) tokens after the committed prefix
     scores: torch.Tensor  # (B*b,) summed log-probabilities
     finished: torch.Tensor  # (B*b,) bool: ended with </s>
-    cache: DecoderCache
+    cache: DecoderCache  # with room for the search's steps (DecoderCache.with_room)
     logp: torch.Tensor  # (B*b, V) next-token log-probabilities; (B, V), each sentence's, before the first step
+    shared: int = 0  # the cache's first positions, the prefix the search started from: alike in a sentence's rows
 
 
 def lookahead_room(model: MtTransformer, cache: DecoderCache) -> torch.Tensor:
@@ -202,7 +203,7 @@ def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: tor
 def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
                cache: DecoderCache, beam: int, steps: int | torch.Tensor,
                eos_masked_steps: torch.Tensor | None = None,
-               retire: Callable[[torch.Tensor, Beam], None] | None = None) -> Beam | None:
+               retire: Callable[[torch.Tensor, Beam], None] | None = None, reserve: int | None = None) -> Beam | None:
     """`steps` steps of beam search from one state per sentence (logp (B, V) of the next token, cache of
     the committed prefix, rows of `sentence` (B,) in the source view): next^b_steps. Hypotheses that end in
     </s> stay (their score fixed) and are not extended. `eos_masked_steps` (B,), optional: per sentence, how
@@ -212,7 +213,11 @@ def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: tor
     `steps` (B,) per sentence, with `retire`: each sentence leaves the search after its own steps (or when
     every hypothesis of the search has ended), and `retire(sentences, beam)` gets the positions (in 0..B-1)
     of the sentences leaving and their beam (a sentence's beam after n steps does not depend on the others
-    or on the steps after); returns None."""
+    or on the steps after); returns None.
+
+    The hypotheses' cache gets room for `reserve` more positions (default: as many as the steps take), so
+    that a step writes its position in place and moves only the positions after the prefix the search
+    starts from, which a sentence's hypotheses share (`DecoderCache.with_room`); `cache` is left as it is."""
     b_count = logp.shape[0]
     room = lookahead_room(model, cache)
     ragged = isinstance(steps, torch.Tensor)
@@ -224,8 +229,9 @@ def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: tor
     top = logp.topk(beam, -1)
     scores, tokens = top.values.reshape(-1), top.indices.reshape(-1, 1)
     rows = torch.arange(b_count).repeat_interleave(beam)
-    state = Beam(tokens, scores, tokens[:, 0] == EOS, cache.select(rows), logp)
     longest = int(steps.max()) if ragged else steps
+    extra = max(longest - 1, 0) if reserve is None else reserve
+    state = Beam(tokens, scores, tokens[:, 0] == EOS, cache.with_room(rows, extra), logp, cache.width)
     row_cross, row_visible = hypothesis_sources(cross, sentence, visible, beam) if longest > 1 else ([], visible)
     masked_steps = None if eos_masked_steps is None else eos_masked_steps.repeat_interleave(beam)
     alive = torch.arange(b_count)  # positions of the sentences still searching
@@ -259,7 +265,7 @@ def _sentences(state: Beam, sentences: torch.Tensor, beam: int) -> Beam:
     rows = _hypotheses(sentences, beam)
     logp = state.logp.index_select(0, rows if state.logp.shape[0] == state.tokens.shape[0] else sentences)
     return Beam(state.tokens.index_select(0, rows), state.scores.index_select(0, rows),
-                state.finished.index_select(0, rows), state.cache.select(rows), logp)
+                state.finished.index_select(0, rows), state.cache.select(rows), logp, state.shared)
 
 
 def best_speculation(state: Beam, beam: int, length_normalized: bool) -> torch.Tensor:
@@ -386,7 +392,7 @@ def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: to
         state = beam_steps(model, cross, sentence, visible, logp, cache, 1, max_steps)
         return [_strip(state.tokens[i].tolist())[:limits[i]] for i in range(state.tokens.shape[0])]
     at_limit = torch.tensor(limits).repeat_interleave(beam)
-    state = beam_steps(model, cross, sentence, visible, logp, cache, beam, 1)
+    state = beam_steps(model, cross, sentence, visible, logp, cache, beam, 1, reserve=max_steps - 1)
     row_cross, row_visible = hypothesis_sources(cross, sentence, visible, beam)
     steps = 1
     while True:
@@ -410,15 +416,17 @@ def _extend(model: MtTransformer, row_cross, row_visible: torch.Tensor, state: B
     step_logp, new_cache = model.decoder_step(state.tokens[:, -1], state.cache, row_cross, row_visible, group=beam)
     if eos_masked is not None:
         step_logp = mask_eos(step_logp, eos_masked)
-    step_logp = torch.where(state.finished[:, None], torch.full_like(step_logp, NEG_INF), step_logp)
-    step_logp[:, EOS] = torch.where(state.finished, torch.zeros_like(step_logp[:, EOS]), step_logp[:, EOS])
+    ended = state.finished.nonzero()[:, 0]
+    if ended.numel():  # an ended hypothesis stays as it is: </s> at no cost, nothing else (rows written in place)
+        step_logp.index_fill_(0, ended, NEG_INF)
+        step_logp[ended, EOS] = 0.0
     total = (state.scores[:, None] + step_logp).reshape(sentences, beam * vocab)
     best = total.topk(beam, -1)
     parent = ((best.indices // vocab) + torch.arange(sentences)[:, None] * beam).reshape(-1)
     was_finished = state.finished.index_select(0, parent)
     token = torch.where(was_finished, torch.full_like(parent, EOS), (best.indices % vocab).reshape(-1))
     return Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), best.values.reshape(-1),
-                was_finished | (token == EOS), new_cache.select(parent), step_logp)
+                was_finished | (token == EOS), new_cache.reorder(parent, state.shared), step_logp, state.shared)
 
 
 def _strip(tokens: list[int]) -> list[int]:
