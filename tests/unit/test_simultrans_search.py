@@ -216,14 +216,26 @@ def test_a_cache_with_room_steps_and_reorders_as_the_copied_cache() -> None:
             assert torch.equal(copied.pad, roomy.pad) and roomy.width == copied.width
             for a, b in zip(copied.keys + copied.values, roomy.keys + roomy.values, strict=True):
                 assert torch.equal(a, b)
-        first, first_cross = torch.arange(beam), [(k[:1], v[:1]) for k, v in cross]  # sentence 0's hypotheses
-        want, _ = model.decoder_step(tokens[:beam], copied.select(first), first_cross, row_visible[:beam], group=beam)
-        got, _ = model.decoder_step(tokens[:beam], roomy.select(first), first_cross, row_visible[:beam], group=beam)
-        assert torch.equal(want, got) and roomy.select(first).room.capacity == roomy.room.capacity
+        # sentence 0's hypotheses selected out of the search (a sentence leaving it): one more step and reorder
+        first, first_cross = torch.arange(beam), [(k[:1], v[:1]) for k, v in cross]
+        kept_copied, kept_roomy = copied.select(first), roomy.select(first)
+        assert kept_roomy.room.capacity == roomy.room.capacity
+        want, kept_copied = model.decoder_step(tokens[:beam], kept_copied, first_cross, row_visible[:beam], group=beam)
+        got, kept_roomy = model.decoder_step(tokens[:beam], kept_roomy, first_cross, row_visible[:beam], group=beam)
+        assert torch.equal(want, got)
+        parents = torch.tensor([2, 2, 0])
+        kept_copied, kept_roomy = kept_copied.select(parents), kept_roomy.reorder(parents, committed.width)
+        for a, b in zip(kept_copied.keys + kept_copied.values, kept_roomy.keys + kept_roomy.values, strict=True):
+            assert torch.equal(a, b)
+        assert committed.width == 3 and all(torch.equal(a, b) for a, b in zip(  # the committed prefix untouched
+            committed.keys, DecoderCache.stack(alone).keys, strict=True))
         _, newest = model.decoder_step(tokens, roomy, cross, row_visible, group=beam)  # the last reserved position
         for refused in (roomy, newest):  # an older cache of the buffers; the buffers full
             with pytest.raises(RuntimeError, match="cannot take 1 after"):
                 model.decoder_step(tokens, refused, cross, row_visible, group=beam)
+        for use in (lambda c: c.select(first), lambda c: c.row(0), lambda c: c.reorder(parents, 3)):
+            with pytest.raises(RuntimeError, match="a newer cache has filled"):
+                use(roomy)
 
 
 @pytest.mark.parametrize("seed", [1, 2])

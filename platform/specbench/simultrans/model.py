@@ -149,17 +149,15 @@ class DecoderCache:
 
     def select(self, rows: torch.Tensor) -> DecoderCache:
         """The cache of the rows `rows` (N',) long, in that order; a copy, with as much room as this one."""
-        pad = None if self.pad is None else self.pad.index_select(0, rows)
         if self.room is None:
             return DecoderCache([k.index_select(0, rows) for k in self.keys],
-                                [v.index_select(0, rows) for v in self.values], pad)
-        width = self.width
-        room = CacheRoom([k.index_select(0, rows) for k in self.room.keys],
-                         [v.index_select(0, rows) for v in self.room.values], width)
-        return DecoderCache([k[:, :, :width] for k in room.keys], [v[:, :, :width] for v in room.values], pad, room)
+                                [v.index_select(0, rows) for v in self.values],
+                                None if self.pad is None else self.pad.index_select(0, rows))
+        return self.with_room(rows, self.room.capacity - self.width)
 
     def with_room(self, rows: torch.Tensor, extra: int) -> DecoderCache:
         """`select(rows)` into new buffers with space for `extra` more positions (see the class docstring)."""
+        self._check_newest("with_room")
         width = self.width
 
         def buffer(t: torch.Tensor) -> torch.Tensor:
@@ -178,11 +176,18 @@ class DecoderCache:
         Without room, `select`."""
         if self.room is None:
             return self.select(parents)
+        self._check_newest("reorder")
         width = self.width
         for t in (*self.room.keys, *self.room.values):
             t[:, :, shared:width] = t[:, :, shared:width].index_select(0, parents)
         return DecoderCache(self.keys, self.values, None if self.pad is None else self.pad.index_select(0, parents),
                             self.room)
+
+    def _check_newest(self, what: str) -> None:
+        if self.room is not None and self.room.filled != self.width:
+            raise RuntimeError(f"DecoderCache.{what}: this cache holds {self.width} positions of buffers a newer "
+                               f"cache has filled to {self.room.filled}: its positions may have been overwritten "
+                               "(a cache with room belongs to one search, DecoderCache.with_room)")
 
     @property
     def width(self) -> int:
@@ -197,6 +202,7 @@ class DecoderCache:
     def row(self, i: int, end: int | None = None) -> DecoderCache:
         """Row i alone, unpadded, its positions up to the padded index `end` (default: all); a copy, so that
         it does not keep the batch's tensors alive."""
+        self._check_newest("row")
         start = 0 if self.pad is None else int(self.pad[i])
         return DecoderCache([k[i:i + 1, :, start:end].clone() for k in self.keys],
                             [v[i:i + 1, :, start:end].clone() for v in self.values])
