@@ -140,7 +140,7 @@ class DecoderCache:
     positions of larger buffers, so that a decoder step writes its position into them instead of copying the
     cache into a longer one, and `reorder` moves only the positions after the prefix the rows share. Such a
     cache belongs to one search: extending or reordering it writes into the buffers, so only the newest cache
-    made from them holds (the decoder refuses to extend an older one)."""
+    made from them holds (the decoder, `select`, `row`, `reorder` and `with_room` refuse an older one)."""
 
     keys: list[torch.Tensor]
     values: list[torch.Tensor]
