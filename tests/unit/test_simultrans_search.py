@@ -17,6 +17,7 @@ from specbench.simultrans.search import (
     Translation,
     _greedy_chunk,
     adaptive,
+    beam_search,
     beam_steps,
     best_speculation,
     full_sentence,
@@ -402,6 +403,59 @@ def test_two_step_beam_with_beam_vocab_finds_the_brute_force_best() -> None:
             assert scores[tuple(beam.tokens[top].tolist())] == pytest.approx(best, abs=1e-4)
 
 
+def test_beam_search_with_beam_vocab_chooses_the_best_kept_hypothesis_per_token() -> None:
+    """Two steps of `beam_search` with b = |V| against whole-sequence passes (no caches, no beam code): the
+    beam keeps the |V| best continuations by summed log-probability (every first token, then the best two-token
+    ones, a hypothesis that ended with </s> at the first step among them), and the output is the kept
+    hypothesis with the best log-probability per token, </s> counted; one cut at the limit counts as ended
+    there, its forced </s> at no cost. </s> is boosted, so that ended and cut hypotheses compete (counted: the
+    rules that leave out </s>, or charge nothing for the cut's end, pick another output often)."""
+    checked, differs = 0, [0, 0]
+    for seed in range(4):
+        for boost in (0.5, 1.0, 1.5, 2.0):
+            model = shaped(seed, boost=boost, scale=1.0, source_weight=1.0)
+            srcs = sources(20 + seed, 6)
+            view = SourceView(model, srcs)
+            rows = torch.arange(len(srcs))
+            with torch.no_grad():
+                logp, cache = model.decoder_step(torch.full((len(srcs),), BOS), None, view.cross(view.lengths),
+                                                 view.lengths, rows)
+                out = beam_search(model, view.cross(view.lengths), rows, view.lengths, logp, cache, VOCAB,
+                                  [2] * len(srcs))
+                for src, got in zip(srcs, out, strict=True):
+                    first = torch.log_softmax(model(torch.tensor([src]), torch.tensor([[BOS]])), -1)[0, 0]
+                    kept = [((), float(first[EOS]), 1)]  # (tokens, summed score, tokens counted)
+                    for a in range(VOCAB):
+                        if a == EOS:
+                            continue
+                        second = torch.log_softmax(model(torch.tensor([src]), torch.tensor([[BOS, a]])), -1)[0, 1]
+                        kept += [((a,) if b == EOS else (a, b), float(first[a] + second[b]), 2 if b == EOS else 3)
+                                 for b in range(VOCAB)]
+                    kept = sorted(kept, key=lambda h: -h[1])[:VOCAB]
+                    assert got == list(max(kept, key=lambda h: h[1] / h[2])[0]), (seed, boost, src)
+                    checked += 1
+                    uncounted_eos = max(kept, key=lambda h: h[1] / max(len(h[0]), 1e-9))  # </s> left out
+                    cut_tokens_only = max(kept, key=lambda h: h[1] / min(h[2], 2))  # the cut's end not counted
+                    differs[0] += got != list(uncounted_eos[0])
+                    differs[1] += got != list(cut_tokens_only[0])
+    assert checked == 96 and min(differs) >= 3, differs
+
+
+def test_force_finish_changes_nothing_when_the_whole_source_is_visible_from_the_start() -> None:
+    """With k at least the longest source, every token is written with the whole source read, so
+    force_finish masks nothing: every search's outputs equal those without it (</s> is boosted, so that
+    they end early and a mask applied with the whole source read would show)."""
+    model = shaped(0, boost=3.0, scale=3.0, source_weight=1.0)
+    srcs = sources(11, 12)
+    k = max(len(src) for src in srcs)
+    for search in (lambda ff: wait_k(model, srcs, k, force_finish=ff),
+                   lambda ff: wait_k(model, srcs, k, "tail", beam=3, force_finish=ff),
+                   lambda ff: wait_k(model, srcs, k, "sbs", beam=3, window=2, force_finish=ff)):
+        before = search(False)
+        assert sum(len(t.tokens) < max_target_len(len(src)) for t, src in zip(before, srcs, strict=True)) >= 6
+        assert search(True) == before
+
+
 def _sbs_first_token_scores(model: MtTransformer, src: list[int], k: int, prefix: list[int], normalized: bool,
                             read_ahead: int = 0, force_finish: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Brute force of one wait-k SBS step with w = 1 and an exhaustive beam, by whole-sequence passes (no
@@ -573,7 +627,8 @@ def test_the_longest_source_and_its_longest_output_fit_the_positions() -> None:
     model = shaped(0, boost=-1e4)
     src = [5] * (longest_source(96) - 1) + [EOS]
     for out in (wait_k(model, [src], 2), wait_k(model, [src], 2, "sbs", beam=2, window=1),
-                adaptive(model, [src], 0.5), full_sentence(model, [src], beam=2)):
+                adaptive(model, [src], 0.5), adaptive(model, [src], 0.5, "sbs", beam=2, window=5),
+                full_sentence(model, [src], beam=2)):
         assert len(out[0].tokens) == max_target_len(len(src))
 
 

@@ -382,9 +382,10 @@ def _finish_tail_group(model: MtTransformer, view: SourceView, view_visible: tor
 def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: torch.Tensor, logp: torch.Tensor,
                 cache: DecoderCache, beam: int, limits: list[int]) -> list[list[int]]:
     """Beam search to </s> from one state per row, at most `limits[row]` tokens; the best finished hypothesis
-    by log-probability per token (length-normalized); tokens without </s>. A row's hypotheses count as
-    finished at its own limit, so that its output is the one it would get decoded alone (greedy search, beam
-    1, is the same cut at the limit either way)."""
+    by log-probability per token (length-normalized, </s> counted); tokens without </s>. A row's hypotheses
+    count as finished at its own limit (ending there, their forced </s> counted at no cost), so that its
+    output is the one it would get decoded alone (greedy search, beam 1, is the same cut at the limit either
+    way)."""
     if min(limits) < 1:
         raise ValueError(f"beam_search: every length limit must be >= 1, got {min(limits)}")
     max_steps = max(limits)
