@@ -99,6 +99,9 @@ def test_score_reports_word_latency_against_the_reference_word_count_and_bleu_st
     assert out["al_words"] == pytest.approx(1.0)  # |y| = |x|: wait-1
     assert out["al"] == pytest.approx(average_lagging([1, 2, 3, 4, 6, 6], 6))  # tokens, </s> counted
     assert out["laal"] == pytest.approx(length_adaptive_average_lagging([1, 2, 3, 4, 6, 6], 6, 7))  # 6 + </s>
+    # AP by hand: the delays' sum over |x| |y|, and over |x| |y*| with the reference's 6 pieces and </s>
+    assert out["ap"] == pytest.approx(22 / (6 * 6)) and out["ap_simuleval"] == pytest.approx(22 / (6 * 7))
+    assert out["length_ratio"] == pytest.approx(5 / 6)  # target pieces over reference pieces, </s> not counted
     bleu = sacrebleu.corpus_bleu(["A man rides."], [references])
     assert [out[f"precision_{n}"] for n in range(1, 5)] == pytest.approx(bleu.precisions)
     assert out["brevity_penalty"] == pytest.approx(bleu.bp) and out["brevity_penalty"] < 1

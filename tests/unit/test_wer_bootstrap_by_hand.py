@@ -1,0 +1,45 @@
+"""The paired WER bootstrap's reported numbers on hand-computed inputs, and its draws against `wer.error_rate`
+of the drawn utterances when an utterance has no reference words (a draw of only such utterances has WER 0,
+as `error_rate` gives for no tokens, not NaN)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specbench.metrics.resample import resample_counts
+from specbench.metrics.wer import error_rate
+from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
+
+pytestmark = pytest.mark.unit
+
+
+def test_reported_rates_difference_and_counts_by_hand() -> None:
+    # A: 2 + 0 + 1 errors, B: 1 + 1 + 0 errors over 4 + 2 + 4 = 10 words
+    a, b, words = np.array([2.0, 0.0, 1.0]), np.array([1.0, 1.0, 0.0]), np.array([4.0, 2.0, 4.0])
+    out = paired_wer_bootstrap(a, b, words, samples=50)
+    assert (out.wer_a, out.wer_b, out.difference) == pytest.approx((0.3, 0.2, 0.1))
+    assert (out.utterances, out.words) == (3, 10)
+
+
+def test_no_reference_words_at_all_is_an_error() -> None:
+    with pytest.raises(ValueError, match="reference words"):
+        paired_wer_bootstrap(np.array([0.0, 0.0]), np.array([0.0, 0.0]), np.array([0.0, 0.0]))
+
+
+def test_draws_equal_error_rate_of_the_drawn_utterances_with_an_empty_reference() -> None:
+    refs = [[], ["a", "b", "c"], ["d", "e"]]
+    hyp_a = [[], ["a", "x", "c"], ["d"]]
+    hyp_b = [[], ["a", "b", "c"], ["d", "e", "f"]]
+    errors_a, words = utterance_errors(refs, hyp_a)
+    errors_b, _ = utterance_errors(refs, hyp_b)
+    out = paired_wer_bootstrap(errors_a, errors_b, words, samples=200, seed=2)
+    draws_a, diffs = [], []
+    for row in resample_counts(3, 200, 2):
+        picked = np.repeat(np.arange(3), row)
+        wer_a = error_rate([(refs[i], hyp_a[i]) for i in picked])
+        draws_a.append(wer_a)
+        diffs.append(wer_a - error_rate([(refs[i], hyp_b[i]) for i in picked]))
+    assert 0.0 in draws_a  # some draw holds only the empty utterance
+    assert (out.low_a, out.high_a) == pytest.approx(tuple(np.percentile(draws_a, [2.5, 97.5])))
+    assert (out.low, out.high) == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])))
