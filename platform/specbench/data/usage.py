@@ -450,7 +450,8 @@ def _check_supply(user: User, split: str, s: UsageSettings, n: int, supply: int)
     `requests_per_day` (in steps of 0.1) and `weeks` at which this user's requests fit."""
     if n <= supply:
         return
-    per_day = next((v / 10 for v in range(int(s.requests_per_day * 10) - 1, 0, -1)
+    below = math.ceil(round(s.requests_per_day * 10, 9)) - 1  # the largest step of 0.1 below the rate
+    per_day = next((v / 10 for v in range(below, 0, -1)
                     if _request_count(user.user_id, split, replace(s, requests_per_day=v / 10)) <= supply), None)
     weeks = next((w for w in range(s.weeks - 1, s.history_weeks, -1)
                   if _request_count(user.user_id, split, replace(s, weeks=w)) <= supply), None)
