@@ -28,7 +28,9 @@ from kaldi_faster_reference import (
     NO_LIMIT,
     Result,
     TextGraph,
+    Token,
     faster_decode,
+    get_cutoff,
     mismatch,
     parse_fst_text,
     random_graph_text,
@@ -38,7 +40,10 @@ from kaldi_faster_reference import (
 from test_decoder_bruteforce import brute_force
 
 from specbench.decoder.backends import make_decoder
+from specbench.decoder.compiled_kernels import get_cutoff as compiled_cutoff
 from specbench.decoder.options import SearchOptions
+from specbench.decoder.pruning import BIND_BEAM, BIND_MAX_ACTIVE, BIND_MIN_ACTIVE, PruningConfig
+from specbench.decoder.pruning import get_cutoff as our_cutoff
 
 pytestmark = pytest.mark.unit
 
@@ -129,6 +134,40 @@ def test_backend_equals_the_oracle(cases: list[Case], backend: str) -> None:
     print(f"{backend}: {len(differing)} of {NUM_GRAPHS * UTTERANCES} utterances differ from the oracle; "
           f"{kaldi_order} found paths have the words of Kaldi's tie order")
     assert not differing, "\n".join(differing[:10])
+
+
+def test_the_cutoff_of_one_frame_equals_the_oracles() -> None:
+    """`pruning.get_cutoff` (and the compiled frame loop's) against the oracle's GetCutoff frame by frame, on token costs drawn on a grid
+    (ties at the order statistics, a worst token exactly at best + beam) and from a continuum, at beams that
+    float32 cannot hold exactly (1.1: the cutoff is best + float32(beam)) and at min_active 0 with a finite
+    max_active (the min_active step then never binds). `all_below`: every token strictly below the cutoff."""
+    rng = np.random.default_rng(7)
+    names = {BIND_BEAM: "beam", BIND_MAX_ACTIVE: "max_active", BIND_MIN_ACTIVE: "min_active"}
+    settings = [(1.1, NO_LIMIT, 0), (1.1, 50, 0), (2.0, 4, 0), (1.0, 3, 1), (0.5, 6, 3), (1.1, NO_LIMIT, 2),
+                (16.0, 8, 2)]
+    seen, at_beam = set(), 0
+    for beam, max_active, min_active in settings:
+        config = PruningConfig(beam=beam, max_active=max_active, min_active=min_active, beam_delta=0.5)
+        options = SearchOptions(beam=beam, max_active=max_active, min_active=min_active, beam_delta=0.5)
+        for trial in range(300):
+            count = int(rng.integers(1, 12))
+            if trial % 3 == 0:  # a grid of quarter costs: ties, and a worst token at best + beam
+                costs = rng.integers(0, 9, count) * 0.25
+                if trial % 6 == 0:
+                    costs[-1] = costs.min() + float(np.float32(beam))
+            else:
+                costs = rng.uniform(0, 3 * beam, count)
+            ours = our_cutoff(costs, config)
+            oracle = get_cutoff({i: Token(float(c), None, 0) for i, c in enumerate(costs)}, options)
+            assert (ours.weight_cutoff, ours.adaptive_beam, ours.best, names[ours.binding]) == (
+                oracle.weight_cutoff, oracle.adaptive_beam, oracle.best, oracle.binding), (beam, costs)
+            assert ours.all_below == bool((costs < ours.weight_cutoff).all()), (beam, costs)
+            assert compiled_cutoff(costs, count, config.beam32, max_active, min_active, 0.5,
+                                   config.unconstrained) == tuple(ours), (beam, costs)
+            seen.add((beam, max_active, min_active, oracle.binding))
+            at_beam += bool(costs.max() == ours.weight_cutoff)
+    assert {(b, m, n) for b, m, n, _ in seen} == set(settings) and at_beam >= 50
+    assert {binding for *_, binding in seen} == {"beam", "max_active", "min_active"}
 
 
 def test_the_oracle_equals_kaldi(cases: list[Case]) -> None:
