@@ -1,0 +1,40 @@
+"""The nightly's verdict on one metric (`nightly.judge`): each bound of a `[[tolerance]]` rule holds at its
+edge and fails just past it, a value that is not finite fails whatever the rule, and without a finite
+baseline only the absolute bounds are judged. Values are binary fractions, so the edges are exact."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from specbench.config import ToleranceRule
+from specbench.experiments.nightly import judge
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize("rule, at_edge, past_edge, why", [
+    (ToleranceRule("m", min=0.5), 0.5, 0.4375, "below the minimum"),
+    (ToleranceRule("m", max=0.5), 0.5, 0.5625, "above the maximum"),
+    (ToleranceRule("m", max_drop=0.25), 0.75, 0.6875, "fell from"),  # baseline 1.0
+    (ToleranceRule("m", max_rise=0.25), 1.25, 1.3125, "rose from"),
+])
+def test_each_bound_holds_at_its_edge_and_fails_past_it(rule: ToleranceRule, at_edge: float, past_edge: float,
+                                                        why: str) -> None:
+    assert judge(rule, at_edge, 1.0) is None
+    assert why in judge(rule, past_edge, 1.0)
+
+
+def test_a_value_that_is_not_finite_fails_whatever_the_rule() -> None:
+    for new in (math.nan, math.inf, -math.inf):
+        assert "not finite" in judge(ToleranceRule("m", max_drop=10.0), new, 1.0)
+        assert "not finite" in judge(ToleranceRule("m", max=1e9), new, None)
+
+
+def test_without_a_finite_baseline_only_the_absolute_bounds_are_judged() -> None:
+    relative = ToleranceRule("m", max_drop=0.0, max_rise=0.0)
+    for baseline in (None, math.nan, math.inf):
+        assert judge(relative, 5.0, baseline) is None
+        assert "above the maximum" in judge(ToleranceRule("m", max=1.0, max_drop=0.0), 2.0, baseline)
+    assert "fell from" in judge(relative, 0.5, 1.0) and "rose from" in judge(relative, 1.5, 1.0)
