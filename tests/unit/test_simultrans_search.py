@@ -137,6 +137,30 @@ def test_decoder_steps_equal_the_whole_sequence_pass(k: int | None) -> None:
     assert torch.allclose(whole, torch.stack(steps, 1), atol=1e-4)
 
 
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_decoder_positions_several_at_a_time_equal_the_whole_sequence_pass(causal: bool) -> None:
+    """`decoder_positions` with n > 1 new positions (test-time wait-k decodes the committed prefix again this
+    way), from an empty cache and after a cached prefix: the log-probabilities after the last position equal
+    the whole-sequence pass's, to float rounding (each new position attends to the cached ones and to the new
+    ones up to itself, never to a later one)."""
+    model = tiny(causal, 4, scale=1.0)
+    srcs = sources(3, 4)
+    view = SourceView(model, srcs)
+    rows = torch.arange(len(srcs))
+    tgt = torch.randint(4, VOCAB, (len(srcs), 6), generator=torch.Generator().manual_seed(5))
+    tgt[:, 0] = BOS
+    padded = torch.tensor([s + [PAD] * (max(map(len, srcs)) - len(s)) for s in srcs])
+    with torch.no_grad():
+        cross = view.cross(view.lengths)
+        whole = torch.log_softmax(model(padded, tgt), -1)
+        for split in (0, 2):
+            cache = None
+            if split:
+                _, cache = model.decoder_positions(tgt[:, :split], None, cross, view.lengths, rows)
+            logp, _ = model.decoder_positions(tgt[:, split:], cache, cross, view.lengths, rows)
+            assert torch.allclose(logp, whole[:, -1], atol=1e-5), (split, float((logp - whole[:, -1]).abs().max()))
+
 def test_left_padded_cache_rows_step_as_each_row_alone() -> None:
     """Rows of different prefix lengths in one left-padded cache (DecoderCache.stack) give each row's own
     next-token distribution and cache: the padding is never attended to and positions are the row's own."""
