@@ -367,12 +367,15 @@ def test_the_source_view_re_encodes_only_the_sentences_whose_view_changed() -> N
     """The bidirectional encoder's keys and values, kept across calls and updated in place for the sentences
     whose visible length changed (encoded over the longest changed view, not the batch's width), equal a
     fresh encoding of every sentence's prefix at the batch's width on every position the decoder may attend
-    to; a sentence whose view did not change is not encoded again."""
+    to, also when sentences encoded together see views of different lengths; a sentence whose view did not
+    change is not encoded again."""
     model = tiny(False, 3, scale=1.0)
     srcs = _long_sources(90)
     lengths = torch.tensor([len(s) for s in srcs])
     view = SourceView(model, srcs)
     calls = [torch.minimum(torch.full_like(lengths, v), lengths) for v in (1, 2, 3)]
+    # views of 2, 3 and 4 tokens side by side, mid-source: encoded together, each must see its own only
+    calls.insert(1, torch.minimum(torch.arange(len(srcs)) % 3 + 2, lengths))
     calls.append(calls[-1].clone())  # nothing changed: nothing encoded
     calls.append(torch.where(torch.arange(len(srcs)) % 2 == 0, lengths, calls[-1]))  # half the rows read it all
     calls.append(lengths.clone())
