@@ -6,27 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_reweight import _costs
 
 from specbench.wfst.graph import from_arrays
 from specbench.wfst.reweight import epsilon_potentials, nonnegative_epsilons
 
 pytestmark = pytest.mark.unit
-
-
-def _costs(graph, depth: int) -> dict[tuple[int, ...], float]:
-    """Cost of every complete path of at most `depth` arcs from the start state, by its arc indices."""
-    fst = graph.to_arrays()
-    out: dict[tuple[int, ...], float] = {}
-
-    def walk(state: int, cost: float, arcs: tuple[int, ...]) -> None:
-        if np.isfinite(fst.final[state]):
-            out[arcs] = cost + float(fst.final[state])
-        if len(arcs) < depth:
-            for a in range(int(fst.offsets[state]), int(fst.offsets[state + 1])):
-                walk(int(fst.nextstate[a]), cost + float(fst.weight[a]), (*arcs, a))
-
-    walk(graph.start, 0.0, ())
-    return out
 
 
 def test_a_start_state_other_than_zero_keeps_every_path_cost() -> None:
