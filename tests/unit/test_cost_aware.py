@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+from specbench.errors import DataError
 from specbench.prediction.cost_aware import ms_per_added_word, net_benefit, net_benefit_sweep
 from specbench.prediction.prefetch import operating_point
 
@@ -35,6 +36,16 @@ def test_ms_per_added_word_is_the_least_squares_ratio() -> None:
     assert ms_per_added_word(predictions, requests) == pytest.approx(expected)
     with pytest.raises(ValueError, match="no correct prediction"):
         ms_per_added_word(predictions.with_columns(correct=pl.lit(False)), requests)
+
+
+def test_ms_per_added_word_checks_the_requests_as_the_policies_do() -> None:
+    """A correct prediction whose request is missing, or a request listed twice, would silently drop out of
+    (or count twice in) the fit; it is refused with the same message the policies give."""
+    requests, predictions = tables()
+    with pytest.raises(DataError, match="request_id 'b', which the requests table lacks"):
+        ms_per_added_word(predictions, requests.filter(pl.col("request_id") == "a"))
+    with pytest.raises(DataError, match="lists request_id 'a' more than once"):
+        ms_per_added_word(predictions, pl.concat([requests, requests.head(1)]))
 
 
 def test_net_benefit_and_decisions_by_hand() -> None:

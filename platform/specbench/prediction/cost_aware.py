@@ -28,17 +28,26 @@ import numpy as np
 import polars as pl
 
 from specbench.errors import ConfigError
-from specbench.prediction.prefetch import as_polars, first_prefetch, require_columns, summarize
+from specbench.prediction.prefetch import (
+    as_polars,
+    check_known_requests,
+    first_prefetch,
+    requests_frame,
+    require_columns,
+    summarize,
+)
 
 
 def ms_per_added_word(predictions: Any, requests: Any) -> float:
     """Least-squares ms of saved latency per added word over the correct predictions (added_words >= 1) of
     `predictions`: sum(gain * words) / sum(words**2), the gain being end of speech minus the partial's time.
-    ValueError when there is no correct prediction to fit on."""
+    The requests are checked as the policies check them (one finite end of speech per request, every predicted
+    request listed); ValueError when there is no correct prediction to fit on."""
     pred = as_polars(predictions, "predictions")
-    req = as_polars(requests, "requests")
     require_columns(pred, ("request_id", "partial_time_ms", "added_words", "correct"), "predictions")
-    require_columns(req, ("request_id", "end_of_speech_ms"), "requests")
+    pred = pred.with_columns(pl.col("request_id").cast(pl.String))
+    req = requests_frame(requests)
+    check_known_requests(pred, req)
     hits = (pred.filter((pl.col("added_words") >= 1) & pl.col("correct"))
             .join(req.select(["request_id", "end_of_speech_ms"]), on="request_id", how="inner"))
     if hits.height == 0:

@@ -122,7 +122,7 @@ class _Best:
     prev_same: np.ndarray
 
 
-def _requests_frame(requests: Any) -> pl.DataFrame:
+def requests_frame(requests: Any) -> pl.DataFrame:
     req = as_polars(requests, "requests")
     require_columns(req, REQUEST_COLUMNS, "requests")
     if req.height == 0:
@@ -150,7 +150,7 @@ def _check_scores(scores: Any, rows: int) -> np.ndarray:
     return values
 
 
-def _check_known_requests(pred: pl.DataFrame, req: pl.DataFrame) -> None:
+def check_known_requests(pred: pl.DataFrame, req: pl.DataFrame) -> None:
     unknown = pred.select("request_id").join(req.select("request_id"), on="request_id", how="anti")
     if unknown.height:
         raise DataError(f"predictions table names request_id {unknown.get_column('request_id')[0]!r}, which the "
@@ -168,7 +168,7 @@ def _candidates(scores: Any, predictions: Any, req: pl.DataFrame) -> pl.DataFram
         pl.col("added_words").cast(pl.Int64), (pl.col("source") == "personal").alias("_personal"),
         pl.col("lm_log_prob").cast(pl.Float64), pl.col("correct").cast(pl.Boolean),
     ).with_columns(pl.Series("_score", score)).with_row_index("_row")
-    _check_known_requests(frame, req)
+    check_known_requests(frame, req)
     frame = frame.join(req.select("request_id", "_req"), on="request_id", how="left")
     if frame.get_column("lm_log_prob").is_nan().any():
         raise DataError("predictions table column 'lm_log_prob' holds NaN. Fix: write finite log probabilities.")
@@ -178,7 +178,7 @@ def _candidates(scores: Any, predictions: Any, req: pl.DataFrame) -> pl.DataFram
 
 
 def _best_per_partial(scores: Any, predictions: Any, requests: Any) -> _Best:
-    req = _requests_frame(requests)
+    req = requests_frame(requests)
     best = _candidates(scores, predictions, req).unique(
         subset=["_req", "partial_index"], keep="first", maintain_order=True)
     best = best.with_columns(
@@ -359,11 +359,11 @@ def sweep(scores: Any, predictions: Any, requests: Any, thresholds: Sequence[flo
 
 def _oracle_hits(predictions: Any, requests: Any) -> tuple[int, np.ndarray]:
     """(requests, ΔT in ms of the first correct candidate of each request that has one)."""
-    req = _requests_frame(requests)
+    req = requests_frame(requests)
     pred = as_polars(predictions, "predictions")
     require_columns(pred, ("request_id", "partial_index", "partial_time_ms", "added_words", "correct"),
                     "predictions")
-    _check_known_requests(pred.with_columns(pl.col("request_id").cast(pl.String)), req)
+    check_known_requests(pred.with_columns(pl.col("request_id").cast(pl.String)), req)
     hits = (pred.filter((pl.col("added_words") >= 1) & pl.col("correct"))
             .group_by("request_id")
             .agg(pl.col("partial_time_ms").sort_by("partial_index").first())
