@@ -29,7 +29,7 @@ def test_no_reference_words_at_all_is_an_error() -> None:
 
 def test_draws_equal_error_rate_of_the_drawn_utterances_with_an_empty_reference() -> None:
     refs = [[], ["a", "b", "c"], ["d", "e"]]
-    hyp_a = [[], ["a", "x", "c"], ["d"]]
+    hyp_a = [["z"], ["a", "x", "c"], ["d"]]  # an insertion where there is nothing to say
     hyp_b = [[], ["a", "b", "c"], ["d", "e", "f"]]
     errors_a, words = utterance_errors(refs, hyp_a)
     errors_b, _ = utterance_errors(refs, hyp_b)
@@ -40,6 +40,6 @@ def test_draws_equal_error_rate_of_the_drawn_utterances_with_an_empty_reference(
         wer_a = error_rate([(refs[i], hyp_a[i]) for i in picked])
         draws_a.append(wer_a)
         diffs.append(wer_a - error_rate([(refs[i], hyp_b[i]) for i in picked]))
-    assert 0.0 in draws_a  # some draw holds only the empty utterance
+    assert 0.0 in draws_a  # some draw holds only the empty utterance (its insertion counts against no words)
     assert (out.low_a, out.high_a) == pytest.approx(tuple(np.percentile(draws_a, [2.5, 97.5])))
     assert (out.low, out.high) == pytest.approx(tuple(np.percentile(diffs, [2.5, 97.5])))

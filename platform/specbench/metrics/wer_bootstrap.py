@@ -48,8 +48,9 @@ def paired_wer_bootstrap(errors_a: np.ndarray, errors_b: np.ndarray, words: np.n
     if a.ndim != 1 or a.shape != b.shape or a.shape != n.shape or a.size == 0 or n.sum() <= 0:
         raise ValueError("paired_wer_bootstrap needs three equally long, non-empty arrays with reference words")
     counts = resample_counts(a.size, samples, seed).astype(np.float64)
-    total = np.maximum(counts @ n, 1.0)
-    draws_a, draws_b = counts @ a / total, counts @ b / total
+    total = counts @ n
+    spoken = total > 0  # a draw of only empty references has WER 0, as `wer.error_rate` gives for no tokens
+    draws_a, draws_b = (np.where(spoken, counts @ x / np.maximum(total, 1.0), 0.0) for x in (a, b))
     low_a, high_a = np.percentile(draws_a, [2.5, 97.5])
     low, high = np.percentile(draws_a - draws_b, [2.5, 97.5])
     wer_a, wer_b = a.sum() / n.sum(), b.sum() / n.sum()
