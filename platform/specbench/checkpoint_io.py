@@ -1,7 +1,10 @@
 """Checkpoint files: one place for how they are written and for the checks every model loader makes first.
 
 Written as an xz stream of a `torch.save` file (`xz -d` gives the plain file back): fp16 and fp32 weights
-shrink by about a tenth, which keeps the shipped models small, and decompressing takes about 0.05 s a MB.
+shrink by a tenth to a seventh, which keeps the shipped models small, and decompressing takes about 0.05 s a MB.
+The LZMA2 coder is told that the data comes in 4-byte units (`lc=0, lp=2, pb=2`, as `xz --lzma2=lc=0,lp=2,pb=2`
+would): tensors are fp16 or fp32, and modelling literals by their position in a 4-byte word instead of by the
+previous byte makes the files about 4% (fp16) to 8% (fp32) smaller than xz's default, at the same speed.
 Read with `torch.load(weights_only=True)` (no code from disk runs; plain `torch.save` files are read too),
 then the file's format tags, then the keys that
 the kind of model asked for needs; each failure is a `DataError` that names the file and says how to get a
@@ -46,6 +49,7 @@ def checkpoint_kind(blob: Mapping[str, Any]) -> str | None:
 
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
+XZ_FILTERS = ({"id": lzma.FILTER_LZMA2, "preset": 6, "lc": 0, "lp": 2, "pb": 2},)
 
 
 def write_checkpoint(blob: Mapping[str, Any], path: Path) -> None:
@@ -59,7 +63,7 @@ def write_checkpoint(blob: Mapping[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     try:
-        tmp.write_bytes(lzma.compress(buffer.getbuffer(), preset=6))
+        tmp.write_bytes(lzma.compress(buffer.getbuffer(), format=lzma.FORMAT_XZ, filters=XZ_FILTERS))
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
