@@ -1,0 +1,58 @@
+"""`backends.make_decoder` by hand: the class each backend name builds, the backend keywords each accepts
+(the CPU epsilon mode for both CPU backends, none for kaldi), and a `GraphFile` read over memory-mapped
+arrays when asked (the same arrays as reading the file)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import kaldifst
+import numpy as np
+import pytest
+
+from specbench.decoder.backends import GraphFile, make_decoder
+from specbench.decoder.cpu import CpuDecoder
+from specbench.decoder.options import SearchOptions
+from specbench.decoder.twin import TwinDecoder
+from specbench.wfst.graph import read_graph
+
+pytestmark = pytest.mark.unit
+
+# state 0 --1:5/0.5--> 1 --eps:7/0.25--> 2 (final 0.5)
+GRAPH = "0 1 1 5 0.5\n1 2 0 7 0.25\n2 0.5\n"
+
+
+@pytest.fixture
+def graph_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))  # mapped arrays written here
+    path = tmp_path / "g.fst"
+    assert kaldifst.StdConstFst(kaldifst.compile(GRAPH, keep_state_numbering=True)).write(str(path))
+    return path
+
+
+def test_each_name_builds_its_backend(graph_path: Path) -> None:
+    assert type(make_decoder("cpu_numpy", graph_path)) is CpuDecoder
+    assert type(make_decoder("twin", graph_path)) is TwinDecoder
+    loglikes = np.array([[-1.0]], np.float32)
+    for name in ("cpu_numpy", "twin", "cpu"):
+        result = make_decoder(name, graph_path, SearchOptions()).decode(loglikes, "u")
+        # 0.5 + 0.25 + final 0.5 = 1.25 graph cost; acoustic cost -(-1.0) = 1.0
+        assert (result.word_ids, result.graph_cost, result.acoustic_cost) == ((5, 7), 1.25, 1.0), name
+
+
+def test_the_epsilon_mode_is_a_keyword_of_both_cpu_backends_only(graph_path: Path) -> None:
+    for name in ("cpu", "cpu_numpy"):
+        decoder = make_decoder(name, graph_path, epsilon_mode="arcs")
+        assert not decoder.moves.closed, name  # the epsilon arcs themselves, not the closure
+    for name in ("kaldi", "twin"):
+        with pytest.raises(ValueError, match=f"the {name} backend takes no argument epsilon_mode"):
+            make_decoder(name, graph_path, epsilon_mode="arcs")
+
+
+def test_a_mapped_graph_file_holds_the_files_arrays_memory_mapped(graph_path: Path) -> None:
+    mapped, plain, read = GraphFile(graph_path, mapped=True).csr, GraphFile(graph_path).csr, read_graph(graph_path)
+    assert isinstance(mapped.final, np.memmap) and not isinstance(plain.final, np.memmap)
+    for graph in (mapped, plain):
+        assert graph.start == read.start and np.array_equal(graph.final, read.final)
+        assert np.array_equal(graph.emitting.dest, read.emitting.dest)
+        assert np.array_equal(graph.epsilon.olabel, read.epsilon.olabel)
