@@ -1,12 +1,13 @@
 """The personal history (`prediction/history.py`) at its edges: a mean hour just
-before midnight that rounds to 24.0, and a null word in the Arrow tables."""
+before midnight that rounds to 24.0, a null word or a null value in the Arrow tables, and a window that is a
+boolean rather than a number of seconds."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 import pytest
 
-from specbench.errors import DataError
+from specbench.errors import ConfigError, DataError
 from specbench.prediction.history import HistoryEntry, PersonalHistory, circular_hour, personal_predictions
 
 pytestmark = pytest.mark.unit
@@ -38,3 +39,19 @@ def test_a_null_word_is_refused() -> None:
         personal_predictions(_table([["set", None]], "words"), queries)
     with pytest.raises(DataError, match="'prefix' holds a null word"):
         personal_predictions(history, _table([[None]], "prefix"))
+
+
+def test_a_null_value_in_a_needed_column_is_refused_with_its_name() -> None:
+    history, queries = _table([["set", "an", "alarm"]], "words"), _table([["set"]], "prefix")
+    for column in ("timestamp_s", "user_id", "request_id"):
+        index = history.column_names.index(column)
+        nulled = history.set_column(index, column, pa.nulls(1, history.schema.field(column).type))
+        with pytest.raises(DataError, match=f"column '{column}' has 1 null value"):
+            personal_predictions(nulled, queries)
+
+
+def test_a_boolean_window_is_refused_not_read_as_one_second() -> None:
+    history = PersonalHistory([HistoryEntry("a", 10, ("x",))])
+    assert [p.words for p in history.matches((), 11, window_s=1)] == [("x",)]  # 11 - 1 <= 10 < 11
+    with pytest.raises(ConfigError, match="window_s"):
+        history.matches((), 11, window_s=True)
