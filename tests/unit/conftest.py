@@ -34,46 +34,6 @@ def assert_causal() -> Callable[[AcousticCheckpoint, float], None]:
     return check
 
 
-# A three-word lexicon for `tiny_tlg` (CMUdict phones)
-TINY_PRONS = {"jazz": (("JH", "AE", "Z"),), "play": (("P", "L", "EY"),), "stop": (("S", "T", "AA", "P"),)}
-# (log10 p, word, log10 back-off): the back-off only where a bigram LM has bigrams after the word
-_UNIGRAMS = ((-0.7, "</s>", None), (-0.5, "<s>", -0.3), (-0.5, "jazz", None), (-0.5, "play", -0.2),
-             (-0.6, "stop", None))
-
-
-@pytest.fixture
-def tiny_tlg(tmp_path: Path) -> Callable[..., Path]:
-    """A builder of small real CTC graph directories laid out as `graph_recipe` writes them (TLG.fst, G.fst,
-    L_disambig.fst, words.txt, tokens.txt, lexicon.txt, lm.arpa, train.txt) over `TINY_PRONS`, composed with
-    the recipe's own kaldifst steps: `build(name, order)` with a unigram (order 1) or bigram (order 2) LM."""
-    from specbench.wfst import compose, lexicon, symbols, topology
-
-    def build(name: str, order: int = 2) -> Path:
-        out = tmp_path / name
-        out.mkdir()
-        lexicon.write_lexicon(lexicon.Lexicon(TINY_PRONS), out / "lexicon.txt")
-        (out / "train.txt").write_text("play jazz\nstop\n", encoding="utf-8")
-        unigrams = "".join(f"{p} {w}" + (f" {b}" if b is not None and order == 2 else "") + "\n"
-                           for p, w, b in _UNIGRAMS)
-        sections = ["\\data\\\nngram 1=5\n" + ("ngram 2=2\n" if order == 2 else ""), f"\\1-grams:\n{unigrams}"]
-        if order == 2:
-            sections.append("\\2-grams:\n-0.2 <s> play\n-0.1 play jazz\n")
-        (out / "lm.arpa").write_text("\n".join([*sections, "\\end\\\n"]), encoding="utf-8")
-        entries, max_k = topology.add_disambiguation(TINY_PRONS)
-        tokens, words = symbols.token_table(PHONES, max_k), symbols.word_table(TINY_PRONS)
-        tokens.write(out / "tokens.txt")
-        words.write(out / "words.txt")
-        compose.arpa_to_g(out / "lm.arpa", out / "words.txt", out / "G.fst")
-        l_text = topology.lexicon_fst_text(entries, tokens, words)
-        compose.compile_text(l_text, "L").write(str(out / "L_disambig.fst"))
-        lg = compose.remove_disambiguation(compose.compose_lg(l_text, out / "G.fst"),
-                                           [tokens[f"#{k}"] for k in range(max_k + 1)])
-        compose.write_const(compose.compose_tlg(topology.ctc_topology_text(tokens, PHONES), lg), out / "TLG.fst")
-        return out
-
-    return build
-
-
 @pytest.fixture(scope="session")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small acoustic-model checkpoint with random weights and CMVN from random audio."""
