@@ -1,0 +1,193 @@
+"""`tracking.journal` against a real MLflow store (SQLite in a temporary folder) and real files: every param and
+metric of an operation arrives however many batches it takes, a run's end keeps its time, a replay sends exactly
+the operations marked unsent (and counts them), keeps a torn last line at the end of the journal it writes back,
+and leaves the journal to the caller when asked; a journal's reading skips blank lines and needs the create's
+tracking URI; an unsent artifact is copied beside the journal; whether a journal's writer runs is only told on its
+own host; a 504 answer (a gateway timeout) is an unreachable server, while an answer of the server itself is not,
+whatever error came before it."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+from mlflow.exceptions import RestException
+from mlflow.tracking import MlflowClient
+from mlflow_store import new_store
+
+from specbench.tracking.journal import (
+    DamagedJournal,
+    Journal,
+    apply,
+    is_unreachable,
+    owner_alive,
+    read_entries,
+    replay,
+)
+
+pytestmark = pytest.mark.unit
+T0 = 1_700_000_000_000  # ms
+
+
+class Store:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.uri = new_store(folder)
+        self.client = MlflowClient(tracking_uri=self.uri)
+        self.exp = self.client.create_experiment("journal", artifact_location=(folder / "art").as_uri())
+
+    def run(self) -> str:
+        return self.client.create_run(self.exp, run_name="r", start_time=T0).info.run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    folder = tmp_path_factory.mktemp("journal_store")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPECBENCH_HOME", str(folder / "home"))
+    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    yield Store(folder)
+    mp.undo()
+
+
+def test_many_params_and_metrics_all_arrive_in_batches(store: Store) -> None:
+    run_id = store.run()
+    # 250 params: batches of 100, 100, 50; 901 metrics: batches of 900 and 1
+    apply(store.client, run_id, {"op": "params", "params": {f"p{i:03d}": str(i) for i in range(250)}})
+    apply(store.client, run_id, {"op": "metrics", "metrics": [[f"m{i:03d}", float(i), T0, 0] for i in range(901)]})
+    data = store.client.get_run(run_id).data
+    assert data.params == {f"p{i:03d}": str(i) for i in range(250)}
+    assert data.metrics == {f"m{i:03d}": float(i) for i in range(901)}
+
+
+def test_the_end_operation_keeps_its_status_and_time(store: Store) -> None:
+    run_id = store.run()
+    apply(store.client, run_id, {"op": "end", "status": "KILLED", "end_ms": T0 + 90_000})
+    info = store.client.get_run(run_id).info
+    assert (info.status, info.end_time) == ("KILLED", T0 + 90_000)
+
+
+def _create(client: MlflowClient, op: dict[str, Any]) -> str:
+    exp = client.get_experiment_by_name(op["experiment"]).experiment_id
+    return client.create_run(exp, run_name=op["run_name"], start_time=op["start_ms"]).info.run_id
+
+
+def test_a_replay_sends_only_what_is_marked_unsent_and_keeps_a_torn_tail(store: Store, tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    entries = [
+        {"op": "create", "tracking_uri": store.uri, "experiment": "journal", "run_name": "replayed",
+         "tags": {}, "start_ms": T0, "run_id": None, "sent": False},
+        {"op": "params", "params": {"arrived": "before"}, "sent": True},  # marked sent: never sent again
+        {"op": "metrics", "metrics": [["wer", 0.25, T0, 0]], "sent": False},
+        {"op": "end", "status": "FINISHED", "end_ms": T0 + 60_000, "sent": False},
+    ]
+    torn = '{"op": "tags", "ta'
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries) + torn)
+    read, tail = read_entries(path)
+    assert tail == torn
+    run_id, sent = replay(path, lambda uri: store.client, _create, read, remove=False, torn=tail)
+    assert sent == 3  # create, metrics, end
+    run = store.client.get_run(run_id)
+    assert run.data.params == {} and run.data.metrics == {"wer": 0.25} and run.info.status == "FINISHED"
+    assert path.is_file()  # remove=False: the caller removes it
+    text = path.read_text()
+    assert text.endswith("\n" + torn)  # the torn line is kept, still without its newline
+    again, tail = read_entries(path)
+    assert tail == torn and all(e["sent"] for e in again) and again[0]["run_id"] == run_id
+    assert replay(path, lambda uri: store.client, _create, again, remove=True, torn=tail) == (run_id, 0)
+    assert not path.exists()
+
+
+def test_read_entries_skips_blank_lines_and_needs_the_tracking_uri(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    create = '{"op": "create", "tracking_uri": "sqlite:///x.db", "sent": false}\n'
+    metrics = '{"op": "metrics", "metrics": [], "sent": false}\n'
+    path.write_text(create + "\n   \n" + metrics)
+    entries, torn = read_entries(path)
+    assert [e["op"] for e in entries] == ["create", "metrics"] and torn == ""
+    path.write_text('{"op": "create", "sent": false}\n' + metrics)
+    with pytest.raises(DamagedJournal, match="line 1 is not the run's `create` operation with its tracking_uri"):
+        read_entries(path)
+
+
+def test_a_journal_is_complete_only_when_every_operation_was_sent(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    journal.add({"op": "params", "params": {}}, sent=True)
+    assert journal.complete
+    journal.add({"op": "tags", "tags": {}}, sent=False)
+    journal.add({"op": "params", "params": {}}, sent=True)
+    assert not journal.complete
+
+
+def test_an_unsent_artifact_is_copied_beside_the_journal_a_sent_one_is_not(tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    source = tmp_path / "report.txt"
+    source.write_text("hello")
+    journal.add({"op": "artifact", "path": str(source), "artifact_path": None}, sent=True)
+    journal.add({"op": "artifact", "path": str(source), "artifact_path": "tables"}, sent=False)
+    source.unlink()  # a temporary file, gone after the job
+    sent, kept = journal.entries()
+    assert sent["path"] == str(source)
+    copy = Path(kept["path"])
+    assert copy.read_text() == "hello" and copy.name == "report.txt"
+    assert copy.is_relative_to(tmp_path / "j") and kept["artifact_path"] == "tables"
+
+
+def test_a_writers_liveness_is_told_only_on_its_own_host() -> None:
+    here = socket.gethostname()
+    assert owner_alive({"host": here, "pid": os.getpid()}) is True
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid runs no process now
+    assert owner_alive({"host": here, "pid": gone.pid}) is False
+    assert owner_alive({"host": here + "-elsewhere", "pid": gone.pid}) is None
+    assert owner_alive({"host": here + "-elsewhere", "pid": os.getpid()}) is None
+    assert owner_alive({"host": here}) is None
+
+
+@pytest.fixture
+def gateway_timeout() -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 that answers every request 504, as a proxy whose upstream is down does."""
+
+    class Timeout(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_error(504)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Timeout)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_504_answer_is_an_unreachable_server(gateway_timeout: str) -> None:
+    with pytest.raises(requests.HTTPError) as caught:
+        requests.get(gateway_timeout, timeout=5).raise_for_status()
+    assert caught.value.response.status_code == 504 and is_unreachable(caught.value)
+
+
+def test_a_server_answer_after_a_transport_error_is_a_refusal() -> None:
+    # the server answered INTERNAL_ERROR (HTTP 500) while a connection error was being handled: the answer
+    # decides, it came from a server that is there
+    try:
+        try:
+            raise requests.exceptions.ConnectionError("reset by peer")
+        except requests.exceptions.ConnectionError:
+            raise RestException({"error_code": "INTERNAL_ERROR", "message": "bad row"}) from None
+    except RestException as err:
+        assert err.__context__ is not None and err.get_http_status_code() == 500
+        assert not is_unreachable(err)

@@ -1,0 +1,153 @@
+"""`tracking.runs` against a real MLflow store (SQLite in a temporary folder) and real git: a long param is cut to
+MLflow's 6000 characters (also where MLflow would refuse it rather than cut it), a curve without steps is logged
+at steps 0, 1, 2, ..., the run keeps the latest value of each metric, a failed run keeps a description it
+already had and a 5000-character error tag, the description's lines lose trailing blanks, an experiment of a
+SQLite store keeps its artifacts in the work directory, a checkout with uncommitted changes is `-dirty`; and
+`sync_journals` on hand-written journals: a run whose writer is gone is ended FAILED (with the reason of a torn
+or an abandoned journal) unless the server has it ended, and a journal written on another host is left alone;
+a run whose server is unreachable goes on offline and keeps its journal unsent."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+from mlflow_store import new_store
+
+from specbench.tracking.journal import journal_dir
+from specbench.tracking.runs import (
+    ABANDONED_ERROR,
+    DESCRIPTION_TAG,
+    TORN_ERROR,
+    TrackedRun,
+    git_commit,
+    sync_journals,
+)
+
+pytestmark = pytest.mark.unit
+T0 = 1_700_000_000_000  # ms
+
+
+class Store:
+    def __init__(self, folder: Path) -> None:
+        self.home = folder / "home"
+        self.uri = new_store(folder)
+        self.client = MlflowClient(tracking_uri=self.uri)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    folder = tmp_path_factory.mktemp("runs_store")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("SPECBENCH_HOME", str(folder / "home"))
+    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    yield Store(folder)
+    mp.undo()
+
+
+def test_params_curves_and_latest_metrics(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRUNCATE_LONG_VALUES", "false")  # as a store that refuses long values does
+    with TrackedRun("runs", "logged", store.uri, {"kind": "test"}) as run:
+        run.log_params({"long": "x" * 7000, "beam": 5})
+        run.log_curve("recall", [0.5, 0.7, 0.9])
+        run.log_metrics({"wer": 0.3})
+        run.log_metrics({"wer": 0.25, "bleu": 30}, step=1)
+        run.set_description(["job: ok   ", "  wer 0.25\t"])
+        assert run.metrics == {"wer": 0.25, "bleu": 30.0}
+    got = store.client.get_run(run.run_id)
+    assert got.data.params["long"] == "x" * 6000 and got.data.params["beam"] == "5"
+    assert [(m.step, m.value) for m in store.client.get_metric_history(run.run_id, "recall")] == \
+        [(0, 0.5), (1, 0.7), (2, 0.9)]
+    assert got.data.tags[DESCRIPTION_TAG] == "```text\njob: ok\n  wer 0.25\n```"
+    exp = store.client.get_experiment(got.info.experiment_id)
+    assert exp.artifact_location == (store.home.resolve() / "mlartifacts" / "runs").as_uri()
+    assert got.info.status == "FINISHED"
+
+
+def test_a_failed_run_keeps_its_description_and_a_long_error(store: Store) -> None:
+    with pytest.raises(RuntimeError), TrackedRun("runs", "failing", store.uri) as run:
+        run.set_description(["failing: what it did"])
+        raise RuntimeError("e" * 6000)
+    tags = store.client.get_run(run.run_id).data.tags
+    assert tags[DESCRIPTION_TAG] == "```text\nfailing: what it did\n```"
+    assert tags["error"] == ("RuntimeError: " + "e" * 6000)[:5000] and tags["error_type"] == "RuntimeError"
+    assert store.client.get_run(run.run_id).info.status == "FAILED"
+
+
+def test_an_uncommitted_change_makes_the_commit_dirty(tmp_path: Path) -> None:
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("1")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    sha = git("rev-parse", "HEAD")
+    assert git_commit(tmp_path) == sha
+    (tmp_path / "a.txt").write_text("2")
+    assert git_commit(tmp_path) == f"{sha}-dirty"
+    assert git_commit(tmp_path / "no-such-folder") == "unknown"
+
+
+def _dead_pid() -> int:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+def _journal(store: Store, name: str, ops: list[dict[str, Any]], *, run_id: str | None = None,
+             host: str | None = None, tail: str = "") -> Path:
+    """A journal as a job whose process died left it: its create (sent when `run_id` is given), then `ops`."""
+    create = {"op": "create", "tracking_uri": store.uri, "experiment": "synced", "run_name": name, "tags": {},
+              "start_ms": T0, "host": host or socket.gethostname(), "pid": _dead_pid(), "run_id": run_id,
+              "sent": run_id is not None}
+    path = journal_dir() / f"{name}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(op) + "\n" for op in [create, *ops]) + tail)
+    return path
+
+
+def test_sync_ends_abandoned_runs_failed_unless_the_server_ended_them(store: Store) -> None:
+    metrics = {"op": "metrics", "metrics": [["wer", 0.5, T0, 0]], "sent": False}
+    _journal(store, "abandoned", [metrics])
+    _journal(store, "torn", [metrics], tail='{"op": "par')
+    exp = store.client.create_experiment("synced-before")
+    killed = store.client.create_run(exp, run_name="killed", start_time=T0).info.run_id
+    store.client.set_terminated(killed, "KILLED")
+    _journal(store, "killed", [metrics], run_id=killed)
+    elsewhere = _journal(store, "elsewhere", [metrics], host=socket.gethostname() + "-other")
+    report = sync_journals()
+    ids = {name.removesuffix(".jsonl"): run_id for name, run_id, _ in report.sent}
+    assert set(ids) == {"abandoned", "torn", "killed"} and ids["killed"] == killed
+    assert [b for b in report.busy if str(elsewhere) in b and "written on host" in b]
+    assert elsewhere.is_file()
+    runs = {name: store.client.get_run(run_id) for name, run_id in ids.items()}
+    assert runs["abandoned"].info.status == "FAILED" and runs["abandoned"].data.tags["error"] == ABANDONED_ERROR
+    assert runs["torn"].info.status == "FAILED" and runs["torn"].data.tags["error"] == TORN_ERROR
+    assert runs["killed"].info.status == "KILLED" and "error" not in runs["killed"].data.tags
+    assert all(r.data.metrics == {"wer": 0.5} for r in runs.values())
+    assert any("the server has it ended (KILLED)" in p for p in report.problems)
+
+
+def test_a_run_whose_server_is_unreachable_keeps_its_journal(store: Store, monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "0")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens there
+    with TrackedRun("runs", "offline", f"http://127.0.0.1:{port}") as run:
+        run.log_metrics({"wer": 0.5})
+    assert run.offline and run.run_id == f"offline-{run.journal.path.stem}"
+    entries = run.journal.entries()  # kept, with nothing of it sent
+    assert [e["op"] for e in entries] == ["create", "metrics", "end"] and not any(e["sent"] for e in entries)
+    assert "specbench sync" in capsys.readouterr().err
+    run.journal.remove()  # not for the sync of another test
