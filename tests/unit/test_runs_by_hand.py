@@ -57,6 +57,8 @@ def test_params_curves_and_latest_metrics(store: Store, monkeypatch: pytest.Monk
     with TrackedRun("runs", "logged", store.uri, {"kind": "test"}) as run:
         run.log_params({"long": "x" * 7000, "beam": 5})
         run.log_curve("recall", [0.5, 0.7, 0.9])
+        with pytest.raises(ValueError, match="curve 'precision' has 3 values but 2 steps"):
+            run.log_curve("precision", [0.5, 0.7, 0.9], steps=[0, 10])  # no point is dropped silently
         run.log_metrics({"wer": 0.3})
         run.log_metrics({"wer": 0.25, "bleu": 30}, step=1)
         run.set_description(["job: ok   ", "  wer 0.25\t"])
@@ -65,6 +67,7 @@ def test_params_curves_and_latest_metrics(store: Store, monkeypatch: pytest.Monk
     assert got.data.params["long"] == "x" * 6000 and got.data.params["beam"] == "5"
     assert [(m.step, m.value) for m in store.client.get_metric_history(run.run_id, "recall")] == \
         [(0, 0.5), (1, 0.7), (2, 0.9)]
+    assert "precision" not in got.data.metrics
     assert got.data.tags[DESCRIPTION_TAG] == "```text\njob: ok\n  wer 0.25\n```"
     exp = store.client.get_experiment(got.info.experiment_id)
     assert exp.artifact_location == (store.home.resolve() / "mlartifacts" / "runs").as_uri()

@@ -180,9 +180,12 @@ class TrackedRun:
         self._do({"op": "metrics", "metrics": [(k, float(v), now, int(step)) for k, v in metrics.items()]})
 
     def log_curve(self, name: str, values: list[float], steps: list[int] | None = None) -> None:
-        """One metric over steps (a curve's points: step = threshold or k index)."""
+        """One metric over steps (a curve's points: step = threshold or k index); `steps`, when given, holds
+        one step per value (ValueError otherwise, before anything is logged)."""
         now = int(time.time() * 1000)
         steps = steps if steps is not None else list(range(len(values)))
+        if len(steps) != len(values):
+            raise ValueError(f"curve {name!r} has {len(values)} values but {len(steps)} steps; give one step per value")
         self._do({"op": "metrics", "metrics": [(name, float(v), now, int(s)) for v, s in zip(values, steps)]})
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
