@@ -96,8 +96,14 @@ def _sphinx_set(name: str, folder: Path, transcription: str) -> list[RecordedUtt
             continue
         utt = match["id"].strip()
         wav = folder / f"{utt}.wav"
-        status = STATUS_OK if wav.is_file() else f"{path}, line {lineno}: no audio file {wav}. {_INSTALL}"
-        out.append(RecordedUtterance(name, utt, wav if wav.is_file() else None, normalize(match["text"]), status))
+        words = normalize(match["text"])
+        if not wav.is_file():
+            status = f"{path}, line {lineno}: no audio file {wav}. {_INSTALL}"
+        elif not words:  # a WER over no reference words counts only insertions: left out, as in the Asterisk set
+            status = f"{path}, line {lineno}: the transcript of {utt} has no words; left out"
+        else:
+            status = STATUS_OK
+        out.append(RecordedUtterance(name, utt, wav if wav.is_file() else None, words, status))
     return out
 
 
