@@ -147,3 +147,19 @@ def test_a_wav_replaced_behind_its_sidecar_is_synthesized_again(tmp_path: Path, 
     again = synthesize_row(row, tmp_path)
     assert again["num_samples"] == first["num_samples"] != 100
     assert again["end_of_speech_s"] == first["end_of_speech_s"] and again["duration_s"] == first["duration_s"]
+
+
+def test_eval_voices_rates_and_snrs_are_balanced_each_and_crossed_not_confounded() -> None:
+    # 60 devel texts, 2 voices, 3 rates, 3 SNRs: each voice 30 times, each rate and SNR 20 times. Each is drawn
+    # in its own random order, so rate and SNR meet in all 9 pairs and no voice always gets the same rate (a
+    # rotation by row number would give rate i % 3 and SNR i % 3: only 3 pairs, rate and noise confounded).
+    devel = [_utt(i, f"text {i}") for i in range(60)]
+    plan = CorpusPlan(seed=2, train_sentences=1, devel_sentences=0, test_sentences=1)
+    rows = [r for r in plan_utterances(plan, training_text=["x"], eval_utterances={"devel": devel, "test": devel})
+            .to_pylist() if r["split"] == "devel"]
+    voices, rates, snrs = ([r[k] for r in rows] for k in ("voice", "rate", "snr_db"))
+    assert sorted(voices.count(v) for v in set(voices)) == [30, 30] and set(voices) == set(HELD_OUT_VOICES)
+    assert sorted(rates.count(x) for x in set(rates)) == [20, 20, 20]
+    assert sorted(snrs.count(x) for x in set(snrs)) == [20, 20, 20]
+    assert len(set(zip(rates, snrs))) == 9
+    assert all(len({rate for v, rate in zip(voices, rates) if v == voice}) == 3 for voice in HELD_OUT_VOICES)
