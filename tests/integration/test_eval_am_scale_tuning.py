@@ -4,8 +4,9 @@ One set of scores, a devel reference and a test reference that disagree on which
 whose phones spell "stop" (log-likelihood 0 a frame) and, slightly worse, "play" (-0.025 a frame, 0.2 in all);
 a unigram LM that prefers "play" by 0.1 in log10 (0.230 in cost). Kaldi's FasterDecoder (the decoder the job
 uses, here run directly) says "play" at scale 0.5 (0.5 x 0.2 < 0.230) and "stop" at 2.0 (2.0 x 0.2 > 0.230).
-The devel utterance says "play", the test utterance "stop": the devel-tuned scale is 0.5, and the test WER at
-that scale is 1, though test alone would pick 2.0 and a WER of 0. Real Ray tasks, a real composed TLG.
+The devel utterance says "play", the test utterance "stop": the devel-tuned scale is 0.5 (0.25 says "play"
+too: a tie goes to the smaller scale, 0.25), and the test WER at that scale is 1, though test alone would pick
+2.0 and a WER of 0. Real Ray tasks, a real composed TLG.
 """
 
 from __future__ import annotations
@@ -45,17 +46,17 @@ def test_the_acoustic_scale_is_the_devel_best_and_test_is_read_only_at_it(
     mat = _scores()
     row = scores_table([("u", mat)]).to_pylist()
     said = {scale: [words.symbols[w] for w in decode_rows(str(tlg), row, SearchOptions(acoustic_scale=scale))[0]
-                    ["word_ids"]] for scale in (0.5, 2.0)}
-    assert said == {0.5: ["play"], 2.0: ["stop"]}  # the premise, from the decoder alone
+                    ["word_ids"]] for scale in (0.25, 0.5, 2.0)}
+    assert said == {0.25: ["play"], 0.5: ["play"], 2.0: ["stop"]}  # the premise, from the decoder alone
 
     devel = [{"utt_id": "d", "normalized_text": "play", "voice": "v"}]
     test = [{"utt_id": "t", "normalized_text": "stop", "voice": "v"}]
-    config = EvalAmConfig(decode=DecodeSection(acoustic_scales=(2.0, 0.5)))
+    config = EvalAmConfig(decode=DecodeSection(acoustic_scales=(2.0, 0.5, 0.25)))
     prons = {w: list(p) for w, p in (("jazz", [("JH", "AE", "Z")]), ("play", [("P", "L", "EY")]),
                                      ("stop", [("S", "T", "AA", "P")]))}
     metrics, tuning, hyps = _scored_metrics(tlg, devel, test, scores_table([("d", mat)]), scores_table([("t", mat)]),
                                             config, words, prons, {"play", "jazz", "stop"})
-    assert tuning == {2.0: 1.0, 0.5: 0.0}
-    assert (metrics["asr.acoustic_scale"], metrics["asr.devel_wer"], metrics["asr.wer"]) == (0.5, 0.0, 1.0)
+    assert tuning == {2.0: 1.0, 0.5: 0.0, 0.25: 0.0}
+    assert (metrics["asr.acoustic_scale"], metrics["asr.devel_wer"], metrics["asr.wer"]) == (0.25, 0.0, 1.0)
     assert hyps == {"t": ["play"]}
     assert metrics["asr.wer.v"] == 1.0 and metrics["asr.wer_all_words_in_lm_text"] == 1.0
