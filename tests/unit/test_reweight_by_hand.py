@@ -1,6 +1,7 @@
 """Johnson reweighting of epsilon arcs (`wfst.reweight`) on small graphs computed by hand: a start state that
 is not state 0, an epsilon chain as long as the graph (the most Bellman-Ford rounds a graph without a negative
-cycle needs), and two epsilon paths whose costs differ by less than the convergence tolerance."""
+cycle needs), two epsilon paths whose costs differ by less than the convergence tolerance, potentials exact
+when two paths differ by more than it, and the graph without states."""
 
 from __future__ import annotations
 
@@ -55,3 +56,18 @@ def test_epsilon_weights_are_nonnegative_when_two_paths_differ_by_less_than_the_
     before, after = _costs(graph, 3), _costs(out, 3)
     assert before.keys() == after.keys()
     assert [after[k] for k in sorted(after)] == pytest.approx([before[k] for k in sorted(before)], abs=1e-6)
+
+
+def test_potentials_are_exact_when_two_paths_differ_by_half_a_thousandth() -> None:
+    """0 -eps/-1-> 1 -eps/-5e-4-> 2 and 0 -eps/-1-> 2: after one round h(2) = -1 (the direct arc), the second
+    round improves it by 5e-4 through state 1, far above the tolerance: h = (0, -1, -1.0005) by hand."""
+    graph = from_arrays(0, np.array([np.inf, np.inf, 0.0]), src=np.array([0, 0, 1]), dest=np.array([1, 2, 2]),
+                        ilabel=np.zeros(3, dtype=int), olabel=np.zeros(3, dtype=int),
+                        weight=np.array([-1.0, -1.0, -5e-4]))
+    assert epsilon_potentials(graph) == pytest.approx([0.0, -1.0, -1.0005], abs=1e-9)
+
+
+def test_a_graph_without_states_has_no_potentials() -> None:
+    graph = from_arrays(-1, np.zeros(0), src=np.zeros(0, dtype=int), dest=np.zeros(0, dtype=int),
+                        ilabel=np.zeros(0, dtype=int), olabel=np.zeros(0, dtype=int), weight=np.zeros(0))
+    assert epsilon_potentials(graph).shape == (0,)
