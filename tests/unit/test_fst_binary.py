@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from specbench.errors import DataError, FstFormatError
 from specbench.wfst.fst_binary import (
-    COMPUTED_PROPERTIES,
     K_EXPANDED,
     K_MUTABLE,
     FstArrays,
@@ -255,7 +254,9 @@ def test_vector_with_unknown_number_of_states_reads_to_the_end(tmp_path: Path) -
 
 
 def assert_written_file_ok(fst: FstArrays, path: Path) -> None:
-    """Our vector file of `fst` reads back in kaldifst identically and with truthful property bits."""
+    """Our vector file of `fst` reads back in kaldifst identically and with the property bits we wrote (OpenFst
+    trusts stored bits it knows, so whether they are true is checked against OpenFst's own computation on a
+    freshly compiled FST, in test_fst_binary_by_hand)."""
     write_vector_fst(path, fst)
     reference = kaldifst.StdVectorFst.read(str(path))
     assert reference is not None
@@ -263,7 +264,6 @@ def assert_written_file_ok(fst: FstArrays, path: Path) -> None:
     ours = compute_properties(fst)
     assert ours & (K_EXPANDED | K_MUTABLE) == K_EXPANDED | K_MUTABLE
     assert reference.properties(2**64 - 1, False) == ours  # stored as written
-    assert reference.properties(COMPUTED_PROPERTIES, True) == ours & COMPUTED_PROPERTIES
     assert arrays_walk(read_fst(path)) == arrays_walk(fst)
 
 
