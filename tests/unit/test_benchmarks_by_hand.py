@@ -1,0 +1,50 @@
+"""The benchmark configs by hand: the decoder benchmark's default backends (every one but the lattice twin),
+the bounds of its counts on both sides, its non-empty lists, and the completion benchmark's devices."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specbench.config import BenchDecoderConfig
+from specbench.errors import ConfigError
+from specbench.experiments.registry import load_config
+
+pytestmark = pytest.mark.unit
+
+
+def load(tmp_path: Path, text: str):
+    path = tmp_path / "bench.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
+def test_the_default_backends_are_all_but_the_lattice_twin() -> None:
+    assert BenchDecoderConfig().backends == ("kaldi", "cpu", "cpu_lattice", "cpu_numpy", "twin", "gpu",
+                                             "gpu_lattice", "cpu_scaling", "cpu_startup", "cpu_partial_posteriors")
+
+
+@pytest.mark.parametrize(("key", "good", "bad", "allowed"), [
+    ("min_active", 0, -1, "0 <= min_active <= 10000000"),
+    ("ratio_rounds", 0, -1, "0 <= ratio_rounds <= 20"),
+    ("ratio_rounds", 20, 21, "0 <= ratio_rounds <= 20"),
+    ("stream_seconds", 0.0, -0.5, "0.0 <= stream_seconds <= 3600.0"),
+    ("gpu_table_slots", 0, -1, "0 <= gpu_table_slots <= 1073741824"),
+])
+def test_a_decoder_benchmark_count_accepts_its_bound_and_refuses_the_next(tmp_path: Path, key: str, good: float,
+                                                                          bad: float, allowed: str) -> None:
+    assert getattr(load(tmp_path, f'kind = "bench_decoder"\n{key} = {good}\n'), key) == good
+    with pytest.raises(ConfigError) as err:
+        load(tmp_path, f'kind = "bench_decoder"\n{key} = {bad}\n')
+    assert f"bench.toml: key '{key}' = {bad!r}: out of range; allowed: {allowed}" in str(err.value)
+
+
+def test_the_decoder_benchmark_needs_gpu_decoder_counts(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"top-level keys: gpu_decoders and backends must each list at least one"):
+        load(tmp_path, 'kind = "bench_decoder"\ngpu_decoders = []\n')
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda", "auto"])
+def test_the_completion_benchmark_runs_on_any_device_it_names(tmp_path: Path, device: str) -> None:
+    assert load(tmp_path, f'kind = "bench_completion"\ndevice = "{device}"\n').device == device
