@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
-from mlflow_store import new_store
+from mlflow_store import new_store, store_home
 
 from specbench.errors import ConfigError
 from specbench.tracking.baseline import find_baseline, quoted, record_nightly_verdict, set_baseline
@@ -62,12 +62,8 @@ class Store:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    folder = tmp_path_factory.mktemp("baseline_store")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPECBENCH_HOME", str(folder / "home"))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    yield Store(folder)
-    mp.undo()
+    with store_home(tmp_path_factory, "baseline_store") as folder:
+        yield Store(folder)
 
 
 def test_the_previous_nightly_is_the_newest_run_of_a_passing_nightly(store: Store) -> None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
-from mlflow_store import new_store
+from mlflow_store import new_store, store_home
 
 from specbench.errors import ConfigError
 from specbench.tracking.compare import Comparison, Row, compare_runs
@@ -56,14 +55,10 @@ def test_the_version_warning_counts_versions_per_job_kind() -> None:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, MlflowClient, str]]:
     """(uri, client, experiment id) of a new SQLite store."""
-    folder: Path = tmp_path_factory.mktemp("compare_store")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPECBENCH_HOME", str(folder / "home"))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    uri = new_store(folder)
-    client = MlflowClient(tracking_uri=uri)
-    yield uri, client, client.create_experiment("cmp", artifact_location=(folder / "art").as_uri())
-    mp.undo()
+    with store_home(tmp_path_factory, "compare_store") as folder:
+        uri = new_store(folder)
+        client = MlflowClient(tracking_uri=uri)
+        yield uri, client, client.create_experiment("cmp", artifact_location=(folder / "art").as_uri())
 
 
 def _run(store: tuple[str, MlflowClient, str], name: str, tags: dict[str, str], params: dict[str, str],

@@ -8,13 +8,11 @@ whatever error came before it."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +21,7 @@ import pytest
 import requests
 from mlflow.exceptions import RestException
 from mlflow.tracking import MlflowClient
-from mlflow_store import new_store
+from mlflow_store import http_server_answering, new_store, store_home
 
 from specbench.tracking.journal import (
     DamagedJournal,
@@ -52,12 +50,8 @@ class Store:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    folder = tmp_path_factory.mktemp("journal_store")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPECBENCH_HOME", str(folder / "home"))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    yield Store(folder)
-    mp.undo()
+    with store_home(tmp_path_factory, "journal_store") as folder:
+        yield Store(folder)
 
 
 def test_many_params_and_metrics_all_arrive_in_batches(store: Store) -> None:
@@ -157,21 +151,8 @@ def test_a_writers_liveness_is_told_only_on_its_own_host() -> None:
 @pytest.fixture
 def gateway_timeout() -> Iterator[str]:
     """An HTTP server on 127.0.0.1 that answers every request 504, as a proxy whose upstream is down does."""
-
-    class Timeout(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_error(504)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Timeout)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server_answering(504) as url:
+        yield url
 
 
 def test_a_504_answer_is_an_unreachable_server(gateway_timeout: str) -> None:

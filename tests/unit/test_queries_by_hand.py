@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
-from mlflow_store import new_store
+from mlflow_store import new_store, store_home
 
 from specbench.errors import ConfigError
 from specbench.tracking.queries import recent_runs, resolve_run_id, run_minutes, stepped_metrics
@@ -43,12 +43,8 @@ class Store:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    folder = tmp_path_factory.mktemp("queries_store")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPECBENCH_HOME", str(folder / "home"))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    yield Store(folder)
-    mp.undo()
+    with store_home(tmp_path_factory, "queries_store") as folder:
+        yield Store(folder)
 
 
 def test_recent_runs_are_newest_first_limited_and_of_the_experiment_asked(store: Store) -> None:

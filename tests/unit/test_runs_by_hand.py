@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
-from mlflow_store import new_store
+from mlflow_store import new_store, store_home
 
 from specbench.tracking.journal import journal_dir
 from specbench.tracking.runs import (
@@ -44,12 +44,8 @@ class Store:
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    folder = tmp_path_factory.mktemp("runs_store")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("SPECBENCH_HOME", str(folder / "home"))
-    mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-    yield Store(folder)
-    mp.undo()
+    with store_home(tmp_path_factory, "runs_store") as folder:
+        yield Store(folder)
 
 
 def test_params_curves_and_latest_metrics(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:

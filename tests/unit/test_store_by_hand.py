@@ -5,12 +5,11 @@ answers with an HTTP error status counts as reachable."""
 
 from __future__ import annotations
 
-import http.server
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mlflow_store import http_server_answering
 
 from specbench.errors import SpecbenchError
 from specbench.tracking.store import (
@@ -95,22 +94,8 @@ def test_an_empty_file_is_a_new_store_a_non_sqlite_one_is_refused(tmp_path: Path
 @pytest.fixture
 def answering_404() -> Iterator[str]:
     """An HTTP server on 127.0.0.1 that answers every request 404."""
-
-    class NotFound(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_error(404)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with http_server_answering(404) as url:
+        yield url
 
 
 def test_a_server_answering_an_http_error_is_reachable(answering_404: str) -> None:
