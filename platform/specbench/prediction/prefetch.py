@@ -123,6 +123,8 @@ class _Best:
 
 
 def requests_frame(requests: Any) -> pl.DataFrame:
+    """The requests table checked (its columns, one row per request, finite ends of speech) as `request_id`
+    (string), `end_of_speech_ms` (float) and `_req`, the row index; `DataError` naming what is wrong."""
     req = as_polars(requests, "requests")
     require_columns(req, REQUEST_COLUMNS, "requests")
     if req.height == 0:
@@ -151,6 +153,7 @@ def _check_scores(scores: Any, rows: int) -> np.ndarray:
 
 
 def check_known_requests(pred: pl.DataFrame, req: pl.DataFrame) -> None:
+    """`DataError` naming the first request of `pred` that `req` lacks (both with string `request_id`s)."""
     unknown = pred.select("request_id").join(req.select("request_id"), on="request_id", how="anti")
     if unknown.height:
         raise DataError(f"predictions table names request_id {unknown.get_column('request_id')[0]!r}, which the "
