@@ -47,15 +47,21 @@ TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 
 
 def token_available(environ: Mapping[str, str] | None = None, home: Path | None = None) -> bool:
-    """Whether this machine holds a Ray auth token where Ray looks for one: `$RAY_AUTH_TOKEN`, the file that
-    `$RAY_AUTH_TOKEN_PATH` names, or `~/.ray/auth_token`."""
+    """Whether Ray would find an auth token on this machine, by its own loader's rules: `$RAY_AUTH_TOKEN` when
+    set (blanks are no token, and nothing else is read); else, when `$RAY_AUTH_TOKEN_PATH` is set, the file it
+    names and no other (the path taken as written: Ray expands no `~`); else `~/.ray/auth_token`. A file's token
+    is its first line, trimmed."""
     env = os.environ if environ is None else environ
-    if env.get(TOKEN_ENV, "").strip():
-        return True
+    given = env.get(TOKEN_ENV, "")
+    if given:
+        return bool(given.strip())
     named = env.get(TOKEN_PATH_ENV, "")
-    if named:
-        return Path(named).expanduser().is_file()
-    return ((home if home is not None else Path.home()) / ".ray" / "auth_token").is_file()
+    path = Path(named) if named else (home if home is not None else Path.home()) / ".ray" / "auth_token"
+    try:
+        with open(path, encoding="utf-8", errors="replace") as token_file:
+            return bool(token_file.readline().strip())
+    except OSError:  # missing, a folder, unreadable
+        return False
 
 
 def auth_mode_for(start_local: bool, given: str | None, token_here: bool) -> str | None:
