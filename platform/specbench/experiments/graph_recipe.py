@@ -205,7 +205,9 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
     return GraphArtifacts(final, stats, reused=False)
 
 
-def _texts(config: GraphConfig) -> tuple[list[list[str]], dict[str, list[list[str]]]]:
+def texts(config: GraphConfig) -> tuple[list[list[str]], dict[str, list[list[str]]]]:
+    """SLURP's training sentences (unique ones with `[lm] deduplicate`) and its devel and test sentences,
+    normalized, empty ones left out."""
     train = [text_norm.normalize_words(s) for s in slurp.read_training_text(config.lm.deduplicate)]
     train = [w for w in train if w]
     if config.lm.deduplicate:
@@ -215,24 +217,39 @@ def _texts(config: GraphConfig) -> tuple[list[list[str]], dict[str, list[list[st
     return train, evals
 
 
+def graph_vocabulary(config: GraphConfig, train: list[list[str]], evals: dict[str, list[list[str]]]) -> set[str]:
+    """The graph's words: the training text's and those of the `[lm] extra_vocabulary` splits."""
+    vocab = {w for s in train for w in s}
+    for split in config.lm.extra_vocabulary:
+        vocab.update(w for s in evals[split] for w in s)
+    return vocab
+
+
+def estimate_lm(config: GraphConfig, train: list[list[str]], vocab: set[str], out: Path) -> arpa_mod.ArpaModel:
+    """The graph's LM: lmplz on the training sentences (`out/train.txt`, raw model `out/lm.raw.arpa`), then
+    <unk>'s probability given to the graph's words the training text lacks (`arpa.spread_unknown`)."""
+    (out / "train.txt").write_text("".join(" ".join(s) + "\n" for s in train), encoding="utf-8")
+    # with unigram interpolation, the uniform distribution spans the graph's words, </s> and <unk> (not <s>)
+    kenlm_tools.estimate_arpa(out / "train.txt", out / "lm.raw.arpa", config.lm.order,
+                              vocab_pad=len(vocab) + 2, memory=config.lm.memory,
+                              discount_fallback=config.lm.discount_fallback,
+                              interpolate_unigrams=config.lm.interpolate_unigrams)
+    seen = {w for s in train for w in s}
+    return arpa_mod.spread_unknown(arpa_mod.read_arpa(out / "lm.raw.arpa"), vocab - seen,
+                                   unk_is_one_word=config.lm.interpolate_unigrams)
+
+
 def _build_into(config: GraphConfig, out: Path, step: Step) -> GraphStats:
     start = time.perf_counter()
     step("normalizing SLURP text")
-    train, evals = _texts(config)
+    train, evals = texts(config)
     vocab_train = {w for s in train for w in s}
-    vocab = set(vocab_train)
-    for split in config.lm.extra_vocabulary:
-        vocab.update(w for s in evals[split] for w in s)
+    vocab = graph_vocabulary(config, train, evals)
     step(f"building the lexicon of {len(vocab)} words (CMUdict, espeak-ng for the rest)")
     lex = lexicon.build_lexicon(sorted(vocab), data_file("cmudict/cmudict.dict"), voice=config.lexicon.espeak_voice)
     lexicon.write_lexicon(lex, out / "lexicon.txt")
     step(f"estimating a {config.lm.order}-gram LM with lmplz")
-    (out / "train.txt").write_text("".join(" ".join(s) + "\n" for s in train), encoding="utf-8")
-    kenlm_tools.estimate_arpa(out / "train.txt", out / "lm.raw.arpa", config.lm.order,
-                              vocab_pad=len(vocab) + 3, memory=config.lm.memory,
-                              discount_fallback=config.lm.discount_fallback,
-                              interpolate_unigrams=config.lm.interpolate_unigrams)
-    model = arpa_mod.spread_unknown(arpa_mod.read_arpa(out / "lm.raw.arpa"), vocab - vocab_train)
+    model = estimate_lm(config, train, vocab, out)
     arpa_mod.write_arpa(model, out / "lm.arpa")
     step("composing L, G and T into TLG")
     entries, max_k = topology.add_disambiguation(lex.prons)

@@ -4,9 +4,11 @@ Log probabilities are log10, as in the ARPA format. The back-off rule (Katz/KenL
 p(w | h) = p*(w | h) if the n-gram (h, w) is listed, else bow(h) * p(w | h'), h' = h without its
 oldest word; bow of an unlisted context is 1 (log10 0).
 
-`spread_unknown` removes `<unk>` and lists each known-but-unseen vocabulary word as a unigram with an equal
-share of p(<unk>): the graph can then recognize words that the training text never had (an assistant knows
-its entity lists) while every context's distribution still sums to one.
+`spread_unknown` removes `<unk>` and lists each known-but-unseen vocabulary word as a unigram: with an equal
+share of p(<unk>) when p(<unk>) is the mass of all unseen words together (lmplz `--interpolate_unigrams 0`), or
+with p(<unk>) itself when it is one word's share of a uniform distribution (lmplz's unigram interpolation over
+a padded vocabulary). The graph can then recognize words that the training text never had (an assistant knows
+its entity lists) while every context's distribution still sums to one (to within that one share).
 """
 
 from __future__ import annotations
@@ -153,8 +155,10 @@ def write_arpa(model: ArpaModel, path: Path) -> None:
     Path(path).write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
-def spread_unknown(model: ArpaModel, unseen_words: Iterable[str]) -> ArpaModel:
-    """A copy of `model` with `<unk>` replaced by the given words, each with p(<unk>) / count.
+def spread_unknown(model: ArpaModel, unseen_words: Iterable[str], *, unk_is_one_word: bool = False) -> ArpaModel:
+    """A copy of `model` with `<unk>` replaced by the given words, each with p(<unk>) / count, or, with
+    `unk_is_one_word`, each with p(<unk>): lmplz's unigram interpolation over a vocabulary padded to the
+    graph's gives `<unk>` one padded word's uniform share, which is what each unseen word is due.
 
     Words already in the model are ignored. Without unseen words, `<unk>` is simply dropped (the graph has
     no unknown-word token). Higher-order n-grams never contain `<unk>` (lmplz sees no `<unk>` in text).
@@ -166,6 +170,6 @@ def spread_unknown(model: ArpaModel, unseen_words: Iterable[str]) -> ArpaModel:
         if unk is None:
             raise ArpaFormatError("the ARPA model has no <unk> unigram to spread over unseen words. "
                                   "Fix: estimate it with lmplz (which always writes <unk>).")
-        share = unk[0] - math.log10(len(words))
+        share = unk[0] if unk_is_one_word else unk[0] - math.log10(len(words))
         unigrams.update({(w,): (share, 0.0) for w in words})
     return ArpaModel(order=model.order, ngrams=[unigrams, *model.ngrams[1:]])
