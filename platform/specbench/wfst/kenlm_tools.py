@@ -94,11 +94,11 @@ def estimate_arpa(text: Path, arpa: Path, order: int, vocab_pad: int = 0, memory
     """Run lmplz on `text` (one normalized sentence per line) and write `arpa`; returns lmplz's log.
 
     Without `interpolate_unigrams`, p(<unk>) is the whole discounted unigram mass (SRILM's behaviour), the
-    mass of all the words the LM never saw together (later spread over the known unseen words of the
-    graph's vocabulary); it fits SLURP's held-out text better. With it (lmplz's default) the unigrams are
-    interpolated with a uniform distribution over `vocab_pad` words (at least the model's own words), and
-    p(<unk>) is *one* word's uniform share, gamma / vocab_pad: the probability of each padded word, not
-    their total, so the listed unigrams and <unk> sum to less than one.
+    mass of all the words the LM never saw together (later spread over the known unseen words of the graph's
+    vocabulary); it fits SLURP's devel text a little better (`docs/graph.md`). With it (lmplz's default) the
+    unigrams are interpolated with a uniform distribution over `vocab_pad` words (at least the model's own,
+    `<s>` not counted), and p(<unk>) is *one* word's uniform share, gamma / vocab_pad: the probability of
+    each padded word, not their total, so the listed unigrams and <unk> sum to less than one.
     """
     cmd = [str(kenlm_binary("lmplz")), "-o", str(order), "-S", memory, "-T", str(arpa.parent),
            "--text", str(text), "--arpa", str(arpa)]
