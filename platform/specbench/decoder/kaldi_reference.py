@@ -31,6 +31,7 @@ from specbench.decoder.result import (
     decode_each,
 )
 from specbench.errors import DataError
+from specbench.wfst.graph import read_graph
 
 
 @dataclass(frozen=True)
@@ -88,19 +89,23 @@ class KaldiFasterDecoder:
             beam=options.beam, max_active=options.max_active, min_active=options.min_active,
             beam_delta=options.beam_delta)
         self.acoustic_scale = float(options.acoustic_scale)
+        # DecodableCtc reads column label - 1 without a bounds check: scores narrower than the graph's largest
+        # input label would be read past their row (another frame's scores, or past the array).
+        self.max_ilabel = read_graph(graph_path).max_ilabel
 
     def linear_path(self, loglikes: np.ndarray, utt_id: str = "") -> LinearPath | None:
         """The best path of loglikes (T, P) float32 as a LinearPath; None when no path reaches a final
         state. Scores that `inputs.checked_scores` rejects raise ValueError naming the utterance."""
-        return self._search(checked_scores(str(utt_id), loglikes))
+        return self._search(checked_scores(str(utt_id), loglikes, self.max_ilabel))
 
     def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
         """Decode one utterance: loglikes (T, P) float32; T == 0 gives "empty utterance", no path to a final
-        state "no final state reached". `partial_every` must be None or 0 (Kaldi gives the 1-best only)."""
+        state "no final state reached"; fewer columns than the graph's largest input label raise ValueError
+        (as in every backend). `partial_every` must be None or 0 (Kaldi gives the 1-best only)."""
         if partial_every:
             self.options.require_one_best("kaldi", partials=True)
         utt_id = str(utt_id)
-        scores = checked_scores(utt_id, loglikes)
+        scores = checked_scores(utt_id, loglikes, self.max_ilabel)
         frames = scores.shape[0]
         if frames == 0:
             return DecodeResult.failed(utt_id, STATUS_EMPTY, 0, DecodeStats())
