@@ -64,19 +64,23 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
 
 def test_a_bench_job_whose_backend_fails_ends_its_run_failed_with_what_was_measured(
         slurp_graph: GraphArtifacts, tmp_path: Path) -> None:
-    """A real benchmark job in which one backend fails at run time (the CPU decoder refuses scores narrower
-    than the graph's input labels; Kaldi's decodes them): the run ends FAILED naming the backend, and what
-    the others measured is logged first (`specbench bench` exits 1 on the same result)."""
+    """A real benchmark job in which one backend fails at run time (the compiled CPU decoder takes at most
+    65,536 score columns; Kaldi's decodes a graph whose input labels go beyond): the run ends FAILED naming the
+    backend, and what the others measured is logged first (`specbench bench` exits 1 on the same result)."""
+    import kaldifst
     import numpy as np
     from mlflow.tracking import MlflowClient
 
+    wide = tmp_path / "wide.fst"  # one word over frames of input label 70,000
+    assert kaldifst.StdConstFst(kaldifst.compile("0 1 70000 1 0.5\n1 1 70000 0 0.5\n1 0\n",
+                                                 keep_state_numbering=True)).write(str(wide))
     rng = np.random.default_rng(2)
-    scores = tmp_path / "narrow.npz"  # 10 columns for a graph whose labels go up to 40; held-out-voice ids
-    np.savez(scores, **{f"u{i}-flite-rms-{i}": np.log(rng.dirichlet(np.ones(10), size=30)).astype(np.float32)
+    scores = tmp_path / "wide.npz"  # 70,000 columns; held-out-voice ids
+    np.savez(scores, **{f"u{i}-flite-rms-{i}": np.log(rng.dirichlet(np.ones(70_000), size=30)).astype(np.float32)
                         for i in range(2)})
     job = tmp_path / "bench_fails.toml"
     job.write_text(f'kind = "bench_decoder"\nname = "bench_fails"\ngraph_job = "{ROOT / "jobs" / "graph_slurp.toml"}"\n'
-                   f'graph = "{slurp_graph.tlg}"\nscores = "{scores}"\nframe_shift_ms = 40.0\nutterances = 2\n'
+                   f'graph = "{wide}"\nscores = "{scores}"\nframe_shift_ms = 40.0\nutterances = 2\n'
                    'backends = ["kaldi", "cpu"]\nratio_rounds = 0\nstream_utterances = 0\nstream_seconds = 0.0\n'
                    'graph_copies = []\n[tracking]\nexperiment = "bench_fails"\n')
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -86,7 +90,8 @@ def test_a_bench_job_whose_backend_fails_ends_its_run_failed_with_what_was_measu
                           capture_output=True, text=True, encoding="utf-8", timeout=600, env=env)
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
     err = proc.stderr
-    assert "these backends failed: cpu (ValueError: utterance" in err and "needs at least 40" in err, err[-3000:]
+    assert ("these backends failed: cpu (ValueError: the compiled CPU backend takes at most 65,536 score columns"
+            in err and "input labels go up to 70000" in err), err[-3000:]
     assert f"leave those backends out of `backends` in {job}" in err and "Traceback" not in err
     client = MlflowClient(uri)
     (run,) = client.search_runs([client.get_experiment_by_name("bench_fails").experiment_id])
@@ -100,7 +105,7 @@ def test_a_bench_job_whose_backend_fails_ends_its_run_failed_with_what_was_measu
     assert result["errors"] == ["cpu"] and result["backends"]["kaldi"] == {"status": "ok"}
     # the `bench decoder` verb on the same workload: exit 1, its own run of the `bench` experiment FAILED
     proc = subprocess.run([sys.executable, "-m", "specbench", "--tracking-uri", uri, "bench", "decoder", "--graph",
-                           str(slurp_graph.tlg), "--scores", str(scores), "--frame-shift-ms", "40", "--utterances",
+                           str(wide), "--scores", str(scores), "--frame-shift-ms", "40", "--utterances",
                            "2", "--backends", "kaldi,cpu", "--ratio-rounds", "0", "--stream-utterances", "0",
                            "--stream-seconds", "0", "--graph-copies", "1", "--output", str(tmp_path / "verb.json")],
                           cwd=ROOT, capture_output=True, text=True, encoding="utf-8", timeout=600, env=env)
