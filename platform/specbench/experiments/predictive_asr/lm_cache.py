@@ -36,8 +36,9 @@ PART_SCHEMA = pa.schema([("prefix", pa.list_(pa.string())), ("continuation", pa.
                          ("completions", pa.list_(COMPLETION)), ("log_prob", pa.float64())])
 
 
-# the code that computes the answers: an edit to any of these, or another torch, starts a new store
-LM_MODULES = ("lm.py", "completion.py", "lm_stage.py", "vocab.py")
+# the code that computes the answers (lm_training.py: the `collate` that builds the LM's inputs): an edit to any of
+# these, or another torch, starts a new store
+LM_MODULES = ("lm.py", "completion.py", "lm_stage.py", "vocab.py", "lm_training.py")
 
 
 def store_dir(checkpoint: Path, settings: CompletionSettings, device: str) -> Path:
@@ -77,6 +78,9 @@ class LmCache:
     @staticmethod
     def _read_part(part: Path) -> pa.Table:
         try:
+            missing = [name for name in PART_SCHEMA.names if name not in pq.read_schema(part).names]
+            if missing:  # read with the schema, the absent columns would come back as nulls
+                raise pa.ArrowInvalid(f"it has no column {', '.join(missing)}")
             return pq.read_table(part, schema=PART_SCHEMA)
         except (OSError, pa.ArrowException) as error:
             raise DataError(f"LM cache part {part} cannot be read ({error}). Fix: delete it (or its folder "
