@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 from specbench.cli.options import BENCHES, command_line_name, config_from_args
@@ -390,7 +391,10 @@ def _serve_until_stopped(proc) -> int:  # noqa: ANN001 - a subprocess.Popen
     from specbench.tracking.ui import output_tail, stop
 
     try:
-        code = proc.wait()
+        # waited in short steps: a Ctrl-C that the kernel hands to another thread (the output reader) only
+        # sets Python's flag, and a main thread blocked in one long wait would not see it until the server exits
+        while (code := proc.poll()) is None:
+            time.sleep(0.2)
     except KeyboardInterrupt:
         code = 0
     finally:
