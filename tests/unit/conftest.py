@@ -63,3 +63,13 @@ def tiny_mt_job(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh folder for the compiled decoder's numba cache and ahead-of-time modules, AOT on by default."""
+    import numba
+
+    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SPECBENCH_DECODER_AOT", raising=False)
+    return tmp_path

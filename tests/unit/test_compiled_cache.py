@@ -30,13 +30,6 @@ def running_min(costs, stride):
     return low, np.arange(0, costs.shape[0], stride)
 
 
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("SPECBENCH_DECODER_AOT", raising=False)
-    return tmp_path
-
-
 @needs_cc
 def test_ahead_of_time_module_is_built_once_and_equals_the_jit(cache_dir: Path) -> None:
     costs = np.array([3.5, 1.25, 2.0, 7.0])

@@ -17,6 +17,7 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytest
+from test_compiled_cache import RETURNS, SIGNATURE, running_min
 
 from specbench.decoder import compiled_cache
 from specbench.decoder.compiled_cache import (
@@ -33,24 +34,7 @@ from specbench.decoder.compiled_cache import (
 pytestmark = pytest.mark.unit
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
 
-SIGNATURE = "(float64[::1], int64)"
-RETURNS = "Tuple((float64, int64[::1]))"
 EXT = sysconfig.get_config_var("EXT_SUFFIX")
-
-
-def lowest_and_picks(costs, stride):
-    """The lowest cost and the positions stride apart."""
-    low = np.inf
-    for c in costs:
-        low = min(low, c)
-    return low, np.arange(0, costs.shape[0], stride)
-
-
-@pytest.fixture
-def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(numba.config, "CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("SPECBENCH_DECODER_AOT", raising=False)
-    return tmp_path
 
 
 def test_the_kernel_hash_covers_numba_and_every_kernel_module() -> None:
@@ -101,10 +85,10 @@ def test_the_ahead_of_time_switch(value: str | None, enabled: bool, monkeypatch:
 def test_a_damaged_module_already_there_is_not_compiled_over(cache_dir: Path) -> None:
     # the module in the folder is the one a build under the lock loads; damaged, the load fails and the file
     # is left as it was (no compiler ran, no temporary folder left)
-    name = aot_name("lowest_and_picks")
+    name = aot_name("running_min")
     (cache_dir / f"{name}{EXT}").write_bytes(b"\x7fELF half a file")
     with pytest.raises(ImportError):
-        build_aot(lowest_and_picks, name, RETURNS + SIGNATURE, cache_dir)
+        build_aot(running_min, name, RETURNS + SIGNATURE, cache_dir)
     assert (cache_dir / f"{name}{EXT}").read_bytes() == b"\x7fELF half a file"
     assert not list(cache_dir.glob("*-build-*"))
 
@@ -113,7 +97,7 @@ def test_a_damaged_module_already_there_is_not_compiled_over(cache_dir: Path) ->
 def test_a_module_another_process_built_is_loaded_not_rebuilt(cache_dir: Path) -> None:
     # a one-line C extension module stands for the module a concurrent process built (cc builds it in well
     # under a second; numba.pycc would take several): build_aot returns it as it is
-    name = aot_name("lowest_and_picks")
+    name = aot_name("running_min")
     source = cache_dir / "other.c"
     source.write_text("#include <Python.h>\n"
                       f"static struct PyModuleDef def = {{PyModuleDef_HEAD_INIT, \"{name}\", NULL, -1, NULL}};\n"
@@ -124,7 +108,7 @@ def test_a_module_another_process_built_is_loaded_not_rebuilt(cache_dir: Path) -
     subprocess.run(["cc", "-shared", "-fPIC", f"-I{sysconfig.get_paths()['include']}", str(source), "-o", str(path)],
                    check=True)
     before = (path.stat().st_ino, path.stat().st_mtime_ns)
-    module = build_aot(lowest_and_picks, name, RETURNS + SIGNATURE, cache_dir)
+    module = build_aot(running_min, name, RETURNS + SIGNATURE, cache_dir)
     assert module.built_by == 7 and (path.stat().st_ino, path.stat().st_mtime_ns) == before
     assert not list(cache_dir.glob("*-build-*"))
 
@@ -144,12 +128,12 @@ def test_the_ahead_of_time_checks_refuse_wrong_dimensions() -> None:
 
 def test_a_damaged_module_is_a_failed_load_and_the_jit_takes_over(cache_dir: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    name = aot_name("lowest_and_picks")
+    name = aot_name("running_min")
     (cache_dir / f"{name}{EXT}").write_bytes(b"\x7fELF half a file")
-    fn = entry(SIGNATURE, returns=RETURNS)(lowest_and_picks)
+    fn = entry(SIGNATURE, returns=RETURNS)(running_min)
     assert fn(np.array([2.0, 0.5]), 1)[0] == 0.5 and fn.ahead_of_time is False
     err = capsys.readouterr().err
-    assert "ahead-of-time load of lowest_and_picks failed" in err
+    assert "ahead-of-time load of running_min failed" in err
     assert f"delete {cache_dir / name}* to rebuild the module" in err
     assert (cache_dir / f"{name}.failed").read_text().startswith("load failed: ")
     assert (cache_dir / f"{name}{EXT}").read_bytes() == b"\x7fELF half a file"  # nothing built over it
@@ -158,8 +142,8 @@ def test_a_damaged_module_is_a_failed_load_and_the_jit_takes_over(cache_dir: Pat
 def test_the_jit_fallback_is_cached_on_disk_for_one_signature(cache_dir: Path,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SPECBENCH_DECODER_AOT", "0")
-    fn = entry(SIGNATURE, returns=RETURNS)(lowest_and_picks)
+    fn = entry(SIGNATURE, returns=RETURNS)(running_min)
     assert fn(np.array([2.0, 0.5, 4.0]), 2)[1].tolist() == [0, 2] and fn.ahead_of_time is False
-    assert list(cache_dir.rglob("*lowest_and_picks*.nbi")) and list(cache_dir.rglob("*lowest_and_picks*.nbc"))
+    assert list(cache_dir.rglob("*running_min*.nbi")) and list(cache_dir.rglob("*running_min*.nbc"))
     with pytest.raises(TypeError):  # int64 costs: no second overload is compiled
         fn(np.array([2, 1]), 1)
