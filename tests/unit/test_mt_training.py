@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from specbench.errors import DataError
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
@@ -19,6 +20,7 @@ from specbench.simultrans.training import (
     config_hash,
     devel_loss,
     make_examples,
+    read_state,
     train,
 )
 
@@ -169,3 +171,30 @@ def test_a_resume_needs_the_same_devel_sentences(tmp_path: Path, capsys: pytest.
     del blob["judged_on"]  # a state saved before the devel set was recorded
     torch.save(blob, state_path)
     assert run(4, first)  # resumed on its tag
+
+
+class _Payload:
+    """An object whose unpickling would run code (`__reduce__` calls `exec`)."""
+
+    def __reduce__(self):
+        return (exec, ("import pathlib; pathlib.Path('ran').touch()",))
+
+
+def test_training_leaves_torch_threads_as_it_found_them_and_its_state_reads_as_data(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    torch.manual_seed(0)
+    settings = MtTrainSettings(max_minutes=5, max_epochs=1, batch_tokens=200, learning_rate=3e-3, warmup_steps=20,
+                               k_min=1, k_max=3, patience=10, threads=2)
+    state_path, before = tmp_path / "last.pt", torch.get_num_threads()
+    train(MtTransformer(CONFIG), copy_task(20), copy_task(5, seed=1), settings, state_path, "t", lambda *a: None)
+    assert torch.get_num_threads() == before  # 2 during training, the caller's count after
+    blob = read_state(state_path)
+    assert blob["tag"] == "t" and blob["state"]["epoch"] == 1
+    monkeypatch.chdir(tmp_path)
+    torch.save({"tag": "t", "x": _Payload()}, tmp_path / "bad.pt")
+    with pytest.raises(DataError, match=r"bad\.pt: not a training resume state .*delete it"):
+        read_state(tmp_path / "bad.pt")
+    assert not (tmp_path / "ran").exists()
+    torch.save([1, 2], tmp_path / "list.pt")
+    with pytest.raises(DataError, match="holds a dict, this file a list"):
+        read_state(tmp_path / "list.pt")

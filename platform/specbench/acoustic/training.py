@@ -19,7 +19,7 @@ from specbench.acoustic.model import CausalCtcModel
 from specbench.acoustic.settings import TrainSettings
 from specbench.acoustic.vtln import warp_mel_axis
 from specbench.metrics.wer import error_rate
-
+from specbench.torch_threads import torch_threads
 
 # CTC first emits only blanks, then a few phones (devel PER near 1.0) for some epochs before it learns. The
 # learning-rate halving and early stopping wait until devel PER drops below this, so an epoch without gain
@@ -129,8 +129,13 @@ def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequen
           s: TrainSettings, on_epoch: Callable[[dict[str, float], CausalCtcModel], None] = lambda r, m: None,
           on_step: Callable[[int, int, float], None] = lambda i, n, loss: None) -> TrainHistory:
     """Train in place; at the end `model` holds the weights of the best devel epoch."""
-    if s.threads:
-        torch.set_num_threads(s.threads)
+    with torch_threads(s.threads):
+        return _train(model, train_set, devel_set, cmvn, s, on_epoch, on_step)
+
+
+def _train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequence[Example], cmvn: Cmvn,
+           s: TrainSettings, on_epoch: Callable[[dict[str, float], CausalCtcModel], None],
+           on_step: Callable[[int, int, float], None]) -> TrainHistory:
     torch.manual_seed(s.seed)
     gen = torch.Generator().manual_seed(s.seed)
     rng = np.random.default_rng(s.seed)

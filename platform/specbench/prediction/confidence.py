@@ -27,6 +27,7 @@ from specbench.errors import DataError
 from specbench.prediction.history import HISTORY_WINDOW_S
 from specbench.prediction.prefetch import as_polars, require_columns
 from specbench.prediction.settings import ConfidenceSettings
+from specbench.torch_threads import torch_threads
 
 FORMAT_VERSION = 1
 DROPOUT = 0.1
@@ -358,18 +359,16 @@ def train_confidence_model(train_table: Any, devel_table: Any, settings: Confide
     model = ConfidenceModel(names, mean, std, tuple(settings.hidden), [])
     data = (torch.from_numpy(model.standardize(x_raw)), torch.from_numpy(y.astype(np.float32)),
             torch.from_numpy(model.standardize(x_dev_raw)), torch.from_numpy(y_dev.astype(np.float32)))
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(settings.threads)
     reports: list[MemberReport] = []
     bar = tqdm(total=settings.members * settings.epochs, desc="confidence", unit="epoch") if progress else None
     try:
-        for member in range(settings.members):
-            left = settings.max_minutes * 60.0 - (time.monotonic() - started)
-            net, member_report = _train_member(data, settings, member, left / (settings.members - member), bar)
-            model.members.append(net)
-            reports.append(member_report)
+        with torch_threads(settings.threads):
+            for member in range(settings.members):
+                left = settings.max_minutes * 60.0 - (time.monotonic() - started)
+                net, member_report = _train_member(data, settings, member, left / (settings.members - member), bar)
+                model.members.append(net)
+                reports.append(member_report)
     finally:
-        torch.set_num_threads(previous_threads)
         if bar is not None:
             bar.close()
     probs = model.predict_matrix(x_dev_raw)

@@ -26,6 +26,7 @@ from specbench.errors import DataError
 from specbench.prediction.lm import WordLstmLm
 from specbench.prediction.settings import LmSettings, LmTrainSettings
 from specbench.prediction.vocab import BOS, EOS, PAD, WordVocab
+from specbench.torch_threads import torch_threads
 
 
 @dataclass(frozen=True)
@@ -157,13 +158,8 @@ def train_lm(train: Sequence[Sequence[str]], devel: Sequence[Sequence[str]], lm_
     """Build the vocabulary from `train` (words seen `min_count` times), train a `WordLstmLm` on CPU and
     return it with the best devel-perplexity weights. Sentences are lists of normalized words."""
     _check_data(train, devel)
-    previous_threads = torch.get_num_threads()
-    if train_settings.threads:
-        torch.set_num_threads(train_settings.threads)
-    try:
+    with torch_threads(train_settings.threads):
         return _train(train, devel, lm_settings, train_settings, progress)
-    finally:
-        torch.set_num_threads(previous_threads)
 
 
 def _train(train: Sequence[Sequence[str]], devel: Sequence[Sequence[str]], lm_settings: LmSettings,

@@ -28,9 +28,11 @@ from torch import nn
 from tqdm import tqdm
 
 from specbench.checkpoint_io import write_checkpoint
+from specbench.errors import DataError
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
+from specbench.torch_threads import torch_threads
 
 STATE_VERSION = 1
 
@@ -198,15 +200,20 @@ def train(model: MtTransformer, train_set: list[Example], devel_set: list[Exampl
     state records one, its `judged_on`: the devel sentences its best loss and kept epoch were judged on; a
     state saved before that was recorded resumes on the tag alone); after every epoch call
     `on_epoch(model, state, metrics)` (which keeps the best model). Returns the final state."""
+    with torch_threads(settings.threads):
+        return _train(model, train_set, devel_set, settings, state_path, tag, on_epoch, judged_on)
+
+
+def _train(model: MtTransformer, train_set: list[Example], devel_set: list[Example], settings: MtTrainSettings,
+           state_path: Path, tag: str, on_epoch: Callable[[MtTransformer, TrainState, dict[str, float]], None],
+           judged_on: str) -> TrainState:
     torch.manual_seed(settings.seed)
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
     opt = torch.optim.Adam(model.parameters(), lr=settings.learning_rate, betas=(0.9, 0.98), eps=1e-9)
     state = TrainState()
     rng = random.Random(settings.seed)
     average = WeightAverage(model, settings.weight_average_decay) if settings.weight_average_decay else None
     if state_path.is_file():
-        blob = torch.load(state_path, map_location="cpu", weights_only=False)
+        blob = read_state(state_path)
         if blob.get("tag") == tag and blob.get("judged_on", judged_on) == judged_on:
             model.load_state_dict(blob["model"])
             opt.load_state_dict(blob["optimizer"])  # moves the moments to the parameters' device
@@ -275,6 +282,20 @@ def stopped_because(state: TrainState, settings: MtTrainSettings) -> str:
     if state.epoch >= settings.max_epochs:
         return f"{settings.max_epochs} epochs"
     return f"time budget of {settings.max_minutes:g} minutes"
+
+
+def read_state(path: Path) -> dict[str, Any]:
+    """A resume state written by `train`, read as data only (`weights_only`: tensors, numbers, strings and
+    containers; no code from disk runs)."""
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises UnpicklingError, RuntimeError or EOFError for what it refuses
+        raise DataError(f"{path}: not a training resume state specbench can read safely ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0] if str(e) else 'empty'}); delete it to train from the start") from e
+    if not isinstance(blob, dict):
+        raise DataError(f"{path}: a resume state holds a dict, this file a {type(blob).__name__}; delete it to "
+                        "train from the start")
+    return blob
 
 
 def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: TrainState, rng: random.Random,
