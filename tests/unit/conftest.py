@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +15,16 @@ from specbench.acoustic.inference import score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
 from specbench.acoustic.settings import ModelConfig
 from specbench.wfst.lexicon import PHONES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_torch_thread() -> Iterator[None]:
+    """Unit tests run tiny models, beside the integration tests on the same cores: two torch threads contend
+    and run them tens of times slower than one."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ from specbench.prediction.lm import LmSettings, LoadedLm, WordLstmLm
 from specbench.prediction.vocab import BOS, EOS, PAD, SPECIALS, UNK, WordVocab
 
 pytestmark = pytest.mark.unit
-torch.set_num_threads(1)
 TOL = 1e-4
 
 

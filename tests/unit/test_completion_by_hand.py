@@ -14,7 +14,6 @@ from specbench.prediction.lm import LmSettings, LoadedLm, WordLstmLm
 from specbench.prediction.vocab import SPECIALS, WordVocab
 
 pytestmark = pytest.mark.unit
-torch.set_num_threads(1)
 
 
 def uniform_lm(words: tuple[str, ...]) -> LoadedLm:

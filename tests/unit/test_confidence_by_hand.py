@@ -27,7 +27,6 @@ from specbench.prediction.confidence import (
 )
 
 pytestmark = pytest.mark.unit
-torch.set_num_threads(1)
 
 QUICK = ConfidenceSettings(members=2, hidden=(8,), epochs=2, batch_size=64, learning_rate=1e-2, patience=2,
                            threads=1, max_minutes=5.0)

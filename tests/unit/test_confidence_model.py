@@ -30,7 +30,6 @@ from specbench.prediction.confidence import (
 )
 
 pytestmark = pytest.mark.unit
-torch.set_num_threads(1)
 
 FAST = ConfidenceSettings(members=2, hidden=(32,), epochs=12, batch_size=128, learning_rate=3e-3, patience=3,
                           threads=1, max_minutes=1.0)

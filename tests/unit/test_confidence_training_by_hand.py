@@ -26,7 +26,6 @@ from specbench.prediction.confidence import (
 )
 
 pytestmark = pytest.mark.unit
-torch.set_num_threads(1)
 
 TINY = ConfidenceSettings(members=2, hidden=(4,), epochs=2, batch_size=8, learning_rate=5e-2, patience=5,
                           threads=1, max_minutes=5.0, seed=3)

@@ -33,15 +33,6 @@ pytestmark = pytest.mark.unit
 VOCAB = 9
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: on a loaded machine, two threads contend and run these tests ~40x slower than one."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def tiny(causal: bool, seed: int = 0, scale: float = 8.0, source_weight: float = 1.0) -> MtTransformer:
     """A random model. `scale` multiplies the embeddings (8: sharp distributions, so that search methods
     rarely differ from greedy; 1: the initialization's flat ones, where they often do); `source_weight`

@@ -26,14 +26,6 @@ pytestmark = pytest.mark.unit
 Rule = Callable[[int, int, int], dict[int, float]]  # (previous token, target position, visible) -> P
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 class _Table(MtTransformer):
     """A causal model whose next-token log-probabilities are log(rule(previous token, target position,
     visible source tokens)); tokens the rule leaves out get -1e9. The network still runs, for the caches."""

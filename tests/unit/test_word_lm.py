@@ -21,7 +21,6 @@ from specbench.prediction.lm_training import (LmTrainSettings, length_batches, p
 from specbench.prediction.vocab import BOS, EOS, PAD, SPECIALS, UNK, WordVocab
 
 pytestmark = pytest.mark.unit
-torch.set_num_threads(1)
 TINY = LmSettings(embed_dim=16, hidden_dim=16, layers=2, dropout=0.0)
 FIX = "specbench train lm jobs/lm.toml"
 

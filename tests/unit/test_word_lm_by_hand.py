@@ -16,7 +16,6 @@ from specbench.prediction.lm import LmSettings, WordLstmLm, load_lm, save_lm
 from specbench.prediction.vocab import BOS, SPECIALS, WordVocab
 
 pytestmark = pytest.mark.unit
-torch.set_num_threads(1)
 TINY = LmSettings(embed_dim=8, hidden_dim=8, layers=2, dropout=0.0)
 
 
