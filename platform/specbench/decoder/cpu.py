@@ -138,6 +138,8 @@ class CpuDecoder:
         """Decode the next frames: loglikes (t, P) float32 (other float dtypes are converted)."""
         state = self._require_state()
         neg = self._checked_costs(loglikes)
+        if neg.shape[0] == 0:  # no frames (of any width): nothing to decode or keep for the traceback
+            return
         state.scores.append(neg)
         rows = neg.astype(np.float64)
         step = self._frame_with_closure if self.moves.closed else self._frame_with_arcs

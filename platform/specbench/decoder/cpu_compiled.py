@@ -164,6 +164,8 @@ class CompiledCpuDecoder(CpuDecoder):
             return
         state = self._require_state()
         neg = self._checked_costs(loglikes)
+        if neg.shape[0] == 0:  # no frames: as the numpy backend
+            return
         state.scores.append(neg)
         stats = np.array([state.stats[k] for k in COUNTERS], dtype=np.int64)
         config, tokens = self.config, state.tokens
