@@ -14,7 +14,7 @@ from pathlib import Path
 
 from specbench.data import real_speech, recorded_speech
 from specbench.data.synthesis import read_wav, write_wav
-from specbench.errors import SpecbenchError
+from specbench.errors import DataError, SpecbenchError
 
 STATUS_OK = recorded_speech.STATUS_OK
 
@@ -59,7 +59,7 @@ def _decoded(row: RealUtterance, cache: Path) -> RealUtterance:
             recorded_speech.decode_g722(row.wav, wav)
         return replace(row, wav=wav)
     except SpecbenchError as err:
-        return replace(row, status=str(err))
+        return replace(row, wav=None, status=str(err))
 
 
 def _recordings(cache: Path) -> list[RealUtterance]:
@@ -70,7 +70,10 @@ def _recordings(cache: Path) -> list[RealUtterance]:
         try:
             if wav != r.path and not _usable_wav(wav):  # a conversion in the cache, made again when damaged
                 write_wav(wav, real_speech.load_audio(r.path))  # atomic: a temporary file, then renamed
-            read_wav(wav)  # 16 kHz mono 16-bit, else a DataError naming the file and the fix
+            samples, _ = read_wav(wav)  # 16 kHz mono 16-bit, else a DataError naming the file and the fix
+            if not len(samples):
+                raise DataError(f"{wav}: the recording has no samples (the recognizers cannot decode it). "
+                                "Fix: replace it with the recording, or remove it with its transcript.")
         except SpecbenchError as err:
             row = replace(row, wav=None, status=str(err))
         out.append(row)
