@@ -64,7 +64,7 @@ def test_a_cached_hclg_directory_is_checked_and_picked_as_the_graph(tmp_path) ->
     assert tlg.GraphArtifacts(tmp_path, SPHINX, True).fst == tmp_path / "HCLG.fst"
     assert tlg.GraphArtifacts(tmp_path / "t", TLG, True).fst == tlg.GraphArtifacts(tmp_path / "t", TLG, True).tlg
     with pytest.raises(ConfigError, match='needs the TLG. Fix: point its graph_job at a recipe = "ctc_tlg" job'):
-        tlg.GraphArtifacts(tmp_path, SPHINX, True).tlg
+        _ = tlg.GraphArtifacts(tmp_path, SPHINX, True).tlg
     (tmp_path / "phones.txt").write_text("<eps> 0\nx 2\n")
     with pytest.raises(DataError, match="phones.txt: ids are not 0..1"):
         sphinx.verify(tmp_path)
