@@ -1,0 +1,61 @@
+"""Translation training by hand: the BPE (rare characters kept, unseen ones as bytes, <unk> shown), examples,
+batches, smoothed and devel losses, the learning rate, and stopping after `patience` epochs."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from specbench.simultrans.model import MtTransformer
+from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
+from specbench.simultrans.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, train_bpe
+from specbench.simultrans.training import (_lr, batches, collate, devel_loss, loss_of, make_examples, stopped_because,
+                                           train)
+
+pytestmark = pytest.mark.unit
+CONFIG = MtModelConfig(vocab_size=9, d_model=8, heads=2, ffn=16, encoder_layers=1, decoder_layers=1,
+                       dropout=0.0, causal_encoder=True, max_positions=16)
+
+
+def test_bpe_keeps_rare_characters_and_falls_back_to_bytes(tmp_path: Path) -> None:
+    tok = Tokenizer(train_bpe(["ein Hund läuft", "a dog runs"] * 200 + ["Straße"], tmp_path / "b.model", 290))
+    assert "<0x" not in "".join(tok.pieces(tok.encode("Straße")))  # 'S' seen once in 5k characters
+    ids = tok.encode("€ Hund")  # '€' never seen: its UTF-8 bytes
+    assert tok.pieces(ids)[1:4] == ["<0xE2>", "<0x82>", "<0xAC>"] and tok.decode([BOS, *ids, EOS, PAD]) == "€ Hund"
+    assert tok.decode([UNK]) == " ⁇ " and tok.encode_many(["ein", "Hund"]) == [tok.encode("ein"), tok.encode("Hund")]
+
+
+def test_examples_batches_losses_and_learning_rate_by_hand() -> None:
+    # max_len 6: 1 to 4 tokens a side
+    assert [e.src for e in make_examples([([4] * 4, [5] * 4), ([4] * 5, [5]), ([4], [5] * 5), ([4], [])], 6)] == \
+        [(4, 4, 4, 4, EOS)]
+    # max(|src|, |tgt| + 1) = max(3, 4): 3 examples fill a budget of 12 exactly
+    assert [len(b) for b in batches(make_examples([([4, 5], [6, 7, 8])] * 6, 32), 12, random.Random(0))] == [3, 3]
+    batch = make_examples([([4, 5], [5, 6]), ([6], [7])], 32)
+    src, tin, tout = [[4, 5, EOS], [6, EOS, PAD]], [[BOS, 5, 6], [BOS, 7, PAD]], [[5, 6, EOS], [7, EOS, PAD]]
+    assert [t.tolist() for t in collate(batch)] == [src, tin, tout]
+    torch.manual_seed(0)
+    model, y = MtTransformer(CONFIG).eval(), torch.tensor(tout)
+    with torch.no_grad():  # smoothing 0.1: 0.9 * -log p(y) + 0.1 * mean_v -log p(v), over the 5 non-pad targets
+        logp = model(torch.tensor(src), torch.tensor(tin), 2).log_softmax(-1)
+        want = (-0.9 * logp.gather(2, y[..., None])[..., 0] - 0.1 * logp.mean(2))[y != PAD].sum()
+        loss, n = loss_of(model, batch, 2, 0.1)
+        assert n == 5 and float(loss) == pytest.approx(float(want), rel=1e-5)
+        plain = sum(float(loss_of(model, batch, k, 0.0)[0]) for k in (3, 5, 7, None)) / 20  # 4 x 5 tokens
+    assert devel_loss(model, batch, [3, 5, 7, None]) == pytest.approx(plain, rel=1e-6)
+    # warmup to the peak at step 4 (step 0 counts as 1), then sqrt(4 / step)
+    lr = [_lr(n, MtTrainSettings(learning_rate=1e-3, warmup_steps=4)) for n in (0, 2, 4, 16)]
+    assert lr == pytest.approx([2.5e-4, 5e-4, 1e-3, 5e-4])
+
+
+def test_training_stops_after_patience_epochs_without_a_1e_4_devel_improvement(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    data = make_examples([([4 + i, 5], [6, 4 + i % 4]) for i in range(5)], 16)
+    settings = MtTrainSettings(max_epochs=6, patience=2, learning_rate=1e-6, warmup_steps=1, k_min=1, k_max=3)
+    state = train(MtTransformer(CONFIG), data, data, settings, tmp_path / "s.pt", "t", lambda *_: None)
+    # steps of ~1e-6 move devel loss by ~3e-5 an epoch, less than 1e-4: only epoch 1 improves (on inf)
+    assert (state.epoch, state.best_epoch, state.bad_epochs) == (3, 1, 2)
+    assert stopped_because(state, settings) == "devel loss did not improve for 2 epochs"
