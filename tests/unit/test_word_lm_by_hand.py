@@ -1,19 +1,27 @@
-"""The word LSTM LM (`prediction/lm.py`) by hand: a vocabulary of the four specials alone is refused, the
-dropout sits between the LSTM layers (only with two or more) and on the top layer's outputs, the output bias
-starts at zero, and the checkpoint keeps booleans as booleans, refuses dictionary keys that are not strings,
-settings that are not the model's, and a file without its metrics or training config."""
+"""The word LSTM LM, its vocabulary and batch stage by hand: a vocabulary of the four specials alone is refused;
+dropout sits on the embeddings, between LSTM layers (two or more) and on the top outputs; the output bias starts
+at zero; a state carries a sentence on (past a packed row's end the logits are the bias); a checkpoint keeps
+booleans, stores a tied matrix once, refuses non-string keys, foreign settings, a file without metrics or training
+config, and names weights for another vocabulary. Vocabulary ties go alphabetically. The stage gives the n best
+found by enumeration, scores summed from `step`, and a reason for a bad row."""
 
 from __future__ import annotations
 
+from itertools import product
 from pathlib import Path
+
+import pyarrow as pa
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from specbench.checkpoint_io import load_blob
 from specbench.errors import DataError
 from specbench.prediction.lm import LmSettings, WordLstmLm, load_lm, save_lm
-from specbench.prediction.vocab import BOS, SPECIALS, WordVocab
+from specbench.prediction.lm_stage import LmStage, choose_device
+from specbench.prediction.settings import CompletionSettings
+from specbench.prediction.vocab import BOS, EOS, SPECIALS, UNK, WordVocab
 
 pytestmark = pytest.mark.unit
 TINY = LmSettings(embed_dim=8, hidden_dim=8, layers=2, dropout=0.0)
@@ -82,3 +90,74 @@ def test_a_checkpoint_without_its_metrics_or_training_config_is_named(tmp_path: 
     torch.save(blob, tmp_path / "lacking.pt")
     with pytest.raises(DataError, match=rf"lacking\.pt: checkpoint lacks \['{key}'\]"):
         load_lm(tmp_path / "lacking.pt")
+
+
+def test_a_state_carries_on_where_the_first_part_stopped_packed_or_not() -> None:
+    torch.manual_seed(2)
+    model, ids = WordLstmLm(9, TINY).eval(), torch.tensor([[BOS, 4, 5, 6, 7, 8], [BOS, 8, 7, 6, 5, 4]])
+    with torch.no_grad():
+        full, state = model(ids)[0], model(ids[:, :2])[1]
+        torch.testing.assert_close(model(ids[:, 2:], None, state)[0], full[:, 2:])
+        part = model(ids[:, 2:], torch.tensor([3, 2]), state)[0]  # 3 and 2 of the 4 tokens left
+        torch.testing.assert_close(part[0, :3], full[0, 2:5])
+        torch.testing.assert_close(part[1, :2], full[1, 2:4])
+        assert torch.equal(part[0, 3], model.output.bias) and torch.equal(part[1, 3], model.output.bias)
+
+
+def test_training_mode_drops_the_embeddings_and_the_top_outputs_as_torch_does() -> None:
+    model, ids = WordLstmLm(6, LmSettings(8, 8, 1, dropout=0.4)).train(), torch.tensor([[BOS, 4, 5, 4]])
+    with torch.no_grad():
+        torch.manual_seed(3)
+        got = model.features(ids)[0]
+        torch.manual_seed(3)
+        assert torch.equal(got, F.dropout(model.lstm(F.dropout(model.embedding(ids), 0.4))[0], 0.4))
+
+
+def test_a_tied_matrix_is_stored_once_and_weights_for_another_vocabulary_are_named(tmp_path: Path) -> None:
+    vocab = WordVocab.from_sentences([["a", "b"]])
+    save_lm(tmp_path / "lm.pt", WordLstmLm(len(vocab), TINY), vocab, TINY, {}, {})
+    blob = load_blob(tmp_path / "lm.pt")
+    assert "output.weight" not in blob["state_dict"]
+    torch.save({**blob, "vocab": blob["vocab"] + ["c"]}, tmp_path / "more.pt")
+    with pytest.raises(DataError, match="weights are for 6 tokens but the vocabulary has 7"):
+        load_lm(tmp_path / "more.pt")
+
+
+def test_vocabulary_ties_go_alphabetically_and_the_first_word_is_a_word() -> None:
+    vocab = WordVocab.from_sentences([["z", "y", "x", "y"]])
+    assert vocab.tokens == SPECIALS + ("y", "x", "z")  # y twice; x and z once each
+    assert vocab.encode(["y", "x", "w"]) == [4, 5, UNK] and "y" in vocab
+    with pytest.raises(IndexError):
+        vocab.decode([-1])
+
+
+def log_prob(model: WordLstmLm, prefix: list[int], rest: list[int]) -> float:  # log P(rest, </s> | <s>, prefix)
+    state, total, ids = None, 0.0, [BOS, *prefix, *rest, EOS]
+    with torch.no_grad():
+        for i in range(len(ids) - 1):
+            lp, state = model.step(torch.tensor([ids[i]]), state)
+            total += float(lp[0, ids[i + 1]]) if i >= len(prefix) else 0.0
+    return total
+
+
+def test_the_stage_completes_scores_and_names_the_rows_it_cannot_answer(tmp_path: Path) -> None:
+    assert choose_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu") and choose_device("cuda") == "cuda"
+    vocab, words = WordVocab.from_sentences([["a", "b", "c"]]), pa.list_(pa.string())  # a b c: ids 4 5 6
+    torch.manual_seed(0)
+    model = WordLstmLm(len(vocab), TINY)
+    for p in model.parameters():
+        torch.nn.init.normal_(p, 0.0, 0.5)
+    save_lm(tmp_path / "lm.pt", model, vocab, TINY, {}, {})
+    model = load_lm(tmp_path / "lm.pt").model
+    stage = LmStage(tmp_path / "lm.pt", CompletionSettings(n_best=2, beam=9, max_new_words=2))
+    prefixes, continuations = [["a"], ["b"], [None]], [None, ["b", "zebra"], ["a"]]
+    rows = stage(pa.table({"prefix": pa.array(prefixes, words), "continuation": pa.array(continuations, words)}))
+    rows = rows.to_pylist()
+    every = {c: log_prob(model, [4], vocab.encode(c)) for n in range(3) for c in product("abc", repeat=n)}
+    best = sorted(every, key=every.get, reverse=True)[:2]
+    assert [(tuple(c["words"]), c["rank"]) for c in rows[0]["completions"]] == [(best[0], 0), (best[1], 1)]
+    assert [c["log_prob"] for c in rows[0]["completions"]] == pytest.approx([every[c] for c in best], abs=1e-4)
+    assert rows[1]["log_prob"] == pytest.approx(log_prob(model, [5], [5, 3]), abs=1e-4)  # zebra is <unk> (3)
+    assert rows[0]["status"] == rows[1]["status"] == "ok"
+    assert rows[0]["log_prob"] is None and rows[1]["completions"] == []
+    assert rows[2]["status"].startswith("completion failed: ") and "list of words" in rows[2]["status"]
