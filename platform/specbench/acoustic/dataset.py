@@ -58,8 +58,9 @@ def load_examples(rows: Iterable[Mapping[str, object]], corpus_root: Path,
                   prons: Mapping[str, Sequence[tuple[str, ...]]], phones: Sequence[str],
                   progress: Callable[[Iterable], Iterable] = lambda x: x,
                   speed_factors: Sequence[float] = (1.0,)) -> list[Example]:
-    """Read audio and compute features for manifest rows whose status is ok; with `speed_factors` other than
-    1.0, also the features of the audio speed-perturbed by each of them (`Example.perturbed`)."""
+    """Read audio and compute features for each manifest row (the caller passes the rows whose status is ok:
+    `experiments.speech.Corpus.rows`); with `speed_factors` other than 1.0, also the features of the audio
+    speed-perturbed by each of them (`Example.perturbed`)."""
     out = []
     others = [f for f in dict.fromkeys(float(f) for f in speed_factors) if f != 1.0]
     for row in progress(list(rows)):

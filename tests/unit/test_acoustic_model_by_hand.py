@@ -1,0 +1,70 @@
+"""Acoustic model by hand: length batches, phone targets, the 25 ms lookahead, checkpoint contents."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
+from specbench.acoustic.dataset import Example, length_batches, load_examples, phone_targets
+from specbench.acoustic.features import Cmvn
+from specbench.acoustic.inference import score_samples
+from specbench.acoustic.model import CausalCtcModel, lookahead_ms
+from specbench.acoustic.settings import ModelConfig
+from specbench.checkpoint_io import load_blob, write_checkpoint
+from specbench.data.synthesis import write_wav
+from specbench.errors import DataError
+from specbench.wfst.lexicon import PHONES
+
+pytestmark = pytest.mark.unit
+
+
+def test_length_batches_by_hand() -> None:
+    examples = [Example("u", np.zeros((n, 1)), np.zeros(1), "v") for n in (2, 3, 5, 5, 7)]
+    # budget 10: [2, 3] pads to 3 * 2 (+5: 15), [5, 5] to exactly 10 (+7: 21)
+    assert length_batches(examples, 10, None) == [[0, 1], [2, 3], [4]]
+    spread = [Example("u", np.zeros((30 * k, 1)), np.zeros(1), "v") for k in range(6)]
+    shuffled = length_batches(spread, 1, np.random.default_rng(0))
+    assert sorted(shuffled) == [[k] for k in range(6)] != shuffled  # 30 apart: jitter < 20 keeps the order
+
+
+def test_targets_and_example_fields(tmp_path: Path) -> None:
+    prons = {"hi": [("HH", "AY"), ("HH", "IY")], "a": [("AH",)]}
+    assert phone_targets(["hi", "a"], prons, PHONES).tolist() == [16, 6, 3]  # 1-based: AA AE AH
+    with pytest.raises(DataError, match="word 'bye' is not in the lexicon"):
+        phone_targets(["bye"], prons, PHONES)
+    write_wav(tmp_path / "a.wav", np.random.default_rng(1).normal(0, 0.1, 8000).astype(np.float32))
+    rows = [{"audio_path": "a.wav", "normalized_text": "a", "utt_id": "u7", "voice": "flite:rms"}]
+    (ex,) = load_examples(rows, tmp_path, prons, PHONES, speed_factors=(1.1, 1.0, 1.1))
+    assert (ex.utt_id, ex.voice, ex.targets.tolist(), len(ex.perturbed)) == ("u7", "flite:rms", [3], 1)
+
+
+@pytest.mark.parametrize(("cut_s", "first"), [(1.015, 25), (1.03, 26)])
+def test_first_output_frame_a_change_reaches(checkpoint: Path, cut_s: float, first: int) -> None:
+    # output j reads fbank frames <= 4j (10k..10k+25 ms): 1015 ms is in frame 100, 1030 ms first in 101
+    ckpt, audio = load_checkpoint(checkpoint), np.random.default_rng(2).normal(0, 0.1, 32000).astype(np.float32)
+    changed = np.concatenate([audio[:round(cut_s * 16000)], audio[round(cut_s * 16000):] * 3])
+    differs = np.flatnonzero((score_samples(ckpt, audio) != score_samples(ckpt, changed)).any(axis=1))
+    assert differs[0] == first == int((cut_s * 1000 - lookahead_ms()) // 40) + 1
+
+
+def test_checkpoint_gives_back_cmvn_weights_and_transform(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    model = CausalCtcModel(ModelConfig(hidden=16, layers=1, conv_channels=4)).eval()
+    x, n = torch.randn(1, 9, 80), torch.tensor([9])
+    before = model(x, n)[0]
+    model.add_input_transform()
+    torch.testing.assert_close(model(x, n)[0], before)  # the transform starts as the identity
+    with torch.no_grad():
+        model.input_transform.weight.mul_(0.5)
+    cmvn = Cmvn(np.linspace(-1, 1, 80, dtype=np.float32), np.linspace(0.5, 2.1, 80, dtype=np.float32))
+    save_checkpoint(tmp_path / "am.pt", model, cmvn, PHONES, {}, fp16=False)
+    back = load_checkpoint(tmp_path / "am.pt")
+    assert np.array_equal(back.cmvn.mean, cmvn.mean) and np.array_equal(back.cmvn.inv_std, cmvn.inv_std)
+    assert torch.equal(back.model(x, n)[0], model(x, n)[0])
+    write_checkpoint({**load_blob(tmp_path / "am.pt"), "format_version": 2}, tmp_path / "v2.pt")
+    with pytest.raises(DataError, match=r"of format_version 1 \(it has format_version 2\)"):
+        load_checkpoint(tmp_path / "v2.pt")
