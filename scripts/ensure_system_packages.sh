@@ -25,10 +25,10 @@ SPEECH_PACKAGES=(espeak-ng libespeak-ng1 flite festival festvox-us-slt-hts festv
 # passed to it as extra packages
 OTHER_PACKAGES=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-thread-dev
   libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev iproute2 git chromium chromium-driver pocketsphinx
-  pocketsphinx-testdata asterisk-core-sounds-en asterisk-core-sounds-en-g722 ffmpeg)
+  pocketsphinx-testdata asterisk-core-sounds-en asterisk-core-sounds-en-g722 ffmpeg xz-utils)
 # the commands checked where there is no dpkg (not Debian or Ubuntu)
 COMMANDS=(espeak-ng flite festival sox mbrola cmake g++ make ip git chromium chromedriver
-  pocketsphinx_mdef_convert ffmpeg)
+  pocketsphinx_mdef_convert ffmpeg xz)
 
 check_only=0
 case "${1:-}" in
