@@ -1,7 +1,8 @@
 """The CPU decoders (numpy and compiled) by hand on tiny graphs: the tie rule for equally cheap final and
 partial tokens (the lower state wins), the checks of the scores fed frame by frame (one width per utterance,
 frames counted across `advance` calls), the epsilon step over epsilon arcs at exact ties (a token moves only
-to a strictly cheaper one; a move landing on the cutoff is kept), the count of epsilon rounds, the refused
+to a strictly cheaper one; a move landing on the cutoff is kept), the count of epsilon rounds and of epsilon
+moves pruned above the cutoff, the lattice's start node when the start is not the lowest state, the refused
 constructor and call arguments, and the compiled backend's limit of 65,536 score columns."""
 
 from __future__ import annotations
@@ -107,3 +108,31 @@ def test_an_empty_chunk_of_any_width_changes_nothing(decoder_class) -> None:
     decoder.advance(np.zeros((2, 1), np.float32))
     decoder.advance(np.zeros((0, 4), np.float32))  # a streaming source's empty chunk
     assert decoder.result() == whole
+
+
+@pytest.mark.parametrize("decoder_class", BACKENDS)
+def test_epsilon_moves_above_the_cutoff_count_as_pruned(decoder_class) -> None:
+    # AT_CUTOFF plus 3 -eps:word 8/1.5-> 5: cutoff 2.0; emitting: 2 created (3 at 1.0, 1 at 0.5); epsilon round 1:
+    # 3->4 at 2.0 and 1->3 at 1.0 kept, 3->5 at 2.5 pruned; round 2 from the new token at 4 moves nowhere
+    graph = _graph(AT_CUTOFF + [(3, 5, 0, 8, 1.5)], [np.inf] * 4 + [0.0, np.inf])
+    decoder = decoder_class(graph, SearchOptions(beam=1.5, min_active=0), "arcs")
+    for _ in range(2):  # the second utterance starts from the same state
+        result = decoder.decode(np.zeros((1, 1), np.float32), "p")
+        assert (result.word_ids, result.graph_cost) == ((5, 7), 2.0)
+        stats = result.stats
+        assert (stats.tokens_created, stats.tokens_pruned, stats.epsilon_iterations) == (4, 1, 2)
+
+
+@pytest.mark.parametrize("decoder_class", BACKENDS)
+def test_the_lattice_starts_at_the_start_state_when_it_is_not_the_lowest(decoder_class) -> None:
+    # start 1 -eps:word 4/0.5-> 0 -1:word 5/1-> 2 (final 0), 1 -1:word 6/2-> 2; acoustic 0.25; nodes: 0 = start
+    # (frame 0, state 1), 1 = (frame 0, state 0), 2 = (frame 1, state 2); lattice beam inf keeps all 3 arcs
+    src, dest, ilabel, olabel, weight = (np.array(c) for c in zip((1, 0, 0, 4, 0.5), (0, 2, 1, 5, 1.0),
+                                                                   (1, 2, 1, 6, 2.0)))
+    graph = from_arrays(1, np.array([np.inf, np.inf, 0.0], np.float32), src=src, dest=dest, ilabel=ilabel,
+                        olabel=olabel, weight=weight)
+    result = decoder_class(graph, SearchOptions(lattice_beam=np.inf)).decode(np.full((1, 1), -0.25, np.float32))
+    lat = result.lattice
+    assert (result.word_ids, lat.node_frame.tolist(), lat.node_state.tolist()) == ((4, 5), [0, 0, 1], [1, 0, 2])
+    assert list(zip(lat.src.tolist(), lat.dst.tolist(), lat.olabel.tolist(), lat.graph_cost.tolist(),
+                    lat.acoustic_cost.tolist())) == [(0, 1, 4, 0.5, 0.0), (0, 2, 6, 2.0, 0.25), (1, 2, 5, 1.0, 0.25)]
