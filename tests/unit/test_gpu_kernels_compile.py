@@ -3,7 +3,10 @@ exists in the source."""
 
 from __future__ import annotations
 
+import locale
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -43,3 +46,16 @@ def test_every_launched_kernel_is_defined() -> None:
 def test_a_broken_kernel_fails_with_the_compiler_log() -> None:
     with pytest.raises(RuntimeError, match="does not compile"):
         compile_ptx('extern "C" __global__ void k(int* a) { a[0] = undefined_name; }')
+
+
+def test_compiling_leaves_the_thread_locale_as_it_was() -> None:
+    # NVRTC switches the calling thread to the "C" locale (uselocale) and leaves it there: Python then decodes
+    # subprocess output as ASCII and fails on the first other byte. A fresh interpreter says what it should be.
+    fresh = subprocess.run([sys.executable, "-c", "import locale; print(locale.getpreferredencoding(False))"],
+                           capture_output=True, check=True).stdout.decode("ascii").strip()
+    compile_ptx('extern "C" __global__ void k(int* a) { a[0] = 1; }')
+    assert locale.getpreferredencoding(False) == fresh
+    if fresh.lower().replace("-", "") == "utf8":
+        said = subprocess.run([sys.executable, "-c", "import sys; sys.stdout.buffer.write('\u0109'.encode())"],
+                              capture_output=True, text=True, check=True).stdout
+        assert said == "\u0109"

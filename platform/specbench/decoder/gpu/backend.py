@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from specbench.decoder.gpu.nvrtc import thread_locale_kept
 from specbench.decoder.lane_tables import (
     RECORD_DTYPE,
     STAT,
@@ -143,8 +144,9 @@ class CudaLaneKernels(LaneKernels):
         self.stream = cp.cuda.Stream(non_blocking=True)  # all of the decoder's work, in order
         source = KERNEL_SOURCE.read_text(encoding="utf-8")
         self.module = cp.RawModule(code=source, options=("--std=c++14",))
-        self.fn = {name: self.module.get_function(name)  # loaded now: a graph capture may not load a module
-                   for name in re.findall(r'extern "C" __global__ void (\w+)\(', source)}
+        with thread_locale_kept():  # compiled by NVRTC here (unless cupy's cache has it)
+            self.fn = {name: self.module.get_function(name)  # loaded now: a graph capture may not load a module
+                       for name in re.findall(r'extern "C" __global__ void (\w+)\(', source)}
         self.per_lane = 1 + lg.init_dest.shape[0]
         cfg = settings.pruning
         self.max_active, self.min_active = np.int64(cfg.max_active), np.int64(cfg.min_active)

@@ -9,9 +9,28 @@ from __future__ import annotations
 
 import ctypes
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 KERNELS = Path(__file__).with_name("kernels") / "lanes.cu"
+
+
+_LIBC = ctypes.CDLL(None)
+_LIBC.uselocale.restype = ctypes.c_void_p
+_LIBC.uselocale.argtypes = [ctypes.c_void_p]
+
+
+@contextmanager
+def thread_locale_kept() -> Iterator[None]:
+    """Run the block and give the calling thread back the locale it had. NVRTC (also when cupy compiles)
+    switches the thread to the "C" locale with `uselocale` and leaves it there, so afterwards Python reads
+    every subprocess's output as ASCII (`locale.getpreferredencoding`) and fails on the first other byte."""
+    previous = _LIBC.uselocale(None)  # NULL: only asks
+    try:
+        yield
+    finally:
+        _LIBC.uselocale(previous)
 
 
 class NvrtcUnavailable(RuntimeError):
@@ -42,6 +61,11 @@ def compile_ptx(source: str, arch: str = "compute_90", name: str = "lanes.cu") -
     subnormals in plain float conversions: the kernels avoid them); RuntimeError with the log when
     compilation fails."""
     lib = _library()
+    with thread_locale_kept():
+        return _compile(lib, source, arch, name)
+
+
+def _compile(lib: ctypes.CDLL, source: str, arch: str, name: str) -> tuple[str, str]:
     program = ctypes.c_void_p()
     status = lib.nvrtcCreateProgram(ctypes.byref(program), source.encode(), name.encode(), 0, None, None)
     if status:
