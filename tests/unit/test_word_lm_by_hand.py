@@ -11,13 +11,12 @@ from itertools import product
 from pathlib import Path
 
 import pyarrow as pa
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from specbench.checkpoint_io import load_blob
-from specbench.errors import DataError
+from specbench.errors import ConfigError, DataError
 from specbench.prediction.lm import LmSettings, WordLstmLm, load_lm, save_lm
 from specbench.prediction.lm_stage import LmStage, choose_device
 from specbench.prediction.settings import CompletionSettings
@@ -161,3 +160,18 @@ def test_the_stage_completes_scores_and_names_the_rows_it_cannot_answer(tmp_path
     assert rows[0]["status"] == rows[1]["status"] == "ok"
     assert rows[0]["log_prob"] is None and rows[1]["completions"] == []
     assert rows[2]["status"].startswith("completion failed: ") and "list of words" in rows[2]["status"]
+
+
+@pytest.mark.parametrize("tokens, error, match", [
+    (SPECIALS + ("a\n",), DataError, r"entry 'a\\n' is not a single word"),
+    (SPECIALS + ("a\tb",), DataError, r"entry 'a\\tb' is not a single word"),  # a tab inside: two words
+    (SPECIALS + ("",), DataError, "entry '' is not a single word"),
+    ({"<pad>": 0}, DataError, "must be a list of strings, got dict")])
+def test_a_malformed_vocabulary_list_is_refused(tokens, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        WordVocab.from_list(tokens)
+
+
+def test_min_count_must_be_a_whole_number_not_a_truth_value() -> None:
+    with pytest.raises(ConfigError, match="min_count = True: must be an integer >= 1"):
+        WordVocab.from_sentences([["a"]], min_count=True)

@@ -31,9 +31,9 @@ class WordVocab:
         if tokens[:len(SPECIALS)] != SPECIALS:
             raise DataError(f"vocabulary starts with {list(tokens[:len(SPECIALS)])}, not the special tokens "
                             f"{list(SPECIALS)}. {RETRAIN_FIX}")
-        bad = [t for t in tokens if not isinstance(t, str) or not t or t != t.strip() or " " in t]
+        bad = [t for t in tokens if not isinstance(t, str) or t.split() != [t]]  # empty, or any white space
         if bad:
-            raise DataError(f"vocabulary entry {bad[0]!r} is not a single word (non-empty, no spaces). "
+            raise DataError(f"vocabulary entry {bad[0]!r} is not a single word (non-empty, no white space). "
                             f"{RETRAIN_FIX}")
         counts = Counter(tokens)
         duplicates = sorted(t for t, n in counts.items() if n > 1)
