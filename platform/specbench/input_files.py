@@ -49,11 +49,15 @@ def problem(reads: str, path: Path) -> str | None:
 
 
 def _bpe_problem(path: Path) -> str | None:
+    import lzma
+
     import sentencepiece
 
+    from specbench.simultrans.tokenizer import read_model_proto
+
     try:
-        sentencepiece.SentencePieceProcessor(model_file=str(path))
-    except (OSError, RuntimeError) as err:
+        sentencepiece.SentencePieceProcessor(model_proto=read_model_proto(path))
+    except (OSError, RuntimeError, lzma.LZMAError) as err:
         detail = " ".join(str(err).split())[:120]
         return f"not a SentencePiece (BPE) model ({detail})"
     return None

@@ -30,6 +30,6 @@ def test_the_problem_of_each_wrong_file_in_words(tmp_path: Path) -> None:
     text = tmp_path / "bpe.model"
     text.write_text("not a model\n")
     with pytest.raises(RuntimeError) as err:
-        sentencepiece.SentencePieceProcessor(model_file=str(text))
+        sentencepiece.SentencePieceProcessor(model_proto=text.read_bytes())
     said = " ".join(str(err.value).split())
     assert len(said) > 40 and problem("BPE model", text) == f"not a SentencePiece (BPE) model ({said[:120]})"

@@ -1,19 +1,31 @@
-"""Translation training by hand: the BPE (rare characters kept, unseen ones as bytes, <unk> shown), examples,
-batches, smoothed and devel losses, the learning rate, and stopping after `patience` epochs."""
+"""Translation training by hand: the BPE (rare characters kept, unseen ones as bytes, <unk> shown, written as
+an xz stream that reads like the plain model), examples, batches, smoothed and devel losses, the learning
+rate, and stopping after `patience` epochs."""
 
 from __future__ import annotations
 
+import hashlib
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
+from specbench.errors import DataError
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, train_bpe
-from specbench.simultrans.training import (_lr, batches, collate, devel_loss, loss_of, make_examples, stopped_because,
-                                           train)
+from specbench.simultrans.training import (
+    _lr,
+    batches,
+    collate,
+    devel_loss,
+    loss_of,
+    make_examples,
+    stopped_because,
+    train,
+)
 
 pytestmark = pytest.mark.unit
 CONFIG = MtModelConfig(vocab_size=9, d_model=8, heads=2, ffn=16, encoder_layers=1, decoder_layers=1,
@@ -26,6 +38,14 @@ def test_bpe_keeps_rare_characters_and_falls_back_to_bytes(tmp_path: Path) -> No
     ids = tok.encode("€ Hund")  # '€' never seen: its UTF-8 bytes
     assert tok.pieces(ids)[1:4] == ["<0xE2>", "<0x82>", "<0xAC>"] and tok.decode([BOS, *ids, EOS, PAD]) == "€ Hund"
     assert tok.decode([UNK]) == " ⁇ " and tok.encode_many(["ein", "Hund"]) == [tok.encode("ein"), tok.encode("Hund")]
+    plain = subprocess.run(["xz", "-dc", str(tok.path)], capture_output=True, check=True).stdout  # the xz tool
+    (tmp_path / "plain.model").write_bytes(plain)
+    again = Tokenizer(tmp_path / "plain.model")
+    assert tok.sha256 == again.sha256 == hashlib.sha256(plain).hexdigest() and len(plain) > tok.path.stat().st_size
+    assert again.encode("€ Hund läuft") == tok.encode("€ Hund läuft")
+    (tmp_path / "cut.model").write_bytes(tok.path.read_bytes()[:-9])  # an xz stream cut short
+    with pytest.raises(DataError, match=r"cut.model: not a SentencePiece \(BPE\) model \(.+\)\. Fix: point"):
+        Tokenizer(tmp_path / "cut.model")
 
 
 def test_examples_batches_losses_and_learning_rate_by_hand() -> None:

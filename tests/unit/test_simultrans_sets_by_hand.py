@@ -14,10 +14,11 @@ from specbench.data.multi30k import read_lines
 from specbench.errors import DataError
 from specbench.experiments.simultrans_sets import PooledEvaluator, SplitEvaluator
 from specbench.simultrans.experiment import Method
+from specbench.simultrans.tokenizer import read_model_proto
 
 pytestmark = pytest.mark.unit
 BPE = Path(__file__).resolve().parents[2] / "models" / "mt_bpe.model"
-SP, CFG = spm.SentencePieceProcessor(model_file=str(BPE)), SimultransConfig(shard_size=2)
+SP, CFG = spm.SentencePieceProcessor(model_proto=read_model_proto(BPE)), SimultransConfig(shard_size=2)
 GREEDY, TAIL, SBS = (Method("waitk", "m.pt", search=s, k=3) for s in ("greedy", "tail", "sbs"))
 
 
