@@ -8,7 +8,7 @@ import pytest
 
 from specbench.config import GraphConfig, SuiteConfig, config_to_dict, flatten
 from specbench.errors import ConfigError
-from specbench.experiments.registry import load_config
+from specbench.experiments.registry import load_config, preflight
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +51,15 @@ def test_defaults_fill_missing_sections(tmp_path: Path) -> None:
         ('kind = "graf"\n', ["'kind'", "unknown job kind", "'graph'", "'suite'"]),
         ('name = "x"\n', ["required key 'kind'"]),
         ('kind = "graph"\n[lm\n', ["not valid TOML"]),
+        ('\ufeffkind = "graph"\n', ["starts with a byte-order mark", "UTF-8 without a BOM"]),
+        ('kind = "graph"\n[lm]\nmemory = "lots"\n', ["section [lm]: memory = 'lots' is not a size lmplz reads"]),
+        ('kind = "graph"\n[lm]\nmemory = "0%"\n', ["memory = '0%'", 'Fix: a whole number followed by %']),
+        ('kind = "graph"\n[lm]\nmemory = "1.5G"\n', ["memory = '1.5G'"]),
+        ('kind = "predictive_asr"\n[usage]\nrouting_share = 1\n', ["'usage.routing_share'", "unknown key"]),
+        ('kind = "predictive_asr"\n[usage]\nroutine_share = 1.5\n',
+         ["section [usage]: routine_share = 1.5: out of range; allowed: 0.0 <= routine_share <= 1.0"]),
+        (f'kind = "suite"\nname = ""\njobs = ["{ROOT}/jobs/graph_slurp.toml"]\n', ["key 'name' = ''", "name = 'job'"]),
+        (f'kind = "suite"\nname = " a"\njobs = ["{ROOT}/jobs/graph_slurp.toml"]\n', ["spaces around", "name = 'a'"]),
     ],
 )
 def test_rejections_name_file_key_value_and_allowed(tmp_path: Path, text: str, expected: list[str]) -> None:
@@ -66,6 +75,31 @@ def test_rejections_name_file_key_value_and_allowed(tmp_path: Path, text: str, e
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no such job file"):
         load_config(tmp_path / "nope.toml")
+    with pytest.raises(ConfigError, match="a folder, not a job file. Fix: give the path of a .toml job or suite in"):
+        load_config(tmp_path)
+
+
+def test_lmplz_sizes_are_accepted_as_lmplz_reads_them(tmp_path: Path) -> None:
+    for memory in ("10%", "100%", "2G", "800M", "4096"):  # a bare number is in K, as lmplz's -S reads it
+        assert load_config(write(tmp_path, f'kind = "graph"\n[lm]\nmemory = "{memory}"\n')).lm.memory == memory
+
+
+@pytest.mark.parametrize(("voice", "said"), [
+    ("en-uss", "espeak-ng has no language 'en-uss' (espeak-ng would silently fall back to its default"),
+    ("en-us+zz", "espeak-ng has no variant 'zz' (espeak-ng would silently fall back to 'en-us'"),
+    ("de", "not an English voice (the lexicon maps espeak-ng's English phonemes to CMUdict's)"),
+    ("en-gb-x-rp", None), ("en-us+f4", None),
+])
+def test_the_graph_lexicon_voice_is_one_espeak_ng_has_and_english(tmp_path: Path, voice: str, said: str | None) -> None:
+    path = write(tmp_path, f'kind = "graph"\n[lexicon]\nespeak_voice = "{voice}"\n')
+    if said is None:
+        preflight(path, load_config(path))
+        return
+    with pytest.raises(ConfigError) as err:
+        preflight(path, load_config(path))
+    assert str(err.value) == f"{path}: key 'lexicon.espeak_voice' = '{voice}': {said}" + str(err.value).split(said)[1]
+    assert str(err.value).endswith('Fix: name an English espeak-ng voice, e.g. "en-us" (`espeak-ng --voices=en` '
+                                   "lists them).")
 
 
 def test_suite_rejects_missing_job_and_unknown_key(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ reads, which `loader.check_inputs` checks exists before the job runs.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -81,7 +82,14 @@ class LmSection:
     extra_vocabulary: tuple[str, ...] = field(default=("devel", "test"), metadata=_choices("devel", "test"))
     discount_fallback: bool = True
     interpolate_unigrams: bool = False
-    memory: str = "10%"
+    memory: str = "10%"  # lmplz -S: a share of the machine's memory, or a size
+
+    def __post_init__(self) -> None:
+        size = re.fullmatch(r"(\d+)([%bKMGTPE]?)", self.memory)
+        if size is None or (size[2] == "%" and not 0 < int(size[1]) <= 100):
+            raise ValueError(f"memory = {self.memory!r} is not a size lmplz reads (its -S option). Fix: a whole "
+                             'number followed by % of the machine\'s memory (1 to 100, e.g. "10%") or by b, K, M, '
+                             'G, T, P or E (e.g. "2G"; a bare number is in K)')
 
 
 @dataclass(frozen=True)
@@ -191,6 +199,10 @@ class TrainAmConfig:
 
     def __post_init__(self) -> None:
         check_job_name(self.name)  # checkpoints/<name>.last.pt
+
+    def written_models(self) -> list[tuple[Path, str]]:
+        """(checkpoint path, the kind of model it holds: a key of `input_files.KINDS`) of what the job writes."""
+        return [(self.output, "acoustic model")]
 
 
 @dataclass(frozen=True)
@@ -398,6 +410,10 @@ class TrainMtConfig:
     selection: MtSelection = MtSelection()
     tracking: TrackingSection = TrackingSection(experiment="simultrans")
 
+    def written_models(self) -> list[tuple[Path, str]]:
+        kind = "wait-k" if self.model.causal_encoder else "full-sentence"
+        return [(self.output, f"{kind} translation model")]
+
     def __post_init__(self) -> None:
         check_job_name(self.name)  # checkpoints/<name>/last.pt
         if {self.source, self.target} != {"de", "en"}:
@@ -475,6 +491,9 @@ class TrainLmConfig:
     model: LmSettings = LmSettings()
     training: LmTrainSettings = LmTrainSettings()
     tracking: TrackingSection = TrackingSection(experiment="prediction")
+
+    def written_models(self) -> list[tuple[Path, str]]:
+        return [(self.output, "prediction LM")]
 
 
 @dataclass(frozen=True)
@@ -596,6 +615,15 @@ class TrainConfidenceConfig:
         if "posterior" in self.models and not self.asr.partial_posteriors:
             raise ValueError("models lists \"posterior\", whose features are the partials' lattice posteriors: "
                              "set asr.partial_posteriors = true")
+
+    # the file of each model beside `output`, by role (as experiments/train_confidence.py writes them)
+    MODEL_SUFFIXES: ClassVar[dict[str, str]] = {"personal": "", "no_personal": "_nopersonal", "context": "_context",
+                                                "posterior": "_posterior"}
+
+    def written_models(self) -> list[tuple[Path, str]]:
+        out = self.output
+        return [(out.with_name(out.stem + self.MODEL_SUFFIXES[role] + out.suffix), "confidence model")
+                for role in self.models]
 
 
 @dataclass(frozen=True)

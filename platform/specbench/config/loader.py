@@ -126,10 +126,18 @@ def build_config(path: Path, cls: type, table: dict[str, Any], prefix: str = "")
 def read_toml(path: Path) -> dict[str, Any]:
     """Parse a TOML file; a syntax error names the file and the line."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: a folder, not a job file. Fix: give the path of a .toml job or suite in it "
+                          "(see jobs/).")
     if not path.is_file():
         raise ConfigError(f"{path}: no such job file. Fix: give the path of a .toml job or suite (see jobs/).")
     try:
         with path.open("rb") as fh:
+            if fh.read(3) == b"\xef\xbb\xbf":
+                raise ConfigError(f"{path}: starts with a byte-order mark, which TOML does not allow. Fix: save "
+                                  "the file as UTF-8 without a BOM (most editors call it \"UTF-8\", not "
+                                  "\"UTF-8 with BOM\").")
+            fh.seek(0)
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML ({err}). Fix: correct the syntax at that line.") from err
@@ -180,6 +188,10 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     name = table.get("name", path.stem)
     if not isinstance(name, str):
         raise _fail(path, "name", name, "wrong type; allowed: str")
+    if not name.strip() or name != name.strip():  # the suite's MLflow experiment, which MLflow refuses empty
+        raise _fail(path, "name", name, "an empty name or spaces around it (the name is the suite's MLflow "
+                    "experiment)", f"Fix: write name = {(name.strip() or path.stem)!r}, or remove the key to use "
+                    "the file's name.")
     return SuiteConfig(name=name, jobs=resolved)
 
 
@@ -242,9 +254,41 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
                     a = "an" if reads[0] in "aeiou" else "a"
                     raise DataError(f"{where(job_path, key)} = '{value}': {file} is not {a} {reads}: {wrong}. "
                                     f"Fix: point it at {a} {reads}.")
+        for file, writes in getattr(job_config, "written_models", list)():
+            _check_output(where(job_path, "output"), job_config.output, file, writes, job_config.name)
         output = getattr(job_config, "output", None)
         if isinstance(output, Path):
             written.append(from_root(output))
+
+
+def _check_output(where: str, value: Path, file: Path, writes: str, name: str) -> None:
+    """Refuse a training job's output path that would lose something: a checkpoint (`file`, relative to the
+    project root, the job's `output` = `value` or a model written beside it) must be a .pt file, not a folder,
+    and where a file is there already it must hold the kind of model the job writes (`writes`, a key of
+    `input_files.KINDS`), which retraining replaces; anything else there (another kind of model, any other
+    file) is refused before the job starts, not overwritten after it trained. `name`: the job's name."""
+    path = from_root(file)
+    named = "" if file == value else f" (the model written beside it: {file})"
+    example = f"models/{name}.pt"
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ConfigError(f"{where} = '{value}'{named}: {path.parent} is a file, so nothing can be written in it. "
+                          f"Fix: name a file in a folder, e.g. {example}.")
+    if path.is_dir():
+        raise ConfigError(f"{where} = '{value}'{named}: {path} is a folder; it must name the checkpoint file the "
+                          f"job writes. Fix: name a file, e.g. {example}.")
+    if path.suffix != ".pt":
+        raise ConfigError(f"{where} = '{value}'{named}: a checkpoint's name must end in .pt (its model card is "
+                          f"written beside it as <name>.json and <name>.md). Fix: name a .pt file, e.g. {example}.")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{where} = '{value}'{named}: {path} is not a regular file. Fix: name a new .pt file.")
+    if path.is_file():
+        from specbench.input_files import problem
+
+        wrong = problem(writes, path)
+        if wrong is not None:
+            raise DataError(f"{where} = '{value}'{named}: {path} already holds something this job would replace "
+                            f"with a {writes} ({wrong}). Fix: give the job an output of its own, e.g. {example}, "
+                            f"or move {path} away first if it may be replaced.")
 
 
 def member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[tuple[Path, Any]]:

@@ -320,26 +320,26 @@ class UsageSettings:
 
     def __post_init__(self) -> None:
         for name, lo in (("seed", 0), ("weeks", 1), ("history_weeks", 0)):
-            object.__setattr__(self, name, check_int(f"UsageSettings.{name}", getattr(self, name), lo))
+            object.__setattr__(self, name, check_int(name, getattr(self, name), lo))
         if self.history_weeks >= self.weeks:
             raise ConfigError(
-                f"UsageSettings.history_weeks: need fewer than weeks={self.weeks} so that some weeks are "
+                f"history_weeks: need fewer than weeks={self.weeks} so that some weeks are "
                 f"evaluated, got {self.history_weeks}"
             )
         object.__setattr__(self, "requests_per_day", check_float(
-            "UsageSettings.requests_per_day", self.requests_per_day, 0.0, MAX_REQUESTS_PER_DAY, lo_open=True))
+            "requests_per_day", self.requests_per_day, 0.0, MAX_REQUESTS_PER_DAY, lo_open=True))
         for name, hi in (("activity_sigma", 5.0), ("zipf_exponent", 10.0), ("routine_share", 1.0),
                          ("hour_std", 24.0)):
-            object.__setattr__(self, name, check_float(f"UsageSettings.{name}", getattr(self, name), 0.0, hi))
-        lo, hi = check_pair("UsageSettings.routine_size", self.routine_size)
-        lo = check_int("UsageSettings.routine_size[0] (min)", lo, 1)
-        hi = check_int("UsageSettings.routine_size[1] (max)", hi, lo)
-        start, end = check_pair("UsageSettings.one_off_hours", self.one_off_hours)
-        start = check_float("UsageSettings.one_off_hours[0] (start)", start, 0.0, 24.0, hi_open=True)
-        end = check_float("UsageSettings.one_off_hours[1] (end)", end, 0.0, 24.0)
+            object.__setattr__(self, name, check_float(name, getattr(self, name), 0.0, hi))
+        lo, hi = check_pair("routine_size", self.routine_size)
+        lo = check_int("routine_size[0] (min)", lo, 1)
+        hi = check_int("routine_size[1] (max)", hi, lo)
+        start, end = check_pair("one_off_hours", self.one_off_hours)
+        start = check_float("one_off_hours[0] (start)", start, 0.0, 24.0, hi_open=True)
+        end = check_float("one_off_hours[1] (end)", end, 0.0, 24.0)
         if end <= start:
             raise ConfigError(
-                f"UsageSettings.one_off_hours: need start < end, got {list(self.one_off_hours)}"
+                f"one_off_hours: need start < end, got {list(self.one_off_hours)}"
             )
         object.__setattr__(self, "routine_size", (lo, hi))
         object.__setattr__(self, "one_off_hours", (start, end))

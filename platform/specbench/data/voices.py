@@ -221,6 +221,20 @@ def _mbrola_missing(database: str) -> str | None:
     return None
 
 
+def espeak_voice_problem(engine_voice: str) -> str | None:
+    """Why espeak-ng cannot speak with `engine_voice` (``LANG`` or ``LANG+VARIANT``, as after ``-v``), or None.
+    espeak-ng itself falls back silently to another voice for a name it does not know."""
+    lang, _, variant = engine_voice.partition("+")
+    if lang not in _espeak_languages():
+        known = len(_espeak_languages())
+        return (f"espeak-ng has no language {lang!r} (espeak-ng would silently fall back to its default; "
+                f"`espeak-ng --voices` lists {known})")
+    if variant and variant not in _espeak_variants():
+        return (f"espeak-ng has no variant {variant!r} (espeak-ng would silently fall back to {lang!r}; "
+                "`espeak-ng --voices=variant` lists the variants)")
+    return None
+
+
 def _missing_reason(voice: Voice) -> str | None:
     """Why `voice` cannot be used on this machine, or None when it can."""
     if shutil.which(_BINARY[voice.engine]) is None:
@@ -228,14 +242,7 @@ def _missing_reason(voice: Voice) -> str | None:
     if voice.engine == "espeak-ng" and voice.engine_voice.startswith(_MBROLA_PREFIX):
         return _mbrola_missing(voice.engine_voice.removeprefix(_MBROLA_PREFIX))
     if voice.engine == "espeak-ng":
-        lang, _, variant = voice.engine_voice.partition("+")
-        if lang not in _espeak_languages():
-            known = len(_espeak_languages())
-            return f"espeak-ng has no language {lang!r} (`espeak-ng --voices` lists {known})"
-        if variant and variant not in _espeak_variants():
-            return (f"espeak-ng has no variant {variant!r} (espeak-ng would silently fall back to {lang!r}; "
-                    "`espeak-ng --voices=variant` lists the variants)")
-        return None
+        return espeak_voice_problem(voice.engine_voice)
     if voice.engine == "flite":
         if voice.engine_voice not in _flite_voices():
             return (f"flite has no voice {voice.engine_voice!r} (flite would silently fall back to kal); "

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.config import GraphConfig
+from specbench.errors import ConfigError
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.sphinx_graph_recipe import SphinxGraphStats
@@ -24,6 +25,24 @@ def _printer(prefix: str):
         print(f"[{prefix} {time.perf_counter() - start:6.1f}s] {name}", file=sys.stderr, flush=True)
 
     return step
+
+
+def preflight(config: GraphConfig, job_path: Path) -> None:
+    """The graph job's preflight (`registry.JobKind.preflight`): the CTC recipe's espeak-ng voice, which
+    pronounces the words CMUdict lacks, must be an English voice that espeak-ng has (it would fall back to
+    another voice silently, or give phonemes the lexicon cannot map). Without espeak-ng the build says so."""
+    import shutil
+
+    from specbench.data.voices import espeak_voice_problem
+
+    voice = config.lexicon.espeak_voice
+    if config.recipe != "ctc_tlg" or shutil.which("espeak-ng") is None:
+        return
+    problem = espeak_voice_problem(voice) or (None if voice.partition("+")[0].split("-")[0] == "en" else (
+        "not an English voice (the lexicon maps espeak-ng's English phonemes to CMUdict's)"))
+    if problem is not None:
+        raise ConfigError(f"{job_path}: key 'lexicon.espeak_voice' = {voice!r}: {problem}. Fix: name an English "
+                          "espeak-ng voice, e.g. \"en-us\" (`espeak-ng --voices=en` lists them).")
 
 
 def run_graph(config: GraphConfig, run: TrackedRun | None, force: bool = False) -> GraphArtifacts:

@@ -68,7 +68,8 @@ PARTIAL_RULE_CHANGE = ("a partial hypothesis keeps its last word when the path's
 # purpose: speed is judged by ratios measured within one run.
 JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.GraphConfig, f"{_EXP}.graph:execute",
-            ("graph.states", "graph.arcs", "graph.ppl_test", "graph.test_unseen_rate")),
+            ("graph.states", "graph.arcs", "graph.ppl_test", "graph.test_unseen_rate"),
+            preflight=f"{_EXP}.graph:preflight"),
     JobKind(cfg.SpeechConfig, f"{_EXP}.speech:execute", ("speech.utterances",), preflight=_CTC_GRAPH),
     JobKind(cfg.TrainAmConfig, f"{_EXP}.train_am:execute", ("am.best_devel_per",), preflight=_CTC_GRAPH),
     JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy"), preflight=_CTC_GRAPH),
