@@ -1,7 +1,10 @@
-"""Acoustic model by hand: length batches, phone targets, the 25 ms lookahead, checkpoint contents."""
+"""Acoustic model by hand: length batches, phone targets, the 25 ms lookahead, checkpoint contents
+(model_config keys this version does not know are ignored), and each epoch's uniform draw of the original or one
+speed-perturbed copy, which keeps the utterance's id, voice and targets."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +12,7 @@ import pytest
 import torch
 
 from specbench.acoustic.checkpoint import load_checkpoint, save_checkpoint
-from specbench.acoustic.dataset import Example, length_batches, load_examples, phone_targets
+from specbench.acoustic.dataset import Example, epoch_view, length_batches, load_examples, phone_targets
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.inference import score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
@@ -65,6 +68,23 @@ def test_checkpoint_gives_back_cmvn_weights_and_transform(tmp_path: Path) -> Non
     back = load_checkpoint(tmp_path / "am.pt")
     assert np.array_equal(back.cmvn.mean, cmvn.mean) and np.array_equal(back.cmvn.inv_std, cmvn.inv_std)
     assert torch.equal(back.model(x, n)[0], model(x, n)[0])
+    later = {**load_blob(tmp_path / "am.pt")["model_config"], "a_later_setting": 3}  # unknown sizes are ignored
+    write_checkpoint({**load_blob(tmp_path / "am.pt"), "model_config": later}, tmp_path / "later.pt")
+    assert torch.equal(load_checkpoint(tmp_path / "later.pt").model(x, n)[0], model(x, n)[0])
     write_checkpoint({**load_blob(tmp_path / "am.pt"), "format_version": 2}, tmp_path / "v2.pt")
     with pytest.raises(DataError, match=r"of format_version 1 \(it has format_version 2\)"):
         load_checkpoint(tmp_path / "v2.pt")
+
+
+def test_each_epoch_draws_the_original_or_a_copy_uniformly_and_a_copy_keeps_its_voice() -> None:
+    feats = [np.zeros((n, 80), np.float16) for n in (10, 11, 12)]
+    two = Example("u", feats[0], np.array([1, 2]), "flite:rms", (feats[1], feats[2]))
+    one = Example("w", feats[0], np.array([3]), "flite:slt", (feats[2],))
+    rng = np.random.default_rng(0)
+    views = [epoch_view([two, one], rng) for _ in range(900)]
+    # 900 draws: 300 each of 3 (sd 14) and 450 each of 2 (sd 15)
+    assert all(240 < n < 360 for n in Counter(len(v[0].feats) for v in views).values())
+    assert all(390 < n < 510 for n in Counter(len(v[1].feats) for v in views).values())
+    for view in views:
+        assert [(v.utt_id, v.voice) for v in view] == [("u", "flite:rms"), ("w", "flite:slt")]
+        assert all(v.targets is e.targets and (v is e or v.perturbed == ()) for v, e in zip(view, (two, one)))

@@ -1,17 +1,20 @@
-"""LM training by hand: collate shifts and pads; equal lengths batch at random, in random order; perplexity
-scores each sentence alone, dropout off, mode kept, each OOV counted, inf past overflow; training equals the Adam
-loop written out in torch; a spent budget still scores the cut epoch and gives the threads back."""
+"""LM training by hand: collate shifts and pads; equal lengths batch at random, in random order; perplexity scores each
+sentence alone, dropout off, mode kept, each OOV counted, finite up to overflow and inf past it, a sentence given as
+a string refused; training equals the Adam loop written out in torch; a spent budget still scores the cut epoch and
+gives the threads back; an equal devel perplexity is no improvement; each epoch's seconds are its own."""
 
 from __future__ import annotations
 
 import copy
 import math
 import random
+import time
 
 import pytest
 import torch
 import torch.nn.functional as F
 
+from specbench.errors import DataError
 from specbench.prediction.lm import LmSettings, WordLstmLm
 from specbench.prediction.lm_training import LmTrainSettings, collate, length_batches, perplexity_details, train_lm
 from specbench.prediction.vocab import BOS, EOS, WordVocab
@@ -46,8 +49,13 @@ def test_perplexity_scores_each_sentence_alone_without_dropout_and_keeps_the_mod
         assert result.perplexity == pytest.approx(expected, rel=1e-5) and model.training == training
         assert (result.tokens, result.oov_tokens) == (11, 2)
     with torch.no_grad():
+        model.output.bias[EOS] = -300.0  # exp(300 nats per token) is ~2e130, still a float
+    assert 1e128 < perplexity_details(model, vocab, [[]]).perplexity < 1e133
+    with torch.no_grad():
         model.output.bias[EOS] = -3000.0  # exp(3000 nats per token) overflows a float
     assert perplexity_details(model, vocab, [[]]).perplexity == math.inf
+    with pytest.raises(DataError, match="sentence 1 is a string, not a list of words"):
+        perplexity_details(model, vocab, [["a"], "a b"])
 
 
 def test_training_equals_the_adam_loop_written_out() -> None:
@@ -85,3 +93,12 @@ def test_a_spent_budget_scores_the_cut_epoch_and_gives_the_threads_back() -> Non
     assert torch.get_num_threads() == 1 and trained.vocab == WordVocab.from_sentences(TRAIN, 2)
     assert (trained.stopped_because, trained.best_epoch, len(trained.history)) == ("time", 1, 1)
     assert trained.history[0]["fraction"] == pytest.approx(1 / 3)
+
+
+def test_an_equal_devel_perplexity_is_no_improvement_and_each_epoch_times_itself() -> None:
+    s = LmTrainSettings(epochs=6, batch_size=4, learning_rate=1e-30, patience=3, threads=1)
+    start = time.monotonic()
+    trained = train_lm(TRAIN, DEVEL, LM, s, progress=False)  # steps of 1e-30 leave every weight as it was
+    ppl = [h["devel_perplexity"] for h in trained.history]
+    assert ppl == [ppl[0]] * 4 and (trained.best_epoch, trained.stopped_because) == (1, "patience")
+    assert sum(h["seconds"] for h in trained.history) <= time.monotonic() - start

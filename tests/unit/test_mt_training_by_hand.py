@@ -1,9 +1,11 @@
 """Translation training by hand: the BPE (rare characters kept, unseen ones as bytes, <unk> shown, written as
 an xz stream that reads like the plain model), examples, batches, smoothed and devel losses, the learning
-rate, and stopping after `patience` epochs."""
+rate, stopping after `patience` epochs (an improving epoch starts the count again; patience is the reason named
+when the epoch limit is reached too), and training equal to the warmup Adam loop written out."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import random
 import subprocess
@@ -17,6 +19,7 @@ from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, train_bpe
 from specbench.simultrans.training import (
+    TrainState,
     _lr,
     batches,
     collate,
@@ -79,3 +82,50 @@ def test_training_stops_after_patience_epochs_without_a_1e_4_devel_improvement(t
     # steps of ~1e-6 move devel loss by ~3e-5 an epoch, less than 1e-4: only epoch 1 improves (on inf)
     assert (state.epoch, state.best_epoch, state.bad_epochs) == (3, 1, 2)
     assert stopped_because(state, settings) == "devel loss did not improve for 2 epochs"
+    at_the_limit = MtTrainSettings(max_epochs=3, patience=2)  # both rules hold after epoch 3: patience is named
+    assert stopped_because(state, at_the_limit) == "devel loss did not improve for 2 epochs"
+
+
+def test_an_improving_epoch_starts_the_patience_count_again(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    data, kept = make_examples([([4 + i, 5], [6, 4 + i % 4]) for i in range(5)], 16), {}
+
+    def spoil_or_restore(model: MtTransformer, state: TrainState, _: object) -> None:
+        # after an odd epoch keep the weights and spoil them; after an even one put the kept ones back
+        with torch.no_grad():
+            if state.epoch % 2:
+                kept.update({k: v.clone() for k, v in model.state_dict().items()})
+                for p in model.parameters():
+                    p.add_(torch.randn_like(p))
+            else:
+                model.load_state_dict(kept)
+
+    settings = MtTrainSettings(max_epochs=6, patience=2, learning_rate=1e-2, warmup_steps=1, k_min=1, k_max=3)
+    state = train(MtTransformer(CONFIG), data, data, settings, tmp_path / "s.pt", "t", spoil_or_restore)
+    loss = [h["devel_loss"] for h in state.history]
+    assert loss[0] - 1e-4 > loss[2] and loss[2] - 1e-4 > loss[4] and min(loss[1], loss[3], loss[5]) > loss[0]
+    assert (state.epoch, state.best_epoch, state.bad_epochs) == (6, 5, 1)
+    assert stopped_because(state, settings) == "6 epochs"
+
+
+def test_training_equals_the_warmup_adam_loop_written_out(tmp_path: Path) -> None:
+    data = make_examples([([4 + i % 5] * (1 + i % 6), [6, 4 + i % 4] * (1 + i % 3)) for i in range(40)], 16)
+    s = MtTrainSettings(max_epochs=2, batch_tokens=100, learning_rate=1e-2, warmup_steps=3, k_min=1, k_max=4,
+                        patience=9, threads=1)
+    torch.manual_seed(0)
+    model = MtTransformer(CONFIG)
+    mine, rng, step = copy.deepcopy(model), random.Random(s.seed), 0
+    train(model, data, data, s, tmp_path / "s.pt", "t", lambda *_: None)
+    opt = torch.optim.Adam(mine.parameters(), betas=(0.9, 0.98), eps=1e-9)
+    for _ in range(2):
+        for batch in batches(data, s.batch_tokens, rng):  # a wait-k batch 9 times in 10, k from 1 to 4
+            k = rng.randint(s.k_min, s.k_max) if rng.random() >= s.full_sentence_fraction else None
+            loss, n = loss_of(mine, batch, k, s.label_smoothing)
+            step += 1
+            opt.param_groups[0]["lr"] = 1e-2 * min(step / 3, (3 / step) ** 0.5)
+            opt.zero_grad()
+            (loss / n).backward()
+            torch.nn.utils.clip_grad_norm_(mine.parameters(), 1.0)
+            opt.step()
+    for a, b in zip(model.parameters(), mine.parameters(), strict=True):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=0)

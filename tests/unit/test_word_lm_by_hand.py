@@ -1,9 +1,10 @@
 """The word LSTM LM, its vocabulary and batch stage by hand: a vocabulary of the four specials alone is refused;
-dropout sits on the embeddings, between LSTM layers (two or more) and on the top outputs; the output bias starts
+dropout sits on the embeddings, between LSTM layers (two or more) and on the top outputs, and `step` and
+`last_log_probs` drop as the forward pass does in training mode and not at all in eval mode; the output bias starts
 at zero; a state carries a sentence on (past a packed row's end the logits are the bias); a checkpoint keeps
 booleans, stores a tied matrix once, refuses non-string keys, foreign settings, a file without metrics or training
-config, and names weights for another vocabulary. Vocabulary ties go alphabetically. The stage gives the n best
-found by enumeration, scores summed from `step`, and a reason for a bad row."""
+config, and names weights for another vocabulary or settings out of range. Vocabulary ties go alphabetically. The
+stage gives the n best found by enumeration, scores summed from `step`, and a reason for a bad row."""
 
 from __future__ import annotations
 
@@ -110,6 +111,34 @@ def test_training_mode_drops_the_embeddings_and_the_top_outputs_as_torch_does() 
         got = model.features(ids)[0]
         torch.manual_seed(3)
         assert torch.equal(got, F.dropout(model.lstm(F.dropout(model.embedding(ids), 0.4))[0], 0.4))
+
+
+def test_step_and_last_log_probs_drop_as_the_forward_pass_in_training_and_not_in_eval() -> None:
+    torch.manual_seed(0)
+    model = WordLstmLm(7, LmSettings(8, 64, 2, dropout=0.5, tie_embeddings=False))
+    ids, seen = torch.tensor([BOS, 4, 6]), []
+    model.output.register_forward_pre_hook(lambda _, args: seen.append(args[0]))  # what the linear layer reads
+    with torch.no_grad():
+        for training, seed in ((True, 5), (False, 5), (False, 6)):
+            model.train(training)
+            torch.manual_seed(5)
+            full, state = model(ids[:, None])
+            torch.manual_seed(seed)  # the same draws: the same dropout masks, eval mode: no draws at all
+            lp, got = model.step(ids, state=None)
+            assert torch.equal(lp, F.log_softmax(full[:, 0], -1)) and torch.equal(got[0], state[0])
+            seen.clear()
+            model.last_log_probs(torch.tensor([[BOS, 4, 5], [BOS, 6, 0]]), torch.tensor([3, 2]))
+            zeros = float((seen[0] == 0).float().mean())  # 2 x 64 top-layer states, never exactly 0 undropped
+            assert 0.3 < zeros < 0.7 if training else zeros == 0.0
+
+
+def test_settings_a_checkpoint_cannot_hold_are_a_data_error(tmp_path: Path) -> None:
+    vocab = WordVocab.from_sentences([["a", "b"]])
+    save_lm(tmp_path / "good.pt", WordLstmLm(len(vocab), TINY), vocab, TINY, {}, {})
+    blob = load_blob(tmp_path / "good.pt")
+    torch.save({**blob, "settings": {**blob["settings"], "dropout": 2.0}}, tmp_path / "bad.pt")
+    with pytest.raises(DataError, match=r"bad\.pt: bad vocabulary or model settings \(.*dropout"):
+        load_lm(tmp_path / "bad.pt")
 
 
 def test_a_tied_matrix_is_stored_once_and_weights_for_another_vocabulary_are_named(tmp_path: Path) -> None:
