@@ -138,6 +138,25 @@ def test_a_benchmark_verb_names_its_own_argument_or_option(tmp_path: Path, capsy
     err = capsys.readouterr().err
     assert "specbench bench simultrans: option --bpe = " in err and "is not a BPE model" in err, err
     assert "bench_simultrans.toml" not in err  # no job file was given, so none is named
+    assert main(["bench", "decoder", "--utterances", "0", "--no-mlflow"]) == 2
+    assert "specbench bench decoder: option --utterances = 0: out of range; allowed: 1 <= utterances <= 100000. " \
+           "Fix: set option --utterances to an allowed value." in capsys.readouterr().err
+    assert main(["bench", "decoder", "--backends", ",", "--no-mlflow"]) == 2
+    assert "bench decoder: options: gpu_decoders and backends must each list at least one value. Fix: change " \
+           "those options." in capsys.readouterr().err
+
+
+def test_a_job_file_option_is_found_in_jobs_when_the_working_directory_has_none(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench.cli.options import config_from_args
+    from specbench.cli.parser import build_parser
+    from specbench.config.benchmarks import BenchDecoderConfig
+
+    monkeypatch.chdir(tmp_path)  # the name as --help shows its default, typed out: the shipped job
+    args = build_parser().parse_args(["bench", "decoder", "--graph-job", "graph_slurp.toml"])
+    assert config_from_args(BenchDecoderConfig, args, "bench").graph_job == JOBS / "graph_slurp.toml"
+    (tmp_path / "graph_slurp.toml").write_text("")  # one in the working directory comes first
+    assert config_from_args(BenchDecoderConfig, args, "bench").graph_job == tmp_path / "graph_slurp.toml"
 
 
 def test_every_shipped_job_passes_validate_with_its_inputs_and_preflight(capsys: pytest.CaptureFixture[str]) -> None:

@@ -82,8 +82,8 @@ def test_bench_verb_options_replace_defaults_and_resolve_paths(tmp_path: Path, m
 
 
 @pytest.mark.parametrize(("argv", "words"), [
-    (["--utterances", "0"], ["specbench bench decoder", "'utterances'", "out of range"]),
-    (["--backends", "cpu,bogus"], ["'backends[1]'", "'bogus'", "not allowed"]),
+    (["--utterances", "0"], ["specbench bench decoder: option --utterances = 0", "out of range"]),
+    (["--backends", "cpu,bogus"], ["option --backends[1] = 'bogus'", "not allowed"]),
 ])
 def test_bench_verb_bad_option_names_the_field(argv: list[str], words: list[str]) -> None:
     with pytest.raises(ConfigError) as err:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -72,6 +73,8 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, positional: t
             continue
         typ = _base_type(hints[field.name])
         default = f"default: {_shown(field.default)}"
+        if _job_file_field(field):
+            default += " in jobs/; a relative path is looked up in the working directory, then in jobs/"
         if field.name in positional:
             parser.add_argument(field.name, nargs="?", type=str, help=f"({default})")
             continue
@@ -99,10 +102,18 @@ def command_line_name(args: argparse.Namespace, field: str) -> str:
     return "option --" + field.replace("_", "-")
 
 
+def _job_file_field(field: dataclasses.Field) -> bool:
+    """Whether the field names another job file (`config_input(relative_to="job")`)."""
+    return field.metadata.get("input", ("",))[0] == "job"
+
+
 def config_from_args(cls: type, args: argparse.Namespace, where: str) -> Any:
     """`cls` with the options given in `args` replacing its defaults; paths given on the command line are
-    taken relative to the working directory. Errors name `where` (the command) and the field."""
+    taken relative to the working directory, a job file's also relative to jobs/ (where its default is) when
+    the working directory has no such file. Errors name `where` (the command) and the option."""
     from specbench.config import build_config
+    from specbench.errors import ConfigError
+    from specbench.paths import project_root
 
     hints = typing.get_type_hints(cls)
     table: dict[str, Any] = {}
@@ -111,6 +122,15 @@ def config_from_args(cls: type, args: argparse.Namespace, where: str) -> Any:
         if field.name in SKIPPED or value is None:
             continue
         if _base_type(hints[field.name]) is Path:
-            value = str(Path(value).resolve())
+            given, shipped = Path(value), project_root() / "jobs" / value
+            use_jobs = _job_file_field(field) and not given.exists() and shipped.is_file()
+            value = str(shipped if use_jobs else given.resolve())
         table[field.name] = value
-    return build_config(Path(where), cls, table)
+    try:
+        return build_config(Path(where), cls, table)
+    except ConfigError as err:  # the loader speaks of a job file's keys; here they are options
+        said = re.sub(r"key '(\w+)((?:\[\d+\])?)'", lambda m: command_line_name(args, m[1]) + m[2], str(err))
+        said = re.sub(r"Fix: set '(\w+)'", lambda m: "Fix: set " + command_line_name(args, m[1]), said)
+        said = said.replace("top-level keys: ", "options: ").replace("Fix: change those values in the job file.",
+                                                                     "Fix: change those options.")
+        raise ConfigError(said) from err
