@@ -91,9 +91,8 @@ def read_checkpoint(path: Path, what: str, fix: str, expected: Mapping[str, Any]
     try:
         blob = load_blob(path)
     except Exception as err:  # noqa: BLE001 - torch and lzma raise many types for a damaged or unsafe file
-        detail = " ".join(str(err).split())[:200] or "no detail"
         raise DataError(f"{path}: not a readable {what}: the file is damaged, truncated or not a PyTorch "
-                        f"checkpoint at all (reading it said: {detail}). {fix}") from err
+                        f"checkpoint at all (reading it said: {_load_reason(err)}). {fix}") from err
     if not isinstance(blob, dict):
         raise DataError(f"{path}: holds a {type(blob).__name__}, not a specbench {what}. {fix}")
     found = checkpoint_kind(blob)
@@ -109,3 +108,15 @@ def read_checkpoint(path: Path, what: str, fix: str, expected: Mapping[str, Any]
         shown = ", ".join(f"{k} {blob.get(k)!r}" for k in wrong)
         raise DataError(f"{path}: not a specbench {what} of {tags} (it has {shown}). {fix}")
     return blob
+
+
+def _load_reason(err: Exception) -> str:
+    """The reader's cause in a few words, without torch's advice to load the file with `weights_only` off
+    (which would run code from the file: specbench never unpickles code)."""
+    text = str(err)
+    if "Weights only load failed" in text:
+        cause = (text.partition("WeightsUnpickler error:")[2].strip().split("\n")[0].split(". Please use")[0]
+                 or "it holds more than tensors and plain data")
+        return f"a weights-only load refused it ({cause[:150]}); specbench never unpickles code"
+    first = " ".join(text.split(". ")[0].split())[:200]
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__

@@ -104,7 +104,7 @@ def test_cli_decodes_on_every_core_as_in_one_process(ray_cluster: object, tmp_pa
         out = tmp_path / f"w{workers}.jsonl"
         code = main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "scores.npz"),
                      "--frame-shift-ms", "40", "--beam", "12", "--max-active", "3000", "--lattice-beam", "4",
-                     "--workers", str(workers), "--out", str(out)])
+                     "--lattice-dir", str(tmp_path / "lat"), "--workers", str(workers), "--out", str(out)])
         assert code == 0
         summaries[workers] = json.loads(capsys.readouterr().out)
         outputs[workers] = out.read_text()
@@ -257,7 +257,7 @@ def test_decode_scores_lattices_against_references(tmp_path: Path, slurp_graph: 
     assert "lattice_oracle_wer" not in decode_file(slurp_graph.tlg, tmp_path / "s.npz", tmp_path / "n.jsonl",
                                                    references=text, **common)  # no lattices
     text.write_text(f"{sorted(refs)[0]} a\n")
-    with pytest.raises(DataError, match=f"no reference for {len(refs) - 1} decoded utterance.*Fix:"):
+    with pytest.raises(DataError, match=f"no reference for {len(refs) - 1} of the {len(refs)} utter.*Fix:"):
         decode_file(slurp_graph.tlg, tmp_path / "s.npz", tmp_path / "m.jsonl", references=text, **common)
     with pytest.raises(DataError, match="references .*give words too"):
         decode_file(slurp_graph.tlg, tmp_path / "s.npz", tmp_path / "m.jsonl", references=text,

@@ -48,3 +48,14 @@ def test_the_decoder_benchmark_needs_gpu_decoder_counts(tmp_path: Path) -> None:
 @pytest.mark.parametrize("device", ["cpu", "cuda", "auto"])
 def test_the_completion_benchmark_runs_on_any_device_it_names(tmp_path: Path, device: str) -> None:
     assert load(tmp_path, f'kind = "bench_completion"\ndevice = "{device}"\n').device == device
+
+
+def test_the_completion_benchmark_refuses_cuda_without_a_gpu_before_any_work(tmp_path: Path) -> None:
+    import torch
+
+    from specbench.benchmarks.completion import bench_completion
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the message on a machine without CUDA")
+    with pytest.raises(ConfigError, match=r"device = 'cuda' .* no usable CUDA device\. Fix: use device"):
+        bench_completion(tmp_path / "lm.pt", prefixes=2, single=1, device="cuda")

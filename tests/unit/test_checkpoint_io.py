@@ -40,6 +40,22 @@ def test_a_damaged_stream_names_the_file_and_the_fix(tmp_path: Path) -> None:
         read_checkpoint(path, "test model", FIX, {})
 
 
+class Unsafe:
+    pass
+
+
+def test_a_refused_file_gives_the_cause_without_torchs_advice_to_unpickle(tmp_path: Path) -> None:
+    """torch's message advises loading with weights_only off, which would run code from the file."""
+    (tmp_path / "text.fst").write_text("0 1 2 3 0.5\n1\n")
+    torch.save({"x": Unsafe()}, tmp_path / "object.pt")
+    for name, cause in (("text.fst", "Unsupported operand"), ("object.pt", "Unsupported global")):
+        with pytest.raises(DataError) as err:
+            read_checkpoint(tmp_path / name, "test model", FIX, {})
+        said = str(err.value)
+        assert f"(reading it said: a weights-only load refused it ({cause}" in said, said
+        assert "never unpickles code" in said and said.endswith(FIX) and "weights_only" not in said, said
+
+
 def test_every_shipped_checkpoint_is_written_compressed() -> None:
     shipped = sorted(MODELS.glob("*.pt"))
     assert len(shipped) >= 5

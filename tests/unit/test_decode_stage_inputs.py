@@ -174,3 +174,46 @@ def test_decode_reports_non_utf8_files_in_one_line(tmp_path: Path, graph_file: P
                  "40", "--words", str(words), "--out", str(tmp_path / "o.jsonl")])
     err = capsys.readouterr().err
     assert code == 2 and "line 2: not UTF-8" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------------------------- 5. before decoding
+
+
+@pytest.fixture
+def decodable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """decode_file's arguments for a real graph that outputs word 7 and two utterances a, b."""
+    from specbench.wfst.fst_binary import write_vector_fst
+
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    write_vector_fst(tmp_path / "g.fst", _word_then_loop())
+    np.savez(tmp_path / "s.npz", a=np.zeros((2, 1), np.float32), b=np.zeros((3, 1), np.float32))
+    return dict(graph=tmp_path / "g.fst", scores=tmp_path / "s.npz", out=tmp_path / "o.jsonl", workers=1,
+                frame_shift_ms=40.0, backend="cpu_numpy")
+
+
+def test_a_word_list_that_cannot_spell_the_graphs_outputs_is_refused(tmp_path: Path, decodable: dict) -> None:
+    words = tmp_path / "words.txt"
+    for size in (0, 3, 7):
+        SymbolTable(tuple(f"w{i}" for i in range(size))).write(words)
+        graph = decodable["graph"]
+        with pytest.raises(DataError, match=rf"--words {words}: it lists {size} symbols, but the graph "
+                                            rf"{graph} outputs word ids up to 7 .*Fix: give the words.txt"):
+            decode_file(words=words, **decodable)
+        assert not decodable["out"].exists()
+    SymbolTable(tuple(f"w{i}" for i in range(8))).write(words)
+    assert decode_file(words=words, **decodable)["failed"] == 0
+    assert '"words": ["w7"]' in decodable["out"].read_text()
+
+
+def test_references_missing_an_utterance_or_a_lattice_beam_alone_leave_no_output(tmp_path: Path,
+                                                                                 decodable: dict) -> None:
+    words, text = tmp_path / "words.txt", tmp_path / "text"
+    SymbolTable(tuple(f"w{i}" for i in range(8))).write(words)
+    text.write_text("a w7\n")
+    with pytest.raises(DataError, match=r"no reference for 1 of the 2 utterance.s. of the scores, e.g. 'b'"):
+        decode_file(words=words, references=text, **decodable)
+    with pytest.raises(DataError, match=r"--lattice-beam 5: .*Fix: add --lattice-dir DIR"):
+        decode_file(lattice_beam=5.0, **decodable)
+    assert not decodable["out"].exists()
+    text.write_text("a w7\nb w1\n")
+    assert decode_file(words=words, references=text, **decodable)["wer"] == 0.5

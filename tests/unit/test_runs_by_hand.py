@@ -5,7 +5,9 @@ already had and a 5000-character error tag, the description's lines lose trailin
 SQLite store keeps its artifacts in the work directory, a checkout with uncommitted changes is `-dirty`; and
 `sync_journals` on hand-written journals: a run whose writer is gone is ended FAILED (with the reason of a torn
 or an abandoned journal) unless the server has it ended, and a journal written on another host is left alone;
-a run whose server is unreachable goes on offline and keeps its journal unsent."""
+a run whose server is unreachable goes on offline and keeps its journal unsent, while a store file that is no
+database or a server that is not MLflow's is an error; `specbench sync` sends the journals of the servers it
+reaches and keeps (and names) those of an unreachable or a wrong one."""
 
 from __future__ import annotations
 
@@ -19,9 +21,11 @@ from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
-from mlflow_store import new_store, store_home
+from mlflow_store import http_server_answering, new_store, store_home
 
-from specbench.tracking.journal import journal_dir
+from specbench.cli import main
+from specbench.errors import SpecbenchError
+from specbench.tracking.journal import Journal, NotMlflowServer, journal_dir, writer
 from specbench.tracking.runs import (
     ABANDONED_ERROR,
     DESCRIPTION_TAG,
@@ -150,3 +154,50 @@ def test_a_run_whose_server_is_unreachable_keeps_its_journal(store: Store, monke
     assert [e["op"] for e in entries] == ["create", "metrics", "end"] and not any(e["sent"] for e in entries)
     assert "specbench sync" in capsys.readouterr().err
     run.journal.remove()  # not for the sync of another test
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # closed again when the block ends: nothing listens there
+
+
+def test_a_store_that_is_no_database_or_a_server_that_is_not_mlflow_is_an_error(store: Store,
+                                                                                 tmp_path: Path) -> None:
+    text = tmp_path / "text.db"
+    text.write_text("hello")
+    with pytest.raises(SpecbenchError, match=f"{text} is not an MLflow store .*Fix: check the path"):
+        TrackedRun("runs", "no-store", f"sqlite:///{text}")
+    with http_server_answering(404) as uri, pytest.raises(NotMlflowServer) as caught:
+        TrackedRun("runs", "not-mlflow", uri)  # not an outage: no offline journal
+    assert f"{uri} answers HTTP but is not an MLflow tracking server" in str(caught.value)
+    assert "HTTP 404" in str(caught.value) and "`specbench server` prints" in str(caught.value)
+    assert text.read_text() == "hello"
+
+
+def test_sync_keeps_the_journals_of_a_wrong_server_and_sends_the_others(
+        store: Store, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    with TrackedRun("runs", "mistyped", dead) as lost:
+        lost.log_metrics({"wer": 0.5})
+
+    def journal(uri: str) -> Journal:
+        kept = Journal()
+        kept.add({"op": "create", "tracking_uri": uri, "experiment": "synced", "run_name": "j", "tags": {},
+                  "start_ms": T0, "run_id": None, **writer()}, sent=False)
+        kept.add({"op": "end", "status": "FINISHED", "end_ms": T0 + 1}, sent=False)
+        return kept
+
+    sendable = journal(store.uri)
+    with http_server_answering(404) as wrong_uri:
+        wrong = journal(wrong_uri)
+        assert main(["sync"]) == 2
+    out, err = capsys.readouterr()
+    assert f"{sendable.path.name}: 2 operations sent" in out and not sendable.path.exists()
+    assert f"journal {lost.journal.path}: its MLflow server {dead} is still unreachable" in err
+    assert f"mv {lost.journal.path} {lost.journal.path}.unsent" in err
+    assert f"journal {wrong.path}: its tracking_uri {wrong_uri} answers HTTP but is not an MLflow" in err
+    assert lost.journal.path.is_file() and wrong.path.is_file()
+    lost.journal.remove()
+    wrong.remove()

@@ -107,3 +107,25 @@ def test_arrays_of_the_wrong_shape_or_kind_and_unknown_suffixes_are_refused(tmp_
         scores.read_scores(tmp_path / "s.txt", 40.0)
     with pytest.raises(DataError, match=r"scores file .*missing\.npz does not exist"):
         scores.read_scores(tmp_path / "missing.npz", 40.0)
+
+
+
+def test_the_fixes_name_the_file_that_describes_the_scores_format(tmp_path: Path) -> None:
+    (tmp_path / "text.parquet").write_text("utt1 a b c\n")
+    (tmp_path / "s.txt").write_text("1 2\n")
+    for call in (lambda: scores.read_parquet_table(tmp_path / "text.parquet"),
+                 lambda: scores.read_scores(tmp_path / "s.txt", 40.0)):
+        with pytest.raises(DataError) as err:  # DESIGN.md is not in the repository
+            call()
+        assert "DESIGN.md" not in str(err.value) and "platform/specbench/data/scores.py" in str(err.value)
+    assert "utt_id, frame_shift_ms, num_frames, num_classes, loglikes" in scores.SCORES_FIX
+    assert (Path(__file__).resolve().parents[2] / "platform/specbench/data/scores.py").is_file()
+
+
+def test_utterance_ids_are_those_read_scores_yields(tmp_path: Path) -> None:
+    scores.write_parquet(_table(status=["ok", "failed"]), tmp_path / "s.parquet")
+    np.savez(tmp_path / "s.npz", x=A, y=B)
+    assert scores.utterance_ids(tmp_path / "s.parquet") == ["a"]
+    assert scores.utterance_ids(tmp_path / "s.npz") == ["x", "y"]
+    assert scores.utterance_ids(tmp_path / "s.ark") is None  # known only by reading the whole archive
+    assert scores.utterance_ids(tmp_path / "no.npz") is None

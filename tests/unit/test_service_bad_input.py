@@ -1,7 +1,8 @@
 """Bad input to the service verbs and the global options is refused with one message that names the option
 (or file), says what is wrong and how to fix it, before any server, store or Ray is started: ports, hosts,
 store and artifact paths of `server`/`ui`; `--tracking-uri` and `--ray-address` forms; a tracking server or
-Ray cluster that does not answer; an explicit SQLite store that does not exist; a `jobs --address` that is
+Ray cluster that does not answer, or a server that answers but is not MLflow's; an explicit SQLite store that
+does not exist, is empty or is no database; a `jobs --address` that is
 malformed; journals that cannot be read back. No network traffic leaves 127.0.0.0/8."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mlflow_store import http_server_answering
 
 from specbench.cli import main
 from specbench.errors import SpecbenchError
@@ -191,6 +193,30 @@ def test_read_verbs_refuse_an_explicit_sqlite_store_that_does_not_exist(tmp_path
     assert not (tmp_path / "nonexistent").exists()
 
 
+def test_read_verbs_refuse_a_store_file_that_is_empty_or_no_database(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text, empty = tmp_path / "text.db", tmp_path / "empty.db"
+    text.write_text("hello")
+    empty.write_bytes(b"")
+    for argv in (["runs"], ["compare", "abc", "def"]):
+        assert main(["--tracking-uri", f"sqlite:///{text}", *argv]) == 2
+        assert f"{text} is not an MLflow store" in (err := _err(capsys)) and "Fix:" in err, err
+        assert main(["--tracking-uri", f"sqlite:///{empty}", *argv]) == 2
+        err = _err(capsys)
+        assert f"no MLflow store at {empty} (the file is empty" in err and "Fix:" in err, err
+    assert empty.stat().st_size == 0 and text.read_text() == "hello"  # no store was made of either
+
+
+def test_read_verbs_refuse_a_server_that_is_not_mlflow(capsys: pytest.CaptureFixture[str]) -> None:
+    with http_server_answering(404) as uri:  # and 501 to MLflow's POST requests, as `python -m http.server`
+        for argv in (["runs"], ["compare", "abc", "def"]):
+            assert main(["--tracking-uri", uri, *argv]) == 2
+            err = _err(capsys)
+            assert f"{uri} answers HTTP but is not an MLflow tracking server" in err, err
+            assert "HTTP 501" in err
+            assert "Fix: point --tracking-uri" in err and "Traceback" not in err
+
+
 def test_the_default_store_may_not_exist_yet() -> None:
     uri = check_readable_store(None)  # the embedded default: the verb then says "no runs yet"
     assert uri.startswith("sqlite:///") and uri.endswith("mlflow.db")
@@ -298,6 +324,21 @@ def test_an_unreachable_dashboard_suggests_a_tunnel_not_an_open_dashboard(
     err = _err(capsys)
     assert "cannot reach the Ray Jobs API" in err and "ssh -N -L 8265:127.0.0.1:8265" in err
     assert "0.0.0.0" not in err
+
+
+def test_a_dashboard_port_that_never_answers_is_refused_in_bounded_time(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench.runtime.jobs import ANSWER_WAIT_S
+
+    with socket.socket() as silent:  # accepts connections (the kernel's backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        address = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        start = time.monotonic()
+        assert main(["jobs", "--address", address]) == 2
+        assert time.monotonic() - start < ANSWER_WAIT_S + 5
+    err = _err(capsys)
+    assert f"--address {address}: no answer from the Ray Jobs API" in err and "http://HEAD:8265" in err, err
 
 
 # ---- journals --------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from specbench.errors import DataError
 from specbench.hardware import cpu_model
 from specbench.paths import from_root
 from specbench.prediction.completion import Completer
-from specbench.prediction.lm import load_lm
+from specbench.prediction.lm import load_lm, resolve_device
 from specbench.prediction.lm_stage import choose_device
 from specbench.prediction.settings import CompletionSettings
 
@@ -53,6 +53,7 @@ def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, dev
     if prefixes < 1 or single < 1:
         raise DataError(f"--prefixes and --single must be >= 1, got {prefixes} and {single}")
     device = choose_device(device)
+    resolve_device(device)  # a ConfigError, before any work, for cuda on a machine without a usable GPU
     work = bench_prefixes(prefixes)
     single = min(single, len(work))
     result: dict[str, Any] = {"bench": "completion", "device": device, "prefixes": len(work),
@@ -70,7 +71,7 @@ def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, dev
     singles, t_reference = _timed(lambda: [one.complete_one(p) for p in work[:single]])
     unbatched = Completer(lm, dataclasses.replace(settings, batch_size=1), device=device)
     _, t_unbatched = _timed(lambda: unbatched.complete(work[:single]))
-    same = sum([c.words for c in a] == [c.words for c in b] for a, b in zip(batched, singles))
+    same = sum([c.words for c in a] == [c.words for c in b] for a, b in zip(batched, singles, strict=False))
     per_prefix = t_batched / len(work)
     result.update({"batched_seconds": t_batched, "batched_ms_per_prefix": 1000 * per_prefix,
                    "reference_ms_per_prefix": 1000 * t_reference / single,

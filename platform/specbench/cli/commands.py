@@ -163,28 +163,19 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
-    from specbench.errors import SpecbenchError
-    from specbench.tracking.journal import is_unreachable
     from specbench.tracking.runs import sync_journals
 
-    try:
-        report = sync_journals()
-    except Exception as err:  # noqa: BLE001
-        if is_unreachable(err):
-            raise SpecbenchError(
-                f"the MLflow server is still unreachable ({err}); the journals are kept, run "
-                "`specbench sync` again later"
-            ) from err
-        raise
+    report = sync_journals()  # each journal's server on its own: an unreachable one keeps its journals only
     for name, run_id, count in report.sent:
         print(f"{name}: {count} operations sent to run {run_id}")
     for why in report.busy:
         print(f"{why} (left alone for now)")
-    if not report.sent and not report.problems and not report.busy:
+    if not report.sent and not report.problems and not report.busy and not report.kept:
         print("nothing to send: every run reached its server")
-    for problem in report.problems:  # a damaged journal (not sent) or a torn one (sent but for its last line)
+    # a damaged journal (not sent), a torn one (sent but for its last line), one whose server is unreachable
+    for problem in [*report.problems, *report.kept]:
         print(f"specbench: error: {problem}", file=sys.stderr)
-    return 2 if report.problems else 0
+    return 2 if report.problems or report.kept else 0
 
 
 def cmd_nightly(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
-"""Acoustic scores on disk: DESIGN.md's Parquet format, Kaldi ark/scp (kaldiio), `.npy` and `.npz`.
+"""Acoustic scores on disk: the scores format (Parquet), Kaldi ark/scp (kaldiio), `.npy` and `.npz`.
 
-Parquet: one row per utterance (`utt_id`, `frame_shift_ms`, `num_frames`, `num_classes`, `loglikes`
-row-major T x P float32, `status`). Kaldi: a float32 matrix per utterance, the frame shift given separately.
+The scores format, Parquet: one row per utterance (`utt_id`, `frame_shift_ms`, `num_frames`, `num_classes`,
+`loglikes` row-major T x P float32, `status`). Kaldi: a float32 matrix per utterance, the frame shift given
+separately.
 
 Every reader checks what it reads: a damaged, truncated or mistyped file is a `DataError` that names the file,
 the utterance or column at fault, and the fix. kaldiio is imported only by the Kaldi readers, so that the
@@ -26,13 +27,15 @@ from specbench.stage import STATUS_COLUMN, STATUS_OK
 # (utt_id, loglikes (T, P) float32, frame_shift_ms); column j scores graph input label j + 1
 Scores = Iterator[tuple[str, np.ndarray, float]]
 
-SCORES_FIX = ("Fix: write the scores again (`specbench run jobs/am_eval.toml` writes them in DESIGN.md's "
-              "scores format), or point at an intact file.")
+SCORES_FIX = ("Fix: write the scores again (`specbench run jobs/am_eval.toml` writes them in the scores "
+              "format that platform/specbench/data/scores.py describes: one row per utterance, columns "
+              "utt_id, frame_shift_ms, num_frames, num_classes, loglikes, status), or point at an intact "
+              "file.")
 KALDI_FIX = ("Fix: write the scores again as float matrices (Kaldi's copy-matrix, or kaldiio.WriteHelper("
              "'ark,scp:OUT.ark,OUT.scp')), or point at an intact file.")
 NUMPY_FIX = ("Fix: save one 2-D float32 array (frames, columns) per utterance with numpy.savez(OUT.npz, "
              "utt_id=array), or point at an intact file.")
-# The columns of DESIGN.md's scores format, each with a check of its Arrow type and the type's name.
+# The columns of the scores format, each with a check of its Arrow type and the type's name.
 _COLUMN_TYPES = {
     "utt_id": (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t), "string"),
     "num_frames": (pa.types.is_integer, "an integer type"),
@@ -94,7 +97,7 @@ def iter_matrices(table: pa.Table) -> Iterator[tuple[str, np.ndarray]]:
 
 
 def read_parquet_table(path: Path) -> pa.Table:
-    """A scores Parquet table, checked for the columns of DESIGN.md's scores format and their types."""
+    """A scores Parquet table, checked for the columns of the scores format and their types."""
     path = Path(path)
     try:
         table = pq.read_table(path)
@@ -103,7 +106,7 @@ def read_parquet_table(path: Path) -> pa.Table:
     missing = [c for c in _REQUIRED if c not in table.column_names]
     if missing:
         raise DataError(f"{path}: the scores table lacks the column(s) {missing} (it has "
-                        f"{table.column_names}); DESIGN.md's scores format needs {list(_REQUIRED)}. "
+                        f"{table.column_names}); the scores format needs {list(_REQUIRED)}. "
                         f"{SCORES_FIX}")
     for name, (ok, expected) in _COLUMN_TYPES.items():
         if name in table.column_names and not ok(table.schema.field(name).type):
@@ -157,7 +160,8 @@ def read_scores(path: Path, frame_shift_ms: float | None = None) -> Scores:
         return _parquet(path)
     if suffix not in (".scp", ".ark", ".npy", ".npz"):
         raise DataError(f"{path}: unknown scores format {suffix!r}. Fix: give a file ending in .parquet, "
-                        ".scp, .ark, .npy or .npz (see DESIGN.md's scores format).")
+                        ".scp, .ark, .npy or .npz (the formats platform/specbench/data/scores.py "
+                        "describes).")
     if frame_shift_ms is None:
         raise DataError(f"{path}: {suffix} scores carry no frame shift. Fix: pass --frame-shift-ms (40 for "
                         "the project's acoustic model)")
@@ -166,6 +170,26 @@ def read_scores(path: Path, frame_shift_ms: float | None = None) -> Scores:
     if suffix == ".npy":
         return iter([(path.stem, _matrix(_load_npy(path), path, path.stem, NUMPY_FIX), frame_shift_ms)])
     return _npz(path, frame_shift_ms)
+
+
+def utterance_ids(path: Path) -> list[str] | None:
+    """The ids of the utterances `read_scores(path)` yields, read without their scores (None: not known so, as
+    for an .ark, or the file cannot be read; `read_scores` names its fault)."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".parquet":
+            names = [c for c in ("utt_id", STATUS_COLUMN) if c in pq.read_schema(path).names]
+            rows = pq.read_table(path, columns=names).to_pylist()
+            return [r["utt_id"] for r in rows if r.get(STATUS_COLUMN, STATUS_OK) == STATUS_OK]
+        if suffix == ".scp":
+            return [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines() if line.split()]
+        if suffix == ".npz":
+            with np.load(path, allow_pickle=False) as data:
+                return list(data.files)
+        return [path.stem] if suffix == ".npy" else None
+    except (*_NUMPY_ERRORS, UnicodeDecodeError, pa.ArrowException, AttributeError):
+        return None
 
 
 def _matrix(value: object, path: Path, utt_id: str, fix: str = SCORES_FIX) -> np.ndarray:

@@ -1,8 +1,8 @@
 """`specbench decode`: decode a scores file with a graph and write one JSON line (or Parquet row) per
-utterance with DESIGN.md's decoder-output fields (and partial hypotheses and lattices when asked for). The
-`DecoderStage` builds the backend by name (`decoder.backends.make_decoder`) with one `SearchOptions` from the
-command-line options. Bad utterances are reported in their rows and counted; they never stop the others. The
-lane backends (`twin`, `gpu`) decode `LANE_CHUNK` utterances together.
+utterance with the decoder-output fields of `decoder.stage.OUTPUT_SCHEMA` (and partial hypotheses and lattices
+when asked for). The `DecoderStage` builds the backend by name (`decoder.backends.make_decoder`) with one
+`SearchOptions` from the command-line options. Bad utterances are reported in their rows and counted; they
+never stop the others. The lane backends (`twin`, `gpu`) decode `LANE_CHUNK` utterances together.
 
 The one-utterance-at-a-time backends (`cpu`, `cpu_numpy`, `kaldi`) use every core of the machine: `workers`
 decoders (default: one per core for long decodes, see `worker_count`), each a Ray actor with its own
@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from specbench.data.scores import read_scores
+from specbench.data.scores import read_scores, utterance_ids
 from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError
@@ -104,8 +104,16 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                              partial_every_ms=partial_every_ms, frame_shift_ms=frame_shift_ms)
     except ValueError as err:
         raise option_error(err) from err
+    if lattice_beam is not None and lattice_dir is None:
+        raise DataError(f"--lattice-beam {lattice_beam:g}: lattices are kept only to be written to "
+                        "--lattice-dir, which is not given. Fix: add --lattice-dir DIR (one lattice file per "
+                        "utterance), or leave --lattice-beam out")
     symbols = SymbolTable.read(words).symbols if words else None
+    if symbols is not None:
+        check_word_list(graph, words, len(symbols), stage.backend)
     texts = read_references(references) if references is not None else None
+    if texts is not None:  # before decoding, where the scores' ids can be read without their scores
+        check_references(references, texts, utterance_ids(scores) or [])
     if ray_address is not None:  # asked for: refused if it is not there, even where one worker needs no Ray
         from specbench.runtime import check_cluster
 
@@ -127,6 +135,9 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
             row["words"] = _spell(row["word_ids"], symbols)
             for partial in row["partials"]:
                 partial["words"] = _spell(partial["word_ids"], symbols)
+    # scored before the output is written: a failure here leaves no output that looks complete
+    scored = (reference_scores(rows, texts, symbols, references, lattice_dir is not None)
+              if texts is not None and symbols is not None else {})
     _write(rows, out, symbols is not None)
     frames = sum(int(r["num_frames"] or 0) for r in rows)
     failures = Counter(r["status"] for r in rows if r["status"] != "ok")
@@ -137,9 +148,31 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         summary["lattice_dir"] = str(lattice_dir)
         arcs = sum(r["lattice_arcs"] or 0 for r in rows)
         summary["lattice_density"] = arcs / frames if frames else 0.0
-    if texts is not None and symbols is not None:
-        summary.update(reference_scores(rows, texts, symbols, references, lattice_dir is not None))
+    summary.update(scored)
     return summary
+
+
+def check_word_list(graph: Path, words: Path, size: int, backend: str) -> None:
+    """A DataError when the word list `words` (`size` symbols) cannot spell every output label of `graph`."""
+    from specbench.wfst.graph import read_graph
+    from specbench.wfst.mapped import mapped_graph
+
+    csr = read_graph(graph) if backend == "kaldi" else mapped_graph(graph)  # the kaldi backend maps nothing
+    top = max((int(arcs.olabel.max()) for arcs in (csr.emitting, csr.epsilon) if arcs.num_arcs), default=0)
+    if top >= size:
+        raise DataError(f"--words {words}: it lists {size} symbols, but the graph {graph} outputs word ids "
+                        f"up to {top} (which needs at least {top + 1}): it is not that graph's word list (a "
+                        "tokens.txt, or another graph's words.txt?). Fix: give the words.txt the graph was "
+                        "built with (beside it in its folder under .specbench/graphs/)")
+
+
+def check_references(references: Path, texts: dict[str, list[str]], ids: list[str]) -> None:
+    """A DataError naming the utterances of `ids` that `texts` (read from `references`) has no line for."""
+    missing = [u for u in ids if u not in texts]
+    if missing:
+        raise DataError(f"references {references}: no reference for {len(missing)} of the {len(ids)} "
+                        f"utterance(s) of the scores, e.g. {missing[0]!r}. Fix: give a references file with "
+                        "a line for every utterance of the scores (its id, then its words)")
 
 
 def read_references(path: Path) -> dict[str, list[str]]:
@@ -164,11 +197,7 @@ def reference_scores(rows: list[dict], texts: dict[str, list[str]], symbols: lis
     from specbench.decoder.lattice import lattice_file_oracle_errors, read_lattice
     from specbench.metrics.wer import edit_distance
 
-    missing = [r["id"] for r in rows if r["id"] not in texts]
-    if missing:
-        raise DataError(f"references {references}: no reference for {len(missing)} decoded utterance(s), "
-                        f"e.g. {missing[0]!r}. Fix: give a references file with a line for every utterance "
-                        "of the scores (its id, then its words)")
+    check_references(references, texts, [r["id"] for r in rows])
     ids = first_ids(symbols)
     tokens = errors = oracle = 0
     for row in rows:

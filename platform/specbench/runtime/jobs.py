@@ -34,6 +34,7 @@ from ray.job_submission import JobStatus, JobSubmissionClient  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
 
 AGENT_WAIT_S = 90.0  # how long a submission waits for a freshly started cluster's job agent
+ANSWER_WAIT_S = 10.0  # how long the dashboard has to answer (Ray's client waits for ever on a silent host)
 EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
 
 
@@ -71,6 +72,7 @@ def check_dashboard_address(address: str) -> str:
 def client(address: str) -> JobSubmissionClient:
     """A Jobs API client; a malformed address, and an unreachable one, is one clear error."""
     check_dashboard_address(address)
+    check_answers(address)
     try:
         return JobSubmissionClient(address)
     except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ... for this
@@ -79,6 +81,23 @@ def client(address: str) -> JobSubmissionClient:
                              "(http://HEAD:8265); a dashboard kept on the head's 127.0.0.1 is reached from "
                              "another machine through an SSH tunnel (`ssh -N -L 8265:127.0.0.1:8265 HEAD`, then "
                              "--address http://127.0.0.1:8265)") from err
+
+
+def check_answers(address: str) -> None:
+    """A SpecbenchError naming `address` when its host takes the connection but sends no HTTP answer within
+    `ANSWER_WAIT_S` seconds; other failures (refused, TLS) are left to the client, which names them."""
+    import requests  # a dependency of Ray's Jobs API client
+
+    try:
+        requests.get(address.rstrip("/") + "/api/version", timeout=ANSWER_WAIT_S).close()
+    except requests.exceptions.Timeout as err:
+        raise SpecbenchError(f"--address {address}: no answer from the Ray Jobs API there within "
+                             f"{ANSWER_WAIT_S:g} s (something holds the port but does not answer HTTP). Fix: "
+                             "give the dashboard address of a running cluster (http://HEAD:8265; `ray "
+                             "status` on the head shows whether it is up), or restart the cluster "
+                             "(`ray stop`, then `ray start --head`)") from err
+    except requests.exceptions.RequestException:
+        pass
 
 
 def submit(address: str, project_root: Path, job_file: Path, tracking_uri: str, data_dir: Path,

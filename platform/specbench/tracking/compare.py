@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
+from specbench.tracking.journal import server_checked
 from specbench.tracking.queries import resolve_run_ids, stepped_metrics
 from specbench.tracking.store import resolve_tracking_uri
 
@@ -77,6 +78,7 @@ class Comparison:
         return "\n".join(warnings) or None
 
 
+@server_checked
 def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_all: bool = True) -> Comparison:
     """Load the runs, given by full ids or unique prefixes (`resolve_run_id`: a clear error names a missing
     or ambiguous one); the comparison holds the full ids. Which metrics were logged at several steps is

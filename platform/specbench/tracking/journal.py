@@ -12,8 +12,11 @@ passed by; one whose last line a crash left half-written has its complete lines 
 from __future__ import annotations
 
 import fcntl
+import functools
+import inspect
 import json
 import os
+import re
 import shutil
 import socket
 import time
@@ -21,7 +24,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
 import urllib3
@@ -31,6 +34,9 @@ from mlflow.tracking import MlflowClient
 
 from specbench.errors import SpecbenchError
 from specbench.paths import work_dir
+from specbench.tracking.store import ENV_URI, OPTION, resolve_tracking_uri, uri_source
+
+T = TypeVar("T")
 
 # HTTP statuses that say the server (or the proxy before it) cannot serve now, not that it refused the request
 UNREACHABLE_STATUS = frozenset({502, 503, 504})
@@ -64,6 +70,62 @@ def is_unreachable(err: BaseException) -> bool:
             return isinstance(link, OSError) or type(link).__module__.startswith(("requests", "urllib3"))
         link = link.__cause__ or (link.__context__ if _is_http_library_error(link.__context__) else None)
     return False
+
+
+# how MLflow's REST client words an answer that is not MLflow's JSON (its message's start, before the body)
+_FOREIGN_ANSWER = re.compile(r"API request to endpoint (?:\S+ failed with error code (\d+) |"
+                             r"was successful but the response body was not in a valid JSON format)")
+
+
+class NotMlflowServer(SpecbenchError):
+    """A tracking URI whose server answers HTTP, but not as an MLflow tracking server: a configuration error
+    (a wrong address), not an outage, so nothing is journaled for it."""
+
+
+def foreign_status(err: BaseException) -> int | None:
+    """The HTTP status of an answer no MLflow server gives (its body is not a JSON object: every answer of
+    MLflow's API, errors included, is one), e.g. a web server's or a dashboard's page; None for any other
+    error, and for 502, 503, 504 (a proxy whose server is down: `is_unreachable`). Judged by the fixed start
+    of the message of MLflow's REST client, which quotes the body only after it."""
+    if not isinstance(err, MlflowException) or isinstance(err, RestException):
+        return None
+    found = _FOREIGN_ANSWER.match(err.message)
+    status = None if found is None else int(found.group(1) or 200)
+    return None if status in UNREACHABLE_STATUS else status
+
+
+def not_mlflow(uri: str, status: int) -> str:
+    """What is wrong with a server whose answer has `foreign_status`."""
+    return (f"{uri} answers HTTP but is not an MLflow tracking server (it answered MLflow's API with HTTP "
+            f"{status} and a body that is not MLflow's JSON: the page of another service on that port, say)")
+
+
+@contextmanager
+def mlflow_server(explicit: str | None) -> Iterator[None]:
+    """Within: an MLflow error with a `foreign_status` raises NotMlflowServer naming the tracking URI
+    (`explicit`, else the environment's), where it came from, the status and the fix."""
+    try:
+        yield
+    except MlflowException as err:
+        status = foreign_status(err)
+        if status is None:
+            raise
+        uri, source = resolve_tracking_uri(explicit), uri_source(explicit) or OPTION
+        raise NotMlflowServer(f"{source} {uri!r}: {not_mlflow(uri, status)}. Fix: point {OPTION} (or "
+                              f"{ENV_URI}) at the address `specbench server` prints (http://HOST:PORT, port "
+                              "5000 by default).") from err
+
+
+def server_checked(fn: Callable[..., T]) -> Callable[..., T]:
+    """`fn`, whose argument `tracking_uri` names the store, within `mlflow_server`."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked(*args: Any, **kwargs: Any) -> T:
+        with mlflow_server(signature.bind(*args, **kwargs).arguments.get("tracking_uri")):
+            return fn(*args, **kwargs)
+
+    return checked
 
 
 def _http_status(err: BaseException) -> int | None:

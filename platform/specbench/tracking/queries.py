@@ -15,6 +15,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
+from specbench.tracking.journal import server_checked
 from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
 
 
@@ -32,6 +33,7 @@ class RunRow:
     params: dict[str, str] = field(default_factory=dict)  # filled by `get_run`
 
 
+@server_checked
 def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: str | None = None,
                 metric_names: Sequence[str] = ()) -> list[RunRow]:
     """The latest `limit` runs (newest first), optionally of one experiment, with the named metrics."""
@@ -53,12 +55,14 @@ def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: st
     return rows
 
 
+@server_checked
 def experiment_names(tracking_uri: str | None = None) -> list[str]:
     """The names of the store's experiments."""
     quiet_mlflow()
     return [e.name for e in MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri)).search_experiments()]
 
 
+@server_checked
 def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
     """One run by id, with all its metrics and params."""
     quiet_mlflow()
@@ -70,6 +74,7 @@ def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
                   dict(r.data.metrics), dict(r.data.tags), dict(r.data.params))
 
 
+@server_checked
 def stepped_metrics(run_id: str, tracking_uri: str | None = None, names: Iterable[str] | None = None) -> set[str]:
     """The run's metrics (of `names`, when given) logged at more than one step (a sweep, one step per point):
     the run's value of such a metric is only its last step's. One history query per metric looked at."""
@@ -81,6 +86,7 @@ def stepped_metrics(run_id: str, tracking_uri: str | None = None, names: Iterabl
     return {k for k in keys if len({m.step for m in client.get_metric_history(run_id, k)}) > 1}
 
 
+@server_checked
 def run_minutes(run_id: str, tracking_uri: str | None = None) -> float | None:
     """Wall-clock minutes from the run's start to its end (None while it runs)."""
     quiet_mlflow()
@@ -93,6 +99,7 @@ def json_artifact(run_id: str, name: str, tracking_uri: str | None = None) -> An
     return json.loads(text_artifact(run_id, name, tracking_uri))
 
 
+@server_checked
 def text_artifact(run_id: str, name: str, tracking_uri: str | None = None) -> str:
     """A text artifact of a run (a JSON or CSV file it logged)."""
     quiet_mlflow()
@@ -110,6 +117,7 @@ _SHOWN_MATCHES = 20
 _FULL_ID_LENGTH = 32
 
 
+@server_checked
 def resolve_run_id(prefix: str, tracking_uri: str | None = None) -> str:
     """The full id of the one run whose id starts with `prefix` (any unique prefix, such as the 12
     characters `specbench runs` prints; a full 32-character id is looked up directly, deleted runs

@@ -21,7 +21,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,8 +31,21 @@ from mlflow.tracking import MlflowClient
 from specbench.errors import SpecbenchError
 from specbench.hardware import describe
 from specbench.paths import project_root
-from specbench.tracking.journal import Journal, apply, is_unreachable, writer
-from specbench.tracking.store import local_artifact_root, quiet_mlflow, resolve_tracking_uri
+from specbench.tracking.journal import (
+    Journal,
+    apply,
+    foreign_status,
+    is_unreachable,
+    mlflow_server,
+    not_mlflow,
+    writer,
+)
+from specbench.tracking.store import (
+    check_sqlite_store,
+    local_artifact_root,
+    quiet_mlflow,
+    resolve_tracking_uri,
+)
 
 _MAX_PARAM_LEN = 6000
 PARENT_TAG = "mlflow.parentRunId"  # what MLflow's nested runs carry
@@ -121,11 +134,12 @@ class TrackedRun:
                   "run_name": run_name, "tags": {k: str(v) for k, v in base_tags.items()},
                   "start_ms": int(time.time() * 1000), **writer()}
         try:
-            if parent is not None and parent.offline:
-                raise ConnectionError(f"the parent run {parent.run_id} is offline")
-            exp_id = experiment_id(self.client, experiment)
-            run = self.client.create_run(exp_id, run_name=run_name, tags=create["tags"],
-                                         start_time=create["start_ms"])
+            with mlflow_server(tracking_uri):  # a server that is not MLflow's is an error, not an outage
+                if parent is not None and parent.offline:
+                    raise ConnectionError(f"the parent run {parent.run_id} is offline")
+                exp_id = experiment_id(self.client, experiment)
+                run = self.client.create_run(exp_id, run_name=run_name, tags=create["tags"],
+                                             start_time=create["start_ms"])
             self.run_id: str = run.info.run_id
             self.experiment_id = exp_id
             self.journal.add({**create, "run_id": self.run_id}, sent=True)
@@ -249,6 +263,8 @@ class SyncReport:
     sent: list[tuple[str, str, int]]
     problems: list[str]
     busy: list[str]  # journals of runs that may still be going, each with why: left for a later sync
+    kept: list[str] = field(default_factory=list)  # journals whose server is unreachable, each with the fix
+    down: dict[str, str] = field(default_factory=dict)  # server URI -> why it is unreachable (this sync)
 
 
 ABANDONED_ERROR = ("the job's process stopped before it ended its run (its journal records no end, and the "
@@ -273,10 +289,12 @@ def sync_journals() -> SyncReport:
     with a line that is not an operation) is reported and left in place. A journal whose last line is
     half-written (a crash while writing it) has its complete operations sent; the half line is kept as
     `<journal>.torn`. A refusal of the server for one journal (its run deleted, say) is reported for that
-    journal and does not stop the others; an unreachable server still raises. A journal is removed only once
-    all of it is on the server; what arrived before a stop (the run's id first of all) is written back to it
-    as sent as the replay goes (`journal.replay`), so a later sync resumes the same run and sends only the
-    rest."""
+    journal and does not stop the others; so is a server that is not MLflow's. Each journal's server is tried
+    on its own: a journal whose server is unreachable is kept and listed in `kept` (with its server and the
+    fix; later journals of that server are kept without trying it again), and the others are sent. A journal
+    is removed only once all of it is on the server; what arrived before a stop (the run's id first of all) is
+    written back to it as sent as the replay goes (`journal.replay`), so a later sync resumes the same run and
+    sends only the rest."""
     from specbench.tracking.journal import journal_dir
 
     quiet_mlflow()
@@ -350,19 +368,38 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str]) -> st
     parent = first.get("tags", {}).get(PARENT_TAG, "")
     if parent.startswith(OFFLINE_PREFIX) and _parent_unsent(parent, new_ids):
         return parent
-    client = MlflowClient(tracking_uri=first["tracking_uri"])
+    uri = first["tracking_uri"]
+    if uri in report.down:  # tried for an earlier journal of this sync
+        report.kept.append(_kept(path, uri, report.down[uri]))
+        return None
     kept = path.with_suffix(".torn")
     try:
+        client = MlflowClient(tracking_uri=check_sqlite_store(uri, "its tracking_uri"))
         run_id, count = replay(path, lambda uri, client=client: client, create, entries, remove=False,
                                torn=torn)
         if not ended:  # its process is gone without ending the run
             problems.append(_end_abandoned(client, path, run_id, kept if torn else None))
-    except DeletedExperiment as err:  # nothing of it was sent: its run cannot be created there
+        if parent.startswith(OFFLINE_PREFIX) and parent not in new_ids:  # its parent went in an earlier sync
+            sent = _run_of_offline_id(client, first["experiment"], parent)
+            if sent is not None:
+                new_ids[parent] = sent
+        if parent in new_ids:  # its parent was offline too: nest it under the parent's new run
+            client.set_tag(run_id, PARENT_TAG, new_ids[parent])
+    except SpecbenchError as err:  # a deleted experiment (nothing of it was sent), a store that is no SQLite
         problems.append(f"journal {path}: {err} Then sync again: the journal is kept.")
         return None
-    except MlflowException as err:
+    except Exception as err:  # noqa: BLE001 - each journal's server on its own
         if is_unreachable(err):
+            report.down[uri] = " ".join(str(err).split())[:200] or type(err).__name__
+            report.kept.append(_kept(path, uri, report.down[uri]))
+            return None
+        if not isinstance(err, MlflowException):
             raise
+        status = foreign_status(err)
+        if status is not None:
+            problems.append(f"journal {path}: its tracking_uri {not_mlflow(uri, status)}; the journal is "
+                            f"kept. Fix: {_RETARGET.format(path=path)}")
+            return None
         problems.append(f"journal {path}: the server refused it ({' '.join(str(err).split())[:300]}); "
                         f"what arrived is marked sent in it. Fix: if its run was deleted on purpose, move "
                         f"the journal aside (`mv {path} {path}.refused`); else look at the run and sync again.")
@@ -374,15 +411,21 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str]) -> st
                         f"the half line cannot be read back and is kept in {kept}. Fix: check run {run_id} "
                         f"(`specbench runs`), then delete {kept}.")
     new_ids[f"{OFFLINE_PREFIX}{path.stem}"] = run_id
-    if parent.startswith(OFFLINE_PREFIX) and parent not in new_ids:  # its parent went in an earlier sync
-        sent = _run_of_offline_id(client, first["experiment"], parent)
-        if sent is not None:
-            new_ids[parent] = sent
-    if parent in new_ids:  # its parent was offline too: point it at the parent's new run, before the record goes
-        client.set_tag(run_id, PARENT_TAG, new_ids[parent])
     Journal(path).remove()  # only once everything, the run's end included, is on the server
     report.sent.append((path.name, run_id, count))
     return None
+
+
+_RETARGET = ("if its tracking_uri (in its first line) is a mistake, write there the address of the right "
+             "server (the one `specbench server` prints) and run `specbench sync` again, or move the journal "
+             "aside (`mv {path} {path}.unsent`) so that `specbench sync` passes it by; the run is in it and "
+             "nowhere else.")
+
+
+def _kept(path: Path, uri: str, why: str) -> str:
+    return (f"journal {path}: its MLflow server {uri} is still unreachable ({why}); the journal is kept. "
+            "Fix: start that server and run `specbench sync` again (it sends every journal still there); "
+            + _RETARGET.format(path=path))
 
 
 def _run_of_offline_id(client: MlflowClient, experiment: str, offline_id: str) -> str | None:

@@ -5,9 +5,10 @@ The embedded store is `sqlite:///<repo>/.specbench/mlflow.db` with artifacts und
 
 A URI given on the command line or in the environment is checked before MLflow sees it
 (`check_tracking_uri`): a scheme MLflow cannot use, or a malformed one, is one clear error that names where it
-came from. The read verbs check further (`check_readable_store`) that the store they read exists: an explicit
-SQLite file that is not there, or a server that does not answer, is refused instead of being created or
-retried. Writing verbs (`run`, `server`) may create a store. Nothing here imports mlflow.
+came from, and a SQLite file that is there but is no database is refused (`check_sqlite_store`). The read
+verbs check further (`check_readable_store`) that the store they read exists: an explicit SQLite file that is
+not there or is empty, or a server that does not answer, is refused instead of being created or retried.
+Writing verbs (`run`, `server`) may create a store. Nothing here imports mlflow.
 """
 
 from __future__ import annotations
@@ -55,11 +56,32 @@ def uri_source(explicit: str | None = None) -> str | None:
 
 def resolve_tracking_uri(explicit: str | None = None) -> str:
     """The URI every verb uses: explicit, else the environment, else the embedded local store. An explicit or
-    environment URI is checked with `check_tracking_uri` (SpecbenchError naming its source)."""
+    environment URI is checked with `check_tracking_uri`, any SQLite store with `check_sqlite_store`
+    (SpecbenchError naming its source)."""
     uri = explicit or os.environ.get(ENV_URI)
     if not uri:
-        return local_store_uri()
-    return check_tracking_uri(uri, uri_source(explicit) or OPTION)
+        return check_sqlite_store(local_store_uri(), "the local store")
+    source = uri_source(explicit) or OPTION
+    return check_sqlite_store(check_tracking_uri(uri, source), source)
+
+
+def check_sqlite_store(uri: str, source: str = OPTION) -> str:
+    """`uri` unchanged unless it is a SQLite store whose file exists, is not empty and is no SQLite database
+    (MLflow would fail on it with a database traceback): then a SpecbenchError naming the file and the fix."""
+    path = sqlite_path(uri)
+    try:
+        if path is None or not path.is_file() or path.stat().st_size == 0:
+            return uri
+        with path.open("rb") as fh:
+            head = fh.read(len(_SQLITE_MAGIC))
+    except OSError:
+        return uri  # unreadable: MLflow says why
+    if head == _SQLITE_MAGIC:
+        return uri
+    raise SpecbenchError(
+        f"{source} {uri!r}: {path.resolve()} is not an MLflow store (the file is not a SQLite database). "
+        f"Fix: check the path (the local store is {local_store_uri()}): a store is the .db file that "
+        "`specbench run` or `specbench server` creates (at a path where no file is yet).")
 
 
 def _file_store_allowed() -> bool:
@@ -130,8 +152,9 @@ def absolute_sqlite_uri(uri: str, base: Path | None = None) -> str:
 
 def check_readable_store(explicit: str | None = None) -> str:
     """The tracking URI for a verb that reads the store (`runs`, `compare`, `baseline`, `ui`), checked to
-    exist: an explicit (option or environment) SQLite file that is missing, and an http(s) server that does
-    not answer, raise a SpecbenchError with the fix instead of creating an empty store or retrying for long.
+    exist: an explicit (option or environment) SQLite file that is missing or empty (MLflow would make a new
+    store of it), and an http(s) server that does not answer, raise a SpecbenchError with the fix instead of
+    creating an empty store or retrying for long.
     The embedded default store may not exist yet (the verb then finds no runs)."""
     uri = resolve_tracking_uri(explicit)
     source = uri_source(explicit)
@@ -143,11 +166,12 @@ def check_readable_store(explicit: str | None = None) -> str:
         if where.is_dir():
             raise SpecbenchError(f"{source} {uri!r}: {where} is a folder, not an MLflow store. Fix: give the "
                                  "path of the store's .db file, e.g. sqlite:///" + str(where / "mlflow.db"))
-        if not where.is_file():
+        if not where.is_file() or where.stat().st_size == 0:
+            why = "the file is empty" if where.is_file() else "the file does not exist"
             raise SpecbenchError(
-                f"{source} {uri!r}: no MLflow store at {where} (the file does not exist; this verb reads runs "
-                f"and creates no store). Fix: check the path (the local store is {local_store_uri()}), or run "
-                f"a job with `specbench {OPTION} {uri} run JOB.toml` to create the store first.")
+                f"{source} {uri!r}: no MLflow store at {where} ({why}; this verb reads runs and creates "
+                f"no store). Fix: check the path (the local store is {local_store_uri()}), or run a job with "
+                f"`specbench {OPTION} {uri} run JOB.toml` to create the store first.")
         return uri
     if uri.lower().startswith(("http://", "https://")):
         check_server_reachable(uri, source)
