@@ -47,6 +47,7 @@ def test_bench_decoder_cpu_backends(slurp_graph: GraphArtifacts, real_test_score
     log = result["twin_kernel_log"]
     assert log["syncs_per_frame"] <= 1 / 16 and log["launches_per_frame"] >= 13 and log["arcs_per_second"] > 0
     assert result["gpu"] in ("available", "unavailable")
+    assert (result["gpu"] == "unavailable") == ("note: the gpu backend is unavailable here (" in proc.stderr)
     assert result["decoder.cpu_kaldi_identical"] >= 0.75
     # Kaldi's fastest pass, the steadier reference: the timed pass and the alternating round's
     assert len(result["kaldi_round_seconds"]) == 1

@@ -37,6 +37,9 @@ def test_absent_data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert main(["data", "check"]) == 1
     out = capsys.readouterr().out
     assert "does not exist" in out and "SPECBENCH_DATA" in out
+    missing.write_text("")  # a file where the folder should be
+    assert main(["data", "check"]) == 1
+    assert "MISSING: it is a file, not a folder. Fix: set SPECBENCH_DATA" in capsys.readouterr().out
 
 
 def test_missing_and_corrupt_files_are_named_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -217,3 +217,10 @@ def test_references_missing_an_utterance_or_a_lattice_beam_alone_leave_no_output
     assert not decodable["out"].exists()
     text.write_text("a w7\nb w1\n")
     assert decode_file(words=words, references=text, **decodable)["wer"] == 0.5
+
+
+def test_a_folder_given_for_the_graph_or_the_words_is_named_as_a_folder(tmp_path: Path, decodable: dict) -> None:
+    for key, inside in (("graph", "TLG.fst or HCLG.fst"), ("words", "words.txt")):
+        with pytest.raises(DataError, match=rf"--{key} {tmp_path}: a folder, not a file\. Fix: give the file in "
+                                            rf"it \({inside}\)"):
+            decode_file(**{**decodable, key: tmp_path})

@@ -240,6 +240,14 @@ def test_malformed_ray_addresses_are_refused_before_anything_runs(address: str, 
         check_ray_address(address)
 
 
+@pytest.mark.parametrize("argv", [["--tracking-uri", "", "runs"], ["submit", "jobs/graph_slurp.toml", "--address",
+                                   "http://127.0.0.1:8265", "--tracking-uri", " "]])
+def test_an_empty_tracking_uri_is_refused_not_taken_for_the_default(argv: list[str],
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "argument --tracking-uri: an empty URI. Fix: give the store's URI" in _err(capsys)
+
+
 @pytest.mark.parametrize("address", ["127.0.0.1:6379", "auto", "local", "ray://127.0.0.1:10001",
                                      "[::1]:6379", "head.example.org:6379"])
 def test_ray_address_forms_that_pass(address: str) -> None:

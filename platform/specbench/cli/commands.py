@@ -222,8 +222,9 @@ def cmd_data_check(args: argparse.Namespace) -> int:
     root, how, checks = check_data(full=args.full)
     print(f"data directory: {root} (from {how})")
     if not root.is_dir():
+        what = "it is a file, not a folder" if root.exists() else "the folder does not exist"
         print(
-            f"  MISSING: the folder does not exist. Fix: set SPECBENCH_DATA to the folder holding slurp/, "
+            f"  MISSING: {what}. Fix: set SPECBENCH_DATA to the folder holding slurp/, "
             f"cmudict/ and multi30k/, or place it at {root}."
         )
         return 1
@@ -420,6 +421,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     result = module.measure(config, job_path)
     result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
     emit(result, args.output)
+    skipped = {name: entry.get("reason", "") for name, entry in (result.get("backends") or {}).items()
+               if isinstance(entry, dict) and entry.get("status") == "unavailable"}
+    for name, reason in skipped.items():  # measured without them: said where a person reads, not only in the JSON
+        print(f"specbench: note: the {name} backend is unavailable here ({reason[:200]}); the result has no "
+              "figures of it", file=sys.stderr)
     failed = failed_backends_message(result)
     if failed is not None:
         print(f"specbench: {failed}", file=sys.stderr)

@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--tracking-uri",
+        type=_tracking_uri,
         help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, else the local store .specbench/mlflow.db)",
     )
     p.add_argument(
@@ -78,6 +79,15 @@ def _ray_address(text: str) -> str:
     if problem:
         raise argparse.ArgumentTypeError(f"{text!r}: {problem}. Fix: {FORMS}; or leave the option out to run on "
                                          "a local Ray")
+    return text
+
+
+def _tracking_uri(text: str) -> str:
+    """An argparse type: a tracking URI given at all (an empty one, from an unset shell variable say, would
+    otherwise mean the default store without a word); its form is checked where it is used."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty URI. Fix: give the store's URI (sqlite:///PATH.db or "
+                                         "http://HOST:PORT), or leave the option out for the default store")
     return text
 
 
@@ -134,6 +144,7 @@ def _add_submit(sub) -> None:  # noqa: ANN001
     sm.add_argument("--address", required=True, help="the cluster's dashboard, e.g. http://HEAD:8265")
     sm.add_argument(
         "--tracking-uri",
+        type=_tracking_uri,
         dest="submit_tracking_uri",
         help="MLflow tracking URI the job logs to (an http:// server for multi-node clusters)",
     )

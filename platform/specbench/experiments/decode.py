@@ -79,7 +79,9 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
     with lattices their density; with `references` the WER and, with lattices, the lattice oracle WER: see
     the module docstring). workers: decoders in parallel (see the module docstring; None: one per core);
     ray_address: the Ray cluster they run on (`--ray-address`; None: `$RAY_ADDRESS`, else a local Ray)."""
-    for what, path in (("graph", graph), ("words", words)):
+    for what, path, inside in (("graph", graph, "TLG.fst or HCLG.fst"), ("words", words, "words.txt")):
+        if path is not None and Path(path).is_dir():
+            raise DataError(f"--{what} {path}: a folder, not a file. Fix: give the file in it ({inside})")
         if path is not None and not Path(path).is_file():
             raise DataError(f"--{what} {path}: no such file. Fix: give the path of an existing file (the "
                             "graph folders are under .specbench/graphs/; `specbench graph build` writes "
