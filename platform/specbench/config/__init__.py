@@ -43,6 +43,7 @@ from specbench.config.loader import (
     flatten,
     load_job_file,
     read_toml,
+    settings_dict,
 )
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "config_kind",
     "config_range",
     "config_to_dict",
+    "settings_dict",
     "flatten",
     "load_job_file",
     "read_toml",

@@ -351,6 +351,12 @@ def config_to_dict(config: Any) -> dict[str, Any]:
     return out
 
 
+def settings_dict(config: Any) -> dict[str, Any]:
+    """`config_to_dict` without the `[tracking]` section: the settings that shape what a job writes, which
+    the caches key on (the MLflow experiment a run is logged to changes no artifact)."""
+    return {key: value for key, value in config_to_dict(config).items() if key != "tracking"}
+
+
 def flatten(data: dict[str, Any], prefix: str = "") -> dict[str, str]:
     """`{"lm": {"order": 3}}` -> `{"lm.order": "3"}`, for MLflow params."""
     out: dict[str, str] = {}

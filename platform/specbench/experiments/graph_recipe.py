@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from specbench.code_digest import code_digest, files_digest
-from specbench.config import GraphConfig, config_to_dict
+from specbench.config import GraphConfig, settings_dict
 from specbench.data import slurp, text_norm
 from specbench.data.resolver import data_file
 from specbench.errors import ConfigError, DataError
@@ -119,7 +119,7 @@ def inputs_hash(config: GraphConfig) -> str:
     """sha256 over the config, the data files and the code of every module that shapes the graph (read as
     code: an edit to a comment or a docstring keeps the graph, `code_digest`)."""
     h = hashlib.sha256()
-    h.update(json.dumps({"recipe": RECIPE_VERSION, "config": config_to_dict(config)}, sort_keys=True).encode())
+    h.update(json.dumps({"recipe": RECIPE_VERSION, "config": settings_dict(config)}, sort_keys=True).encode())
     for rel in _DATA:
         h.update(rel.encode())
         h.update(data_file(rel).read_bytes())

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from specbench.code_digest import code_digest
-from specbench.config import GraphConfig, config_to_dict
+from specbench.config import GraphConfig, settings_dict
 from specbench.data import recorded_speech
 from specbench.errors import DataError, ToolError
 from specbench.wfst import arpa as arpa_mod
@@ -99,7 +99,7 @@ class SphinxGraphStats:
 
 def inputs_hash(config: GraphConfig) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps({"recipe": RECIPE_VERSION, "config": config_to_dict(config)}, sort_keys=True).encode())
+    h.update(json.dumps({"recipe": RECIPE_VERSION, "config": settings_dict(config)}, sort_keys=True).encode())
     h.update(code_digest(module.__file__ for module in (*_SOURCES, sys.modules[__name__])).encode())
     h.update(json.dumps({p: importlib.metadata.version(p) for p in _PACKAGES}, sort_keys=True).encode())
     return h.hexdigest()
