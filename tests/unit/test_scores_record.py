@@ -39,6 +39,7 @@ def _written(tmp_path: Path, checkpoint: Path, graph: GraphArtifacts) -> tuple[P
     eval_path = _jobs(tmp_path)
     out = tmp_path / "scores"
     out.mkdir()
+    (out / "test.parquet").write_bytes(b"scores")
     config = load_config(eval_path)
     speech = load_config(tmp_path / "speech.toml")
     scores_record.write(out, config, checkpoint, 0.8, speech, graph)
@@ -96,6 +97,6 @@ def test_a_record_without_the_speech_and_graph_digests_is_refused_with_the_fix(
     for key in ("graph_sha256", "speech_config_sha256"):
         record.pop(key)
     (out / "scores.json").write_text(json.dumps(record))
-    with pytest.raises(DataError, match="digests of the speech job and the graph") as err:
+    with pytest.raises(DataError, match="digests of the speech job, the graph, the scoring code") as err:
         scores_record.check(out, load_config(eval_path), checkpoint, eval_path)
     assert f"`specbench run {eval_path}`" in str(err.value)

@@ -1,6 +1,7 @@
-"""The scores record holds the job name, the checkpoint's sha256 and the scale as a float (from numpy too),
-written atomically; `forget` removes it; a missing, damaged or graph-less record and a missing checkpoint are
-refused with the fix."""
+"""The scores record holds the job name, the checkpoint's sha256, the scale as a float (from numpy too) and each
+score file's sha256, written atomically; `forget` removes it; a missing, damaged or graph-less record, a missing
+checkpoint, a score file changed since (another split's copied over it) and other scoring code are refused with
+the fix."""
 
 from __future__ import annotations
 
@@ -29,11 +30,24 @@ def test_record_and_refusals(tmp_path: Path, checkpoint: Path, tiny_tlg: Callabl
     with pytest.raises(DataError, match=f"does not exist.*{fix}"):
         sr.check(out, config, checkpoint, job)
     graph = GraphArtifacts(tiny_tlg("g"), stats=None, reused=True)  # type: ignore[arg-type]
+    (out / "devel.parquet").write_bytes(b"devel scores")
+    (out / "test.parquet").write_bytes(b"test scores")
     sr.write(out, config, checkpoint, np.float32(0.5), load_config(tmp_path / "sp.toml"), graph)
     record = sr.check(out, config, checkpoint, job)
-    assert [p.name for p in out.iterdir()] == ["scores.json"] and record["eval_job"] == "ev"
+    assert sorted(p.name for p in out.iterdir()) == ["devel.parquet", "scores.json", "test.parquet"]
+    assert record["eval_job"] == "ev" and record["acoustic_scale"] == 0.5
     assert record["checkpoint_sha256"] == hashlib.sha256(checkpoint.read_bytes()).hexdigest()
-    assert record["acoustic_scale"] == 0.5
+    assert record["files_sha256"] == {f"{s}.parquet": hashlib.sha256(f"{s} scores".encode()).hexdigest()
+                                      for s in ("devel", "test")}
+    (out / "test.parquet").write_bytes(b"devel scores")  # the devel file copied over the test file
+    with pytest.raises(DataError, match=f"s: test.parquet changed since the eval job wrote it .*{fix}"):
+        sr.check(out, config, checkpoint, job)
+    (out / "test.parquet").write_bytes(b"test scores")
+    (out / "scores.json").write_text(json.dumps({**record, "code_sha256": "0" * 64}))
+    with pytest.raises(DataError, match=f"computed by other code than this version's .*{fix}"):
+        sr.check(out, config, checkpoint, job)
+    (out / "scores.json").write_text(json.dumps(record))
+    assert sr.check(out, config, checkpoint, job) == record
     with pytest.raises(DataError, match="another acoustic model"):
         sr.check(out, config, tmp_path / "no.pt", job)
     no_graph = json.dumps({k: v for k, v in record.items() if k != "graph_sha256"})
@@ -43,4 +57,4 @@ def test_record_and_refusals(tmp_path: Path, checkpoint: Path, tiny_tlg: Callabl
             sr.check(out, config, checkpoint, job)
     sr.forget(out)
     sr.forget(out)  # nothing to remove: no error
-    assert not list(out.iterdir())
+    assert not (out / "scores.json").exists()

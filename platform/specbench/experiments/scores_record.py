@@ -5,8 +5,11 @@ The record is written after the devel and test scores (and removed before they a
 presence means the scores are whole. It holds digests of the eval job's resolved config (which names its
 speech and graph jobs only by path), of the resolved config of the speech job it names (the corpus scored),
 of the contents of the graph its graph job builds (`GraphArtifacts.content_digest`: the graph that chose the
-acoustic scale, and that `word_confidence` decodes on) and of the acoustic model checkpoint, and the acoustic
-scale that job chose on devel. A mismatch names the input that changed and the fix.
+acoustic scale, and that `word_confidence` decodes on), of the acoustic model checkpoint, of the code that
+computes scores (`SCORING_CODE`, read as code: `code_digest`) and of each score file it wrote, and the acoustic
+scale that job chose on devel. The settings digests leave out `[tracking]` (`config.settings_dict`). A
+mismatch names the input that changed and the fix: a score file damaged or replaced since (another split's
+file copied over it, say) is caught by its digest.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from specbench.config import EvalAmConfig, SpeechConfig, config_to_dict
+from specbench.code_digest import code_digest
+from specbench.config import EvalAmConfig, SpeechConfig, settings_dict
 from specbench.errors import DataError
 from specbench.experiments.job_refs import referenced_job
 
@@ -25,16 +29,29 @@ if TYPE_CHECKING:
     from specbench.experiments.graph_recipe import GraphArtifacts
 
 RECORD = "scores.json"
+_PACKAGE = Path(__file__).resolve().parents[1]
+# the modules whose code decides the scores an eval job writes (features, the model, VTLN, the speaker
+# transform, scoring and the score files, and the job itself)
+SCORING_CODE = tuple(_PACKAGE / rel for rel in (
+    "acoustic/features.py", "acoustic/model.py", "acoustic/checkpoint.py", "acoustic/inference.py",
+    "acoustic/vtln.py", "acoustic/speaker_transform.py", "data/scores.py", "experiments/eval_am.py"))
 
 
 def config_digest(config: Any) -> str:
-    """sha256 of a job's resolved config (every key, so every setting that shapes what it writes)."""
-    return hashlib.sha256(json.dumps(config_to_dict(config), sort_keys=True).encode()).hexdigest()
+    """sha256 of a job's resolved settings (every key but `[tracking]`: every setting that shapes what it
+    writes)."""
+    return hashlib.sha256(json.dumps(settings_dict(config), sort_keys=True).encode()).hexdigest()
 
 
 def checkpoint_digest(checkpoint: Path) -> str:
     with checkpoint.open("rb") as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _score_files(out_dir: Path) -> dict[str, str]:
+    """Each score file of `out_dir` (`*.parquet`, `*.ark`, `*.scp`) by name -> its sha256."""
+    return {f.name: checkpoint_digest(f) for f in sorted(out_dir.iterdir())
+            if f.suffix in (".parquet", ".ark", ".scp") and f.is_file()}
 
 
 def forget(out_dir: Path) -> None:
@@ -48,7 +65,8 @@ def write(out_dir: Path, config: EvalAmConfig, checkpoint: Path, acoustic_scale:
     the corpus job the eval job names and the graph its graph job built."""
     record = {"eval_job": config.name, "config_sha256": config_digest(config),
               "speech_config_sha256": config_digest(speech), "graph_sha256": graph.content_digest(),
-              "checkpoint_sha256": checkpoint_digest(checkpoint), "acoustic_scale": float(acoustic_scale)}
+              "checkpoint_sha256": checkpoint_digest(checkpoint), "acoustic_scale": float(acoustic_scale),
+              "code_sha256": code_digest(SCORING_CODE), "files_sha256": _score_files(out_dir)}
     tmp = out_dir / f"{RECORD}.tmp{os.getpid()}"
     tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, out_dir / RECORD)
@@ -75,9 +93,21 @@ def check(out_dir: Path, config: EvalAmConfig, checkpoint: Path, eval_path: Path
     if written[0] != config_digest(config):
         raise DataError(f"{out_dir}: the scores were written by another version of {eval_path} (its settings "
                         f"changed since). {fix}")
-    if not {"speech_config_sha256", "graph_sha256"} <= set(record):
-        raise DataError(f"{path} was written before the record held digests of the speech job and the graph, so "
-                        f"whether the scores in {out_dir} match them now is unknown. {fix}")
+    if not {"speech_config_sha256", "graph_sha256", "code_sha256", "files_sha256"} <= set(record):
+        raise DataError(f"{path} was written before the record held digests of the speech job, the graph, the "
+                        f"scoring code and the score files, so whether the scores in {out_dir} match them now is "
+                        f"unknown. {fix}")
+    if record["code_sha256"] != code_digest(SCORING_CODE):
+        raise DataError(f"{out_dir}: the scores were computed by other code than this version's (the acoustic "
+                        f"features, model or scoring changed since). {fix}")
+    files = record["files_sha256"]
+    changed = [name for name in sorted(files) if not (out_dir / name).is_file()
+               or checkpoint_digest(out_dir / name) != files[name]]
+    if not files:
+        raise DataError(f"{path} names no score file, so the scores in {out_dir} cannot be checked. {fix}")
+    if changed:
+        raise DataError(f"{out_dir}: {', '.join(changed)} changed since the eval job wrote "
+                        f"{'it' if len(changed) == 1 else 'them'} (damaged, or replaced by another file). {fix}")
     speech = referenced_job(eval_path, "speech_job", config.speech_job, SpeechConfig)
     if record["speech_config_sha256"] != config_digest(speech):
         raise DataError(f"{out_dir}: the scores were written from another corpus: the speech job that "
