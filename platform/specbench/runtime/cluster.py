@@ -28,7 +28,9 @@ import ipaddress
 import logging
 import math
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -184,6 +186,7 @@ def connect(
             raise
         where = "a local Ray" if local else f"{source} {address}"
         raise SpecbenchError(_auth_message(where, refusal)) from err
+    _python_handles_sigterm()
     if local:
         _STARTED_LOCAL = True
         _verify_loopback()
@@ -192,6 +195,16 @@ def connect(
     info = _current_info(initialized_here=True, local=local)
     log.info("ray: %s", cluster_summary())
     return info
+
+
+def _python_handles_sigterm() -> None:
+    """Give SIGTERM back to Python's handler (Ray's, which raises SystemExit, or the command line's). Ray's core
+    worker installs Abseil's failure-signal handler for SIGTERM in C, over Python's: it dumps a stack and sends
+    the signal on, and a second SIGTERM while it runs (a process group stopped twice, say) kills the process at
+    once, so the job's MLflow runs were left RUNNING instead of ended FAILED."""
+    handler = signal.getsignal(signal.SIGTERM)  # None: not set from Python, so nothing to give back
+    if handler is not None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
 
 
 def check_cluster(address: str) -> None:
