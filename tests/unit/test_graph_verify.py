@@ -6,7 +6,10 @@ command that rebuilds the graph."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import fields
 from pathlib import Path
@@ -14,12 +17,30 @@ from pathlib import Path
 import pytest
 
 from specbench.errors import DataError
-from specbench.experiments.graph_recipe import GraphStats, build_graph, graph_dir, verify_graph
+from specbench.experiments.graph_recipe import (
+    REUSED_FILES,
+    GraphStats,
+    build_graph,
+    graph_dir,
+    remove_abandoned_builds,
+    verify_graph,
+)
 from specbench.experiments.registry import load_config
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 FIX = "Fix: rebuild the graph that holds it with `specbench graph build JOB.toml --force`"
+
+
+@pytest.fixture
+def tiny_tlg(tiny_tlg: Callable[..., Path]) -> Callable[..., Path]:
+    """The conftest's tiny graph with `lm.raw.arpa` too, as the recipe writes every graph directory."""
+    def build(name: str, order: int = 2) -> Path:
+        directory = tiny_tlg(name, order)
+        shutil.copyfile(directory / "lm.arpa", directory / "lm.raw.arpa")
+        return directory
+
+    return build
 
 
 def _refused(directory: Path) -> str:
@@ -33,7 +54,8 @@ def test_a_whole_graph_passes(tiny_tlg: Callable[..., Path]) -> None:
     verify_graph(tiny_tlg("g"))
 
 
-@pytest.mark.parametrize("name", ["train.txt", "lexicon.txt", "tokens.txt", "TLG.fst"])
+@pytest.mark.parametrize("name", ["train.txt", "lexicon.txt", "tokens.txt", "TLG.fst", "L_disambig.fst",
+                                  "lm.raw.arpa"])
 def test_a_missing_file_is_named(name: str, tiny_tlg: Callable[..., Path]) -> None:
     directory = tiny_tlg("g")
     (directory / name).unlink()
@@ -83,3 +105,36 @@ def test_a_damaged_graph_file_names_the_rebuild_that_replaces_it(name: str, dama
     with pytest.raises(DataError) as err:
         verify_graph(directory)
     assert name in str(err.value) and "`specbench graph build JOB.toml --force`" in str(err.value), err.value
+
+
+def test_every_file_the_content_digest_covers_is_checked(tiny_tlg: Callable[..., Path]) -> None:
+    """A file the recipe does not write would change the content digest that other caches key on."""
+    directory = tiny_tlg("g")
+    (directory / "notes.txt").write_text("x\n")
+    refusal = _refused(directory)
+    assert f"{directory}: this cached graph holds notes.txt, which the recipe does not write" in refusal
+    assert set(REUSED_FILES) == {p.name for p in directory.iterdir()} - {"notes.txt"}  # tiny_tlg's files
+
+
+def test_a_build_removes_the_partial_folders_of_dead_builds_only(tmp_path: Path) -> None:
+    final = tmp_path / "graphs" / "slurp-0123"
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    dead = done.stdout.strip()  # the pid of a process that has ended
+    gone, running = (final.with_name(f"{final.name}.partial-{pid}") for pid in (dead, os.getpid()))
+    other = final.with_name(f"other-0123.partial-{dead}")  # another graph's: not this build's
+    for folder in (gone, running, other):
+        folder.mkdir(parents=True)
+    remove_abandoned_builds(final)
+    assert not gone.exists() and running.is_dir() and other.is_dir()
+
+
+def test_the_graph_folder_keys_on_what_shapes_the_graph_only(tmp_path: Path) -> None:
+    def folder(text: str) -> Path:
+        (tmp_path / "g.toml").write_text(f'kind = "graph"\nname = "g"\n{text}')
+        return graph_dir(load_config(tmp_path / "g.toml"))
+
+    same = folder("")
+    assert folder('[tracking]\nexperiment = "elsewhere"\n') == same  # where the run is logged
+    assert folder('[lm]\nmemory = "2G"\n') == same  # lmplz's sorting memory
+    assert folder("[lm]\norder = 2\n") != same

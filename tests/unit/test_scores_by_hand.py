@@ -129,3 +129,26 @@ def test_utterance_ids_are_those_read_scores_yields(tmp_path: Path) -> None:
     assert scores.utterance_ids(tmp_path / "s.npz") == ["x", "y"]
     assert scores.utterance_ids(tmp_path / "s.ark") is None  # known only by reading the whole archive
     assert scores.utterance_ids(tmp_path / "no.npz") is None
+
+
+def test_a_damaged_scores_file_names_the_eval_job_that_writes_its_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eval job's name comes from the folder's scores.json, else from `.specbench/scores/<name>/`."""
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    fixes = {}
+    for folder, record in (("home/scores/quick", '{"eval_job": "quick"}'), ("home/scores/bench", None),
+                           ("elsewhere", None)):
+        path = tmp_path / folder / "test.parquet"
+        scores.write_parquet(_table(), path)
+        path.write_bytes(path.read_bytes()[:100])  # truncated: no Parquet footer
+        if record:
+            (path.parent / "scores.json").write_text(record)
+        with pytest.raises(DataError, match="not a readable scores Parquet file") as err:
+            scores.read_parquet_table(path)
+        fixes[folder] = str(err.value)
+    assert ("(`specbench run jobs/am_eval_quick.toml`: the eval_am job named 'quick' writes this folder"
+            in fixes["home/scores/quick"])
+    assert "(`specbench run jobs/am_eval_bench.toml`: the eval_am job named 'bench'" in fixes[
+        "home/scores/bench"]
+    assert scores.SCORES_FIX in fixes["elsewhere"]
+    assert "job named <name>, e.g. jobs/am_eval.toml or jobs/am_eval_quick.toml" in scores.SCORES_FIX

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from dataclasses import asdict
 
 import pytest
@@ -101,6 +102,7 @@ def test_the_sphinx_graph_directory_is_keyed_by_its_own_config(tmp_path, monkeyp
 
 def test_a_cached_tlg_with_a_damaged_g_fst_is_refused(tiny_tlg) -> None:
     directory = tiny_tlg("g")
+    shutil.copyfile(directory / "lm.arpa", directory / "lm.raw.arpa")  # as the recipe writes a graph
     (directory / "G.fst").write_bytes((directory / "G.fst").read_bytes()[:40])  # truncated
     with pytest.raises(DataError, match="G.fst"):
         tlg.verify_graph(directory)

@@ -63,3 +63,37 @@ def test_other_noise_or_new_audio_behind_an_id_drops_its_old_word_times(tmp_path
            _row("resynthesized", "play jazz", None)]
     assert set(_previous_word_times(tmp_path, new)) == {"same"}
     assert [r["word_times"] is None for r in _keep_word_times(new, tmp_path)] == [False, True, True]
+
+
+def test_a_damaged_manifest_or_alignment_record_is_written_again(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    """A truncated manifest gives no old word times (the speech job writes it again from its rows), and
+    a truncated `alignment.json` counts as none (the alignment is done again); both are logged."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from specbench.data.speech_corpus import read_manifest
+    from specbench.errors import DataError
+    from specbench.experiments.speech import _stamp_key, _write_stamp
+
+    manifest = tmp_path / "quick" / "manifest.parquet"
+    manifest.parent.mkdir()
+    rows = [_row("u1", "play jazz", _times("play", "jazz"))]
+    pq.write_table(pa.Table.from_pylist(rows, schema=MANIFEST_SCHEMA), manifest)
+    manifest.write_bytes(manifest.read_bytes()[:300])
+    with pytest.raises(DataError, match=r"Fix: run the speech job named 'quick' again \(`specbench data"):
+        read_manifest(manifest)
+    assert _previous_word_times(manifest.parent, rows) == {}
+    checkpoint, graph = tmp_path / "am.pt", tmp_path / "graph"
+    graph.mkdir()
+    for path in (checkpoint, graph / "lexicon.txt", graph / "tokens.txt"):
+        path.write_text("x\n")
+    _write_stamp(manifest.parent, checkpoint, graph)
+    stamp = manifest.parent / "alignment.json"
+    assert _stamp_key(stamp)  # and no temporary file is left beside it
+    assert sorted(p.name for p in manifest.parent.iterdir()) == ["alignment.json", "manifest.parquet"]
+    stamp.write_text(stamp.read_text()[:40])
+    assert _stamp_key(stamp) is None
+    err = capsys.readouterr().err
+    assert f"{manifest}: the previous manifest cannot be read (" in err
+    assert f"{stamp}: not a readable alignment record (" in err

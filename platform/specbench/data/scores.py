@@ -11,7 +11,9 @@ Parquet and npz readers work on a machine without it.
 
 from __future__ import annotations
 
+import json
 import os
+import tomllib
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator
@@ -22,15 +24,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specbench.errors import DataError
+from specbench.paths import project_root, work_dir_location
 from specbench.stage import STATUS_COLUMN, STATUS_OK
 
 # (utt_id, loglikes (T, P) float32, frame_shift_ms); column j scores graph input label j + 1
 Scores = Iterator[tuple[str, np.ndarray, float]]
 
-SCORES_FIX = ("Fix: write the scores again (`specbench run jobs/am_eval.toml` writes them in the scores "
-              "format that platform/specbench/data/scores.py describes: one row per utterance, columns "
-              "utt_id, frame_shift_ms, num_frames, num_classes, loglikes, status), or point at an intact "
-              "file.")
+_FORMAT = ("the scores format that platform/specbench/data/scores.py describes: one row per utterance, "
+           "columns utt_id, frame_shift_ms, num_frames, num_classes, loglikes, status")
+SCORES_FIX = ("Fix: write the scores again with the eval_am job that writes this folder (`.specbench/scores/"
+              "<name>/` is written by the eval_am job named <name>, e.g. jobs/am_eval.toml or "
+              f"jobs/am_eval_quick.toml; it writes {_FORMAT}), or point at an intact file.")
 KALDI_FIX = ("Fix: write the scores again as float matrices (Kaldi's copy-matrix, or kaldiio.WriteHelper("
              "'ark,scp:OUT.ark,OUT.scp')), or point at an intact file.")
 NUMPY_FIX = ("Fix: save one 2-D float32 array (frames, columns) per utterance with numpy.savez(OUT.npz, "
@@ -48,6 +52,34 @@ _COLUMN_TYPES = {
 _REQUIRED = ("utt_id", "num_frames", "num_classes", "loglikes")
 # what numpy and zipfile raise for a damaged .npy or .npz
 _NUMPY_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError)
+
+
+def scores_fix(path: Path) -> str:
+    """`SCORES_FIX` naming the eval_am job that writes the folder of `path`, where it can be known: the
+    `eval_job` of the folder's `scores.json`, else the folder's name when it is
+    `.specbench/scores/<name>/`."""
+    folder = Path(path).parent
+    try:
+        name = json.loads((folder / "scores.json").read_text(encoding="utf-8")).get("eval_job")
+    except (OSError, ValueError, AttributeError):
+        name = None
+    if not isinstance(name, str) and folder.resolve().parent == (work_dir_location() / "scores").resolve():
+        name = folder.name
+    if not isinstance(name, str):
+        return SCORES_FIX
+    jobs = [f"jobs/{p.name}" for p in sorted((project_root() / "jobs").glob("*.toml"))
+            if _eval_job_named(p, name)]
+    run = " or ".join(f"`specbench run {job}`" for job in jobs) or "`specbench run` on its job file"
+    return (f"Fix: write the scores again ({run}: the eval_am job named {name!r} writes this folder, in "
+            f"{_FORMAT}), or point at an intact file.")
+
+
+def _eval_job_named(job: Path, name: str) -> bool:
+    try:
+        data = tomllib.loads(job.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return data.get("kind") == "eval_am" and data.get("name") == name
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
@@ -81,12 +113,13 @@ def iter_rows(table: pa.Table, where: str = "scores") -> Iterator[tuple[str, np.
                                     ("loglikes", valid[i] or None)) if v is None]
             if empty:
                 raise DataError(f"{where}: utterance {utt_id!r} has no value in the column(s) {empty} although "
-                                f"its status is ok. {SCORES_FIX}")
+                                f"its status is ok. {scores_fix(Path(where))}")
             flat = values[offsets[i]:offsets[i + 1]]
             shape = (int(frames[i]), int(classes[i]))
             if min(shape) < 0 or flat.size != shape[0] * shape[1]:
                 raise DataError(f"{where}: utterance {utt_id!r}: column 'loglikes' holds {flat.size} scores, "
-                                f"not num_frames x num_classes = {shape[0]} x {shape[1]}. {SCORES_FIX}")
+                                f"not num_frames x num_classes = {shape[0]} x {shape[1]}. "
+                                f"{scores_fix(Path(where))}")
             yield utt_id, np.array(flat, dtype=np.float32).reshape(shape), float(shifts[i] or 0.0)
 
 
@@ -102,16 +135,16 @@ def read_parquet_table(path: Path) -> pa.Table:
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as err:
-        raise DataError(f"{path}: not a readable scores Parquet file ({err}). {SCORES_FIX}") from err
+        raise DataError(f"{path}: not a readable scores Parquet file ({err}). {scores_fix(path)}") from err
     missing = [c for c in _REQUIRED if c not in table.column_names]
     if missing:
         raise DataError(f"{path}: the scores table lacks the column(s) {missing} (it has "
                         f"{table.column_names}); the scores format needs {list(_REQUIRED)}. "
-                        f"{SCORES_FIX}")
+                        f"{scores_fix(path)}")
     for name, (ok, expected) in _COLUMN_TYPES.items():
         if name in table.column_names and not ok(table.schema.field(name).type):
             raise DataError(f"{path}: column '{name}' is of type {table.schema.field(name).type}; the scores "
-                            f"format needs {expected}. {SCORES_FIX}")
+                            f"format needs {expected}. {scores_fix(path)}")
     return table
 
 

@@ -450,7 +450,7 @@ def read_manifest(path: Path) -> pa.Table:
             f"{path}: no such manifest. Fix: run the speech job (`specbench data speech`)."
         ) from err
     except (pa.ArrowException, OSError) as err:
-        raise DataError(f"{path}: not a readable Parquet manifest ({err})") from err
+        raise DataError(f"{path}: not a readable Parquet manifest ({err}). {_rewrite_fix(path)}") from err
     problems = []
     for field in MANIFEST_SCHEMA:
         if field.name not in table.column_names:
@@ -459,5 +459,12 @@ def read_manifest(path: Path) -> pa.Table:
             found = table.schema.field(field.name).type
             problems.append(f"column {field.name!r} is {found}, expected {field.type}")
     if problems:
-        raise DataError(f"{path}: not a speech manifest: {'; '.join(problems)}")
+        raise DataError(f"{path}: not a speech manifest: {'; '.join(problems)}. {_rewrite_fix(path)}")
     return table
+
+
+def _rewrite_fix(path: Path) -> str:
+    """The fix for a damaged manifest: the speech job writes it again from the synthesized rows."""
+    return (f"Fix: run the speech job named {path.parent.name!r} again (`specbench data speech JOB.toml`, "
+            "e.g. jobs/speech_quick.toml for the corpus 'quick'); it writes the manifest again from the "
+            "corpus's WAVs, synthesizing only what is missing")

@@ -108,7 +108,7 @@ class GraphArtifacts:
         """sha256 over the built files (not `stats.json`, which holds the build's duration): what caches of
         results computed from this graph key on, so that a graph rebuilt with the same contents under a new
         directory name (its inputs' hash moved, the graph did not) keeps them."""
-        return files_digest(self.directory, exclude=("stats.json",))
+        return files_digest(self.directory, exclude=UNDIGESTED)
 
     @property
     def tokens(self) -> Path:
@@ -118,8 +118,10 @@ class GraphArtifacts:
 def inputs_hash(config: GraphConfig) -> str:
     """sha256 over the config, the data files and the code of every module that shapes the graph (read as
     code: an edit to a comment or a docstring keeps the graph, `code_digest`)."""
+    settings = settings_dict(config)
+    settings["lm"] = {k: v for k, v in settings["lm"].items() if k != "memory"}  # lmplz's sort memory only
     h = hashlib.sha256()
-    h.update(json.dumps({"recipe": RECIPE_VERSION, "config": settings_dict(config)}, sort_keys=True).encode())
+    h.update(json.dumps({"recipe": RECIPE_VERSION, "config": settings}, sort_keys=True).encode())
     for rel in _DATA:
         h.update(rel.encode())
         h.update(data_file(rel).read_bytes())
@@ -146,21 +148,31 @@ def _is_sphinx(config: GraphConfig) -> bool:
     return config.recipe == "sphinx_hclg"
 
 
-# What a TLG graph directory must hold to be reused: what the decoders, eval_am and train_am read
-REUSED_FILES = ("TLG.fst", "G.fst", "lm.arpa", "words.txt", "tokens.txt", "lexicon.txt", "train.txt")
+# The files of a graph directory its content digest leaves out (`GraphArtifacts.content_digest`)
+UNDIGESTED = ("stats.json",)
+# Every other file the TLG recipe writes (`_build_into`): the reuse check requires exactly these, as the
+# content digest covers every file but `UNDIGESTED`
+REUSED_FILES = ("TLG.fst", "G.fst", "L_disambig.fst", "lm.arpa", "lm.raw.arpa", "words.txt", "tokens.txt",
+                "lexicon.txt", "train.txt")
 
 
 def verify_graph(directory: Path) -> None:
-    """Check a cached graph before reuse: every file of `REUSED_FILES` is there, the FSTs parse, the ARPA
-    parses, the symbol tables and the lexicon read, the LM text is UTF-8.
+    """Check a cached graph before reuse: it holds the files of `REUSED_FILES` and no other file the content
+    digest would cover, the FSTs parse, the ARPA parses, the symbol tables and the lexicon read, the LM text
+    is UTF-8.
 
-    A missing or damaged file raises `DataError` (`FstFormatError`, `ArpaFormatError`) naming it; the fix is
-    `specbench graph build JOB.toml --force`.
+    A missing, foreign or damaged file raises `DataError` (`FstFormatError`, `ArpaFormatError`) naming it;
+    the fix is `specbench graph build JOB.toml --force`.
     """
     missing = [name for name in REUSED_FILES if not (directory / name).is_file()]
     if missing:
         raise DataError(f"{directory}: this cached graph lacks {', '.join(missing)} (removed since it was built, or "
                         f"a copy in part). {lexicon.REBUILD_FIX}")
+    digested = {p.name for p in directory.iterdir() if p.is_file() and p.name not in UNDIGESTED}
+    foreign = sorted(digested - set(REUSED_FILES))
+    if foreign:
+        raise DataError(f"{directory}: this cached graph holds {', '.join(foreign)}, which the recipe does "
+                        f"not write (it would change the graph's content digest). {lexicon.REBUILD_FIX}")
     for name in ("TLG.fst", "G.fst"):
         read_graph(directory / name)
     arpa_mod.read_arpa(directory / "lm.arpa")
@@ -192,6 +204,7 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
     if (final / "stats.json").is_file() and not force:
         (sphinx_graph_recipe.verify if sphinx else verify_graph)(final)
         return GraphArtifacts(final, (sphinx_graph_recipe.load_stats if sphinx else load_stats)(final), reused=True)
+    remove_abandoned_builds(final)
     tmp = final.with_name(f"{final.name}.partial-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -203,6 +216,21 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return GraphArtifacts(final, stats, reused=False)
+
+
+def remove_abandoned_builds(final: Path) -> None:
+    """Remove the `<final>.partial-<pid>` folders of builds whose process no longer runs (killed before it
+    could remove its own); a folder of a running build is left to it."""
+    for partial in final.parent.glob(f"{final.name}.partial-*"):
+        pid = partial.name.rpartition("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(partial, ignore_errors=True)
+        except (OSError, OverflowError):  # another user's running process, or not a pid
+            pass
 
 
 def texts(config: GraphConfig) -> tuple[list[list[str]], dict[str, list[list[str]]]]:

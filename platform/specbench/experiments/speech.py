@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ from specbench.data.speech_corpus import (
     synthesize_shard,
     write_manifest,
 )
+from specbench.errors import DataError
 from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.job_refs import ctc_graph_job
 from specbench.experiments.registry import RunOptions
@@ -58,6 +61,10 @@ class Corpus:
 _AUDIO_COLUMNS = ("normalized_text", "voice", "rate", "snr_db", "noise_seed")
 
 
+def _log(message: str) -> None:
+    print(f"[speech] {message}", file=sys.stderr, flush=True)
+
+
 def corpus_root(config: SpeechConfig) -> Path:
     return work_dir() / "speech" / config.name
 
@@ -85,7 +92,12 @@ def _previous_word_times(root: Path, rows: list[dict]) -> dict[str, list]:
         return {}
     written = path.stat().st_mtime_ns
     new = {r["utt_id"]: r for r in rows}
-    old = read_manifest(path).select(["utt_id", "word_times", *_AUDIO_COLUMNS]).to_pylist()
+    try:
+        old = read_manifest(path).select(["utt_id", "word_times", *_AUDIO_COLUMNS]).to_pylist()
+    except DataError as err:  # damaged on disk: the manifest is written again from the synthesized rows
+        _log(f"{path}: the previous manifest cannot be read ({err.__cause__ or 'not a speech manifest'}); "
+             "writing it again from the corpus's WAVs, without its old word times")
+        return {}
     return {o["utt_id"]: o["word_times"] for o in old
             if o["word_times"] and (r := new.get(o["utt_id"])) is not None
             and [t["word"] for t in o["word_times"]] == r["normalized_text"].split()
@@ -104,8 +116,7 @@ def align_corpus(rows: list[dict], root: Path, checkpoint: Path, graph_dir: Path
     """Word times by forced alignment, reusing the previous manifest's where the audio (`_previous_word_times`),
     the words, the model and the lexicon are unchanged."""
     key = _alignment_key(checkpoint, graph_dir)
-    stamp = root / "alignment.json"
-    stamped = stamp.is_file() and json.loads(stamp.read_text() or "{}").get("key") == key
+    stamped = _stamp_key(root / "alignment.json") == key
     previous = _previous_word_times(root, rows) if stamped else {}
     todo = [r for r in rows if r[STATUS_COLUMN] == STATUS_OK and r["utt_id"] not in previous]
     shards = [todo[i:i + shard_size] for i in range(0, len(todo), shard_size)]
@@ -115,9 +126,22 @@ def align_corpus(rows: list[dict], root: Path, checkpoint: Path, graph_dir: Path
     return [{**r, "word_times": previous.get(r["utt_id"]) or aligned.get(r["utt_id"])} for r in rows]
 
 
+def _stamp_key(stamp: Path) -> str | None:
+    """The alignment key `stamp` records; None when there is none or it cannot be read (logged: the
+    alignment is then done again)."""
+    if not stamp.is_file():
+        return None
+    try:
+        key = json.loads(stamp.read_text(encoding="utf-8")).get("key")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as err:
+        _log(f"{stamp}: not a readable alignment record ({err}); aligning the corpus again")
+        return None
+    return key if isinstance(key, str) else None
+
+
 def _write_stamp(root: Path, checkpoint: Path, graph_dir: Path) -> None:
     """Record what the manifest's word times came from; written after the manifest, atomically."""
-    tmp = root / "alignment.json.tmp"
+    tmp = root / f"alignment.json.tmp{os.getpid()}"  # this process's own; the rename is atomic
     tmp.write_text(json.dumps({"checkpoint": str(checkpoint), "graph": str(graph_dir),
                                "key": _alignment_key(checkpoint, graph_dir)}) + "\n")
     tmp.replace(root / "alignment.json")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 import sys
 import time
 from dataclasses import asdict, replace
@@ -46,7 +47,7 @@ from specbench.data import synthesis
 from specbench.data.scores import iter_rows, read_parquet_table
 from specbench.data.text_norm import normalize
 from specbench.decoder.stage import DecoderStage
-from specbench.errors import ConfigError
+from specbench.errors import ConfigError, DataError
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import SPHINX_RECIPE, graph_job_of_recipe
 from specbench.experiments.real_speech.audio import STATUS_OK, RealUtterance, gather
@@ -99,18 +100,33 @@ def score_chunks(chunks: list[list[RealUtterance]], cache: Path) -> tuple[list[P
     paths, failed = [], {}
     for k, chunk in enumerate(chunks):
         path = cache / f"{_chunk_key(chunk)}.parquet"
-        if not path.is_file():
+        status = _cached_status(path)
+        if status is None:
             _log(f"scoring chunk {k + 1}/{len(chunks)} ({len(chunk)} utterances) with pocketsphinx")
             table = pa.table({"utt_id": [u.key for u in chunk], "audio_path": [str(u.wav) for u in chunk]})
             scored = run_stage(SphinxSenoneScorer(), table, backend="ray", batch_size=8)
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # this process's own; renamed atomically
             pq.write_table(scored, tmp, compression="none")
             tmp.replace(path)
-        status = pq.read_table(path, columns=["utt_id", "status"]).to_pylist()
+            status = pq.read_table(path, columns=["utt_id", "status"]).to_pylist()
         failed.update({r["utt_id"]: r["status"] for r in status if r["status"] != STATUS_OK})
         paths.append(path)
     return paths, failed
+
+
+def _cached_status(path: Path) -> list[dict] | None:
+    """The (utt_id, status) rows of a cached scores file; None when it is missing or cannot be read as scores
+    (damaged on disk: logged, and the chunk is scored again)."""
+    if not path.is_file():
+        return None
+    try:
+        table = read_parquet_table(path)
+        return table.select(["utt_id", "status"]).to_pylist()
+    except (DataError, KeyError) as err:
+        reason = err.__cause__ or err  # the reader's own words, without the fix for the eval_am scores
+        _log(f"{path}: cached scores that cannot be read ({reason}); scoring their chunk again")
+        return None
 
 
 def decode_ours(score_files: list[Path], graph: GraphArtifacts, backend: str, scale: float,
