@@ -107,3 +107,17 @@ def test_fewer_than_two_runs_are_refused(store: tuple[str, MlflowClient, str]) -
     one = _run(store, "one", {}, {}, [])
     with pytest.raises(ConfigError, match="at least two run ids, got 1"):
         compare_runs([one], store[0])
+
+
+def test_a_run_given_twice_or_one_that_did_not_finish_is_warned_of(store: tuple[str, MlflowClient, str]) -> None:
+    from specbench.reports.compare import warnings
+
+    done = _run(store, "done", {}, {}, [("wer", 0.2, 0)])
+    failed = _run(store, "broke", {}, {}, [("wer", 0.3, 0)])
+    store[1].set_terminated(failed, "FAILED")
+    assert warnings(compare_runs([done, failed[:12]], store[0])) == (
+        f"warning: run broke [{failed[:8]}] is FAILED, not FINISHED: its metrics are what it logged before it "
+        "stopped, and some may be missing.")
+    assert warnings(compare_runs([done, done], store[0])) == (
+        f"warning: run {done[:8]} is given more than once, so its deltas against itself are 0. Fix: give the runs "
+        "to compare once each.")

@@ -59,9 +59,16 @@ def shown_rows(comparison: Comparison, show_all: bool = False) -> list[Row]:
 
 
 def warnings(comparison: Comparison) -> str | None:
-    """The comparison's warnings, one a line: metrics versions that differ (`Comparison.version_warning`),
-    and timed metrics (`reports.headline.TIMED_METRICS`) logged by runs measured on different hardware."""
-    lines = [comparison.version_warning()]
+    """The comparison's warnings, one a line: a run given twice, runs that did not finish, metrics versions
+    that differ (`Comparison.version_warning`), and timed metrics (`reports.headline.TIMED_METRICS`) logged by
+    runs measured on different hardware."""
+    ids = comparison.run_ids
+    lines = [f"warning: run {i[:8]} is given more than once, so its deltas against itself are 0. Fix: give "
+             "the runs to compare once each." for i in dict.fromkeys(i for i in ids if ids.count(i) > 1)]
+    lines += [f"warning: run {n} [{i[:8]}] is {s}, not FINISHED: its metrics are what it logged before it "
+              "stopped, and some may be missing." for n, i, s in
+              zip(comparison.run_names, ids, comparison.statuses, strict=False) if s != "FINISHED"]
+    lines.append(comparison.version_warning())
     timed = sorted({r.name for r in comparison.rows if r.kind == "metric" and r.name in TIMED_METRICS
                     and len({h for h, v in zip(comparison.hardware, r.values, strict=True) if v is not None}) > 1})
     if timed:

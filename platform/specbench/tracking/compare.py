@@ -58,6 +58,7 @@ class Comparison:
     kinds: tuple[str, ...] = ()  # each run's `kind` tag ('' where it has none)
     versions: tuple[str, ...] = ()  # each run's `metrics.version` tag ("1" where it has none, as for baselines)
     hardware: tuple[str, ...] = ()  # each run's `hardware` tag ('' where it has none)
+    statuses: tuple[str, ...] = ()  # each run's MLflow status (FINISHED, FAILED, RUNNING, KILLED)
 
     def shown(self, show_all: bool) -> list[Row]:
         return [r for r in self.rows if show_all or r.differs]
@@ -102,7 +103,8 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_a
     return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows),
                       tuple(r.data.tags.get("kind", "") for r in runs),
                       tuple(r.data.tags.get(VERSION_TAG, "1") for r in runs),
-                      tuple(r.data.tags.get("hardware", "") for r in runs))
+                      tuple(r.data.tags.get("hardware", "") for r in runs),
+                      tuple(r.info.status for r in runs))
 
 
 def _value(raw: object, kind: str) -> object:
