@@ -118,5 +118,5 @@ def _load_reason(err: Exception) -> str:
         cause = (text.partition("WeightsUnpickler error:")[2].strip().split("\n")[0].split(". Please use")[0]
                  or "it holds more than tensors and plain data")
         return f"a weights-only load refused it ({cause[:150]}); specbench never unpickles code"
-    first = " ".join(text.split(". ")[0].split())[:200]
-    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+    first = " ".join(text.split(". ")[0].split()).strip("'\"")[:200]
+    return first if first and not first.isdigit() else "its bytes are no PyTorch file's"  # e.g. a bare KeyError

@@ -54,6 +54,9 @@ def test_a_refused_file_gives_the_cause_without_torchs_advice_to_unpickle(tmp_pa
         said = str(err.value)
         assert f"(reading it said: a weights-only load refused it ({cause}" in said, said
         assert "never unpickles code" in said and said.endswith(FIX) and "weights_only" not in said, said
+    (tmp_path / "junk.pt").write_bytes(b"\x80\x02junk" * 50)  # torch raises a bare KeyError on it
+    with pytest.raises(DataError, match=r"\(reading it said: its bytes are no PyTorch file's\)\. Train it again\."):
+        read_checkpoint(tmp_path / "junk.pt", "test model", FIX, {})
 
 
 def test_every_shipped_checkpoint_is_written_compressed() -> None:
