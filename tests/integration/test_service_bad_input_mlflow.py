@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -193,11 +194,17 @@ def test_decode_on_workers_is_refused_an_absent_ray_cluster(tmp_path: Path, home
 
 def test_the_ui_passes_on_what_the_server_said_when_it_exits(tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    store = tmp_path / "not-a-store.db"
-    store.write_text("hello, not SQLite\n")
+    store = tmp_path / "not-a-store.db"  # SQLite, but its schema is at a revision MLflow does not know
+    with sqlite3.connect(store) as db:
+        db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
+        db.execute("INSERT INTO alembic_version VALUES ('0123456789ab')")
     assert main(["--tracking-uri", f"sqlite:///{store}", "ui", "--port", str(closed_port())]) == 2
     err = capsys.readouterr().err
-    assert "exited with code" in err and "file is not a database" in err and "--tracking-uri" in err, err
+    assert "exited with code" in err and "Can't locate revision" in err and "--tracking-uri" in err, err
+    store.write_text("hello, not SQLite\n")  # no database at all: refused before a server starts
+    assert main(["--tracking-uri", f"sqlite:///{store}", "ui", "--port", str(closed_port())]) == 2
+    err = capsys.readouterr().err
+    assert "is not an MLflow store (the file is not a SQLite database)" in err and "exited" not in err, err
 
 
 def test_the_default_store_that_does_not_exist_yet_has_no_runs(capsys: pytest.CaptureFixture[str]) -> None:
