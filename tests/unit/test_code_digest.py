@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 from specbench.code_digest import code_digest, files_digest
@@ -130,3 +133,21 @@ def test_the_wording_of_a_raised_message_does_not_move_the_digest(tmp_path: Path
                RAISING.replace("return x", 'return "x"')]
     digests = {digest(text, f"c{i}") for i, text in enumerate(changes)}
     assert base not in digests and len(digests) == len(changes)
+
+
+def test_the_transcript_caches_key_on_every_module_a_cpu_transcript_runs() -> None:
+    """Every acoustic and decoder module that rendering a request loads (the CPU decoders' lazily imported
+    modules too) is in the transcript caches' code key; the GPU decoder's only for the gpu backend."""
+    script = ("import sys, json\nimport specbench.experiments.predictive_asr.partials\n"
+              "import specbench.decoder.cpu, specbench.decoder.cpu_compiled, specbench.decoder.kaldi_reference\n"
+              "from specbench.experiments.predictive_asr.code_key import asr_code\n"
+              "loaded = {m.__file__ for n, m in list(sys.modules.items()) if n.split('.')[:2] in (\n"
+              "    ['specbench', 'acoustic'], ['specbench', 'decoder']) and getattr(m, '__file__', None)}\n"
+              "print(json.dumps([sorted(loaded), [str(p) for p in asr_code('cpu')], "
+              "[str(p) for p in asr_code('gpu')]]))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "platform")}).stdout
+    loaded, cpu, gpu = json.loads(out)
+    assert set(loaded) <= set(cpu) and all(Path(p).is_file() for p in gpu)
+    assert not any("/decoder/gpu/" in p for p in cpu) and any(p.endswith("/decoder/gpu/backend.py") for p in gpu)
+    assert any(p.endswith("/decoder/compiled_kernels.py") for p in cpu)  # loaded by the compiled decoder

@@ -88,7 +88,9 @@ MANIFEST_SCHEMA = pa.schema(list(PLAN_SCHEMA) + [
     pa.field("status", pa.string(), nullable=False),
     pa.field("word_times", WORD_TIMES_TYPE),
 ])
-_SIDECAR_VERSION = 1
+# raise it when synthesis changes what a WAV holds: every WAV is then made again on its next request, and the
+# predictive job's transcripts with it (`experiments/predictive_asr/code_key.py`)
+SIDECAR_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -289,7 +291,7 @@ def sidecar_key(row: Mapping[str, Any]) -> dict[str, Any]:
     `_engines_changed`); a sidecar whose key differs is stale. A row may carry an optional `pitch_cents` (not
     in the plan schema; the usage requests use it), keyed only when it is not 0."""
     key = {
-        "version": _SIDECAR_VERSION, "normalized_text": row["normalized_text"], "voice": row["voice"],
+        "version": SIDECAR_VERSION, "normalized_text": row["normalized_text"], "voice": row["voice"],
         "rate": float(row["rate"]), "snr_db": float(row["snr_db"]), "noise_seed": int(row["noise_seed"]),
     }
     if float(row.get("pitch_cents") or 0.0):

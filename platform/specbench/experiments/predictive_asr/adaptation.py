@@ -10,7 +10,8 @@ test audio is used. The requests are then scored with their voice's warp and tra
 
 The result is cached in `.specbench/predictive/adapt-<key>/` (`adaptation.json` and one checkpoint per
 voice), keyed by everything it depends on (acoustic model, graph, the eval job's adaptation and search
-settings, the corpus plan, the first-pass acoustic scale), and the key is part of the transcript cache's.
+settings, the corpus plan, the first-pass acoustic scale, and the code and audio versions that decide it:
+`code_key.py`), and the key is part of the transcript cache's.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from specbench.experiments.eval_am import choose_voice_warps, fit_voice_transfor
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.experiments.job_refs import referenced_job
 from specbench.experiments.predictive_asr.checks import adaptation_job
+from specbench.experiments.predictive_asr.code_key import code_and_audio_key
 from specbench.experiments.speech import corpus_plan, corpus_root
 from specbench.paths import work_dir
 from specbench.runtime import run_tasks
@@ -80,7 +82,7 @@ def adaptation_dir(asr: AsrSection, job_path: Path, checkpoint: Path, graph: Gra
            "vtln": dataclasses.asdict(eval_cfg.vtln), "transform": dataclasses.asdict(eval_cfg.speaker_transform),
            "beam": eval_cfg.decode.beam, "max_active": eval_cfg.decode.max_active,
            "first_pass_scale": asr.acoustic_scale, "corpus": corpus_plan(speech_cfg).to_json(),
-           "version": VERSION}
+           "version": VERSION, **code_and_audio_key(asr.voices, "cpu")}
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return work_dir() / "predictive" / f"adapt-{digest}"
 

@@ -12,7 +12,8 @@ With `asr.partial_posteriors`, each partial also carries its words' lattice post
 the audio so far built in the same decoding pass (`decoder.stage`).
 
 Transcripts are cached per utterance in `.specbench/predictive/asr-<key>/transcripts.parquet`, keyed by what
-they depend on (mode, acoustic model, graph, decoder settings, adaptation), so a rerun or a second
+they depend on (mode, acoustic model, graph, decoder settings, adaptation, and the code and audio versions
+that make them: `code_key.py`), so a rerun or a second
 simulation (the habit sweep) only transcribes the utterances it has not seen. `transcribe_ahead` renders
 what several simulated logs need in one pass (the job calls it once before the habit sweep and once before
 the headline and the knobs), so the stages start once per pass rather than once per population. In `oracle-asr` mode (ablations only) the
@@ -45,6 +46,7 @@ from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import ctc_graph_job
 from specbench.experiments.predictive_asr.adaptation import VoiceAdaptation, adapt_voices
 from specbench.experiments.predictive_asr.checks import check_partial_interval
+from specbench.experiments.predictive_asr.code_key import code_and_audio_key
 from specbench.experiments.stage_clock import clock
 from specbench.paths import from_root, work_dir
 from specbench.runtime import run_ray, run_tasks
@@ -133,10 +135,11 @@ def _file_digest(path: Path) -> str:
 def cache_dir(asr: AsrSection, checkpoint: Path, graph: GraphArtifacts,
               adaptation: VoiceAdaptation | None = None) -> Path:
     """`.specbench/predictive/asr-<key>`: the key hashes the mode, model, graph (its files' contents, not its
-    directory's name), decoder settings and the speaker adaptation (its own cache key; none: unadapted)."""
+    directory's name), decoder settings, the speaker adaptation (its own cache key; none: unadapted), and
+    the code and audio versions that decide a transcript (`code_key.code_and_audio_key`)."""
     key = {"mode": asr.mode, "am": _file_digest(checkpoint), "graph": graph.content_digest(),
            "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
-           "acoustic_scale": asr.acoustic_scale, "version": 3}
+           "acoustic_scale": asr.acoustic_scale, "version": 3, **code_and_audio_key(asr.voices, asr.backend)}
     if adaptation is not None:
         key["adaptation"] = adaptation.key
     if asr.partial_posteriors:  # a cache of its own; the caches without posteriors keep their keys
