@@ -80,3 +80,21 @@ def test_a_damaged_folder_is_a_data_error_naming_it(home: Path, tmp_path: Path) 
     (folder / "epsilon_dest.npy").write_bytes(b"not an array")
     with pytest.raises(DataError, match="unreadable mapped graph .*Fix: delete that folder"):
         mapped.mapped_graph(path)
+
+
+def test_a_new_folder_removes_those_of_changed_or_gone_files_and_abandoned_temporaries(home: Path,
+                                                                                       tmp_path: Path) -> None:
+    kept, gone = write_graph(tmp_path / "kept.fst", GRAPH), write_graph(tmp_path / "gone.fst", GRAPH)
+    mapped.mapped_graph(kept), mapped.mapped_graph(gone)
+    old_kept, old_gone = mapped.mapped_dir(kept), mapped.mapped_dir(gone)
+    root = old_kept.parent
+    (root / "0123456789abcdef").mkdir()  # a folder of an older version: no record of its file
+    abandoned, filling = root / "feedbeef.abandoned", root / "feedbeef.filling"  # writers' temporaries
+    abandoned.mkdir(), filling.mkdir()
+    os.utime(abandoned, (1, 1))
+    gone.unlink()
+    write_graph(kept, "0 1 7 7 0.25\n1\n")
+    os.utime(kept, ns=(1, 1))
+    assert mapped.mapped_graph(kept).emitting.ilabel.tolist() == [7]
+    assert sorted(p.name for p in root.iterdir()) == sorted([mapped.mapped_dir(kept).name, filling.name])
+    assert not old_kept.exists() and not old_gone.exists()
