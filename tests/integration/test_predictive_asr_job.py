@@ -253,3 +253,20 @@ def test_partial_posteriors_train_and_decide_a_configuration_of_their_own(tmp_pa
     card = json.loads(posterior.with_suffix(".json").read_text())
     assert card["use_posterior"] is True and card["model"]["use_posterior"] is True
     assert "partial_min_posterior" in load_confidence(posterior).features
+
+
+def test_a_gpu_backend_on_a_cluster_without_one_is_refused_before_anything_is_synthesized(
+        tmp_path: Path, confidence_models: tuple, capsys: pytest.CaptureFixture) -> None:
+    from specbench.runtime import cluster_summary
+
+    if cluster_summary()["gpus"] > 0:
+        pytest.skip("this cluster has a GPU")
+    conf, conf_np, conf_ctx, _ = confidence_models
+    job = tmp_path / "predictive.toml"
+    job.write_text(EVAL_JOB.format(conf=conf, conf_np=conf_np, conf_ctx=conf_ctx, users=2, mode="decoder",
+                                   graph=GRAPH_JOB, sweep="false", adaptation=_adaptation_job(tmp_path))
+                   .replace("[asr]\n", '[asr]\nbackend = "gpu"\n'))
+    assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "run", str(job)]) != 0
+    said = capsys.readouterr()
+    assert f'{job}: asr.backend = "gpu" (set it to "cpu"' in said.err and "has no GPU" in said.err
+    assert "synthesizing" not in said.out + said.err and "Traceback" not in said.err

@@ -26,6 +26,7 @@ from specbench.experiments.predictive_asr.checks import train_confidence_preflig
 from specbench.experiments.predictive_asr.habit import calibrate
 from specbench.experiments.predictive_asr.job import lm_personal_oracle, predict_population
 from specbench.experiments.predictive_asr.lm_cache import LmCache
+from specbench.experiments.predictive_asr.partials import require_decoder_resources
 from specbench.experiments.registry import RunOptions
 from specbench.paths import from_root
 from specbench.prediction.confidence import save_confidence, train_confidence_model
@@ -73,6 +74,7 @@ def run_train_confidence(config: TrainConfidenceConfig, job_path: Path, run: Tra
     """Build the training and devel predictions, train the `models` named, write them with cards."""
     train_confidence_preflight(config, job_path)
     connect(ray_address)
+    require_decoder_resources(config.asr, job_path)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     usage, sweep = config.usage, []
     if config.calibrate_routine_share:

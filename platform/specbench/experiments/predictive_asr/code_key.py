@@ -26,21 +26,22 @@ _PACKAGE = Path(__file__).resolve().parents[2]
 _ASR_CODE = ("experiments/eval_am.py", "data/synthesis.py", "wfst/graph.py", "wfst/mapped.py", "wfst/symbols.py",
              "wfst/lexicon.py", "wfst/topology.py", "experiments/predictive_asr/partials.py",
              "experiments/predictive_asr/adaptation.py")
+_MAY_RUN_GPU = ("gpu", "auto")
 
 
 def asr_code(backend: str) -> list[Path]:
     """The Python modules whose code decides a transcript decoded with `backend` (the GPU decoder's own
-    modules only for `gpu`: the CPU decoders never run them)."""
+    modules only for `gpu` and `auto`, which may choose it: the CPU decoders never run them)."""
     files = [*sorted((_PACKAGE / "acoustic").glob("*.py")), *sorted((_PACKAGE / "decoder").glob("*.py"))]
     files += [_PACKAGE / rel for rel in _ASR_CODE]
-    if backend == "gpu":
+    if backend in _MAY_RUN_GPU:
         files += sorted((_PACKAGE / "decoder" / "gpu").rglob("*.py"))
     return files
 
 
 def _kernel_sources(backend: str) -> dict[str, str]:
     """The GPU decoder's CUDA sources (compiled when it starts) by name -> sha256; none for other backends."""
-    if backend != "gpu":
+    if backend not in _MAY_RUN_GPU:
         return {}
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in sorted((_PACKAGE / "decoder" / "gpu").rglob("*.cu"))}

@@ -50,6 +50,7 @@ from specbench.experiments.predictive_asr.lm_cache import LmCache
 from specbench.experiments.predictive_asr.partials import (
     adaptation_metrics,
     rendering_summary,
+    require_decoder_resources,
     transcribe_ahead,
     transcribe_requests,
 )
@@ -440,6 +441,7 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     models = load_models(config, job_path)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
+    require_decoder_resources(config.asr, job_path)
     spent: list[dict[str, float]] = []  # every population's stage timings: the whole job's profile
     sweep_start = time.perf_counter()  # the habit sweep's own time: its rendering pass, populations, calibration
     usage, habit, calibration = _calibrated_usage(config, job_path, cache, models, spent, run)

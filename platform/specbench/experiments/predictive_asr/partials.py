@@ -49,7 +49,7 @@ from specbench.experiments.predictive_asr.checks import check_partial_interval
 from specbench.experiments.predictive_asr.code_key import code_and_audio_key
 from specbench.experiments.stage_clock import clock
 from specbench.paths import from_root, work_dir
-from specbench.runtime import run_ray, run_tasks
+from specbench.runtime import require_resources, run_ray, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
 from specbench.wfst.symbols import SymbolTable
 
@@ -64,6 +64,7 @@ TRANSCRIPT_SCHEMA = pa.schema([
     ("duration_ms", pa.float32()),
 ])
 SPEECH_DIR = "usage"
+DECODER_GPU_SHARE = 0.25  # of a GPU per decoder actor with asr.backend = "gpu": four share one GPU
 
 
 def _stable_index(text: str, n: int) -> int:
@@ -263,12 +264,21 @@ def _decode(scores: pa.Table | None, asr: AsrSection, graph: GraphArtifacts,
     with clock(timings, "decode"):
         posteriors = asr.partial_posteriors
         stage = DecoderStage(graph.tlg, backend=asr.backend, beam=asr.beam, max_active=asr.max_active,
+                             gpu_fraction=DECODER_GPU_SHARE,
                              acoustic_scale=asr.acoustic_scale, partial_every_ms=asr.partial_every_ms,
                              lattice_beam=asr.lattice_beam if posteriors else None,
                              partial_posterior_scale=asr.posterior_scale if posteriors else None)
         stage.share_graph()
         out = run_ray(stage, scores, batch_size=32)
         return {r["id"]: r for r in out.to_pylist()}
+
+
+def require_decoder_resources(asr: AsrSection, job_path: Path) -> None:
+    """Refuse `asr.backend = "gpu"` on a cluster without a GPU before anything is synthesized (the decoder
+    stage would refuse it only after synthesis and scoring). Call it once connected."""
+    if asr.mode == "decoder" and asr.backend == "gpu":
+        require_resources(1.0, DECODER_GPU_SHARE, f'{job_path}: asr.backend = "gpu" (set it to "cpu" to decode '
+                          "on the CPUs instead), whose decoder stage")
 
 
 def _audio_digest(row: dict) -> str | None:
