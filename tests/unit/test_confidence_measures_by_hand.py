@@ -39,3 +39,12 @@ def test_calibration_bins_values_on_edges_into_the_lower_bin() -> None:
     assert [row["words"] for row in table] == [3, 2, 1, 1]
     assert [row["mean_confidence"] for row in table] == pytest.approx([0.5 / 3, 0.4, 0.75, 1.0])
     assert [row["share_correct"] for row in table] == pytest.approx([1 / 3, 1.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("measure", [cm.normalized_cross_entropy, cm.auc, cm.calibration_table])
+def test_mismatched_or_non_probability_confidences_are_an_error(measure) -> None:
+    with pytest.raises(ValueError, match="3 confidences but 2 labels"):
+        measure([0.5, 0.5, 0.2], [True, False])
+    for bad in (math.nan, 1.5, -0.1):
+        with pytest.raises(ValueError, match="not a probability"):
+            measure([bad, 0.5], [True, False])

@@ -31,7 +31,14 @@ def test_an_empty_hypothesis_has_latency_zero(metric) -> None:
 
 
 @pytest.mark.parametrize("metric", METRICS)
-@pytest.mark.parametrize("delays", [[-1, 2], [2, 5.5], [3, 2]])
+@pytest.mark.parametrize("delays", [[-1, 2], [2, 5.5], [3, 2], [2, float("nan")], [float("inf")]])
 def test_delays_outside_the_source_or_decreasing_are_an_error(metric, delays: list[float]) -> None:
     with pytest.raises(ValueError, match="non-decreasing and within"):
         metric(delays, 5)
+
+
+@pytest.mark.parametrize("metric", [average_lagging, average_proportion])
+def test_a_reference_length_of_zero_is_an_error_not_a_division_by_zero(metric) -> None:
+    with pytest.raises(ValueError, match="target_len must be positive"):
+        metric([1, 2], 2, 0)
+    assert metric([], 2, 0) == 0.0  # an empty hypothesis still has latency 0

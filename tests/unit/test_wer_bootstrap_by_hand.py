@@ -25,6 +25,8 @@ def test_reported_rates_difference_and_counts_by_hand() -> None:
 def test_no_reference_words_at_all_is_an_error() -> None:
     with pytest.raises(ValueError, match="reference words"):
         paired_wer_bootstrap(np.array([0.0, 0.0]), np.array([0.0, 0.0]), np.array([0.0, 0.0]))
+    with pytest.raises(ValueError, match="samples must be at least 1, got 0"):
+        paired_wer_bootstrap(np.array([1.0]), np.array([0.0]), np.array([2.0]), samples=0)
 
 
 def test_draws_equal_error_rate_of_the_drawn_utterances_with_an_empty_reference() -> None:

@@ -50,11 +50,22 @@ def hypothesis_correct(reference: Sequence[Hashable], hypothesis: Sequence[Hasha
     return correct
 
 
+def _pairs(confidences: Sequence[float], correct: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    """The confidences and labels as arrays; ValueError unless one label per confidence, each in [0, 1]."""
+    p, c = np.asarray(confidences, dtype=np.float64), np.asarray(correct, dtype=bool)
+    if p.ndim != 1 or p.shape != c.shape:
+        raise ValueError(f"{p.size} confidences but {c.size} labels: give one label per confidence")
+    if not ((p >= 0.0) & (p <= 1.0)).all():  # NaN fails too
+        bad = p[~((p >= 0.0) & (p <= 1.0))][0]
+        raise ValueError(f"confidence {bad} is not a probability in [0, 1]")
+    return p, c
+
+
 def normalized_cross_entropy(confidences: Sequence[float], correct: Sequence[bool]) -> float | None:
     """NCE of `confidences` for the labels `correct`; None when every word is correct or every one wrong
     (H(C) = 0: nothing to measure)."""
-    p = np.clip(np.asarray(confidences, dtype=np.float64), CLIP, 1 - CLIP)
-    c = np.asarray(correct, dtype=bool)
+    p, c = _pairs(confidences, correct)
+    p = np.clip(p, CLIP, 1 - CLIP)
     n, k = len(c), int(c.sum())
     if n == 0 or k in (0, n):
         return None
@@ -66,16 +77,15 @@ def normalized_cross_entropy(confidences: Sequence[float], correct: Sequence[boo
 
 def auc(confidences: Sequence[float], correct: Sequence[bool]) -> float | None:
     """Area under the ROC curve of `confidences` separating correct from wrong words; None with one class."""
-    c = np.asarray(correct, dtype=bool)
+    p, c = _pairs(confidences, correct)
     if c.size == 0 or c.all() or not c.any():
         return None
-    return float(roc_auc_score(c, np.asarray(confidences, dtype=np.float64)))
+    return float(roc_auc_score(c, p))
 
 
 def calibration_table(confidences: Sequence[float], correct: Sequence[bool], bins: int = 10) -> list[dict]:
     """Per non-empty bin of [0, 1] (equal widths): the mean confidence, the share correct and the count."""
-    p = np.asarray(confidences, dtype=np.float64)
-    c = np.asarray(correct, dtype=bool)
+    p, c = _pairs(confidences, correct)
     if p.size == 0:
         return []
     share, mean = calibration_curve(c, p, n_bins=bins, strategy="uniform")

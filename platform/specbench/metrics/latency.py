@@ -29,10 +29,15 @@ def _check(delays: Sequence[float], source_len: int) -> None:
         raise ValueError(f"source_len must be positive, got {source_len}")
     previous = 0
     for i, d in enumerate(delays):
-        if d < previous or d > source_len:
+        if not previous <= d <= source_len:  # NaN fails too
             raise ValueError(f"delays must be non-decreasing and within [0, source_len={source_len}]; delay {i} "
                              f"is {d} after {previous}")
         previous = d
+
+
+def _check_target(target_len: int | None) -> None:
+    if target_len is not None and not target_len > 0:
+        raise ValueError(f"target_len must be positive (a reference of at least one token), got {target_len}")
 
 
 def average_lagging(delays: Sequence[float], source_len: int, target_len: int | None = None) -> float:
@@ -40,6 +45,7 @@ def average_lagging(delays: Sequence[float], source_len: int, target_len: int | 
     _check(delays, source_len)
     if not delays:
         return 0.0
+    _check_target(target_len)
     rate = (len(delays) if target_len is None else target_len) / source_len
     total, tau = 0.0, 0
     for i, d in enumerate(delays):
@@ -74,6 +80,7 @@ def average_proportion(delays: Sequence[float], source_len: int, target_len: int
     _check(delays, source_len)
     if not delays:
         return 0.0
+    _check_target(target_len)
     return sum(delays) / (source_len * (len(delays) if target_len is None else target_len))
 
 

@@ -47,6 +47,8 @@ def paired_wer_bootstrap(errors_a: np.ndarray, errors_b: np.ndarray, words: np.n
     a, b, n = (np.asarray(x, dtype=np.float64) for x in (errors_a, errors_b, words))
     if a.ndim != 1 or a.shape != b.shape or a.shape != n.shape or a.size == 0 or n.sum() <= 0:
         raise ValueError("paired_wer_bootstrap needs three equally long, non-empty arrays with reference words")
+    if samples < 1:
+        raise ValueError(f"paired_wer_bootstrap: samples must be at least 1, got {samples}")
     counts = resample_counts(a.size, samples, seed).astype(np.float64)
     total = counts @ n
     spoken = total > 0  # a draw of only empty references has WER 0, as `wer.error_rate` gives for no tokens
