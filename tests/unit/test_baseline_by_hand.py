@@ -181,3 +181,15 @@ def test_record_nightly_verdict_tags_online_runs_and_returns_offline_ones(store:
     assert store.client.get_run(run).data.tags["nightly.verdict"] == "regressed"
     with pytest.raises(ValueError, match="nightly verdict 'failed'"):
         record_nightly_verdict([run], "failed", store.uri)
+
+
+def test_an_infinite_baseline_value_is_no_baseline_value(store: Store) -> None:
+    """MLflow's SQL store gives an infinity back as the largest float: still not a finite baseline."""
+    exp = store.experiment()
+    older = store.job_run(exp, 0, {"ppl": 90.0})
+    chosen = store.job_run(exp, 1, {"ppl": math.inf, "wer": -math.inf})
+    base = find_baseline(exp, "job", "tonight", store.uri, metrics=["ppl", "wer"])
+    assert base is not None and base.run_id == chosen
+    assert base.metrics == {"ppl": 90.0} and base.sources == {"ppl": older}
+    assert base.missing == {"wer": f"baseline run {chosen} logged -inf, nor did any of the 1 older passing "
+                                   "nightly runs of the job log a finite value"}

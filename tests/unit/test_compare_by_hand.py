@@ -121,3 +121,15 @@ def test_a_run_given_twice_or_one_that_did_not_finish_is_warned_of(store: tuple[
     assert warnings(compare_runs([done, done], store[0])) == (
         f"warning: run {done[:8]} is given more than once, so its deltas against itself are 0. Fix: give the runs "
         "to compare once each.")
+
+
+def test_an_infinity_the_store_keeps_as_the_largest_float_reads_and_prints_as_one(
+        store: tuple[str, MlflowClient, str]) -> None:
+    from specbench.reports.compare import render_text
+
+    a = _run(store, "inf_a", {}, {}, [("ratio", math.inf, 0), ("gain", NAN, 0)])
+    b = _run(store, "inf_b", {}, {}, [("ratio", -math.inf, 0), ("gain", 1.0, 0)])
+    comparison = compare_runs([a, b], store[0])
+    assert {r.name: r for r in comparison.rows}["ratio"].values == (math.inf, -math.inf)
+    lines = {line.split()[1]: line.split()[2:] for line in render_text(comparison).splitlines()[2:4]}
+    assert lines == {"gain": ["nan", "1"], "ratio": ["inf", "-inf"]}

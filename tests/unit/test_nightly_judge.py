@@ -38,3 +38,20 @@ def test_without_a_finite_baseline_only_the_absolute_bounds_are_judged() -> None
         assert judge(relative, 5.0, baseline) is None
         assert "above the maximum" in judge(ToleranceRule("m", max=1.0, max_drop=0.0), 2.0, baseline)
     assert "fell from" in judge(relative, 0.5, 1.0) and "rose from" in judge(relative, 1.5, 1.0)
+
+
+@pytest.mark.parametrize("baseline, new, rule", [
+    (0.05, 0.02, ToleranceRule("m", max_drop=0.03)),  # 0.05 - 0.02 computes as 0.030000000000000002
+    (0.06, 0.07, ToleranceRule("m", max_rise=0.01)),  # 0.07 - 0.06 computes as 0.010000000000000009
+    (0.7, 0.6, ToleranceRule("m", max_drop=0.1)),
+])
+def test_a_decimal_move_exactly_at_the_tolerance_passes(baseline: float, new: float,
+                                                        rule: ToleranceRule) -> None:
+    assert judge(rule, new, baseline) is None
+    past = new - 1e-6 if rule.max_drop is not None else new + 1e-6
+    assert judge(rule, past, baseline) is not None
+
+
+def test_a_zero_tolerance_still_flags_a_change_of_one_in_a_large_count() -> None:
+    assert "rose from" in judge(ToleranceRule("m", max_drop=0.0, max_rise=0.0), 16_514_211.0, 16_514_210.0)
+    assert "fell from" in judge(ToleranceRule("m", max_drop=0.0, max_rise=0.0), 2e-12, 3e-12)

@@ -98,3 +98,11 @@ def test_an_ambiguous_prefix_lists_every_run_it_matches(store: Store) -> None:
     said = str(caught.value)
     assert "is ambiguous" in said and "give more characters" in said
     assert sorted(i for i in ids if i in said) == sorted(i for i in ids if i.startswith(digit))
+
+
+def test_a_prefix_of_a_deleted_run_says_it_is_deleted(store: Store) -> None:
+    run = store.client.create_run(store.mt, run_name="gone").info.run_id
+    store.client.delete_run(run)
+    with pytest.raises(ConfigError, match=f"matches only run {run} \\(gone\\) .* which is deleted"):
+        resolve_run_id(run[:12], store.uri)
+    assert resolve_run_id(run, store.uri) == run  # the full id still reads it

@@ -8,10 +8,12 @@ import math
 import re
 import socket
 
+import pytest
+
 from specbench.cli.commands import _reachable
 from specbench.config import ToleranceRule
 from specbench.experiments.nightly import judge
-from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown
+from specbench.reports.nightly import JOB_FAILED, Check, relative_change, render_html, render_markdown
 from specbench.reports.numbers import figure
 from specbench.tracking.ui import http_address
 
@@ -43,3 +45,10 @@ def test_server_addresses() -> None:
     assert _reachable("http://0.0.0.0:5000") == f"http://{socket.gethostname()}:5000"
     assert _reachable("http://[::]:5000") == f"http://{socket.gethostname()}:5000"
     assert _reachable("http://10.0.0.5:5000") == "http://10.0.0.5:5000"
+
+
+def test_the_plot_shows_a_change_with_its_sign_whatever_the_baseline_sign() -> None:
+    rule = ToleranceRule("simul.speculation_gain_bleu", max_drop=1.0)
+    cases = ((0.5, -0.5), (-1.0, -0.5), (1.1, 1.0), (1.0, 0.0), (1.0, None), (math.nan, 1.0))
+    change = [relative_change(Check("j", "m", new, base, "r", rule, None)) for new, base in cases]
+    assert change[:3] == [2.0, -1.0, pytest.approx(0.1)] and change[3:] == [None, None, None]

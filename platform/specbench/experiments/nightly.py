@@ -71,11 +71,19 @@ def judge(rule: ToleranceRule, new: float, baseline: float | None) -> str | None
         return f"{figure(new)} is above the maximum {figure(rule.max)}"
     if baseline is None or not math.isfinite(baseline):  # find_baseline never gives one that is not finite
         return None
-    if rule.max_drop is not None and new < baseline - rule.max_drop:
+    scale = max(abs(baseline), abs(new))
+    if rule.max_drop is not None and _beyond(baseline - new, rule.max_drop, scale):
         return f"fell from {figure(baseline)} to {figure(new)} (allowed drop {figure(rule.max_drop)})"
-    if rule.max_rise is not None and new > baseline + rule.max_rise:
+    if rule.max_rise is not None and _beyond(new - baseline, rule.max_rise, scale):
         return f"rose from {figure(baseline)} to {figure(new)} (allowed rise {figure(rule.max_rise)})"
     return None
+
+
+def _beyond(moved: float, allowed: float, scale: float) -> bool:
+    """Whether a move of `moved` exceeds `allowed` by more than the rounding of binary floats (relative 1e-9
+    of the values' size `scale`): a drop of exactly 0.03 from 0.05 to 0.02 computes as 0.030000000000000002,
+    and a value at the tolerance's edge must pass."""
+    return moved - allowed > 1e-9 * scale
 
 
 def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
 
 
 def _fmt(value: object) -> str:
-    """A cell: "-" where the run has no such value, "nan" where it logged NaN, else the figure."""
-    if isinstance(value, float) and math.isnan(value):
-        return "nan"
+    """A cell: "-" where the run has no such value, "nan", "inf" or "-inf" where it logged one, else the
+    figure."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
     if value is None or isinstance(value, (int, float)) and not isinstance(value, bool):
         return figure(value)
     return str(value)

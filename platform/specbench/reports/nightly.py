@@ -1,4 +1,5 @@
-"""The nightly's regression report: Markdown, HTML and a plot of new / baseline per headline metric."""
+"""The nightly's regression report: Markdown, HTML and a plot of each headline metric's change against its
+baseline."""
 
 from __future__ import annotations
 
@@ -62,16 +63,32 @@ def render_html(checks: Sequence[Check], nightly_id: str) -> str:
             f"<th>metric</th><th>baseline</th><th>new</th><th>why</th></tr>{rows}</table></body></html>\n")
 
 
+def relative_change(check: Check) -> float | None:
+    """(new - baseline) / |baseline|: positive where the metric rose, whatever the baseline's sign (a gain
+    that went from -0.5 to 0.5 rose by 200%, where new / baseline would read -1); None without a finite,
+    non-zero baseline or a finite new value."""
+    if check.baseline in (None, 0.0) or not (math.isfinite(check.baseline) and math.isfinite(check.new)):
+        return None
+    return (check.new - check.baseline) / abs(check.baseline)
+
+
 @contextmanager
 def write_plot(checks: Sequence[Check]) -> Iterator[Path]:
-    """`regression_report.png` (new / baseline per metric) in a temporary folder, for the block."""
+    """`regression_report.png` (each metric's relative change against its baseline, in percent; red where it
+    is a problem) in a temporary folder, for the block."""
     plt = pyplot()
-    shown = [c for c in checks if c.baseline not in (None, 0.0) and math.isfinite(c.new)]
+    shown = [(c, change) for c in checks if (change := relative_change(c)) is not None]
     fig, ax = plt.subplots(figsize=(8, 0.4 * max(len(shown), 1) + 1.5))
-    ax.barh([f"{c.job}: {c.metric}" for c in shown], [c.new / c.baseline for c in shown],  # two jobs, one metric
-            color=["#d33" if c.problem else "#3a3" for c in shown])
-    ax.axvline(1.0, color="k", lw=0.8)
-    ax.set_xlabel("new / baseline")
+    labels = [f"{c.job}: {c.metric}" for c, _ in shown]  # with the job: two jobs may log one metric
+    ax.barh(labels, [100 * change for _, change in shown],
+            color=["#d33" if c.problem else "#3a3" for c, _ in shown])
+    ax.axvline(0.0, color="k", lw=0.8)
+    ax.set_xlabel("change against the baseline (% of |baseline|)")
+    if not shown:
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, "no metric has a baseline to compare with", ha="center", va="center",
+                transform=ax.transAxes)
     fig.tight_layout()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "regression_report.png"

@@ -32,7 +32,7 @@ from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
 from specbench.tracking.journal import is_unreachable
-from specbench.tracking.queries import resolve_run_id
+from specbench.tracking.queries import logged, resolve_run_id
 from specbench.tracking.runs import OFFLINE_PREFIX, PARENT_TAG
 from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
 
@@ -168,7 +168,7 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     def usable(run: Run, metric: str) -> bool:
         """Whether `run` gives `metric` a baseline value: a finite one, measured on this hardware if it is
         hardware-bound."""
-        return (math.isfinite(run.data.metrics.get(metric, math.nan))
+        return (math.isfinite(logged(run.data.metrics.get(metric, math.nan)))
                 and (hardware is None or metric not in hardware_bound or run.data.tags.get("hardware") == hardware))
 
     def eligible(run: Run) -> bool:
@@ -225,6 +225,7 @@ def _why_missing(metric: str, runs: Sequence[Run], hardware: str | None = None) 
     `metric` a finite baseline value (with `hardware`: one measured on that hardware)."""
     first = runs[0]
     value = first.data.metrics.get(metric)
+    value = None if value is None else logged(value)
     elsewhere = first.data.tags.get("hardware", "it has no hardware tag")
     what = f"baseline run {first.info.run_id} " + (
         "did not log it" if value is None else f"logged {value}" if not math.isfinite(value) or hardware is None

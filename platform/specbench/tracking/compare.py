@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
 from specbench.tracking.journal import server_checked
-from specbench.tracking.queries import resolve_run_ids, stepped_metrics
+from specbench.tracking.queries import logged, resolve_run_ids, stepped_metrics
 from specbench.tracking.store import resolve_tracking_uri
 
 
@@ -110,4 +110,4 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_a
 def _value(raw: object, kind: str) -> object:
     if raw is None:
         return None
-    return float(raw) if kind == "metric" else str(raw)
+    return logged(float(raw)) if kind == "metric" else str(raw)

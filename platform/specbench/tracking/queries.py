@@ -4,6 +4,8 @@ verbs are given (any unique prefix of an id, as `specbench runs` prints it) to f
 from __future__ import annotations
 
 import json
+import math
+import sys
 import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -11,12 +13,24 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mlflow.entities import ViewType
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import ConfigError
 from specbench.tracking.journal import server_checked
 from specbench.tracking.store import quiet_mlflow, resolve_tracking_uri
+
+
+def logged(value: float) -> float:
+    """A metric value as it was logged: MLflow's SQL stores keep an infinity as the largest finite float
+    (+-1.7976931348623157e308, and hand that back), so those two read as the infinities they stand for."""
+    return math.copysign(math.inf, value) if abs(value) == sys.float_info.max else value
+
+
+def logged_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """`logged` of each value."""
+    return {k: logged(v) for k, v in metrics.items()}
 
 
 @dataclass(frozen=True)
@@ -49,7 +63,7 @@ def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: st
     rows = []
     for r in runs:
         started = datetime.fromtimestamp(r.info.start_time / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
-        wanted = {k: v for k, v in r.data.metrics.items() if not metric_names or k in metric_names}
+        wanted = {k: logged(v) for k, v in r.data.metrics.items() if not metric_names or k in metric_names}
         rows.append(RunRow(r.info.run_id, names[r.info.experiment_id], r.info.run_name or "", r.info.status,
                            started, wanted, dict(r.data.tags)))
     return rows
@@ -71,7 +85,7 @@ def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
     exp = client.get_experiment(r.info.experiment_id)
     started = datetime.fromtimestamp(r.info.start_time / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M")
     return RunRow(r.info.run_id, exp.name, r.info.run_name or "", r.info.status, started,
-                  dict(r.data.metrics), dict(r.data.tags), dict(r.data.params))
+                  logged_metrics(r.data.metrics), dict(r.data.tags), dict(r.data.params))
 
 
 @server_checked
@@ -142,6 +156,15 @@ def resolve_run_id(prefix: str, tracking_uri: str | None = None) -> str:
                                  order_by=["attributes.start_time DESC"],
                                  max_results=_SHOWN_MATCHES + 1) if names else []
     if not matches:
+        gone = client.search_runs([e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)],
+                                  filter_string=f"attributes.run_id LIKE '{wanted}%'", run_view_type=ViewType.ALL,
+                                  max_results=1)
+        if gone:
+            run = gone[0].info
+            raise ConfigError(f"run id prefix {prefix!r} matches only run {run.run_id} ({run.run_name or '-'}) in "
+                              f"{uri}, which is deleted (or its experiment is): a prefix names active runs only. "
+                              f"Fix: give its full id to read it as it is, or restore it (`mlflow runs restore "
+                              f"--run-id {run.run_id}`, or `mlflow experiments restore`).")
         raise _unknown(prefix, uri)
     if len(matches) == 1:
         return matches[0].info.run_id
