@@ -193,3 +193,23 @@ def test_an_infinite_baseline_value_is_no_baseline_value(store: Store) -> None:
     assert base.metrics == {"ppl": 90.0} and base.sources == {"ppl": older}
     assert base.missing == {"wer": f"baseline run {chosen} logged -inf, nor did any of the 1 older passing "
                                    "nightly runs of the job log a finite value"}
+
+
+def test_a_baseline_beyond_the_lookback_is_out_of_reach_not_missing(store: Store,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """With more regressed nightlies in a row than the search looks back over, the nightly is told the
+    baseline is out of reach (so it does not pass), not that there is none (so it would)."""
+    from specbench.tracking import baseline
+
+    monkeypatch.setattr(baseline, "_MAX_LOOKBACK", 3)
+    monkeypatch.setattr(baseline, "_PAGE", 2)
+    exp = store.experiment()
+    passed = store.job_run(exp, 0, {"ppl": 100.0})
+    for minute in (1, 2):
+        store.job_run(exp, minute, {"ppl": 150.0}, verdict="regressed")
+    assert find_baseline(exp, "job", "tonight", store.uri).run_id == passed  # the third run searched
+    for minute in (3, 4):  # the search stops after the page that reaches the lookback: [4, 3], [2, 1]
+        store.job_run(exp, minute, {"ppl": 150.0}, verdict="regressed")
+    with pytest.raises(baseline.BaselineOutOfReach, match="newest 3 nightly runs .* Fix: pin one with"):
+        find_baseline(exp, "job", "tonight", store.uri)
+    assert find_baseline(store.experiment(), "job", "tonight", store.uri) is None  # no run at all: none

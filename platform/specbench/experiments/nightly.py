@@ -48,6 +48,7 @@ from specbench.tracking.baseline import (
     PASSED,
     REGRESSED,
     VERDICT_TAG,
+    BaselineOutOfReach,
     find_baseline,
     note_baseline_reset,
     quoted,
@@ -145,6 +146,9 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
     wanted = list(kind.nightly_metrics) + [m for m in OPTIONAL_NIGHTLY_METRICS if m in metrics and m in rules]
     try:
         base = _baseline(job, kind, nightly_id, opts, wanted)
+    except BaselineOutOfReach as err:  # judged as not compared: the nightly does not pass
+        why, _, fix = str(err).partition(". Fix: ")
+        return _not_compared(job, wanted, rules, why, fix)
     except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
         if not is_unreachable(err):
             raise
@@ -186,11 +190,11 @@ def _baseline(job: JobRun, kind: Any, nightly_id: str, opts: RunOptions, wanted:
     return base
 
 
-def _not_compared(job: JobRun, wanted: list[str], rules: dict[str, ToleranceRule], why: str) -> list[Check]:
+def _not_compared(job: JobRun, wanted: list[str], rules: dict[str, ToleranceRule], why: str,
+                  fix: str = "run the nightly again once the server answers") -> list[Check]:
     """Checks of a job whose baseline could not be looked up: the absolute bounds are judged, and every metric
     is a problem (not compared), so the nightly does not pass and its runs never become baselines."""
-    job.lines.append(f"  {job.run_name}: not compared with a baseline: {why}. Fix: run the nightly again once "
-                     "the server answers")
+    job.lines.append(f"  {job.run_name}: not compared with a baseline: {why}. Fix: {fix}")
     return [Check(job.run_name, metric, job.metrics.get(metric, math.nan), None, None, rules[metric],
                   judge(rules[metric], job.metrics.get(metric, math.nan), None)
                   or f"not compared with a baseline: {why}") for metric in wanted]

@@ -119,10 +119,20 @@ def _version_ok(run: Run, metrics_version: int | None) -> bool:
     return metrics_version is None or version == metrics_version
 
 
-def _runs(client: MlflowClient, experiment_id: str, where: str) -> Iterator[Run]:
-    """The runs matching `where`, newest first, page by page (at most `_MAX_LOOKBACK`)."""
+class BaselineOutOfReach(ConfigError):
+    """Every run `find_baseline` may search came from a nightly that did not pass: a baseline may exist
+    further back, so the runs cannot be judged as having none."""
+
+
+def _runs(client: MlflowClient, experiment_id: str, where: str, cut: list[str] | None = None) -> Iterator[Run]:
+    """The runs matching `where`, newest first, page by page (at most `_MAX_LOOKBACK`; `where` is appended
+    to `cut`, when given, if more runs matched than that)."""
     token, seen = None, 0
-    while seen < _MAX_LOOKBACK:
+    while True:
+        if seen >= _MAX_LOOKBACK:
+            if cut is not None:
+                cut.append(where)
+            return
         page = client.search_runs([experiment_id], filter_string=where, max_results=_PAGE, page_token=token,
                                   order_by=["attributes.start_time DESC"])
         for run in page:
@@ -178,13 +188,14 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
                                       f"tags.baseline = 'true' and attributes.run_name = {name}")
                      if eligible(r)), None)
     parents: dict[str, str | None] = {}
+    cut: list[str] = []  # searches stopped at the lookback
 
     def passing_nightlies(before: int | None = None) -> Iterator[Run]:
         """Finished runs of the job from passing nightlies, newest first, started before `before` (ms)."""
         where = f"tags.suite = 'nightly' and attributes.run_name = {name} and attributes.status = 'FINISHED'"
         if before is not None:
             where += f" and attributes.start_time < {int(before)}"
-        return (r for r in _runs(client, experiment_id, where)
+        return (r for r in _runs(client, experiment_id, where, cut)
                 if eligible(r) and (explicit is None or r.info.run_id != explicit.info.run_id)
                 and nightly_passed(client, r, parents))
 
@@ -192,6 +203,11 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     chosen, why = ((explicit, "baseline=true") if explicit is not None
                    else (next(nightlies, None), "previous nightly"))
     if chosen is None:
+        if cut:  # the newest runs all came from failed nightlies: no baseline found is not "no baseline"
+            raise BaselineOutOfReach(
+                f"no run of job {run_name!r} from a nightly that passed is among its newest {_MAX_LOOKBACK} "
+                f"nightly runs in experiment {experiment_id} ({resolve_tracking_uri(tracking_uri)}), so its "
+                "baseline is out of reach. Fix: pin one with `specbench baseline set RUN_ID`")
         return None
     values = {k: v for k, v in chosen.data.metrics.items() if usable(chosen, k)}
     sources = dict.fromkeys(values, chosen.info.run_id)
