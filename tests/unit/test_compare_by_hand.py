@@ -109,7 +109,7 @@ def test_fewer_than_two_runs_are_refused(store: tuple[str, MlflowClient, str]) -
         compare_runs([one], store[0])
 
 
-def test_a_run_given_twice_or_one_that_did_not_finish_is_warned_of(store: tuple[str, MlflowClient, str]) -> None:
+def test_a_run_given_twice_deleted_or_not_finished_is_warned_of(store: tuple[str, MlflowClient, str]) -> None:
     from specbench.reports.compare import warnings
 
     done = _run(store, "done", {}, {}, [("wer", 0.2, 0)])
@@ -118,6 +118,11 @@ def test_a_run_given_twice_or_one_that_did_not_finish_is_warned_of(store: tuple[
     assert warnings(compare_runs([done, failed[:12]], store[0])) == (
         f"warning: run broke [{failed[:8]}] is FAILED, not FINISHED: its metrics are what it logged before it "
         "stopped, and some may be missing.")
+    gone = _run(store, "gone", {}, {}, [("wer", 0.4, 0)])
+    store[1].delete_run(gone)
+    assert warnings(compare_runs([done, gone], store[0])) == (
+        f"warning: run gone [{gone[:8]}] is deleted: it is compared as it was logged. Fix: restore it "
+        f"(`mlflow runs restore --run-id {gone}`) if it is still meant to count, or leave it out.")
     assert warnings(compare_runs([done, done], store[0])) == (
         f"warning: run {done[:8]} is given more than once, so its deltas against itself are 0. Fix: give the runs "
         "to compare once each.")

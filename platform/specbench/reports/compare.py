@@ -60,7 +60,7 @@ def shown_rows(comparison: Comparison, show_all: bool = False) -> list[Row]:
 
 
 def warnings(comparison: Comparison) -> str | None:
-    """The comparison's warnings, one a line: a run given twice, runs that did not finish, metrics versions
+    """The comparison's warnings, one a line: a run given twice, runs that did not finish, deleted runs, metrics versions
     that differ (`Comparison.version_warning`), and timed metrics (`reports.headline.TIMED_METRICS`) logged by
     runs measured on different hardware."""
     ids = comparison.run_ids
@@ -69,6 +69,9 @@ def warnings(comparison: Comparison) -> str | None:
     lines += [f"warning: run {n} [{i[:8]}] is {s}, not FINISHED: its metrics are what it logged before it "
               "stopped, and some may be missing." for n, i, s in
               zip(comparison.run_names, ids, comparison.statuses, strict=False) if s != "FINISHED"]
+    lines += [f"warning: run {n} [{i[:8]}] is deleted: it is compared as it was logged. Fix: restore it "
+              f"(`mlflow runs restore --run-id {i}`) if it is still meant to count, or leave it out." for n, i, d in
+              zip(comparison.run_names, ids, comparison.deleted, strict=False) if d]
     lines.append(comparison.version_warning())
     timed = sorted({r.name for r in comparison.rows if r.kind == "metric" and r.name in TIMED_METRICS
                     and len({h for h, v in zip(comparison.hardware, r.values, strict=True) if v is not None}) > 1})

@@ -59,6 +59,7 @@ class Comparison:
     versions: tuple[str, ...] = ()  # each run's `metrics.version` tag ("1" where it has none, as for baselines)
     hardware: tuple[str, ...] = ()  # each run's `hardware` tag ('' where it has none)
     statuses: tuple[str, ...] = ()  # each run's MLflow status (FINISHED, FAILED, RUNNING, KILLED)
+    deleted: tuple[bool, ...] = ()  # whether each run is deleted (in MLflow's trash: its id still reads it)
 
     def shown(self, show_all: bool) -> list[Row]:
         return [r for r in self.rows if show_all or r.differs]
@@ -104,7 +105,7 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_a
                       tuple(r.data.tags.get("kind", "") for r in runs),
                       tuple(r.data.tags.get(VERSION_TAG, "1") for r in runs),
                       tuple(r.data.tags.get("hardware", "") for r in runs),
-                      tuple(r.info.status for r in runs))
+                      tuple(r.info.status for r in runs), tuple(r.info.lifecycle_stage == "deleted" for r in runs))
 
 
 def _value(raw: object, kind: str) -> object:
