@@ -81,6 +81,13 @@ def test_spread_unknown_keeps_the_mass(toy: Path) -> None:
         (lambda t: t.replace("\\end\\", ""), "missing the closing"),
         (lambda t: t.split("\\2-grams:")[0], "expected '\\\\2-grams:'"),
         (lambda t: "", "expected the ARPA header"),
+        (lambda t: t.replace("-0.3\ta b", "nan\ta b"), "line 15: .* no valid log10 probability"),
+        (lambda t: t.replace("-0.3\ta b", "0.3\ta b"), "line 15: .* no valid log10 probability"),
+        (lambda t: t.replace("-0.4\ta\t-0.2", "-0.4\ta\tnan"), "line 10: .* back-off weight"),
+        (lambda t: t.replace("ngram 2=3", "ngram 2=4").replace("-0.1\tb </s>", "-0.1\tb </s>\n-0.2\t<s> a"),
+         "line 17: the 2-gram '<s> a' is listed again \\(first on line 14\\)"),
+        (lambda t: t.replace("-0.3\ta b", "-0.3\tc b"), "line 15: the 2-gram 'c b' has no 1-gram 'c'"),
+        (lambda t: t.replace("-0.3\ta b", "-0.3\ta c"), "line 15: .* ends in a word that is not among"),
     ],
 )
 def test_bad_files_name_the_file_and_fix(tmp_path: Path, mutate, message: str) -> None:  # type: ignore[no-untyped-def]

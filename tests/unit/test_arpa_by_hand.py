@@ -10,7 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from specbench.errors import ArpaFormatError
 from specbench.wfst.arpa import read_arpa, write_arpa
+from specbench.wfst.compose import arpa_to_g
+from specbench.wfst.graph import read_graph
+from specbench.wfst.symbols import word_table
 
 pytestmark = pytest.mark.unit
 
@@ -82,3 +86,33 @@ def test_round_trip_keeps_back_off_weights_of_every_lower_order(trigram: Path, t
     again = read_arpa(out)
     assert again.ngrams == lm.ngrams
     assert again.log10_prob("a", ["a", "b"]) == pytest.approx(-0.95, abs=1e-12)
+
+
+def _g_cost(g_path: Path, labels: list[int], backoff: int) -> float:
+    """The cheapest cost of the word string `labels` through G, back-off arcs (`backoff`) taken freely."""
+    g = read_graph(g_path).to_arrays()
+    cost = {(g.start, 0): 0.0}
+    for _ in range(4 * len(g.final)):  # Bellman-Ford over (state, words read)
+        for (s, k), c in list(cost.items()):
+            for a in range(g.offsets[s], g.offsets[s + 1]):
+                reads = k < len(labels) and g.ilabel[a] == labels[k]
+                step = k + 1 if reads else k if g.ilabel[a] == backoff else -1
+                key = (int(g.nextstate[a]), step)
+                if step >= 0 and c + g.weight[a] < cost.get(key, math.inf):
+                    cost[key] = c + float(g.weight[a])
+    return min(c + float(g.final[s]) for (s, k), c in cost.items() if k == len(labels))
+
+
+def test_an_ngram_whose_context_is_not_listed_is_refused_as_g_never_reaches_it(tmp_path: Path) -> None:
+    arpa, words_txt, g_path = tmp_path / "lm.arpa", tmp_path / "words.txt", tmp_path / "G.fst"
+    arpa.write_text(TRIGRAM.replace("ngram 3=1", "ngram 3=2").replace("<s> a b\n", "<s> a b\n-0.05\tb a b\n"))
+    words = word_table(["a", "b"])
+    words.write(words_txt)
+    arpa_to_g(arpa, words_txt, g_path)
+    # G scores "b a b" through p(b | a), as if "b a b" were not listed: bow(<s>) p(b), bow(b) p(a), p(b | a),
+    # bow(a b) p(</s> | b); with it the sentence would score -0.05 in place of -0.5
+    expected = -math.log(10) * ((-0.5 - 0.7) + (-0.2 - 0.6) + -0.5 + (-0.15 - 0.3))
+    cost = _g_cost(g_path, [words["b"], words["a"], words["b"]], words["#0"])
+    assert cost == pytest.approx(expected, rel=1e-6)
+    with pytest.raises(ArpaFormatError, match="line 19: the 3-gram 'b a b' has no 2-gram 'b a' listed"):
+        read_arpa(arpa)

@@ -46,6 +46,16 @@ def test_a_table_file_with_a_gap_in_its_ids_is_refused(tmp_path: Path) -> None:
         SymbolTable.read(path)
 
 
+@pytest.mark.parametrize(("text", "message"), [("<eps> 0\na 1\na 2\n", "'a' has two ids, 1 and 2"),
+                                              ("<eps> 0\na \u00b2\n", "line 2: expected 'symbol id'")])
+def test_a_damaged_table_file_is_a_data_error_naming_it(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "words.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=message) as err:
+        SymbolTable.read(path)
+    assert str(path) in str(err.value) and "--force" in str(err.value)
+
+
 def test_a_symbol_listed_twice_is_refused() -> None:
     with pytest.raises(ValueError, match="duplicate"):
         SymbolTable(("<eps>", "a", "a"))

@@ -107,11 +107,16 @@ def _parse_entry(line: str, n: int, path: Path, lineno: int) -> tuple[tuple[str,
         bow = float(parts[n + 1]) if len(parts) == n + 2 else 0.0
     except ValueError as err:
         raise ArpaFormatError(f"{path}, line {lineno}: not a number in {line.strip()!r}. {_FIX}") from err
+    if not logp <= 0.0 or math.isnan(bow) or bow == math.inf:  # NaN fails every comparison
+        raise ArpaFormatError(f"{path}, line {lineno}: {line.strip()!r} holds no valid log10 probability "
+                              f"(a number <= 0) and back-off weight (a finite number). {_FIX}")
     return tuple(parts[1:n + 1]), logp, bow
 
 
 def read_arpa(path: Path) -> ArpaModel:
-    """Parse an ARPA file; any malformed line raises `ArpaFormatError` naming the file and line."""
+    """Parse an ARPA file; any malformed line raises `ArpaFormatError` naming the file and line: a value that
+    is no log10 probability (NaN, > 0) or back-off weight, an n-gram listed twice, or one whose first n - 1
+    words are not listed as an (n - 1)-gram (KenLM refuses those, and G could never reach them)."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -128,8 +133,20 @@ def read_arpa(path: Path) -> ArpaModel:
             raise ArpaFormatError(f"{path}, line {i + 1}: expected '\\{n}-grams:', found {found!r}. {_FIX}")
         i += 1
         level: dict[tuple[str, ...], tuple[float, float]] = {}
+        first = i
         while i < len(lines) and lines[i].strip() and not lines[i].startswith("\\"):
             words, logp, bow = _parse_entry(lines[i], n, path, i + 1)
+            where, gram = f"{path}, line {i + 1}: the {n}-gram {' '.join(words)!r}", " ".join(words[:-1])
+            if words in level:
+                again = next(j for j in range(first, i) if tuple(lines[j].split()[1:n + 1]) == words)
+                raise ArpaFormatError(f"{where} is listed again (first on line {again + 1}). {_FIX}")
+            if n > 1 and (words[-1],) not in model.ngrams[0]:
+                raise ArpaFormatError(f"{where} ends in a word that is not among the 1-grams. {_FIX}")
+            if n > 1 and words[:-1] not in model.ngrams[n - 2]:
+                # G never reaches such an n-gram (arpa2fst gives its context a state no arc leads to) and
+                # KenLM refuses it: scoring it here would make the model and its graph disagree
+                raise ArpaFormatError(f"{where} has no {n - 1}-gram {gram!r} listed; every n-gram's first "
+                                      f"n - 1 words must be, as lmplz and SRILM write them. {_FIX}")
             level[words] = (logp, bow)
             i += 1
         if len(level) != counts[n - 1]:

@@ -60,7 +60,7 @@ class SymbolTable:
         pairs = []
         for lineno, line in enumerate(text.splitlines(), 1):
             parts = line.split()
-            if len(parts) != 2 or not parts[1].isdigit():
+            if len(parts) != 2 or not (parts[1].isascii() and parts[1].isdigit()):
                 raise DataError(f"{path}, line {lineno}: expected 'symbol id', found {line!r}. "
                                 "Fix: rebuild the graph with `specbench graph build JOB.toml --force`.")
             pairs.append((int(parts[1]), parts[0]))
@@ -68,6 +68,11 @@ class SymbolTable:
         if [i for i, _ in pairs] != list(range(len(pairs))):
             raise DataError(f"{path}: ids are not 0..{len(pairs) - 1} without gaps. "
                             "Fix: rebuild the graph with `specbench graph build JOB.toml --force`.")
+        seen: dict[str, int] = {}
+        for i, symbol in pairs:
+            if seen.setdefault(symbol, i) != i:
+                raise DataError(f"{path}: the symbol {symbol!r} has two ids, {seen[symbol]} and {i}. "
+                                "Fix: rebuild the graph with `specbench graph build JOB.toml --force`.")
         return cls(tuple(s for _, s in pairs))
 
 
