@@ -76,15 +76,17 @@ def test_a_cache_written_before_partial_posteriors_reads_with_null_posteriors(tm
 
 
 def test_partial_posteriors_have_a_cache_of_their_own(tmp_path: Path) -> None:
-    """The cache key of transcripts without posteriors is pinned (a change throws away every cached
-    transcript, so it must be deliberate); with posteriors it differs, and it follows the lattice beam and
-    the posterior scale."""
+    """The cache key of transcripts without posteriors is exactly these settings and the code and audio
+    versions that make transcripts (a change of the settings it reads throws away every cached transcript, so
+    it must be deliberate); with posteriors it differs, and it follows the lattice beam and the posterior
+    scale."""
     import dataclasses
     import hashlib
     import json
 
     from specbench.config import AsrSection
     from specbench.experiments.graph_recipe import GraphArtifacts
+    from specbench.experiments.predictive_asr.code_key import code_and_audio_key
 
     checkpoint = tmp_path / "am.pt"
     checkpoint.write_bytes(b"model")
@@ -96,9 +98,11 @@ def test_partial_posteriors_have_a_cache_of_their_own(tmp_path: Path) -> None:
     assert graph.content_digest() == "55f16668aac0a9601da83e978f6aeb9f50522159c67f6e82fb0a526d7b9cba51"
     pinned = {"mode": asr.mode, "am": hashlib.sha256(b"model").hexdigest(), "graph": graph.content_digest(),
               "partial_every_ms": asr.partial_every_ms, "beam": asr.beam, "max_active": asr.max_active,
-              "acoustic_scale": asr.acoustic_scale, "version": 3}
+              "acoustic_scale": asr.acoustic_scale, "version": 3,
+              **code_and_audio_key(asr.voices, asr.backend)}
     digest = hashlib.sha256(json.dumps(pinned, sort_keys=True).encode()).hexdigest()[:16]
-    assert partials.cache_dir(asr, checkpoint, graph).name == f"asr-{digest}" == "asr-662dee5de59583e5"
+    assert partials.cache_dir(asr, checkpoint, graph).name == f"asr-{digest}"
+    assert set(code_and_audio_key(asr.voices, asr.backend)) == {"code", "audio", "engines"}
     keys = {partials.cache_dir(dataclasses.replace(asr, **change), checkpoint, graph).name
             for change in ({}, {"partial_posteriors": True},
                            {"partial_posteriors": True, "lattice_beam": 6.0},
