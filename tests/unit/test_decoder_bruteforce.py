@@ -316,6 +316,8 @@ def test_every_backend_from_the_factory_gives_the_same_result(tmp_path: Path) ->
         batch = decoder.decode_batch(items)
         assert [r.utt_id for r in batch] == ["a", "nan", "empty"] and batch[0] == replace(result, utt_id="a")
         assert batch[1].status.startswith(f"{STATUS_BAD_SCORES}: utterance 'nan'") and batch[2].status == STATUS_EMPTY
+        with pytest.raises(ValueError, match=r"utterance 'nan' has NaN at frame 1, column 1"):
+            decoder.decode(bad, "nan")  # decode raises in every backend; decode_batch gives the status
     nofinal = tmp_path / "nofinal.fst"
     assert kaldifst.StdConstFst(kaldifst.compile("0 1 1 1 0.5\n1 1 1 0 0.5\n2 0\n")).write(str(nofinal))
     for name in ("cpu", "kaldi"):

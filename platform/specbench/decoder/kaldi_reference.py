@@ -41,6 +41,8 @@ class LinearPath:
     word_ids: the output labels along the path, epsilons left out.
     graph_cost, acoustic_cost: the summed graph and (scaled) acoustic costs, final weight included.
     word_start_frames: per word, the frame its label sits at (the number of emitting arcs before its arc).
+        Kaldi's RemoveEpsLocal may have merged the epsilon arc of a label into the emitting arc before it,
+        which puts the label one frame earlier than on the graph's path.
     ilabels: the input label of every frame (T entries, never 0).
     """
 

@@ -187,7 +187,9 @@ class LaneDecoder:
         self.kernels.log = KernelLog()
 
     def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
-        """One utterance (a batch of one)."""
+        """One utterance (a batch of one). Bad scores raise ValueError naming the utterance, as in every
+        backend's `decode` (`decode_batch` gives such an item a failed result instead)."""
+        checked_scores(str(utt_id), loglikes, self._max_ilabel)
         return self.decode_batch([(utt_id, loglikes)], partial_every)[0]
 
     def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],

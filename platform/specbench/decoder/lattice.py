@@ -410,8 +410,10 @@ class WordLattice:
 
     def word_sequences(self, limit: int = 100_000) -> dict[tuple[int, ...], float]:
         """Every word sequence of a complete path with its lowest total cost, by DP over prefixes when the
-        lattice is acyclic, else by depth-first search over paths that never revisit a node (with
-        non-negative cycles the cheapest path of a sequence needs none). ValueError beyond `limit` paths."""
+        lattice is acyclic, else of a complete path that never revisits a node, by depth-first search (with
+        non-negative cycles a sequence's cheapest path needs no revisit, but going round a cycle whose arcs
+        put out a word makes other sequences, infinitely many: those are not listed). ValueError beyond
+        `limit` paths."""
         succ, finals, final = self._successors(), np.isfinite(self.final_cost), self.final_cost.tolist()
         dst, words = self.dst.tolist(), self.olabel.tolist()
         cost = (self.graph_cost + self.acoustic_cost).tolist()
