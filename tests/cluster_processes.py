@@ -17,6 +17,8 @@ from pathlib import Path
 
 from specbench.tracking.ui import free_port
 
+RAY = str(Path(sys.executable).with_name("ray"))
+
 
 def unused_ports(count: int, rng: random.Random) -> list[int]:
     """`count` distinct ports that are free now, between Ray's worker ports (10002-19999) and the kernel's
@@ -33,6 +35,28 @@ def unused_ports(count: int, rng: random.Random) -> list[int]:
         if port not in ports:
             ports.append(port)
     return ports
+
+
+def start_head(env: dict[str, str], temp: Path, attempts: int = 3) -> str:
+    """`ray start --head` on ports of its own; the dashboard's address. A port can still be taken between
+    the check and Ray's bind (the integration tests beside this module start processes all the time), so a
+    start that fails is cleaned up and tried again on new ports; the last failure's output is the error."""
+    rng = random.Random(os.getpid())
+    for _ in range(attempts):
+        gcs, dashboard, listen, grpc, metrics, runtime_env, client = unused_ports(7, rng)
+        cmd = [RAY, "start", "--head", "--port", str(gcs), "--dashboard-host", "127.0.0.1",
+               "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(listen),
+               "--dashboard-agent-grpc-port", str(grpc), "--metrics-export-port", str(metrics),
+               "--runtime-env-agent-port", str(runtime_env), "--ray-client-server-port", str(client),
+               "--num-cpus", "2", "--num-gpus", "0", "--temp-dir", str(temp), "--disable-usage-stats"]
+        started = subprocess.run(cmd, env=env, capture_output=True, text=True, encoding="utf-8", timeout=180,
+                                 check=False)
+        if started.returncode == 0:
+            return f"http://127.0.0.1:{dashboard}"
+        said = started.stdout[-2000:] + started.stderr[-2000:] + "".join(
+            f.read_text(errors="replace")[-1500:] for f in temp.glob("session_latest/logs/*.err"))
+        stop_cluster(temp)
+    raise RuntimeError(f"`ray start --head` failed {attempts} times; the last one said:\n{said}")
 
 
 def stop_cluster(temp: Path) -> None:

@@ -117,6 +117,9 @@ def test_cli_decodes_on_every_core_as_in_one_process(ray_cluster: object, tmp_pa
     assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "scores.npz"),
                  "--frame-shift-ms", "40", "--workers", "0", "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "--workers 0" in capsys.readouterr().err
+    assert main(["decode", "--graph", str(slurp_graph.tlg), "--scores", str(tmp_path / "scores.npz"),
+                 "--frame-shift-ms", "40", "--workers", "3", "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "--workers 3: the Ray cluster holds only 2 decoder(s) at once" in capsys.readouterr().err
 
 
 def test_gpu_stage_asks_ray_for_a_gpu_fraction(ray_cluster: object, slurp_graph: GraphArtifacts,

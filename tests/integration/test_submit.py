@@ -7,21 +7,18 @@ the other integration tests (`isolated`)."""
 from __future__ import annotations
 
 import os
-import random
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import mlflow
 import pytest
-from cluster_processes import stop_cluster, unused_ports
+from cluster_processes import start_head, stop_cluster
 
 from specbench.cli import main
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
-RAY = str(Path(sys.executable).with_name("ray"))
 
 
 @pytest.fixture(scope="module")
@@ -32,31 +29,9 @@ def ray_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = dict(os.environ, RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", PATH=path)
     try:
-        yield _start_head(env, temp)
+        yield start_head(env, temp)
     finally:
         stop_cluster(temp)
-
-
-def _start_head(env: dict[str, str], temp: Path, attempts: int = 3) -> str:
-    """`ray start --head` on ports of its own; the dashboard's address. A port can still be taken between
-    the check and Ray's bind (the integration tests beside this module start processes all the time), so a
-    start that fails is cleaned up and tried again on new ports; the last failure's output is the error."""
-    rng = random.Random(os.getpid())
-    for _ in range(attempts):
-        gcs, dashboard, listen, grpc, metrics, runtime_env, client = unused_ports(7, rng)
-        cmd = [RAY, "start", "--head", "--port", str(gcs), "--dashboard-host", "127.0.0.1",
-               "--dashboard-port", str(dashboard), "--dashboard-agent-listen-port", str(listen),
-               "--dashboard-agent-grpc-port", str(grpc), "--metrics-export-port", str(metrics),
-               "--runtime-env-agent-port", str(runtime_env), "--ray-client-server-port", str(client),
-               "--num-cpus", "2", "--num-gpus", "0", "--temp-dir", str(temp), "--disable-usage-stats"]
-        started = subprocess.run(cmd, env=env, capture_output=True, text=True, encoding="utf-8", timeout=180,
-                                 check=False)
-        if started.returncode == 0:
-            return f"http://127.0.0.1:{dashboard}"
-        said = started.stdout[-2000:] + started.stderr[-2000:] + "".join(
-            f.read_text(errors="replace")[-1500:] for f in temp.glob("session_latest/logs/*.err"))
-        stop_cluster(temp)
-    raise RuntimeError(f"`ray start --head` failed {attempts} times; the last one said:\n{said}")
 
 
 @pytest.fixture(autouse=True)

@@ -144,7 +144,11 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
     from specbench.runtime.jobs import list_jobs
 
-    for job in list_jobs(args.address):
+    jobs = list_jobs(args.address)
+    if not jobs:
+        print(f"no jobs at {args.address} (since the cluster started): submit one with `specbench submit "
+              f"JOB.toml --address {args.address}`")
+    for job in jobs:
         when = (
             datetime.datetime.fromtimestamp(job.start_time, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
             if job.start_time

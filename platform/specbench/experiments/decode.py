@@ -41,7 +41,7 @@ from tqdm import tqdm
 from specbench.data.scores import read_scores, utterance_ids
 from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
-from specbench.errors import DataError
+from specbench.errors import DataError, SpecbenchError
 from specbench.text_files import read_utf8
 from specbench.wfst.symbols import SymbolTable, first_ids
 
@@ -127,7 +127,7 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         items = list(read_scores(scores, frame_shift_ms))
         used = worker_count(sum(len(m) for _, m, _ in items), workers)
         rows = (_decode_here(stage, iter(items)) if used == 1
-                else _decode_on_workers(stage, items, used, ray_address))
+                else _decode_on_workers(stage, items, used, ray_address, asked=workers is not None))
     seconds = time.perf_counter() - start
     if not rows:
         raise DataError(f"{scores}: no utterances to decode. Fix: give a scores file that holds at least one "
@@ -246,13 +246,22 @@ def _decode_here(stage: DecoderStage, stream: Iterator[tuple[str, np.ndarray, fl
 
 
 def _decode_on_workers(stage: DecoderStage, items: list[tuple[str, np.ndarray, float | None]],
-                       workers: int, ray_address: str | None = None) -> list[dict]:
+                       workers: int, ray_address: str | None = None, asked: bool = True) -> list[dict]:
     """Decode on `workers` Ray actors (each its own DecoderStage over the shared mapped graph), in order, on
-    the cluster at `ray_address` (joined here, before anything is shared: one that is not there is refused)."""
-    from specbench.runtime import connect
+    the cluster at `ray_address` (joined here, before anything is shared: one that is not there is refused).
+    More workers than the cluster holds at once: refused when `asked` (--workers), else as many as it
+    holds."""
+    from specbench.runtime import connect, require_resources
     from specbench.runtime.stages import run_ray
 
     connect(ray_address)
+    need = stage.resources
+    slots = require_resources(need.num_cpus, need.num_gpus, f"decode --workers {workers}")
+    if workers > slots and asked:
+        raise SpecbenchError(f"--workers {workers}: the Ray cluster holds only {slots} decoder(s) at once "
+                             f"({need.num_cpus:g} CPU each), so the others would never start. Fix: --workers "
+                             f"{slots} or fewer, or leave --workers out (as many as the cluster holds)")
+    workers = min(workers, slots)
 
     stage.share_graph()
     table = pa.Table.from_pylist([

@@ -29,6 +29,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -91,7 +92,13 @@ _AUTH_MODE_RAY_READ = os.environ.get(AUTH_MODE_ENV)  # the value Ray caches at i
 import ray  # noqa: E402
 
 from specbench.errors import SpecbenchError  # noqa: E402
-from specbench.runtime.address import OPTION, check_ray_address, check_reachable, unreachable  # noqa: E402
+from specbench.runtime.address import (  # noqa: E402
+    OPTION,
+    check_ray_address,
+    check_reachable,
+    host_port,
+    unreachable,
+)
 
 log = logging.getLogger(__name__)
 
@@ -303,9 +310,10 @@ def require_resources(num_cpus: float, num_gpus: float, what: str) -> int:
     where = f"the Ray cluster at {_gcs_address()} ({len(nodes)} node(s), {total_gpus:g} GPU in all)"
     if num_gpus > 0 and total_gpus == 0:
         raise SpecbenchError(
-            f"{what} needs {num_gpus:g} GPU per worker, but {where} has no GPU. Run it on a machine or "
-            "cluster with an NVIDIA GPU (connect(address=...)), or start local Ray with num_gpus=N if Ray "
-            "did not detect the GPU; it would otherwise wait for a GPU forever."
+            f"{what} needs {num_gpus:g} GPU per worker, but {where} has no GPU, so it would wait for one "
+            "forever. Fix: run it where Ray sees an NVIDIA GPU (`specbench --ray-address HOST:PORT ...`, or "
+            "`specbench submit` to a cluster with GPU workers), or choose a CPU backend in the job file "
+            "(e.g. backend = \"cpu\")."
         )
     raise SpecbenchError(
         f"{what} needs {num_cpus:g} CPU and {num_gpus:g} GPU per worker, but no node of {where} has that "
@@ -455,6 +463,28 @@ def _node_ip() -> str:
         return str(ray.util.get_node_ip_address())
     except Exception:  # noqa: BLE001 - Ray Client has no local node
         return _gcs_address().rsplit(":", 1)[0]
+
+
+def gcs_address() -> str:
+    """The GCS address of the joined cluster ('' when unknown, e.g. over Ray Client)."""
+    return _gcs_address()
+
+
+def gcs_accepts(address: str, timeout: float = 1.0) -> bool:
+    """Whether the GCS at `address` (HOST:PORT) accepts a TCP connection within `timeout` seconds."""
+    try:
+        with socket.create_connection(host_port(address), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def cluster_lost(what: str, address: str, seconds: float, unfinished: int) -> SpecbenchError:
+    return SpecbenchError(
+        f"{what}: lost the Ray cluster at {address} with {unfinished} item(s) unfinished: its GCS has "
+        f"accepted no connection for {seconds:g} s (the cluster was stopped, or its head node died). Fix: "
+        "start the cluster again (`ray start --head`, or cluster/local_cluster.sh; `ray status` on the head "
+        "shows whether it is up) and rerun the job.")
 
 
 def _gcs_address() -> str:

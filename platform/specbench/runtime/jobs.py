@@ -166,11 +166,16 @@ def list_jobs(address: str) -> list[JobInfo]:
 
 
 def status(address: str, job_id: str) -> str:
-    return str(client(address).get_job_status(job_id))
+    jobs = client(address)
+    try:
+        return str(jobs.get_job_status(job_id))
+    except Exception as err:  # noqa: BLE001 - requests' and Ray's errors alike: the dashboard went away
+        raise _lost(address, job_id) from err
 
 
 def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0) -> Iterator[str]:
-    """The job's log text; with `follow`, new text as it comes until the job ends."""
+    """The job's log text; with `follow`, new text as it comes until the job ends. A dashboard that stops
+    answering while the logs are followed (the cluster stopped) is a SpecbenchError, not a traceback."""
     jobs = client(address)
     try:
         seen = jobs.get_job_logs(job_id)
@@ -178,13 +183,24 @@ def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0) ->
         raise SpecbenchError(f"no job {job_id!r} at {address}: {err}. Fix: list them with `specbench jobs "
                              f"--address {address}`") from err
     yield seen
-    while follow and not JobStatus(jobs.get_job_status(job_id)).is_terminal():
-        time.sleep(poll_s)
-        text = jobs.get_job_logs(job_id)
-        if len(text) > len(seen):
-            yield text[len(seen):]
-            seen = text
-    if follow:
-        text = jobs.get_job_logs(job_id)
-        if len(text) > len(seen):
-            yield text[len(seen):]
+    try:
+        while follow and not JobStatus(jobs.get_job_status(job_id)).is_terminal():
+            time.sleep(poll_s)
+            text = jobs.get_job_logs(job_id)
+            if len(text) > len(seen):
+                yield text[len(seen):]
+                seen = text
+        text = jobs.get_job_logs(job_id) if follow else seen
+    except Exception as err:  # noqa: BLE001 - requests' and Ray's errors alike: the dashboard went away
+        raise _lost(address, job_id) from err
+    if len(text) > len(seen):
+        yield text[len(seen):]
+
+
+def _lost(address: str, job_id: str) -> SpecbenchError:
+    return SpecbenchError(
+        f"the Ray Jobs API at {address} stopped answering while following job {job_id}, so how the job "
+        "ended is unknown: the cluster (or its head node) has probably stopped, and the job with it. Fix: "
+        "check the cluster (`ray status` on the head); once it answers, `specbench jobs --address ADDRESS` "
+        f"and `specbench logs {job_id} --address ADDRESS` show the job; where its MLflow run was left "
+        "RUNNING, `specbench sync`, run where the job's work directory is, ends it FAILED.")

@@ -46,6 +46,10 @@ DEFAULT_BATCH_SIZE = 256
 _BLOCKS_PER_SLOT = 4  # input blocks per worker slot: enough to balance uneven batches
 _MAX_BLOCK_BYTES = 64 * 2**20  # so that a huge table is not one huge object
 _ITEM_REPR_CHARS = 200
+WAIT_POLL_S = 2.0  # a wait that sees nothing finish in this long checks that the cluster is still there
+# the cluster's GCS refusing connections this long mid-stage means it is gone: said as an error before Ray
+# ends the process on its own (after 60 s, `gcs_rpc_server_reconnect_timeout_s`) and leaves the run RUNNING
+CLUSTER_LOST_S = 20.0
 
 
 class TaskFailedError(SpecbenchError):
@@ -194,6 +198,7 @@ def run_tasks(
     fn_ref = ray.put(fn)
     results: list[Any] = [None] * len(work)
     pending: dict[Any, int] = {}  # ObjectRef -> item index
+    watch = _ClusterWatch(f"run_tasks({fn_name})" + (f" ({progress})" if progress else ""))
     next_index = 0
     with tqdm(total=len(work), desc=progress, disable=progress is None, unit="item") as bar:
         while next_index < len(work) or pending:
@@ -201,11 +206,39 @@ def run_tasks(
                 pending[remote.remote(fn_ref, work[next_index], metrics)] = next_index
                 next_index += 1
             record({"queue_depth": float(len(pending))}, stage=fn_name)
-            done, _ = ray.wait(list(pending), num_returns=1)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_POLL_S)
+            if not done:
+                watch.check(len(work) - bar.n)
+                continue
+            watch.check_passed()
             index = pending.pop(done[0])
             results[index] = _get_item_result(done[0], index, work[index], fn_name, pending)
             bar.update(1)
     return results
+
+
+class _ClusterWatch:
+    """Whether the cluster's GCS still accepts connections while a stage waits on it: one that has refused
+    them for `CLUSTER_LOST_S` seconds is a SpecbenchError naming the stage, instead of a silent wait."""
+
+    def __init__(self, what: str) -> None:
+        from specbench.runtime.cluster import gcs_address
+
+        self.what, self.address, self.lost_since = what, gcs_address(), None
+
+    def check_passed(self) -> None:
+        self.lost_since = None
+
+    def check(self, unfinished: int) -> None:
+        from specbench.runtime.cluster import cluster_lost, gcs_accepts
+
+        if not self.address or gcs_accepts(self.address):
+            self.lost_since = None
+            return
+        now = time.monotonic()
+        self.lost_since = self.lost_since if self.lost_since is not None else now
+        if now - self.lost_since >= CLUSTER_LOST_S:
+            raise cluster_lost(self.what, self.address, CLUSTER_LOST_S, unfinished)
 
 
 def _import_ray() -> Any:
