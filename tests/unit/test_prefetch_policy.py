@@ -77,7 +77,7 @@ def reference(scores: list[float], rows: list[Row], requests: dict[str, float], 
             for p in sorted({rows[i].partial_index for i in cands}):
                 group = [i for i in cands if rows[i].partial_index == p]
                 best = min(group, key=lambda i: (-scores[i], -rows[i].lm_log_prob,
-                                                 rows[i].source != "personal", rows[i].prediction, i))
+                                                 rows[i].source == "lm", rows[i].prediction, i))
                 if scores[best] < t or rows[best].prediction in [rows[a].prediction for a in attempts]:
                     continue
                 attempts.append(best)
@@ -105,7 +105,7 @@ def as_records(frame: pl.DataFrame) -> list[dict[str, object]]:
 
 def same(got: list[dict[str, object]], want: list[dict[str, object]]) -> None:
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=True):
         assert g.keys() == w.keys()
         for key in w:
             if isinstance(w[key], float):
@@ -174,12 +174,15 @@ def test_ties_prefer_lm_probability_then_personal_source_then_words() -> None:
             # b: the personal source decides, against the word order
             R("b", 0, "call", "call mum", "call mum", "personal"), R("b", 0, "call", "call dad", "call mum", "lm"),
             # c: the word order decides
-            R("c", 0, "call", "call mum", "call dad"), R("c", 0, "call", "call dad", "call dad")]
-    pred, req = tables(rows, {"a": 900.0, "b": 900.0, "c": 900.0})
-    out = first_prefetch([0.5] * 6, pred, req, [0.5]).to_dicts()
-    assert [(r["request_id"], r["outcome"]) for r in out] == [("a", "success"), ("b", "success"), ("c", "success")]
-    scored = first_prefetch([0.5, 0.6, 0.5, 0.6, 0.5, 0.5], pred, req, [0.5]).to_dicts()
-    assert [r["outcome"] for r in scored] == ["failure", "failure", "success"]  # a higher score comes first
+            R("c", 0, "call", "call mum", "call dad"), R("c", 0, "call", "call dad", "call dad"),
+            # d: a history candidate the LM also proposed ("both") is a personal one too
+            R("d", 0, "call", "call mum", "call mum", "both"),
+            R("d", 0, "call", "call dad", "call mum", "lm")]
+    pred, req = tables(rows, {"a": 900.0, "b": 900.0, "c": 900.0, "d": 900.0})
+    out = first_prefetch([0.5] * 8, pred, req, [0.5]).to_dicts()
+    assert [(r["request_id"], r["outcome"]) for r in out] == [(rid, "success") for rid in "abcd"]
+    scored = first_prefetch([0.5, 0.6, 0.5, 0.6, 0.5, 0.5, 0.5, 0.5], pred, req, [0.5]).to_dicts()
+    assert [r["outcome"] for r in scored] == ["failure", "failure", "success", "success"]  # higher score 1st
 
 
 def test_multi_attempts_skip_repeats_and_stop_at_success() -> None:
@@ -272,7 +275,8 @@ def problems(draw: st.DrawFn) -> tuple[list[Row], dict[str, float], list[float],
                 extra = final[len(partial):] if draw(st.booleans()) else tuple(draw(st.lists(words, max_size=2)))
                 prediction = partial + extra
                 rows.append(Row(rid, p, 120.0 * (p + 1), partial, prediction,
-                                draw(st.sampled_from(["lm", "personal"])), draw(st.sampled_from([-1.0, -2.0])),
+                                draw(st.sampled_from(["lm", "personal", "both"])),
+                                draw(st.sampled_from([-1.0, -2.0])),
                                 prediction == final))
     scores = [draw(st.sampled_from([0.2, 0.5, 0.8])) for _ in rows]
     thresholds = sorted(draw(st.sets(st.sampled_from([0.1, 0.2, 0.35, 0.5, 0.8, 0.9]), min_size=1)))

@@ -45,7 +45,8 @@ FEATURES: dict[str, tuple[str, str]] = {
     "added_words": ("added_words", "words the prediction adds beyond the partial"),
     "partial_time_ms": ("partial_time_ms", "time of the partial's last frame since utterance start, ms"),
     "personal_log_freq": ("personal_log_freq", "log frequency in the user's history (-10.0 when unseen)"),
-    "source_personal": ("source", "1.0 when the prediction comes from the user's history, else 0.0"),
+    "source_personal": ("source", "1.0 when the prediction comes only from the user's history (source "
+                                  "\"personal\", not also in the LM n-best), else 0.0"),
     # context features (`use_context`): when the request is made, and when and at which hour the user said
     # the candidate before (the simulation gives routine requests a preferred hour)
     "hour_sin": ("timestamp_s", "sin(2 pi h / 24), h the request's time of day in hours"),

@@ -6,15 +6,15 @@ Inputs are two tables (pyarrow `Table` or polars `DataFrame`):
 - predictions, one row per prediction: `request_id: str`, `partial_index: int` (0, 1, 2.. in time order
   within a request), `partial_time_ms: float` (time of the last frame used for the partial, milliseconds),
   `prediction_words: list<str>` (the whole predicted utterance), `added_words: int` (words added beyond the
-  partial), `source: str` ("lm" or "personal"), `lm_log_prob: float`, `correct: bool` (prediction equals the
-  final hypothesis). Other columns are ignored.
+  partial), `source: str` ("lm", "personal" or "both": from the LM's n-best, the user's history, or both),
+  `lm_log_prob: float`, `correct: bool` (prediction equals the final hypothesis). Other columns are ignored.
 - requests, one row per request: `request_id: str` (unique), `end_of_speech_ms: float`. A request without
   any prediction still counts (outcome "none").
 
 Only predictions with `added_words >= 1` are prefetch candidates. At each partial the best candidate is the
-one with the highest score; ties go to the higher `lm_log_prob`, then to the personal source, then to the
-lexicographically smaller word sequence, then to the earlier table row. Words are normalized (no spaces
-inside a word), so word sequences compare as their space-joined text.
+one with the highest score; ties go to the higher `lm_log_prob`, then to a candidate in the user's history
+(source "personal" or "both"), then to the lexicographically smaller word sequence, then to the earlier table
+row. Words are normalized (no spaces inside a word), so word sequences compare as their space-joined text.
 
 Outcome tables (`first_prefetch`, `multi_prefetch`) are polars DataFrames, one row per (threshold, request),
 ordered by threshold and then by the requests table's order, with columns `threshold: f64`,
@@ -168,7 +168,7 @@ def _candidates(scores: Any, predictions: Any, req: pl.DataFrame) -> pl.DataFram
     frame = pred.select(
         pl.col("request_id").cast(pl.String), pl.col("partial_index").cast(pl.Int64),
         pl.col("partial_time_ms").cast(pl.Float64), pl.col("prediction_words").list.join(" ").alias("_words"),
-        pl.col("added_words").cast(pl.Int64), (pl.col("source") == "personal").alias("_personal"),
+        pl.col("added_words").cast(pl.Int64), pl.col("source").is_in(["personal", "both"]).alias("_personal"),
         pl.col("lm_log_prob").cast(pl.Float64), pl.col("correct").cast(pl.Boolean),
     ).with_columns(pl.Series("_score", score)).with_row_index("_row")
     check_known_requests(frame, req)
