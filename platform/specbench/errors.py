@@ -29,3 +29,11 @@ class ArpaFormatError(DataError):
 
 class ToolError(SpecbenchError):
     """An external tool (lmplz, espeak-ng) is missing or failed."""
+
+
+def plain_reason(error: BaseException) -> str:
+    """Why a file could not be read, in the reader's own words and without an exception class name (a missing
+    key reads "no field 'x'"; an error without text, "its contents could not be parsed")."""
+    if isinstance(error, KeyError):
+        return f"no field {error}"
+    return " ".join(str(error).split())[:300] or "its contents could not be parsed"

@@ -52,8 +52,9 @@ def test_a_damaged_cache_names_the_file_and_the_fix(tmp_path: Path) -> None:
     import pyarrow as pa
 
     pq.write_table(pa.table({"x": [1, 2]}), path)  # a Parquet file, but not a transcript table
-    with pytest.raises(DataError, match="Fix: delete it"):
+    with pytest.raises(DataError, match=r"cannot be read \(no field 'utt_id'\)\. Fix: delete it") as caught:
         partials._read_cache(path)
+    assert "Error" not in str(caught.value)  # the reader's words, no exception class name
 
 
 def test_a_cache_written_before_partial_posteriors_reads_with_null_posteriors(tmp_path: Path) -> None:

@@ -152,7 +152,7 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
     except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
         if not is_unreachable(err):
             raise
-        return _not_compared(job, wanted, rules, f"the tracking server could not be reached ({type(err).__name__})")
+        return _not_compared(job, wanted, rules, "the tracking server could not be reached")
     if base is _OFFLINE:
         return _not_compared(job, wanted, rules, "its run was logged offline (the tracking server could not be "
                                                  "reached)")

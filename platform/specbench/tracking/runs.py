@@ -155,8 +155,8 @@ class TrackedRun:
     def _go_offline(self, err: BaseException) -> None:
         if not self.offline:
             self.offline = True
-            print(f"specbench: warning: the MLflow tracking server {self.tracking_uri} is unreachable "
-                  f"({type(err).__name__}); this run continues offline, logged to {self.journal.path}. Send it "
+            print(f"specbench: warning: the MLflow tracking server {self.tracking_uri} is unreachable; "
+                  f"this run continues offline, logged to {self.journal.path}. Send it "
                   "when the server is back with `specbench sync`.", file=sys.stderr, flush=True)
 
     def _do(self, op: dict[str, Any]) -> None:

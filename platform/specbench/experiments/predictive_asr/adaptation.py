@@ -26,7 +26,7 @@ from pathlib import Path
 
 from specbench.config import AsrSection, EvalAmConfig, SpeechConfig
 from specbench.data.speech_corpus import plan_utterances, synthesize_shard
-from specbench.errors import DataError
+from specbench.errors import DataError, plain_reason
 from specbench.experiments.eval_am import choose_voice_warps, fit_voice_transforms
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.experiments.job_refs import referenced_job
@@ -126,9 +126,9 @@ def read_adaptation(out_dir: Path) -> VoiceAdaptation:
             checkpoints={v: out_dir / s["checkpoint"] for v, s in saved.items() if s["checkpoint"]},
             details={v: {k: x for k, x in s.items() if k != "checkpoint"} for v, s in saved.items()})
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # ValueError: bad JSON or UTF-8
-        raise DataError(f"speaker adaptation cache {summary_path} cannot be read ({type(error).__name__}: "
-                        f"{error}). Fix: delete it (or its folder {out_dir}); the adaptation is estimated again "
-                        "on the next run") from error
+        raise DataError(f"speaker adaptation cache {summary_path} cannot be read ({plain_reason(error)}). Fix: "
+                        f"delete it (or its folder {out_dir}); the adaptation is estimated again on the next "
+                        "run") from error
 
 
 def _estimate(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArtifacts, out_dir: Path) -> None:

@@ -40,7 +40,7 @@ from specbench.config import AsrSection
 from specbench.data.speech_corpus import synthesize_shard
 from specbench.data.voices import get_voice
 from specbench.decoder.stage import DecoderStage
-from specbench.errors import DataError
+from specbench.errors import DataError, plain_reason
 from specbench.experiments.eval_am import score_rows, score_rows_by_voice
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import ctc_graph_job
@@ -172,7 +172,7 @@ def _read_cache(path: Path) -> dict[str, dict]:
         try:
             kept = (stamp, {r["utt_id"]: r for r in pq.read_table(path).to_pylist()})
         except (OSError, KeyError, pa.ArrowException) as error:  # damaged, truncated, or not a transcript table
-            raise DataError(f"transcript cache {path} cannot be read ({type(error).__name__}: {error}). Fix: "
+            raise DataError(f"transcript cache {path} cannot be read ({plain_reason(error)}). Fix: "
                             f"delete it (or its folder {path.parent}); the transcripts are rendered again on "
                             "the next run") from error
         _READ[path] = kept
