@@ -76,7 +76,7 @@ def client(address: str) -> JobSubmissionClient:
     try:
         return JobSubmissionClient(address)
     except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ... for this
-        raise SpecbenchError(f"cannot reach the Ray Jobs API at {address}: {err}. Fix: start the cluster "
+        raise SpecbenchError(f"cannot reach the Ray Jobs API at {address}: {str(err).rstrip('. ')}. Fix: start the cluster "
                              "(`ray start --head`, or cluster/local_cluster.sh) or give its dashboard address "
                              "(http://HEAD:8265); a dashboard kept on the head's 127.0.0.1 is reached from "
                              "another machine through an SSH tunnel (`ssh -N -L 8265:127.0.0.1:8265 HEAD`, then "
@@ -180,7 +180,7 @@ def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0) ->
     try:
         seen = jobs.get_job_logs(job_id)
     except Exception as err:  # noqa: BLE001
-        raise SpecbenchError(f"no job {job_id!r} at {address}: {err}. Fix: list them with `specbench jobs "
+        raise SpecbenchError(f"no job {job_id!r} at {address}: {str(err).rstrip('. ')}. Fix: list them with `specbench jobs "
                              f"--address {address}`") from err
     yield seen
     try:
