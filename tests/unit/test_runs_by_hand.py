@@ -84,6 +84,16 @@ def test_a_failed_run_keeps_its_description_and_a_long_error(store: Store) -> No
     assert store.client.get_run(run.run_id).info.status == "FAILED"
 
 
+def test_a_run_stopped_by_a_signal_says_so(store: Store) -> None:
+    """Ray turns SIGTERM (`ray job stop`) into SystemExit(1): the error tag says the run was stopped."""
+    with pytest.raises(SystemExit), TrackedRun("runs", "stopped", store.uri) as run:
+        raise SystemExit(1)
+    got = store.client.get_run(run.run_id)
+    assert got.data.tags["error"] == ("stopped before it finished: the process was asked to exit (SystemExit 1), "
+                                      "as Ray's handler does on SIGTERM, e.g. from `ray job stop`")
+    assert got.info.status == "FAILED" and got.data.tags["error_type"] == "SystemExit"
+
+
 def test_an_uncommitted_change_makes_the_commit_dirty(tmp_path: Path) -> None:
     def git(*args: str) -> str:
         return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,

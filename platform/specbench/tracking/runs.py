@@ -235,6 +235,9 @@ class TrackedRun:
         if self._ended:
             return
         message = f"{type(error).__name__}: {error}"
+        if isinstance(error, SystemExit):  # once Ray is connected, its SIGTERM handler raises SystemExit(1)
+            message = (f"stopped before it finished: the process was asked to exit (SystemExit {error}), as "
+                       "Ray's handler does on SIGTERM, e.g. from `ray job stop`")
         try:
             self.set_tags({"error": message[:5000], "error_type": type(error).__name__})
             if not self._described:
