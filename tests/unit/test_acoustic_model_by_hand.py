@@ -1,6 +1,6 @@
 """Acoustic model by hand: length batches, phone targets, the 25 ms lookahead, checkpoint contents
-(model_config keys this version does not know are ignored), and each epoch's uniform draw of the original or one
-speed-perturbed copy, which keeps the utterance's id, voice and targets."""
+(model_config keys this version does not know are ignored), each epoch's uniform draw of the original or one
+speed-perturbed copy, which keeps the utterance's id, voice and targets, and SpecAugment's time masks."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from specbench.acoustic.dataset import Example, epoch_view, length_batches, load
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.inference import score_samples
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
-from specbench.acoustic.settings import ModelConfig
+from specbench.acoustic.settings import ModelConfig, TrainSettings
+from specbench.acoustic.training import spec_augment
 from specbench.checkpoint_io import load_blob, write_checkpoint
 from specbench.data.synthesis import write_wav
 from specbench.errors import DataError
@@ -87,4 +88,16 @@ def test_each_epoch_draws_the_original_or_a_copy_uniformly_and_a_copy_keeps_its_
     assert all(390 < n < 510 for n in Counter(len(v[1].feats) for v in views).values())
     for view in views:
         assert [(v.utt_id, v.voice) for v in view] == [("u", "flite:rms"), ("w", "flite:slt")]
-        assert all(v.targets is e.targets and (v is e or v.perturbed == ()) for v, e in zip(view, (two, one)))
+        assert all(v.targets is e.targets and (v is e or v.perturbed == ())
+                   for v, e in zip(view, (two, one), strict=True))
+
+
+def test_spec_augment_masks_no_time_span_at_fraction_zero_and_at_most_the_fraction_else() -> None:
+    """`time_mask_fraction = 0` turns time masks off, whatever `time_masks` says; at 0.1 of 50 frames each of
+    the two masks zeroes at most 5 frames. Frequency masks and the warp are off here."""
+    feats, lengths = torch.randn(16, 50, 80) + 5.0, torch.full((16,), 50)
+    for fraction, most in ((0.0, 0), (0.1, 10)):
+        s = TrainSettings(freq_warp=0.0, freq_masks=0, time_masks=2, time_mask_fraction=fraction)
+        out = spec_augment(feats, lengths, s, torch.Generator().manual_seed(0))
+        zeroed = (out == 0).all(dim=2).sum(dim=1)
+        assert int(zeroed.max()) <= most and torch.equal(out[out != 0], feats[out != 0]), fraction

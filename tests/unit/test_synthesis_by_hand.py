@@ -1,12 +1,13 @@
 """Speech synthesis and WAV I/O checked against hand computations and the engines themselves: where the end of
-speech falls on small signals, the exact 16-bit values written and read, the WAV formats refused, the argument
-ranges, espeak-ng's default speed at rate 1.0, the loudness of clean and noisy output, the pitch shift and
-the shape of pink noise. Uses espeak-ng and sox on one or two short words."""
+speech falls on small signals, the exact 16-bit values written and read, the WAV formats refused, a streamed
+WAV, the argument ranges, espeak-ng's default speed at rate 1.0, the loudness of clean and noisy output, the
+pitch shift and the shape of pink noise. Uses espeak-ng and sox on one or two short words."""
 
 from __future__ import annotations
 
 import math
 import shutil
+import struct
 import subprocess
 import wave
 from pathlib import Path
@@ -94,6 +95,22 @@ def test_read_wav_refuses_stereo_and_8_bit_files(tmp_path: Path) -> None:
     eight = _write_pcm(tmp_path / "eight.wav", [128, 130, 126], width=1)
     with pytest.raises(DataError, match=r"eight\.wav: 8-bit samples; specbench needs 16-bit PCM"):
         read_wav(eight)
+
+
+def test_read_wav_reads_a_streamed_wav_to_the_end_of_the_file(tmp_path: Path) -> None:
+    """ffmpeg writing to a pipe leaves 0xFFFFFFFF as the data size: the samples run to the end of the file (a
+    last odd byte, half a sample, is left out), where a size the file falls short of is a truncated file."""
+    values = [0, 16384, -32768, 32767, 5]
+    fmt = struct.pack("<4sIHHIIHH", b"fmt ", 16, 1, 1, 16000, 32000, 2, 16)
+    body = np.asarray(values, dtype="<i2").tobytes()
+    streamed = tmp_path / "streamed.wav"
+    streamed.write_bytes(b"RIFF\xff\xff\xff\xffWAVE" + fmt + b"data\xff\xff\xff\xff" + body + b"\x01")
+    samples, rate = read_wav(streamed)
+    assert rate == 16000 and samples.tolist() == [v / 32768 for v in values]
+    short = tmp_path / "short.wav"
+    short.write_bytes(b"RIFF\x00\x01\x00\x00WAVE" + fmt + b"data\x00\x01\x00\x00" + body)
+    with pytest.raises(DataError, match=r"short\.wav: truncated \(10 of 256 data bytes\)"):
+        read_wav(short)
 
 
 # ----------------------------------------------------------------------------------------- argument checks

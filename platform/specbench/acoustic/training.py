@@ -92,7 +92,8 @@ def spec_augment(feats: torch.Tensor, lengths: torch.Tensor, s: TrainSettings, g
             width = int(torch.randint(0, s.freq_mask_width + 1, (1,), generator=gen))
             start = int(torch.randint(0, max(1, bins - width), (1,), generator=gen))
             feats[b, :, start:start + width] = 0.0
-        max_t = max(1, int(s.time_mask_fraction * int(lengths[b])))
+        # at least one frame for a short utterance, none when the fraction is 0 (time masks off)
+        max_t = max(1, int(s.time_mask_fraction * int(lengths[b]))) if s.time_mask_fraction > 0 else 0
         for _ in range(s.time_masks):
             width = int(torch.randint(0, max_t + 1, (1,), generator=gen))
             start = int(torch.randint(0, max(1, int(lengths[b]) - width), (1,), generator=gen))

@@ -12,7 +12,8 @@ factor, on a grid, under which the model is most confident about phones: the hig
 frames whose most likely class is a phone, of that class's log-posterior. Blank frames are left out: they
 are most of a CTC model's output and it is sure of them whatever the warp (on 50 noisy devel utterances of
 `rms`, the mean over all frames was flat across 0.94..1.10 and peaked at 0.96, while the phone frames
-peaked at 1.08, next to 1.06, the warp of lowest phone error rate on them; the evaluation uses 100). That is the classic VTLN search (a grid of warps, keep
+peaked at 1.08, next to 1.06, the warp of lowest phone error rate on them; the evaluation uses 100). A factor
+under which the blank wins every frame ranks last. That is the classic VTLN search (a grid of warps, keep
 the one of maximum likelihood; Lee & Rose, "Speaker normalization using efficient frequency warping
 procedures", ICASSP 1996), with the CTC model's own confidence in place of an HMM likelihood, since no
 transcript is used.
@@ -20,6 +21,7 @@ transcript is used.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -82,9 +84,19 @@ class WarpChoice:
 def choose_warp(score: Callable[[Sequence[np.ndarray], float], Sequence[np.ndarray]],
                 feats_list: Sequence[np.ndarray], factors: Sequence[float]) -> WarpChoice:
     """The factor of `factors` under which `score(feats_list, factor)` (log-probability matrices) is most
-    confident; ties go to the factor closest to 1."""
+    confident; ties go to the factor closest to 1. A factor under which no frame puts a phone first ranks
+    last (confidence -inf); `NoPhoneFrames` only when that holds for every factor."""
     if not factors:
         raise ValueError("no warp factors to choose from")
-    confidence = {float(f): frame_confidence(score(feats_list, float(f))) for f in factors}
+    confidence: dict[float, float] = {}
+    for f in map(float, factors):
+        try:
+            confidence[f] = frame_confidence(score(feats_list, f))
+        except NoPhoneFrames:
+            confidence[f] = -math.inf
+    if all(c == -math.inf for c in confidence.values()):
+        raise NoPhoneFrames(f"no output frame where a phone is most likely under any warp from "
+                            f"{min(confidence)} to {max(confidence)}: the adaptation audio is empty or "
+                            "silent; give the speaker utterances with speech in them")
     best = max(confidence, key=lambda f: (round(confidence[f], 9), -abs(f - IDENTITY)))
     return WarpChoice(best, confidence)

@@ -56,6 +56,8 @@ _NORMALIZED = re.compile(r"[a-z']+(?: [a-z']+)*")
 _ENGINE_TIMEOUT_S = 120.0
 _PEAK_LIMIT = 0.99
 NoiseKind = Literal["white", "pink"]
+# The data size a writer that cannot seek back to the header leaves there (ffmpeg writing to a pipe): unknown
+_STREAMED_SIZE = 0xFFFFFFFF
 
 
 @dataclass(frozen=True)
@@ -270,6 +272,8 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
 
     Returns ``(samples, 16000)`` with samples (N,) float32 in [-1, 1). Raises `DataError` naming the file for
     an unreadable, truncated or non-PCM file, and for another sample rate or channel count (with the sox fix).
+    A streamed WAV (data size 0xFFFFFFFF in its header, as ffmpeg writes to a pipe) is read to the end of the
+    file.
     """
     path = Path(path)
     fix = f"Fix: sox {path} -r {SAMPLE_RATE} -c 1 -b 16 -e signed-integer OUT.wav"
@@ -291,7 +295,9 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
         )
     if width != 2:
         raise DataError(f"{path}: {8 * width}-bit samples; specbench needs 16-bit PCM. {fix}")
-    if len(data) != frames * width:
+    if frames * width > _STREAMED_SIZE - width:  # a streamed WAV: the samples run to the end of the file
+        data = data[: len(data) - len(data) % width]
+    elif len(data) != frames * width:
         raise DataError(f"{path}: truncated ({len(data)} of {frames * width} data bytes). Fix: synthesize or "
                         "copy it again; its header promises more samples than the file holds.")
     return np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0, rate
