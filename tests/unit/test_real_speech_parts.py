@@ -23,6 +23,7 @@ from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.result import STATUS_OVERFLOW
 from specbench.decoder.twin import TwinDecoder
 from specbench.errors import ConfigError
+from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.experiments.real_speech import job
 from specbench.experiments.real_speech.audio import RealUtterance
 from specbench.experiments.real_speech.sphinx_decode import (
@@ -32,6 +33,7 @@ from specbench.experiments.real_speech.sphinx_decode import (
     decoder_settings,
     fresh_decoder,
 )
+from specbench.wfst.symbols import word_table
 
 pytestmark = pytest.mark.unit
 
@@ -180,6 +182,13 @@ def test_utterances_a_backend_did_not_decode_are_counted_beside_the_wer_and_neve
     lines = "\n".join(job.summary(result))
     assert "4 of 4 not decoded" in lines and "2 of 4 not decoded" in lines
     assert any(line.startswith("  not decoded by twin: 4 (") and STATUS_OVERFLOW in line for line in lines.split("\n"))
+
+
+def test_the_oov_rate_counts_no_symbol_of_the_word_table_as_a_word(tmp_path: Path) -> None:
+    word_table(["pound", "press"]).write(tmp_path / "words.txt")  # holds #0, which normalizes to "hashtag zero"
+    graph = GraphArtifacts(tmp_path, None, True)
+    rows = [RealUtterance("cards", "a", Path("a.wav"), "press hashtag zero", "-")]
+    assert job.oov_rates(rows, graph) == {"cards": pytest.approx(2 / 3)}
 
 
 def test_every_pass_weight_is_logged_under_its_own_name() -> None:

@@ -32,6 +32,14 @@ def test_the_installed_asterisk_prompts_are_listed_with_their_halves() -> None:
     assert letters.text == "at"  # the bracketed aside "[@]" is dropped
 
 
+def test_the_telephone_keys_are_read_as_the_speaker_says_them() -> None:
+    # "press * to toggle pause, press # to enter ...": spoken "press star ...", "press pound ..."
+    texts = {p.utt_id: p.text for p in asterisk_prompts()}
+    assert texts["dictate/both_help"] == "press star to toggle pause press pound to enter a new dictation filename"
+    assert texts["dictate/enter_filename"].endswith("followed by pound or just pound to exit")
+    assert "separated by star and then press" in texts["demo-enterkeywords"]
+
+
 def test_the_sphinx_testdata_sentences_and_card_commands() -> None:
     rows = sphinx_testdata()
     assert [r.set for r in rows].count("librivox") == 5 and [r.set for r in rows].count("cards") == 5

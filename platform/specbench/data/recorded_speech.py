@@ -3,7 +3,9 @@
 - **Asterisk's core prompts** (`asterisk-core-sounds-en-g722`: 16 kHz G.722, one professional speaker,
   CC-BY-SA-3.0; transcripts `name: text` in `asterisk-core-sounds-en`'s `core-sounds-en.txt.gz`). A text
   that is only a bracketed description (`[this is a simple beep tone]`) is a tone, not speech, and is left
-  out; a bracketed aside after words (`at [@]`) is dropped. The G.722 audio is decoded to 16 kHz mono WAV
+  out; a bracketed aside after words (`at [@]`) is dropped. The telephone keys `*` and `#` are read as the
+  speaker says them, `star` and `pound` (`press # to enter` is spoken "press pound to enter"; the project's
+  `normalize` would drop `*` and read `#` as `hashtag`). The G.722 audio is decoded to 16 kHz mono WAV
   by ffmpeg (two samples per byte: G.722 codes 16 kHz audio at 64 kbit/s). `prompt_half` puts each prompt in the `tune` or the `test` half by a hash of its name, fixed
   before anything is decoded.
 - **pocketsphinx-testdata** (BSD-2): LibriVox sentences and spoken card commands, 16 kHz WAV, with Sphinx
@@ -33,6 +35,7 @@ ASTERISK_TRANSCRIPTS = Path("/usr/share/doc/asterisk-core-sounds-en/core-sounds-
 SPHINX_TESTDATA = Path("/usr/share/pocketsphinx/test/data")
 _INSTALL = "Fix: apt-get install asterisk-core-sounds-en-g722 asterisk-core-sounds-en pocketsphinx-testdata"
 _BRACKETED = re.compile(r"\[[^\]]*\]")
+_KEYS = str.maketrans({"*": " star ", "#": " pound "})  # telephone keys, as the prompts speak them
 _SPHINX_LINE = re.compile(r"^\s*(?:<s>)?(?P<text>.*?)(?:</s>)?\s*\((?P<id>[^)]+)\)\s*$")
 
 
@@ -68,7 +71,7 @@ def asterisk_prompts(sounds: Path = ASTERISK_SOUNDS, transcripts: Path = ASTERIS
     audio = {str(p.relative_to(sounds).with_suffix("")): p for p in sounds.rglob("*.g722")}
     out = []
     for name in sorted(set(texts) | set(audio)):
-        words = normalize(_BRACKETED.sub(" ", texts.get(name, "")))
+        words = normalize(_BRACKETED.sub(" ", texts.get(name, "")).translate(_KEYS))
         if name not in audio:
             status = f"{transcripts}: '{name}' has a transcript but no {name}.g722 under {sounds}. {_INSTALL}"
         elif name not in texts:

@@ -61,13 +61,14 @@ from specbench.experiments.registry import RunOptions
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import work_dir
 from specbench.runtime import run_stage, run_tasks
-from specbench.wfst.symbols import SymbolTable
+from specbench.wfst.symbols import EPS, SymbolTable
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
 
 SPHINX = "pocketsphinx"
 NO_OUTPUT = "no decoder output for this utterance"
+RESERVED = frozenset({EPS, "#0", "<s>", "</s>"})  # words.txt symbols that are not words
 
 
 def _log(message: str) -> None:
@@ -306,7 +307,8 @@ def oov_rates(rows: list[RealUtterance], graph: GraphArtifacts) -> dict[str, flo
     """Per set, the share of reference words that the graph cannot put out (spelled as the hypotheses are
     normalized): a floor under every system's WER, since each such word is at least one error."""
     symbols = SymbolTable.read(graph.directory / "words.txt").symbols
-    vocabulary = {w for s in symbols for w in normalize(s).split()}
+    # not the table's <eps>, <s>, </s> and #0 (which normalizes to "hashtag zero"): no path writes them
+    vocabulary = {w for s in symbols if s not in RESERVED for w in normalize(s).split()}
     out = {}
     for group, members in sorted(set_groups(rows).items()):
         words = [w for u in members for w in u.text.split()]
