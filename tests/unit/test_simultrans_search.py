@@ -672,6 +672,19 @@ def test_a_sentence_at_its_length_limit_decodes_as_alone_in_any_batch() -> None:
     assert at_limit > 0  # some outputs did run to the limit, so the case is tested
 
 
+@pytest.mark.parametrize("causal", [True, False])
+def test_exact_ties_at_a_length_limit_decode_as_alone_in_a_batch(causal: bool) -> None:
+    """Zero embeddings make every next-token distribution uniform, so all hypotheses tie exactly. A sentence
+    whose hypotheses have all ended (here at its own length limit) while the batch steps on for a longer one
+    must keep them in their order: before, each extra step let topk reorder the tied hypotheses, and the
+    batch picked another output than the sentence alone."""
+    model = tiny(causal, scale=0.0)
+    sources = [[5, EOS], [6, 4, EOS], [4, 5, 6, 7, 8, 6, EOS], [EOS]]
+    for decode in (lambda s: full_sentence(model, s, 4), lambda s: wait_k(model, s, 2, "tail", beam=4),
+                   lambda s: wait_k(model, s, 2, "sbs", beam=4, window=2)):
+        assert decode(sources) == [decode([s])[0] for s in sources]
+
+
 def test_a_greedy_chunk_batch_never_decodes_a_row_past_the_models_positions() -> None:
     """One greedy chunk batch (the adaptive policy's) holds a row two positions short of the model's last
     (room 2) and a row with room for a whole chunk: the first must leave the batch when its chunk ends, not be

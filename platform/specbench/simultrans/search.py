@@ -424,9 +424,15 @@ def _extend(model: MtTransformer, row_cross, row_visible: torch.Tensor, state: B
     total = (state.scores[:, None] + step_logp).reshape(sentences, beam * vocab)
     best = total.topk(beam, -1)
     parent = ((best.indices // vocab) + torch.arange(sentences)[:, None] * beam).reshape(-1)
+    scores = best.values.reshape(-1)
+    settled = state.finished.reshape(sentences, beam).all(1).repeat_interleave(beam)
+    if bool(settled.any()):  # a sentence whose hypotheses have all ended keeps them in their order (topk may
+        # reorder exact ties), so that a batch stepping on for longer sentences picks what it would alone
+        parent = torch.where(settled, torch.arange(parent.numel()), parent)
+        scores = torch.where(settled, state.scores, scores)
     was_finished = state.finished.index_select(0, parent)
     token = torch.where(was_finished, torch.full_like(parent, EOS), (best.indices % vocab).reshape(-1))
-    return Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), best.values.reshape(-1),
+    return Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), scores,
                 was_finished | (token == EOS), new_cache.reorder(parent, state.shared), step_logp, state.shared)
 
 
