@@ -4,7 +4,8 @@ small tracked tree, compact JSON that strict readers accept, and a write that ne
 - `finished_run`: the run, refused (ConfigError naming it and the fix) unless it ended FINISHED and is of the
   writer's job kind: a mistyped run id must not replace a committed headline file with another job's figures
   or an unfinished run's.
-- `rounded`: floats rounded, NaN and infinities as null (JSON has no NaN), through dicts and lists.
+- `rounded`: floats rounded (to significant digits below 0.1), NaN and infinities as null (JSON has no
+  NaN), through dicts and lists.
 - `dump`: one key per line, a list of numbers or strings on one line (tables stay compact); NaN refused.
 - `write_results`: the text to a temporary file beside the target, then renamed over it.
 """
@@ -41,8 +42,12 @@ def finished_run(run_id: str, kind: str | tuple[str, ...], tracking_uri: str | N
 
 
 def rounded(value: Any, digits: int = 4) -> Any:
+    """`digits` decimals, and at least `digits` significant digits below 0.1 (a max difference of 3e-5 is
+    not written as 0); NaN and infinities as None; through dicts and lists."""
     if isinstance(value, float):
-        return round(value, digits) if math.isfinite(value) else None
+        if not math.isfinite(value):
+            return None
+        return round(value, max(digits, digits - 1 - math.floor(math.log10(abs(value)))) if value else digits)
     if isinstance(value, dict):
         return {k: rounded(v, digits) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

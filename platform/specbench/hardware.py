@@ -1,4 +1,5 @@
-"""A one-line description of the machine, for benchmark results and run tags ("2 x AMD EPYC ..., no GPU")."""
+"""What benchmark results and run tags record of where they were measured: a one-line description of the
+machine ("2 x AMD EPYC ..., no GPU") and the checkout's commit."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import platform as _stdlib_platform
 import shutil
 import subprocess
 from functools import lru_cache
+from pathlib import Path
+
+from specbench.paths import project_root
 
 
 def cpu_model() -> str:
@@ -38,6 +42,19 @@ def describe() -> str:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     gpus = gpu_names()
     return f"{cores} x {cpu_model()}, " + (", ".join(gpus) if gpus else "no GPU")
+
+
+def git_commit(root: Path | None = None) -> str:
+    """The checkout's commit (with `-dirty` when it has uncommitted changes), or `unknown`."""
+    root = root or project_root()
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                             encoding="utf-8", timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, encoding="utf-8", timeout=10).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
 
 
 THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",

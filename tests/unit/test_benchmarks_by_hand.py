@@ -1,5 +1,6 @@
 """The benchmark configs by hand: the decoder benchmark's default backends (every one but the lattice twin),
-the bounds of its counts on both sides, its non-empty lists, and the completion benchmark's devices."""
+the bounds of its counts on both sides, its non-empty lists, the completion benchmark's devices, and its
+alternating rounds (every reported ratio recomputed from the raw seconds)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,22 @@ def test_the_completion_benchmark_refuses_cuda_without_a_gpu_before_any_work(tmp
         pytest.skip("checks the message on a machine without CUDA")
     with pytest.raises(ConfigError, match=r"device = 'cuda' .* no usable CUDA device\. Fix: use device"):
         bench_completion(tmp_path / "lm.pt", prefixes=2, single=1, device="cuda")
+
+
+def test_the_completion_benchmark_alternates_rounds_and_reports_medians_of_their_ratios() -> None:
+    from statistics import median
+
+    from specbench.benchmarks.completion import bench_completion
+
+    lm = Path(__file__).resolve().parents[2] / "models" / "lm_slurp.pt"
+    got = bench_completion(lm, prefixes=6, single=2, device="cpu", rounds=3)
+    seconds = got["seconds_rounds"]
+    assert got["rounds"] == 3 and [len(v) for v in seconds.values()] == [3, 3, 3]
+    per_prefix = [t / 6 for t in seconds["batched"]]
+    for name in ("reference", "batch1"):  # every ratio within its round, recomputed from the raw seconds
+        ratios = [t / 2 / b for t, b in zip(seconds[name], per_prefix, strict=True)]
+        assert got[f"speedup_vs_{name}_rounds"] == pytest.approx(ratios)
+        assert got[f"speedup_vs_{name}"] == pytest.approx(median(ratios))
+    assert got["speedup_batched_vs_single"] == pytest.approx(median(map(min, zip(
+        got["speedup_vs_reference_rounds"], got["speedup_vs_batch1_rounds"], strict=True))))
+    assert got["batched_ms_per_prefix"] == pytest.approx(1000 * median(per_prefix))

@@ -22,6 +22,7 @@ from specbench.benchmarks.decoder import agreement as ag
 from specbench.benchmarks.decoder import workloads as wl
 from specbench.benchmarks.decoder.backends import BACKENDS as TIMERS
 from specbench.benchmarks.decoder.backends import (
+    alternating_ratio,
     cuda_graphs_effect,
     gpu_profile,
     lane_refill_effect,
@@ -360,7 +361,20 @@ def test_single_utterance_latency_times_the_median_lengths_alone(tmp_path: Path)
     options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0)
     latency = single_utterance_latency(workload, options, backend="twin", count=4)
     assert latency["utterances"] == 4 and latency["median_frames"] == sorted(len(m) for _, m in items)[4]
-    assert 0 < latency["median_ms"] <= latency["p90_ms"] <= latency["max_ms"]
+    assert 0 < latency["median_ms"] <= latency["p90_nearest_rank_ms"] <= latency["max_ms"]
+    twelve = wl.Workload("tiny", GraphFile(graph_path), tuple(scores(12)), 40.0)
+    ten = single_utterance_latency(twelve, options, backend="twin", count=10)  # nearest rank: the 9th of 10
+    assert ten["utterances"] == 10 and ten["p90_nearest_rank_ms"] < ten["max_ms"]
+
+
+def test_the_alternating_rounds_keep_every_decoders_seconds_behind_their_ratios(tmp_path: Path) -> None:
+    workload = wl.Workload("tiny", GraphFile(tiny_graph(tmp_path)), tuple(scores(5)), 40.0)
+    options = SearchOptions(beam=15.0, max_active=100, min_active=1, acoustic_scale=1.0, lattice_beam=8.0)
+    out = alternating_ratio(workload, options, 3, lattices=True)
+    kaldi, cpu, lattice = (out[f"{k}_round_seconds"] for k in ("kaldi", "cpu", "cpu_lattice"))
+    assert out["cpu_vs_kaldi_rounds"] == [k / c for k, c in zip(kaldi, cpu, strict=True)]
+    assert out["cpu_lattice_overhead_rounds"] == [x / c for x, c in zip(lattice, cpu, strict=True)]
+    assert out["decoder.cpu_vs_kaldi_median"] == sorted(out["cpu_vs_kaldi_rounds"])[1]
 
 
 # ---- runs where the GPU machine has no ray, mlflow, polars or tqdm ---------------------------------------

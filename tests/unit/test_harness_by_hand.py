@@ -1,6 +1,7 @@
 """What every benchmark shares, by hand (`benchmarks/harness.py`): `timed` is the median of its repeats and
 the last call's value; `one_core` pins to the lowest core and restores; the MLflow names of a result's numbers
-(DESIGN.md names kept, booleans and text left out); the JSON printed and written whole; the failed-backends
+(DESIGN.md names kept, booleans and text left out); the JSON printed and written whole, with the hardware,
+commit and settings it was measured with; the failed-backends
 message (names, reasons cut at 300 characters, where to leave them out); and the runner and `log_bench`, which
 log everything measured to a real MLflow store and end FAILED, naming the backends, where some failed."""
 
@@ -21,9 +22,12 @@ from specbench.benchmarks.harness import (
     log_bench,
     metric_names,
     one_core,
+    provenance,
     runner,
     timed,
 )
+from specbench.config import BenchCompletionConfig
+from specbench.hardware import describe, git_commit
 
 pytestmark = pytest.mark.unit
 RESULT = {"bench": "decoder", "decoder.rtfx": 12.5, "frames": 300, "ratio": 0.25, "agree": True, "device": "cpu",
@@ -74,6 +78,17 @@ def test_emit_prints_the_json_and_writes_it_whole(tmp_path: Path, capsys: pytest
     capsys.readouterr()
     emit(RESULT, None)
     assert json.loads(capsys.readouterr().out) == RESULT
+
+
+def test_provenance_records_the_hardware_the_commit_and_the_settings() -> None:
+    config = BenchCompletionConfig(prefixes=7)
+    got = provenance({"bench": "completion", "speedup": 4.5}, config)
+    assert got["git_commit"] == git_commit()  # this checkout's
+    assert got["hardware"] == describe() and got["speedup"] == 4.5
+    assert got["settings"]["prefixes"] == 7 and got["settings"]["lm"] == str(config.lm)
+    assert got["settings"]["tracking"]["experiment"] == "bench" and json.loads(json.dumps(got)) == got
+    h200 = "16 x Xeon, NVIDIA H200"
+    assert provenance({"bench": "b", "hardware": h200}, None)["hardware"] == h200  # the benchmark's own kept
 
 
 def test_the_failed_backends_message_names_them_their_reasons_and_the_fix() -> None:
@@ -128,6 +143,6 @@ def test_the_runner_logs_summarizes_and_fails_naming_the_backends(tmp_path: Path
     assert capsys.readouterr().err.splitlines()[-1] == "frames 300"  # the summary still reaches the console
     run.finish()
     logged, data = _run(uri, run.run_id)
-    assert data == FAILED and logged.data.metrics == metric_names(FAILED)
+    assert data == provenance(FAILED, FAILED) and logged.data.metrics == metric_names(FAILED)
     description = logged.data.tags["mlflow.note.content"]
     assert "frames 300" in description and "FAILED: bench decoder: these backends failed" in description

@@ -1,6 +1,6 @@
 """The results writers' shared rules (`scripts/results_file.py`), against a real MLflow store (SQLite in
-tmp_path): only a FINISHED run of the writer's kind is written from, NaN becomes null (strict JSON), and a
-failed write leaves the committed file as it was."""
+tmp_path): only a FINISHED run of the writer's kind is written from, NaN becomes null (strict JSON), small
+figures keep 4 significant digits, and a failed write leaves the committed file as it was."""
 
 from __future__ import annotations
 
@@ -75,3 +75,10 @@ def test_the_simultrans_file_keeps_a_scalar_its_tables_hold_once() -> None:
     assert kept == {"simul.speculation_gain_bleu": 1.44, "simul.testtime_speculation_gain_bleu_low": 0.5,
                     "simul.test_2016_flickr.sbs_gain_bleu_sum_ranking": 0.3, "simul.best_beam": 7.0,
                     "simul.other_set.speculation_gain_bleu": 2.0}
+
+
+def test_small_figures_keep_their_significant_digits() -> None:
+    got = rounded({"max_difference": 3.2145e-5, "rtf": [0.0033841033, -0.000123456], "wer": 0.37012,
+                   "seconds": 12.345678, "zero": 0.0, "n": 7})
+    assert got == {"max_difference": 3.214e-5, "rtf": [0.003384, -0.0001235], "wer": 0.3701,
+                   "seconds": 12.3457, "zero": 0.0, "n": 7}  # 3.2e-5 is not written as 0

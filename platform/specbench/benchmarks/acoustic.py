@@ -20,8 +20,8 @@ from specbench.benchmarks.harness import runner
 from specbench.config import BenchAcousticConfig
 from specbench.data import slurp, text_norm
 from specbench.data.synthesis import read_wav, synthesize
-from specbench.data.voices import VOICES
-from specbench.errors import DataError
+from specbench.data.voices import VOICES, check_installed
+from specbench.errors import DataError, ToolError
 from specbench.hardware import describe
 from specbench.paths import from_root
 from specbench.wfst.lexicon import PHONES
@@ -34,18 +34,26 @@ def _sentences(n: int) -> list[str]:
     return [t for t in texts if t][:n]
 
 
-def bench_synthesis(sentences: list[str], tmp: Path) -> dict[str, Any]:
-    """Utterances per second and x real time for one voice of each engine (one process)."""
+def bench_synthesis(sentences: list[str], tmp: Path, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Utterances per second and x real time for one voice of each engine (one process), and how many
+    utterances each engine spoke (festival, the slowest, a fifth of them, at least 3 where there are 3). An
+    engine whose voice is not installed here is left out, "unavailable" with the reason in `status`."""
     out: dict[str, Any] = {}
     by_name = {v.name: v for v in VOICES}
     for engine, name in ENGINE_VOICES.items():
         voice = by_name[name]
-        count = len(sentences) if engine != "festival" else max(3, len(sentences) // 5)
+        try:
+            check_installed(voice)
+        except ToolError as err:
+            (status if status is not None else {})[engine] = {"status": "unavailable", "reason": str(err)}
+            continue
+        spoken = sentences if engine != "festival" else sentences[:max(3, len(sentences) // 5)]
         t0, audio = time.perf_counter(), 0.0
-        for i, text in enumerate(sentences[:count]):
+        for i, text in enumerate(spoken):
             audio += synthesize(text, voice, 1.0, tmp / f"{engine}-{i}.wav", seed=i, snr_db=20.0).duration_s
         seconds = time.perf_counter() - t0
-        out[f"synth_{engine}_utts_per_s"] = count / seconds
+        out[f"synth_{engine}_utterances"] = len(spoken)
+        out[f"synth_{engine}_utts_per_s"] = len(spoken) / seconds
         out[f"synth_{engine}_x_realtime"] = audio / seconds
     return out
 
@@ -101,8 +109,14 @@ def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = 
         if audio is None:
             sentences = _sentences(utterances)
             result["utterances"] = len(sentences)
-            result.update(bench_synthesis(sentences, tmp))
+            status: dict[str, Any] = {}
+            result.update(bench_synthesis(sentences, tmp, status))
+            result["backends"] = status
             wavs = sorted(tmp.glob("*.wav"))
+            if not wavs:
+                reasons = " ".join(entry["reason"] for entry in status.values())
+                raise DataError(f"no synthesizer can speak here, so there is no audio to time: {reasons} Or "
+                                "time existing 16 kHz mono WAV files with --audio DIR.")
         else:
             if not Path(audio).is_dir():
                 raise DataError(f"--audio {audio}: no such folder. Fix: point it at a folder of 16 kHz mono "

@@ -3,12 +3,14 @@ across prefixes, against the same search one prefix at a time, on the prefixes o
 
 One prefix at a time is measured two ways: the reference search (`Completer.complete_one`, token by token)
 and the batched search with a batch of one; the headline speedup is against the faster of the two. All run
-side by side in one process with the memo off, and the batched n-best must equal the reference's."""
+side by side in one process with the memo off, alternating in rounds (the median of the per-round ratios is
+reported), and the batched n-best must equal the reference's."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import statistics
 import time
 from pathlib import Path
 from typing import Any
@@ -47,11 +49,16 @@ def _timed(fn: Any) -> tuple[Any, float]:
 
 
 def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, device: str = "auto",
-                     settings: CompletionSettings | None = None) -> dict[str, Any]:
-    """Seconds per prefix batched and one at a time (same device), their ratio, and agreement."""
+                     settings: CompletionSettings | None = None, rounds: int = 3) -> dict[str, Any]:
+    """Seconds per prefix batched and one at a time (same device), their ratio, and agreement. The searches
+    (and, on a GPU, the same batched search on the CPU) run one after the other in each of `rounds` rounds,
+    after a warm-up of each, so that a busy machine slows them alike: every round's seconds are kept
+    (`seconds_rounds`), the times are the medians over rounds and each speedup the median of its per-round
+    ratios (`*_rounds`)."""
     settings = settings or CompletionSettings()
-    if prefixes < 1 or single < 1:
-        raise DataError(f"--prefixes and --single must be >= 1, got {prefixes} and {single}")
+    if prefixes < 1 or single < 1 or rounds < 1:
+        raise DataError(f"--prefixes, --single and --rounds must be >= 1, got {prefixes}, {single} and "
+                        f"{rounds}")
     device = choose_device(device)
     resolve_device(device)  # a ConfigError, before any work, for cuda on a machine without a usable GPU
     work = bench_prefixes(prefixes)
@@ -59,39 +66,56 @@ def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, dev
     result: dict[str, Any] = {"bench": "completion", "device": device, "prefixes": len(work),
                               "single_prefixes": single, "n_best": settings.n_best, "beam": settings.beam,
                               "max_new_words": settings.max_new_words, "batch_size": settings.batch_size,
-                              "threads": torch.get_num_threads(), "cpu": cpu_model()}
+                              "threads": torch.get_num_threads(), "cpu": cpu_model(), "rounds": rounds}
     if device == "cuda":
         result["gpu"] = torch.cuda.get_device_name(0)
-    lm = load_lm(lm_path, device=device)
-    warm = Completer(lm, settings, device=device)  # first calls pay for allocation and kernel selection
-    warm.complete(work[:settings.batch_size])
-    warm.complete_one(work[0])
-    batched, t_batched = _timed(lambda: Completer(lm, settings, device=device).complete(work))
-    one = Completer(lm, settings, device=device)
-    singles, t_reference = _timed(lambda: [one.complete_one(p) for p in work[:single]])
-    unbatched = Completer(lm, dataclasses.replace(settings, batch_size=1), device=device)
-    _, t_unbatched = _timed(lambda: unbatched.complete(work[:single]))
-    same = sum([c.words for c in a] == [c.words for c in b] for a, b in zip(batched, singles, strict=False))
-    per_prefix = t_batched / len(work)
-    result.update({"batched_seconds": t_batched, "batched_ms_per_prefix": 1000 * per_prefix,
-                   "reference_ms_per_prefix": 1000 * t_reference / single,
-                   "batch1_ms_per_prefix": 1000 * t_unbatched / single,
-                   "speedup_vs_reference": (t_reference / single) / per_prefix,
-                   "speedup_vs_batch1": (t_unbatched / single) / per_prefix,
-                   "nbest_identical": same / single})
-    # the headline ratio is against the faster of the two one-prefix-at-a-time searches
-    result["speedup_batched_vs_single"] = min(result["speedup_vs_reference"], result["speedup_vs_batch1"])
+    lms = {device: load_lm(lm_path, device=device)}
     if device == "cuda":
-        cpu_lm = load_lm(lm_path, device="cpu")
-        _, t_cpu = _timed(lambda: Completer(cpu_lm, settings, device="cpu").complete(work))
-        result["cpu_batched_seconds"] = t_cpu
-        result["speedup_gpu_vs_cpu_batched"] = t_cpu / t_batched
+        lms["cpu"] = load_lm(lm_path, device="cpu")
+    for on, lm in lms.items():  # first calls pay for allocation and kernel selection
+        warm = Completer(lm, settings, device=on)
+        warm.complete(work[:settings.batch_size])
+        warm.complete_one(work[0])
+    lm = lms[device]
+    seconds: dict[str, list[float]] = {"batched": [], "reference": [], "batch1": []}
+    for _ in range(rounds):  # a fresh Completer per search: its memo starts empty
+        batched, took = _timed(lambda: Completer(lm, settings, device=device).complete(work))
+        seconds["batched"].append(took)
+        one = Completer(lm, settings, device=device)
+        singles, took = _timed(lambda o=one: [o.complete_one(p) for p in work[:single]])
+        seconds["reference"].append(took)
+        unbatched = Completer(lm, dataclasses.replace(settings, batch_size=1), device=device)
+        seconds["batch1"].append(_timed(lambda u=unbatched: u.complete(work[:single]))[1])
+        if device == "cuda":
+            seconds.setdefault("cpu_batched", []).append(
+                _timed(lambda: Completer(lms["cpu"], settings, device="cpu").complete(work))[1])
+    same = sum([c.words for c in a] == [c.words for c in b] for a, b in zip(batched, singles, strict=False))
+    per_prefix = [t / len(work) for t in seconds["batched"]]
+    ratios = {f"speedup_vs_{name}": [t / single / b for t, b in zip(seconds[name], per_prefix, strict=True)]
+              for name in ("reference", "batch1")}
+    # the headline ratio is against the faster of the two one-prefix-at-a-time searches, round by round
+    ratios["speedup_batched_vs_single"] = [min(r, b) for r, b in zip(*ratios.values(), strict=True)]
+    if "cpu_batched" in seconds:
+        ratios["speedup_gpu_vs_cpu_batched"] = [
+            c / b for c, b in zip(seconds["cpu_batched"], seconds["batched"], strict=True)]
+    median = statistics.median
+    result.update({"batched_seconds": median(seconds["batched"]),
+                   "batched_ms_per_prefix": 1000 * median(per_prefix),
+                   "reference_ms_per_prefix": 1000 * median(seconds["reference"]) / single,
+                   "batch1_ms_per_prefix": 1000 * median(seconds["batch1"]) / single,
+                   "nbest_identical": same / single, "seconds_rounds": seconds})
+    if "cpu_batched" in seconds:
+        result["cpu_batched_seconds"] = median(seconds["cpu_batched"])
+    for name, values in ratios.items():
+        result[name] = median(values)
+        result[f"{name}_rounds"] = values
     return result
 
 
 def measure(config: BenchCompletionConfig, job_path: Path) -> dict[str, Any]:
     """The benchmark of a `bench_completion` config (see `benchmarks.harness`)."""
-    return bench_completion(from_root(config.lm), config.prefixes, config.single, config.device)
+    return bench_completion(from_root(config.lm), config.prefixes, config.single, config.device,
+                            rounds=config.rounds)
 
 
 def summary(result: dict[str, Any]) -> list[str]:

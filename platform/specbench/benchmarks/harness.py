@@ -1,5 +1,5 @@
-"""What every benchmark shares: progress on stderr, timing, pinning to one core, the JSON output and the
-MLflow run.
+"""What every benchmark shares: progress on stderr, timing, pinning to one core, the JSON output (with the
+hardware, the commit and the settings it was measured with: `provenance`) and the MLflow run.
 
 A benchmark module defines `measure(config, job_path) -> dict` (the JSON-able result, with `"bench": NAME`)
 (`job_path`: the job file, which relative `graph_job` paths are read against) and `summary(result) -> list[str]`; `execute` below turns the pair into the runner of its job kind
@@ -11,6 +11,7 @@ imports no tracking code at import time: the GPU machine has no mlflow.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import statistics
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from specbench.errors import SpecbenchError
+from specbench.hardware import describe, git_commit
 
 T = TypeVar("T")
 
@@ -74,6 +76,15 @@ def one_core() -> Iterator[int | None]:
         yield core
     finally:
         os.sched_setaffinity(0, before)
+
+
+def provenance(result: dict[str, Any], config: Any) -> dict[str, Any]:
+    """`result` with what it was measured on and with: `hardware` (kept where the benchmark wrote its own),
+    `git_commit` (the checkout's, `-dirty` with uncommitted changes, `unknown` outside a checkout) and
+    `settings` (the benchmark's config, paths as text), so that a results file says how to reproduce it."""
+    settings = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
+    return {**result, "hardware": result.get("hardware") or describe(), "git_commit": git_commit(),
+            "settings": json.loads(json.dumps(settings, default=str))}
 
 
 def metric_names(result: dict[str, Any]) -> dict[str, float]:
@@ -146,7 +157,7 @@ def runner(measure: Callable[[Any, Path], dict[str, Any]],
     summary as the run's description), then BackendsFailed ends the run FAILED, naming them."""
 
     def execute(config: Any, path: Path, run: Any, opts: Any) -> list[str]:
-        result = measure(config, Path(path))
+        result = provenance(measure(config, Path(path)), config)
         if run is not None:
             record(result, run)
         lines = summary(result)

@@ -410,7 +410,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         limit_threads()  # before numpy is imported, so that its BLAS starts with one thread
     import importlib
 
-    from specbench.benchmarks.harness import emit, failed_backends_message
+    from specbench.benchmarks.harness import emit, failed_backends_message, provenance
     from specbench.config.loader import check_inputs
     from specbench.experiments.registry import JOBS, load_config
     from specbench.paths import project_root
@@ -422,7 +422,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     job_path = project_root() / "jobs" / f"{kind}.toml"  # where relative job paths resolve (the shipped jobs)
     check_inputs(job_path, config, load_config, where=lambda _, key: f"{command}: {command_line_name(args, key)}")
     module = importlib.import_module(job.runner.split(":")[0])
-    result = module.measure(config, job_path)
+    result = provenance(module.measure(config, job_path), config)
     result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
     emit(result, args.output)
     skipped = {name: entry.get("reason", "") for name, entry in (result.get("backends") or {}).items()

@@ -139,3 +139,5 @@ class BenchCompletionConfig(BenchConfig):
     prefixes: int = field(default=2000, metadata=_range(1, 1_000_000))  # completed in batches
     single: int = field(default=200, metadata=_range(1, 1_000_000))  # of them also one at a time
     device: str = field(default="auto", metadata=_choices("cpu", "cuda", "auto"))
+    # rounds of the searches timed one after the other (the speedups: medians of the per-round ratios)
+    rounds: int = field(default=3, metadata=_range(1, 100))

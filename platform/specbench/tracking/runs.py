@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import platform as _stdlib_platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +28,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import SpecbenchError
-from specbench.hardware import describe
-from specbench.paths import project_root
+from specbench.hardware import describe, git_commit
 from specbench.tracking.journal import (
     Journal,
     apply,
@@ -52,19 +50,6 @@ PARENT_TAG = "mlflow.parentRunId"  # what MLflow's nested runs carry
 DESCRIPTION_TAG = "mlflow.note.content"  # the run's description in the MLflow UI (Markdown)
 OFFLINE_PREFIX = "offline-"  # the id of a run that could not be created yet: offline-<journal name>
 OFFLINE_ID_TAG = "offline.id"  # on a run `specbench sync` created from a journal: the offline id it had
-
-
-def git_commit(root: Path | None = None) -> str:
-    """The checkout's commit (with `-dirty` when it has uncommitted changes), or `unknown`."""
-    root = root or project_root()
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, encoding="utf-8",
-                             timeout=10, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, encoding="utf-8", timeout=10).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
