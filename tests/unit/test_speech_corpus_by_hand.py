@@ -104,8 +104,10 @@ def test_the_sidecar_key_holds_the_pitch_only_when_there_is_one() -> None:
 def test_plan_refusals_and_json() -> None:
     with pytest.raises(ConfigError, match="train_copies_per_sentence"):
         _plan(train_copies_per_sentence=0)
-    with pytest.raises(ConfigError, match="snr_db"):
-        _plan(snr_db=(math.nan,))
+    for snrs in ((math.nan,), (4000.0,), (-math.inf,), (20.0, -11.0)):  # 4000 dB overflowed the noise scale
+        with pytest.raises(ConfigError, match=r"snr_db: need dB values from -10 to 100, or inf \(clean\)"):
+            _plan(snr_db=snrs)
+    assert _plan(snr_db=(None, 100, -10)).snr_db == (math.inf, 100.0, -10.0)
     plan = CorpusPlan(snr_db=(None, 20, 10.0), eval_voices=HELD_OUT_VOICES)
     assert json.loads(plan.to_json())["snr_db"] == ["inf", 20.0, 10.0]  # standard JSON: no Infinity
 

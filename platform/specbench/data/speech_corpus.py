@@ -91,6 +91,7 @@ MANIFEST_SCHEMA = pa.schema(list(PLAN_SCHEMA) + [
 # raise it when synthesis changes what a WAV holds: every WAV is then made again on its next request, and the
 # predictive job's transcripts with it (`experiments/predictive_asr/code_key.py`)
 SIDECAR_VERSION = 1
+SNR_RANGE = (-10.0, 100.0)  # dB of added noise a corpus may ask for (as the predictive job's `asr.snr_db_range`)
 
 
 @dataclass(frozen=True)
@@ -135,9 +136,10 @@ class CorpusPlan:
         check_range("len(CorpusPlan.rates)", len(rates), 1)
         for i, rate in enumerate(rates):
             check_range(f"CorpusPlan.rates[{i}]", rate, *RATE_RANGE)
-        if not snrs or any(math.isnan(s) or s == -math.inf for s in snrs):
+        if not snrs or any(not (SNR_RANGE[0] <= s <= SNR_RANGE[1] or s == math.inf) for s in snrs):  # NaN too
             raise ConfigError(
-                f"CorpusPlan.snr_db: need finite dB values or inf (clean), got {list(self.snr_db)}"
+                f"CorpusPlan.snr_db: need dB values from {SNR_RANGE[0]:g} to {SNR_RANGE[1]:g}, or inf (clean), "
+                f"got {list(self.snr_db)}"
             )
         object.__setattr__(self, "rates", rates)
         object.__setattr__(self, "snr_db", snrs)
