@@ -1,6 +1,7 @@
 """The benchmark configs by hand: the decoder benchmark's default backends (every one but the lattice twin),
 the bounds of its counts on both sides, its non-empty lists, the completion benchmark's devices, and its
-alternating rounds (every reported ratio recomputed from the raw seconds)."""
+alternating rounds and those of the simultrans and graph benchmarks (every reported ratio recomputed from
+the raw seconds), and the fix a failed decoder measurement step gets."""
 
 from __future__ import annotations
 
@@ -79,3 +80,66 @@ def test_the_completion_benchmark_alternates_rounds_and_reports_medians_of_their
     assert got["speedup_batched_vs_single"] == pytest.approx(median(map(min, zip(
         got["speedup_vs_reference_rounds"], got["speedup_vs_batch1_rounds"], strict=True))))
     assert got["batched_ms_per_prefix"] == pytest.approx(1000 * median(per_prefix))
+
+
+def test_the_simultrans_benchmark_alternates_rounds_and_reports_medians_of_their_ratios() -> None:
+    from statistics import median
+
+    from specbench.benchmarks.simultrans import bench_simultrans
+
+    models = Path(__file__).resolve().parents[2] / "models"
+    got = bench_simultrans(models / "mt_waitk.pt", models / "mt_bpe.model", sentences=2, single=1, rounds=3)
+    seconds = got["seconds_rounds"]
+    assert got["rounds"] == 3 and [len(v) for v in seconds.values()] == [3, 3, 3]
+    ratios = [o / b for o, b in zip(seconds["one_at_a_time"], seconds["batched_same_sentences"], strict=True)]
+    assert got["simul.batched_speedup_rounds"] == pytest.approx(ratios)
+    assert got["simul.batched_speedup"] == pytest.approx(median(ratios))
+    assert got["sbs_seconds"] == pytest.approx(median(seconds["sbs"]))
+    for way in ("one_at_a_time", "batched_same_sentences"):  # the stages add up to the profiled pass
+        stages = got["profile_seconds"][way]
+        assert min(stages.values()) >= 0 and stages["encoder"] > 0 and stages["decoder"] > 0
+        assert stages["encoder"] + stages["decoder"] + stages["search_bookkeeping"] == pytest.approx(
+            stages["total"])
+
+
+def test_the_graph_benchmark_alternates_the_loaders_and_reports_medians_of_their_ratios(
+        tmp_path: Path) -> None:
+    from statistics import median
+
+    import kaldifst
+
+    from specbench.benchmarks.graph import compare_loaders
+
+    path = tmp_path / "tiny.fst"
+    kaldifst.StdConstFst(kaldifst.compile("0 1 1 1 0.5\n1 2 2 2 0.25\n1 0.0\n2 1.5\n")).write(str(path))
+    got = compare_loaders(path, rounds=3)
+    seconds, walk = got["seconds_rounds"], got["seconds_rounds"]["kaldifst_arc_iteration"]
+    assert (got["graph_states"], got["graph_arcs"], got["rounds"]) == (3, 2, 3)
+    for form in ("const", "vector"):
+        ratios = [w / c for w, c in zip(walk, seconds[f"csr_load_{form}"], strict=True)]
+        assert got[f"speedup_csr_{form}_vs_kaldifst_rounds"] == pytest.approx(ratios)
+        assert got[f"speedup_csr_{form}_vs_kaldifst"] == pytest.approx(median(ratios))
+        assert got[f"csr_load_{form}_seconds"] == pytest.approx(median(seconds[f"csr_load_{form}"]))
+    assert got["kaldifst_arc_iteration_seconds"] == pytest.approx(median(walk))
+    assert got["profile_seconds"]["kaldifst_arc_iteration_all_rounds"] == pytest.approx(sum(walk))
+
+
+def test_a_failed_decoder_step_gets_the_fix_that_skips_it(tmp_path: Path) -> None:
+    from specbench.benchmarks.decoder.bench import _attempt
+    from specbench.benchmarks.harness import failed_backends_message
+
+    def fails() -> None:
+        raise RuntimeError("lost")
+
+    status: dict = {}
+    for name in ("cpu", "cpu_vs_kaldi_rounds", "gpu_profile", "gpu x4", "gpu on 10 graph copies"):
+        _attempt(status, name, fails)
+    result = {"bench": "decoder", "backends": status, "errors": sorted(status)}
+    verb, job = failed_backends_message(result), failed_backends_message(result, tmp_path / "b.toml")
+    assert "leave those backends out" not in verb and "leave cpu out of --backends;" in verb
+    assert "for cpu_vs_kaldi_rounds, set --ratio-rounds to 0" in verb
+    assert "for gpu_profile, leave gpu out of --backends" in verb and "leave 4 out of --gpu-decoders" in verb
+    assert "for gpu on 10 graph copies, leave 10 out of --graph-copies" in verb
+    assert f"set `ratio_rounds` in {tmp_path / 'b.toml'} to 0" in job
+    assert "leave those backends out of --backends." in failed_backends_message(
+        {"bench": "decoder", "backends": {"cpu": status["cpu"]}, "errors": ["cpu"]})

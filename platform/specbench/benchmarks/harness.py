@@ -139,11 +139,30 @@ def failed_backends_message(result: dict[str, Any], job_path: Path | None = None
     backends = result.get("backends") or {}
     failed = "; ".join(f"{name} ({str((backends.get(name) or {}).get('reason', 'no reason recorded'))[:300]})"
                        for name in errors)
-    where = f"`backends` in {job_path}" if job_path is not None else "--backends"
-    return (f"bench {result.get('bench', '?')}: these backends failed: {failed}; what the "
+    option = _OptionNames(job_path)
+    plain = [name for name in errors if not (backends.get(name) or {}).get("fix")]
+    fixes = [f"leave {'those backends' if len(plain) == len(errors) else ', '.join(plain)} out of "
+             f"{option['backends']}"] if plain else []
+    fixes += [f"for {name}, {str(backends[name]['fix']).format_map(option)}" for name in errors
+              if name not in plain]
+    what = "backends" if len(plain) == len(errors) else "backends and measurement steps"
+    return (f"bench {result.get('bench', '?')}: these {what} failed: {failed}; what the "
             f"others measured is logged, and each failure's traceback is under `backends` in the result's JSON "
-            f"(the run's artifact bench_{result.get('bench', '?')}.json). Fix: repair what failed, or leave those "
-            f"backends out of {where}.")
+            f"(the run's artifact bench_{result.get('bench', '?')}.json). Fix: repair what failed, or "
+            f"{'; '.join(fixes)}.")
+
+
+class _OptionNames(dict):
+    """`{field}` of a failed step's `fix` (in `backends`): the verb's option `--field`, or the job's key."""
+
+    def __init__(self, job_path: Path | None) -> None:
+        super().__init__()
+        self.job_path = job_path
+
+    def __missing__(self, field: str) -> str:
+        if self.job_path is not None:
+            return f"`{field}` in {self.job_path}"
+        return f"--{field.replace('_', '-')}"
 
 
 class BackendsFailed(SpecbenchError):

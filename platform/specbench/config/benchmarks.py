@@ -44,6 +44,8 @@ class BenchGraphConfig(BenchConfig):
     name: str = "graph"
     graph_job: Path = field(default=Path("graph_slurp.toml"), metadata=_input(GRAPH_JOB_FIX, "job", "graph"))
     rebuild: bool = False  # time a full rebuild of the graph too
+    # rounds of the loaders timed one after the other (the speedups: medians of the per-round ratios)
+    rounds: int = field(default=3, metadata=_range(1, 100))
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ class BenchSimultransConfig(BenchConfig):
     window: int = field(default=2, metadata=_range(0, 20))
     sentences: int = field(default=1000, metadata=_range(1, 100000))
     single: int = field(default=100, metadata=_range(1, 100000))  # of them also decoded one at a time
+    # rounds of the runs timed one after the other (the speedup: the median of the per-round ratios)
+    rounds: int = field(default=3, metadata=_range(1, 100))
 
 
 @dataclass(frozen=True)

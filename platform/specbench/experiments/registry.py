@@ -109,11 +109,19 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
                            "and gave each split its own random streams",
             preflight=f"{_EXP}.predictive_asr.checks:preflight"),
     JobKind(cfg.NightlyConfig, f"{_EXP}.nightly:run_nightly"),
-    JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute"),
+    JobKind(cfg.BenchGraphConfig, f"{_BENCH}.graph:execute",
+            metrics_version=2,
+            metrics_change="the loaders are timed alternately in --rounds rounds (3): times are medians over "
+                           "rounds and speedups the medians of the per-round ratios (before: the median of 5 "
+                           "CSR loads against one kaldifst arc walk timed after them)"),
     JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute"),
     JobKind(cfg.BenchDecoderConfig, f"{_BENCH}.decoder.bench:execute",
             ("decoder.onebest_identical", "decoder.cpu_vs_kaldi", "decoder.lattice_density")),
-    JobKind(cfg.BenchSimultransConfig, f"{_BENCH}.simultrans:execute"),
+    JobKind(cfg.BenchSimultransConfig, f"{_BENCH}.simultrans:execute",
+            metrics_version=2,
+            metrics_change="batched, one sentence at a time and the whole set are timed alternately in "
+                           "--rounds rounds (3): times are medians over rounds and simul.batched_speedup the "
+                           "median of the per-round ratios (before: one pass of each, one after the other)"),
     JobKind(cfg.BenchCompletionConfig, f"{_BENCH}.completion:execute",
             metrics_version=2,
             metrics_change="the searches are timed alternately in --rounds rounds (3): times are medians over "

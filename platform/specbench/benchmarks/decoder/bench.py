@@ -67,9 +67,37 @@ def say(message: str) -> None:
     harness.say("decoder", message)
 
 
+GPU_STEPS = ("gpu_profile", "gpu_stream_profile", "gpu_arc_ceiling", "gpu_single_utterance_latency",
+             "gpu_lane_refill", "gpu_cuda_graphs")  # the measurements that run whenever gpu does
+
+
+def step_fix(name: str) -> str | None:
+    """The fix of a failed step that is not a backend (None for a backend: leave it out of `backends`): a
+    template whose `{field}`s name the config's options (`harness.failed_backends_message` renders them as
+    the verb's options or the job file's keys)."""
+    if name in backend_names():
+        return None
+    if name == "cpu_vs_kaldi_rounds":
+        return "set {ratio_rounds} to 0 to leave out the alternating rounds of kaldi and cpu"
+    if name in ("gpu_lattice_profile", "gpu_stream_lattice_profile"):
+        return f"leave gpu_lattice out of {{backends}} ({name} runs with it)"
+    if name in GPU_STEPS:
+        return f"leave gpu out of {{backends}} ({name} runs with it)"
+    if name.startswith("gpu x"):
+        return (f"leave {name[5:]} out of {{gpu_decoders}} (were it the only count, leave gpu and "
+                f"gpu_lattice out of {{backends}} instead)")
+    if name.startswith("gpu on "):
+        copies = name.split()[2]
+        if copies != "1":
+            return f"leave {copies} out of {{graph_copies}}"
+        return "leave gpu out of {backends} (the sweep over {graph_copies} runs one copy whenever it runs)"
+    return None
+
+
 def _attempt(status: dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
-    """Run one backend: ImportError marks it unavailable, any other exception an error (with its
-    traceback in the JSON); the benchmark carries on with the others."""
+    """Run one backend or step: ImportError marks it unavailable, any other exception an error (with its
+    traceback in the JSON, and for a step that is not a backend the fix that skips it: `step_fix`); the
+    benchmark carries on with the others."""
     say(f"{name}: start")
     try:
         value = fn()
@@ -80,6 +108,8 @@ def _attempt(status: dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
     except Exception as err:  # noqa: BLE001 - one backend's failure must not hide the others' numbers
         status[name] = {"status": "error", "reason": f"{type(err).__name__}: {err}",
                         "traceback": traceback.format_exc()}
+        if step_fix(name) is not None:
+            status[name]["fix"] = step_fix(name)
         say(f"{name}: ERROR {type(err).__name__}: {err}")
         return None
     status[name] = {"status": "ok"}
