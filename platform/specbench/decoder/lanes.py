@@ -99,6 +99,7 @@ from specbench.decoder.lane_tables import (
 )
 from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions, call_partial_every, require_options
 from specbench.decoder.result import (
+    STATUS_BAD_SCORES,
     STATUS_EMPTY,
     STATUS_NO_FINAL,
     STATUS_OK,
@@ -189,8 +190,10 @@ class LaneDecoder:
     def decode(self, loglikes: np.ndarray, utt_id: str = "", partial_every: int | None = None) -> DecodeResult:
         """One utterance (a batch of one). Bad scores raise ValueError naming the utterance, as in every
         backend's `decode` (`decode_batch` gives such an item a failed result instead)."""
-        checked_scores(str(utt_id), loglikes, self._max_ilabel)
-        return self.decode_batch([(utt_id, loglikes)], partial_every)[0]
+        result = self.decode_batch([(utt_id, loglikes)], partial_every)[0]
+        if result.status.startswith(STATUS_BAD_SCORES):  # checked once on the way in; raised here as ValueError
+            checked_scores(str(utt_id), loglikes, self._max_ilabel)
+        return result
 
     def decode_batch(self, items: Sequence[tuple[str, np.ndarray]],
                      partial_every: int | None = None) -> list[DecodeResult]:
