@@ -3,8 +3,6 @@ statistics."""
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,18 +11,10 @@ from specbench.errors import ConfigError
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.sphinx_graph_recipe import SphinxGraphStats
+from specbench.experiments.stage_clock import stage_printer
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
-
-
-def _printer(prefix: str):
-    start = time.perf_counter()
-
-    def step(name: str) -> None:
-        print(f"[{prefix} {time.perf_counter() - start:6.1f}s] {name}", file=sys.stderr, flush=True)
-
-    return step
 
 
 def preflight(config: GraphConfig, job_path: Path) -> None:
@@ -47,7 +37,7 @@ def preflight(config: GraphConfig, job_path: Path) -> None:
 
 def run_graph(config: GraphConfig, run: TrackedRun | None, force: bool = False) -> GraphArtifacts:
     """Build or reuse the graph; log `graph.*` metrics and small artifacts to `run` when given."""
-    art = build_graph(config, step=_printer("graph"), force=force)
+    art = build_graph(config, step=stage_printer("graph"), force=force)
     if run is not None:
         run.log_metrics({f"graph.{k}": v for k, v in art.stats.metrics().items()})
         run.set_tags({"graph_dir": str(art.directory), "graph_reused": str(art.reused).lower()})

@@ -3,8 +3,9 @@ and its MLflow metrics."""
 
 from __future__ import annotations
 
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -16,3 +17,14 @@ def clock(timings: dict[str, float], stage: str) -> Iterator[None]:
         yield
     finally:
         timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - start
+
+
+def stage_printer(prefix: str) -> Callable[[str], None]:
+    """A graph build's `step`: prints each stage's name on stderr with the seconds since it was made, so a
+    job that builds the graph it names (minutes for a Sphinx HCLG) shows where the build is."""
+    start = time.perf_counter()
+
+    def step(name: str) -> None:
+        print(f"[{prefix} {time.perf_counter() - start:6.1f}s] {name}", file=sys.stderr, flush=True)
+
+    return step

@@ -379,8 +379,10 @@ def measure(config: BenchDecoderConfig, job_path: Path) -> dict[str, Any]:
     else:
         from specbench.experiments.graph_recipe import build_graph
         from specbench.experiments.job_refs import referenced_job
+        from specbench.experiments.stage_clock import stage_printer
 
-        graph = build_graph(referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)).fst
+        graph_config = referenced_job(job_path, "graph_job", config.graph_job, GraphConfig)
+        graph = build_graph(graph_config, step=stage_printer(f"graph {graph_config.name}")).fst
     options = SearchOptions(beam=float(config.beam), max_active=int(config.max_active),
                             min_active=int(config.min_active), acoustic_scale=float(config.acoustic_scale),
                             lattice_beam=float(config.lattice_beam))

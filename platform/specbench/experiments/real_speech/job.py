@@ -58,6 +58,7 @@ from specbench.experiments.real_speech.sphinx_decode import (
     pass_weights_for,
 )
 from specbench.experiments.registry import RunOptions
+from specbench.experiments.stage_clock import stage_printer
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import work_dir
 from specbench.runtime import run_stage, run_tasks
@@ -319,7 +320,8 @@ def oov_rates(rows: list[RealUtterance], graph: GraphArtifacts) -> dict[str, flo
 def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None) -> dict[str, Any]:
     start = time.perf_counter()
     check_tune_sets(config, path)
-    graph = build_graph(graph_job_of_recipe(path, "graph_job", config.graph_job, SPHINX_RECIPE))  # checked first
+    graph_config = graph_job_of_recipe(path, "graph_job", config.graph_job, SPHINX_RECIPE)  # checked first
+    graph = build_graph(graph_config, step=stage_printer(f"graph {graph_config.name}"))
     cache = work_dir() / "real_speech"
     rows = gather(config.sets, config.max_per_set, cache / "audio", config.sample_min_words)
     flagged = {u.key: u.status for u in rows if u.status != STATUS_OK}
