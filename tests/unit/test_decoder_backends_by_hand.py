@@ -56,3 +56,25 @@ def test_a_mapped_graph_file_holds_the_files_arrays_memory_mapped(graph_path: Pa
         assert graph.start == read.start and np.array_equal(graph.final, read.final)
         assert np.array_equal(graph.emitting.dest, read.emitting.dest)
         assert np.array_equal(graph.epsilon.olabel, read.epsilon.olabel)
+
+
+# exact ties at cost 1 (one frame, acoustic cost 0): (A) two arcs of state 0 into state 1, words 5 then 3;
+# (B) 0 -1:5-> 1 -eps/1-> 2 against the later 0 -1:6/1-> 2; (C) two epsilon arcs of state 1 into 2, words 6, 5
+TIES = {"0 1 1 5 1\n0 1 1 3 1\n1 0\n": ((5,), (5,), (3,)),
+        "0 1 1 5 0\n0 2 1 6 1\n1 2 0 0 1\n2 0\n": ((5,), (6,), (6,)),
+        "0 1 1 0 0\n1 2 0 6 1\n1 2 0 5 1\n2 0\n": ((6,), (6,), (5,))}
+
+
+@pytest.mark.parametrize("text", TIES)
+def test_exact_ties_in_our_backends_kaldi_and_the_lattice_follow_their_documented_rules(tmp_path: Path,
+                                                                                        text: str) -> None:
+    """Ours: the lowest emitting arc, bare or followed by epsilons; Kaldi: the first found, bare emitting
+    before epsilon; the lattice: the lowest labels, bare emitting before epsilon (docs/decoders.md)."""
+    path = tmp_path / "g.fst"
+    assert kaldifst.compile(text, keep_state_numbering=True).write(str(path))
+    ours, kaldi, lattice = TIES[text]
+    loglikes, options = np.zeros((1, 1), np.float32), SearchOptions(beam=100.0, lattice_beam=0.0)
+    assert make_decoder("kaldi", path, SearchOptions(beam=100.0)).decode(loglikes, "u").word_ids == kaldi
+    for name in ("cpu_numpy", "cpu", "twin"):
+        result = make_decoder(name, path, options).decode(loglikes, "u")
+        assert (result.word_ids, result.lattice.best_path()[0]) == (ours, lattice), name

@@ -150,6 +150,21 @@ def test_exact_ties_go_to_the_lowest_token_id_and_sbs_without_window_is_greedy()
     assert wait_k(model, [src], 2, "tail", beam=3) == want
 
 
+@pytest.mark.parametrize("beam, window", [(1, 1), (2, 1), (3, 2), (4, 1)])
+def test_exact_ties_go_to_the_lowest_token_id_in_every_beam_search(beam: int, window: int) -> None:
+    """3, 4, 5 and 6 tie exactly (1/4 each) at the first three positions, then </s> is certain. Every search
+    writes (3, 3, 3) as greedy does: the beam keeps the lowest ids among tied candidates and the best of
+    tied hypotheses is the lowest in token order (torch.topk's own order of ties varies with the beam)."""
+    def rule(previous: int, position: int, visible: int) -> dict[int, float]:
+        return {6: 0.25, 5: 0.25, 4: 0.25, 3: 0.25} if position < 3 else {EOS: 1.0}
+
+    model, src = table(rule), [5, 6, 5, 6, 5, EOS]
+    assert wait_k(model, [src], 2, "sbs", beam=beam, window=window) == [Translation((3, 3, 3), (2, 3, 4), 5)]
+    assert full_sentence(model, [src], beam)[0].tokens == (3, 3, 3)
+    for method in ("beam", "sbs"):
+        assert adaptive(model, [src], 0.25, method, beam=beam, window=window)[0].tokens == (3, 3, 3)
+
+
 def test_wait_k_sbs_commits_the_first_token_of_the_best_speculation() -> None:
     """k = 1, w = 1, b = 3, a source of 4 tokens. t = 0 (v = 1): next-token 4 at 1/2, 6 at 3/8, 5 at 1/8;
     after 4 the best is 6 at 1/2, after 6 or 5 token 5 is certain. Two-step speculations: (4, 6) = 1/4,

@@ -178,6 +178,35 @@ def mask_eos(logp: torch.Tensor, masked: torch.Tensor) -> torch.Tensor:
     return logp
 
 
+def top_lowest(x: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """`x.topk(k, -1)` of a 2-D `x` as (values, indices), exact ties to the lowest index (topk's own order
+    of ties is arbitrary), as greedy's argmax breaks them."""
+    values, indices = x.topk(k, -1)
+    crowded = (x >= values[:, -1:]).sum(-1) > k  # rows where a tie reaches past the k-th place
+    if bool(crowded.any()):
+        rows, edge = x[crowded], values[crowded][:, -1:]
+        above, tied = rows > edge, rows == edge
+        keep = above | (tied & (tied.cumsum(-1) <= k - above.sum(-1, keepdim=True)))
+        indices = indices.masked_scatter(crowded[:, None], keep.nonzero()[:, 1])
+    indices = indices.sort(-1).values
+    values = x.gather(-1, indices)
+    order = values.sort(dim=-1, descending=True, stable=True).indices
+    return values.gather(-1, order), indices.gather(-1, order)
+
+
+def best_rows(scores: torch.Tensor, tokens: torch.Tensor, beam: int) -> torch.Tensor:
+    """Per sentence, the row of its highest score (B*b,); exact ties to the lowest token ids (the first of
+    the tied hypotheses `tokens` (B*b, n) in lexicographic order)."""
+    best = scores.reshape(-1, beam)
+    best = best == best.max(-1, keepdim=True).values
+    for column in tokens.T:
+        if not bool((best.sum(-1) > 1).any()):
+            break
+        ids = torch.where(best, column.reshape(-1, beam), column.max() + 1)
+        best &= ids == ids.min(-1, keepdim=True).values
+    return best.int().argmax(-1) + torch.arange(best.shape[0]) * beam
+
+
 def hypothesis_sources(cross, sentence: torch.Tensor, visible: torch.Tensor,
                        beam: int) -> tuple[list[tuple[torch.Tensor, torch.Tensor]], torch.Tensor]:
     """The cross-attention keys and values (per decoder layer) of the sentences `sentence` (B,) of the source
@@ -226,8 +255,8 @@ def beam_steps(model: MtTransformer, cross, sentence: torch.Tensor, visible: tor
     steps = torch.minimum(steps, room) if ragged else min(steps, int(room.min()))
     if eos_masked_steps is not None:
         logp = mask_eos(logp, eos_masked_steps > 0)
-    top = logp.topk(beam, -1)
-    scores, tokens = top.values.reshape(-1), top.indices.reshape(-1, 1)
+    values, indices = top_lowest(logp, beam)
+    scores, tokens = values.reshape(-1), indices.reshape(-1, 1)
     rows = torch.arange(b_count).repeat_interleave(beam)
     longest = int(steps.max()) if ragged else steps
     extra = max(longest - 1, 0) if reserve is None else reserve
@@ -278,7 +307,7 @@ def best_speculation(state: Beam, beam: int, length_normalized: bool) -> torch.T
         first_eos = (state.tokens == EOS).int().argmax(1)
         lengths = torch.where(state.finished, first_eos + 1, torch.full_like(first_eos, steps))
         scores = scores / lengths.to(scores.dtype)
-    return scores.reshape(-1, beam).argmax(-1) + torch.arange(scores.shape[0] // beam) * beam
+    return best_rows(scores, state.tokens, beam)
 
 
 # ---- wait-k -------------------------------------------------------------------------------------------------
@@ -403,8 +432,7 @@ def beam_search(model: MtTransformer, cross, sentence: torch.Tensor, visible: to
         state = _extend(model, row_cross, row_visible, state, beam)
         steps += 1
     lengths = torch.tensor([len(_strip(t)) + 1 for t in state.tokens.tolist()], dtype=torch.float32)
-    normalized = (state.scores / lengths).reshape(-1, beam)
-    best = normalized.argmax(-1) + torch.arange(normalized.shape[0]) * beam
+    best = best_rows(state.scores / lengths, state.tokens, beam)
     return [_strip(state.tokens[i].tolist()) for i in best.tolist()]
 
 
@@ -422,16 +450,16 @@ def _extend(model: MtTransformer, row_cross, row_visible: torch.Tensor, state: B
         step_logp.index_fill_(0, ended, NEG_INF)
         step_logp[ended, EOS] = 0.0
     total = (state.scores[:, None] + step_logp).reshape(sentences, beam * vocab)
-    best = total.topk(beam, -1)
-    parent = ((best.indices // vocab) + torch.arange(sentences)[:, None] * beam).reshape(-1)
-    scores = best.values.reshape(-1)
+    values, indices = top_lowest(total, beam)
+    parent = ((indices // vocab) + torch.arange(sentences)[:, None] * beam).reshape(-1)
+    scores = values.reshape(-1)
     settled = state.finished.reshape(sentences, beam).all(1).repeat_interleave(beam)
     if bool(settled.any()):  # a sentence whose hypotheses have all ended keeps them in their order (topk may
         # reorder exact ties), so that a batch stepping on for longer sentences picks what it would alone
         parent = torch.where(settled, torch.arange(parent.numel()), parent)
         scores = torch.where(settled, state.scores, scores)
     was_finished = state.finished.index_select(0, parent)
-    token = torch.where(was_finished, torch.full_like(parent, EOS), (best.indices % vocab).reshape(-1))
+    token = torch.where(was_finished, torch.full_like(parent, EOS), (indices % vocab).reshape(-1))
     return Beam(torch.cat([state.tokens.index_select(0, parent), token[:, None]], 1), scores,
                 was_finished | (token == EOS), new_cache.reorder(parent, state.shared), step_logp, state.shared)
 
