@@ -51,6 +51,13 @@ def test_backoff_scoring(toy: Path) -> None:
     assert lm.perplexity([["a", "b"]]) == pytest.approx(10 ** (0.6 / 3))
 
 
+def test_an_unknown_word_in_the_context_is_unk(tmp_path: Path) -> None:
+    """<unk>'s back-off weight applies after an unknown word, as KenLM's query applies it; it did not."""
+    path = tmp_path / "unk.arpa"
+    path.write_text(TOY.replace("<unk>\t0", "<unk>\t-0.5"))
+    assert read_arpa(path).log10_prob("b", ["zzz"]) == pytest.approx(-0.5 - 0.8)
+
+
 def test_write_read_round_trip(toy: Path, tmp_path: Path) -> None:
     lm = read_arpa(toy)
     out = tmp_path / "out.arpa"
@@ -70,15 +77,23 @@ def test_spread_unknown_keeps_the_mass(toy: Path) -> None:
     assert spread_unknown(lm, []).vocabulary == lm.vocabulary - {"<unk>"}
 
 
+def test_a_byte_order_mark_comments_and_blank_lines_are_read(toy: Path, tmp_path: Path) -> None:
+    """As KenLM's `query` reads '#' lines before the header and blank lines inside a section."""
+    path = tmp_path / "lm.arpa"
+    path.write_text("\ufeff# by hand\n" + TOY.replace("\n-0.3\ta b", "\n\n-0.3\ta b"), encoding="utf-8")
+    assert read_arpa(path).ngrams == read_arpa(toy).ngrams
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
         (lambda t: t.replace("\\data\\", "\\date\\"), "expected the ARPA header"),
         (lambda t: t.replace("ngram 2=3", "ngram 3=3"), "expected 'ngram 2=COUNT'"),
-        (lambda t: t.replace("ngram 2=3", "ngram 2=4"), "promises 4 2-grams"),
+        (lambda t: t.replace("ngram 2=3", "ngram 2=4"), "line 13: .* promises 4 2-grams but this section"),
+        (lambda t: "made by hand" + t, "line 1: expected .*found 'made by hand'; only blank lines"),
         (lambda t: t.replace("-0.3\ta b", "x\ta b"), "not a number"),
         (lambda t: t.replace("-0.3\ta b", "-0.3\ta"), "a 2-gram line needs"),
-        (lambda t: t.replace("\\end\\", ""), "missing the closing"),
+        (lambda t: t.replace("\\end\\", ""), "after line 18\\): expected the closing .* found nothing"),
         (lambda t: t.split("\\2-grams:")[0], "expected '\\\\2-grams:'"),
         (lambda t: "", "expected the ARPA header"),
         (lambda t: t.replace("-0.3\ta b", "nan\ta b"), "line 15: .* no valid log10 probability"),

@@ -76,6 +76,9 @@ def test_a_word_outside_a_vocabulary_without_unk_has_probability_zero(trigram: P
     lm = read_arpa(trigram)
     assert lm.log10_prob("zzz", ["a"]) == -math.inf
     assert lm.sentence_log10(["a", "zzz"]) == -math.inf
+    # perplexity leaves it out (it was infinite): -0.4 - 0.7 - 0.3 over three tokens
+    assert lm.perplexity([["a", "zzz", "b"]]) == pytest.approx(10 ** (1.4 / 3))
+    assert lm.oov_count([["a", "zzz", "b"], ["zzz"]]) == 2
 
 
 def test_round_trip_keeps_back_off_weights_of_every_lower_order(trigram: Path, tmp_path: Path) -> None:

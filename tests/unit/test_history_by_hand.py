@@ -4,6 +4,8 @@ boolean rather than a number of seconds."""
 
 from __future__ import annotations
 
+import math
+
 import pyarrow as pa
 import pytest
 
@@ -55,3 +57,17 @@ def test_a_boolean_window_is_refused_not_read_as_one_second() -> None:
     assert [p.words for p in history.matches((), 11, window_s=1)] == [("x",)]  # 11 - 1 <= 10 < 11
     with pytest.raises(ConfigError, match="window_s"):
         history.matches((), 11, window_s=True)
+
+
+def test_mean_hour_is_nan_when_the_times_cancel_and_the_gap_then_reads_six() -> None:
+    """06:00 and 18:00 have no circular mean: the direction of their rounding noise was an arbitrary hour."""
+    import polars as pl
+
+    from specbench.prediction.confidence import _expression
+    for hours in ((6, 18), (3, 15), (0, 8, 16)):
+        entries = [HistoryEntry(str(i), h * HOUR, ("x",)) for i, h in enumerate(hours)]
+        assert math.isnan(PersonalHistory(entries).matches((), 30 * HOUR)[0].mean_hour)
+    near = [HistoryEntry("a", 6 * HOUR, ("x",)), HistoryEntry("b", 18 * HOUR + 1, ("x",))]
+    assert PersonalHistory(near).matches((), 30 * HOUR)[0].mean_hour == pytest.approx(0.5 / HOUR)
+    table = pl.DataFrame({"timestamp_s": [40 * HOUR] * 3, "said_mean_hour": [math.nan, 20.0, None]})
+    assert table.select(_expression("said_hour_gap")).to_series().to_list() == [6.0, 4.0, 12.0]

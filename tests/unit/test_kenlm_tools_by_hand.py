@@ -16,7 +16,7 @@ import pytest
 
 from specbench.errors import ToolError
 from specbench.wfst import kenlm_tools
-from specbench.wfst.arpa import read_arpa, spread_unknown
+from specbench.wfst.arpa import read_arpa, spread_unknown, write_arpa
 from specbench.wfst.kenlm_tools import estimate_arpa, kenlm_binary, query_perplexity
 
 pytestmark = pytest.mark.unit
@@ -138,6 +138,16 @@ def test_query_perplexity_counts_the_unknown_word_and_the_end_of_sentence(built,
     log10_total = math.log10(5 / 12 * 1 / 4 * 1 / 6) + math.log10(1 / 4 * 7 / 12)
     expected = 10 ** (-log10_total / 5)  # about 3.306 (query prints about 3.152 without the unknown word)
     assert query_perplexity(arpa, ["a zzz", "b"]) == pytest.approx(expected, rel=1e-5)
+
+
+def test_perplexity_without_unk_leaves_oovs_out_as_query_does(built, corpus, tmp_path) -> None:
+    arpa = tmp_path / "lm.arpa"
+    estimate_arpa(corpus, arpa, 3, memory=MEMORY)
+    lm = spread_unknown(read_arpa(arpa), [])  # a graph LM: no <unk>
+    write_arpa(lm, arpa)
+    sentences = [["a", "zzz", "b"], ["zzz"], ["b", "a", "b"]]
+    query = query_perplexity(arpa, [" ".join(s) for s in sentences], oovs=False)
+    assert lm.oov_count(sentences) == 2 and lm.perplexity(sentences) == pytest.approx(query, rel=1e-5)
 
 
 def test_query_on_a_file_that_is_no_arpa_fails_with_its_name(built, tmp_path) -> None:

@@ -73,7 +73,9 @@ def summary(art: GraphArtifacts) -> list[str]:
         f"  vocabulary {s.vocabulary:,} words ({s.vocabulary_train:,} in the LM text, "
         f"{s.lexicon_from_espeak:,} pronounced by espeak-ng)",
         f"  {len(s.ngrams)}-gram LM: n-grams {', '.join(f'{c:,}' for c in s.ngrams)}; perplexity devel "
-        f"{s.ppl_devel:.1f}, test {s.ppl_test:.1f}; test tokens unseen in training {s.test_unseen_rate:.1%}",
+        f"{s.ppl_devel:.1f}, test {s.ppl_test:.1f}; test tokens unseen in training {s.test_unseen_rate:.1%}"
+        + (f"; OOVs left out: devel {s.devel_tokens_oov:,}, test {s.test_tokens_oov:,}"
+           if s.devel_tokens_oov or s.test_tokens_oov else ""),
     ]
 
 

@@ -65,6 +65,8 @@ class GraphStats:
     test_tokens: int
     test_tokens_unseen: int
     build_seconds: float
+    devel_tokens_oov: int = 0  # tokens outside the vocabulary, left out of `ppl_*`
+    test_tokens_oov: int = 0
 
     @property
     def test_unseen_rate(self) -> float:
@@ -301,7 +303,9 @@ def _build_into(config: GraphConfig, out: Path, step: Step) -> GraphStats:
         lexicon_from_espeak=len(lex.from_espeak), disambig_symbols=max_k + 1,
         ngrams=tuple(model.counts), train_sentences=len(train),
         ppl_devel=model.perplexity(evals["devel"]), ppl_test=model.perplexity(evals["test"]),
-        ppl_test_kenlm=kenlm_tools.query_perplexity(out / "lm.arpa", [" ".join(s) for s in evals["test"]]),
+        ppl_test_kenlm=kenlm_tools.query_perplexity(out / "lm.arpa", [" ".join(s) for s in evals["test"]],
+                                                    oovs=False),
         test_tokens=len(test_tokens), test_tokens_unseen=sum(w not in vocab_train for w in test_tokens),
         build_seconds=time.perf_counter() - start,
+        devel_tokens_oov=model.oov_count(evals["devel"]), test_tokens_oov=model.oov_count(evals["test"]),
     )

@@ -54,7 +54,8 @@ FEATURES: dict[str, tuple[str, str]] = {
     "log_hours_since_said": ("last_said_s", "log(1 + hours since the user last said the candidate); "
                                             "log(1 + 672), the history window, when never"),
     "said_hour_gap": ("said_mean_hour", "hours (0-12, around the clock) between the request's time of day and "
-                                        "the circular mean hour the user said the candidate at; 12 when never"),
+                                        "the circular mean hour the user said the candidate at; 12 when "
+                                        "never, 6 (the mean gap to a uniform hour) when its hours cancel"),
     # posterior features (`use_posterior`): the recognizer's own doubt about the partial, from the lattice of
     # the audio so far (`asr.partial_posteriors`); a partial without words is not in doubt (1.0)
     "partial_min_posterior": ("partial_posteriors", ("lowest lattice posterior of the partial's words; 1.0 "
@@ -103,7 +104,8 @@ def _expression(name: str) -> pl.Expr:
         return hours.fill_null(NEVER_SAID_HOURS).log1p()
     if name == "said_hour_gap":
         gap = (_hour_of_day() - column.cast(pl.Float64)).abs() % 24.0
-        return pl.min_horizontal(gap, 24.0 - gap).fill_null(12.0)
+        nearest = pl.min_horizontal(gap, 24.0 - gap)
+        return pl.when(column.cast(pl.Float64).is_nan()).then(6.0).otherwise(nearest).fill_null(12.0)
     if name in POSTERIOR_FEATURES:
         if name == "partial_posterior_missing":
             return column.is_null().cast(pl.Float64)

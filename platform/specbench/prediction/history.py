@@ -8,7 +8,8 @@ recognition of the same user that starts with that prefix, within a window of pe
 Each distinct word sequence among the matching entries is one `HistoryPrediction`: how often it occurs
 (`count`), its natural-log relative frequency among the matching entries (`log_freq = log(count / total)`),
 when it was last seen and the circular mean of the times of day it was said at (`mean_hour`; a routine
-request has a preferred hour, so the gap between now and it is a context feature of the confidence model).
+request has a preferred hour, so the gap between now and it is a context feature of the confidence model;
+NaN when the times cancel around the clock, e.g. 06:00 and 18:00, and no hour is preferred).
 An entry's time is when its final recognition became available (the job passes the end of its audio), so
 "said at" means "finished saying at"; the two differ by the request's few seconds. A candidate that is not
 among the matching entries gets `FALLBACK_LOG_FREQ` (-10.0) as its log frequency (the job's prediction table,
@@ -81,7 +82,8 @@ class HistoryPrediction:
         count: matching entries with exactly these words (>= 1).
         log_freq: natural log of count / number of matching entries (<= 0).
         last_seen_s: the latest timestamp (seconds) of those entries.
-        mean_hour: circular mean of their times of day, hours in [0, 24) (timestamps count from midnight).
+        mean_hour: circular mean of their times of day, hours in [0, 24) (timestamps count from midnight);
+            NaN when those times cancel (`circular_hour`).
     """
 
     words: tuple[str, ...]
@@ -148,14 +150,18 @@ class PersonalHistory:
             x, y = clock.get(words, (0.0, 0.0))
             clock[words] = (x + math.cos(angle), y + math.sin(angle))
         total = len(entries)
-        out = [HistoryPrediction(w, c, math.log(c / total), last[w], circular_hour(*clock[w]))
+        out = [HistoryPrediction(w, c, math.log(c / total), last[w], circular_hour(*clock[w], c))
                for w, c in counts.items()]
         out.sort(key=lambda p: (-p.count, -p.last_seen_s, p.words))
         return out
 
 
-def circular_hour(x: float, y: float) -> float:
-    """The time of day, hours in [0, 24), of the direction (x, y) on a 24-hour clock (0 h along +x)."""
+def circular_hour(x: float, y: float, count: int = 1) -> float:
+    """The time of day, hours in [0, 24), of the direction (x, y) on a 24-hour clock (0 h along +x), the
+    sum of `count` unit vectors; NaN when they cancel (a resultant under 1e-9 per vector is rounding noise,
+    whose direction would be an arbitrary hour)."""
+    if math.hypot(x, y) <= 1e-9 * count:
+        return math.nan
     hour = (math.degrees(math.atan2(y, x)) / 15.0) % 24.0
     return hour if hour < 24.0 else 0.0  # a tiny negative angle rounds up to 24.0 under %
 

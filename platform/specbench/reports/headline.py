@@ -11,7 +11,7 @@ from __future__ import annotations
 HEADLINE_METRICS: dict[str, str] = {
     "graph.states": "states of the TLG decoding graph",
     "graph.arcs": "arcs of the TLG decoding graph",
-    "graph.ppl_test": "trigram perplexity on SLURP test text (tokens and </s>)",
+    "graph.ppl_test": "trigram perplexity on SLURP test text (tokens and </s>, OOVs left out)",
     "graph.test_unseen_rate": "fraction of SLURP test tokens never seen in the LM's training text",
     "graph.build_seconds": "wall time of the graph build, in seconds",
     "speech.utterances": "utterances in a synthesized corpus",

@@ -44,12 +44,14 @@ class ArpaModel:
         return {w[0] for w in self.ngrams[0]}
 
     def log10_prob(self, word: str, context: Sequence[str]) -> float:
-        """log10 p(word | context), backing off; `context` oldest first. Unknown words score as <unk>."""
-        if (word,) not in self.ngrams[0]:
+        """log10 p(word | context), backing off; `context` oldest first. Unknown words score as <unk> and
+        are <unk> in the context (as in KenLM and SRILM)."""
+        known = self.ngrams[0]
+        if (word,) not in known:
             word = UNK
-            if (UNK,) not in self.ngrams[0]:
+            if (UNK,) not in known:
                 return -math.inf
-        context = tuple(context[-(self.order - 1):]) if self.order > 1 else ()
+        context = tuple(w if (w,) in known else UNK for w in context[max(0, len(context) - self.order + 1):])
         penalty = 0.0
         while True:
             hit = self.ngrams[len(context)].get(context + (word,))
@@ -69,20 +71,37 @@ class ArpaModel:
         return total
 
     def perplexity(self, sentences: Iterable[Sequence[str]]) -> float:
-        """Perplexity over all tokens including `</s>` (not `<s>`), unknown words scored as `<unk>`."""
-        total, count = 0.0, 0
+        """Perplexity over all tokens including `</s>` (not `<s>`), unknown words scored as `<unk>`; without
+        `<unk>` they are left out (`oov_count`), as in KenLM's and SRILM's perplexity without OOVs."""
+        total, count, known = 0.0, 0, self.ngrams[0]
         for words in sentences:
-            total += self.sentence_log10(words)
-            count += len(words) + 1
+            history = [BOS]
+            for w in [*words, EOS]:
+                if (w,) in known or (UNK,) in known:
+                    total, count = total + self.log10_prob(w, history), count + 1
+                history.append(w)
         return 10 ** (-total / max(count, 1))
+
+    def oov_count(self, sentences: Iterable[Sequence[str]]) -> int:
+        """Tokens that `perplexity` leaves out."""
+        known = self.ngrams[0]
+        return 0 if (UNK,) in known else sum((w,) not in known for s in sentences for w in [*s, EOS])
+
+
+def _at(path: Path, lines: list[str], i: int) -> tuple[str, str]:
+    if i >= len(lines):
+        return f"{path}, at its end (after line {len(lines)})", "nothing"
+    return f"{path}, line {i + 1}", repr(lines[i].strip()[:80])
 
 
 def _parse_header(lines: list[str], path: Path) -> tuple[list[int], int]:
     i = 0
-    while i < len(lines) and not lines[i].strip():
+    while i < len(lines) and (not lines[i].strip() or lines[i].startswith("#")):
         i += 1
     if i >= len(lines) or lines[i].strip() != "\\data\\":
-        raise ArpaFormatError(f"{path}, line {i + 1}: expected the ARPA header '\\data\\'. {_FIX}")
+        where, found = _at(path, lines, i)
+        raise ArpaFormatError(f"{where}: expected the ARPA header '\\data\\', found {found}; only blank "
+                              f"lines and lines starting with '#' may come before it (as in KenLM). {_FIX}")
     counts: list[int] = []
     i += 1
     while i < len(lines) and lines[i].strip():
@@ -116,10 +135,11 @@ def _parse_entry(line: str, n: int, path: Path, lineno: int) -> tuple[tuple[str,
 def read_arpa(path: Path) -> ArpaModel:
     """Parse an ARPA file; any malformed line raises `ArpaFormatError` naming the file and line: a value that
     is no log10 probability (NaN, > 0) or back-off weight, an n-gram listed twice, or one whose first n - 1
-    words are not listed as an (n - 1)-gram (KenLM refuses those, and G could never reach them)."""
+    words are not listed as an (n - 1)-gram (KenLM refuses those, and G could never reach them). As KenLM,
+    it skips blank lines and, before `\\data\\`, lines starting with '#'."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise ArpaFormatError(f"{path}: cannot read the ARPA file ({err}). {_FIX}") from err
     counts, i = _parse_header(lines, path)
@@ -129,12 +149,15 @@ def read_arpa(path: Path) -> ArpaModel:
             i += 1
         m = _SECTION.match(lines[i].strip()) if i < len(lines) else None
         if not m or int(m.group(1)) != n:
-            found = lines[i].strip() if i < len(lines) else "end of file"
-            raise ArpaFormatError(f"{path}, line {i + 1}: expected '\\{n}-grams:', found {found!r}. {_FIX}")
+            where, found = _at(path, lines, i)
+            raise ArpaFormatError(f"{where}: expected '\\{n}-grams:', found {found}. {_FIX}")
         i += 1
         level: dict[tuple[str, ...], tuple[float, float]] = {}
         first = i
-        while i < len(lines) and lines[i].strip() and not lines[i].startswith("\\"):
+        while i < len(lines) and not lines[i].startswith("\\"):
+            if not lines[i].strip():  # as KenLM and Kaldi read them
+                i += 1
+                continue
             words, logp, bow = _parse_entry(lines[i], n, path, i + 1)
             where, gram = f"{path}, line {i + 1}: the {n}-gram {' '.join(words)!r}", " ".join(words[:-1])
             if words in level:
@@ -150,12 +173,15 @@ def read_arpa(path: Path) -> ArpaModel:
             level[words] = (logp, bow)
             i += 1
         if len(level) != counts[n - 1]:
-            raise ArpaFormatError(f"{path}: the header promises {counts[n - 1]} {n}-grams but the file has "
-                                  f"{len(level)} (truncated?). {_FIX}")
+            raise ArpaFormatError(f"{path}, line {first}: the header promises {counts[n - 1]} {n}-grams but "
+                                  f"this section has {len(level)} (truncated?). {_FIX}")
         model.ngrams.append(level)
-    rest = [line.strip() for line in lines[i:] if line.strip()]
-    if rest[:1] != ["\\end\\"]:
-        raise ArpaFormatError(f"{path}: missing the closing '\\end\\' (truncated?). {_FIX}")
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    if i >= len(lines) or lines[i].strip() != "\\end\\":
+        where, found = _at(path, lines, i)
+        raise ArpaFormatError(f"{where}: expected the closing '\\end\\', found {found} "
+                              f"(truncated, or a section not in the header?). {_FIX}")
     return model
 
 

@@ -115,13 +115,14 @@ def estimate_arpa(text: Path, arpa: Path, order: int, vocab_pad: int = 0, memory
     return proc.stderr
 
 
-def query_perplexity(arpa: Path, sentences: list[str]) -> float:
-    """Perplexity (OOVs included) that KenLM's `query` reports for `sentences` under `arpa`."""
+def query_perplexity(arpa: Path, sentences: list[str], oovs: bool = True) -> float:
+    """Perplexity that KenLM's `query` reports for `sentences` under `arpa`, OOVs included (scored as `<unk>`)
+    or, without `oovs`, excluded."""
     proc = subprocess.run([str(kenlm_binary("query")), "-v", "summary", str(arpa)],
                           input="\n".join(sentences) + "\n", capture_output=True, text=True, encoding="utf-8")
     if proc.returncode != 0:
         raise ToolError(f"KenLM query failed on {arpa}: {proc.stderr[-1000:]}")
     for line in proc.stdout.splitlines():
-        if line.startswith("Perplexity including OOVs:"):
+        if line.startswith(f"Perplexity {'including' if oovs else 'excluding'} OOVs:"):
             return float(line.split(":")[1])
     raise ToolError(f"KenLM query printed no perplexity for {arpa}:\n{proc.stdout[-1000:]}")
