@@ -51,6 +51,7 @@ def results(run_id: str, tracking_uri: str | None, note: str, job: str, kind: st
     return {
         "job": job, "kind": kind, "mlflow_run_id": run_id, "status": run.status,
         "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
+        "metrics_version": run.tags.get("metrics.version", "1"),
         "wall_minutes": _r(run_minutes(run_id, tracking_uri)), "conditions": note,
         "params": dict(sorted(run.params.items())),
         "report": _r(json_artifact(run_id, f"{kind}.json", tracking_uri)),

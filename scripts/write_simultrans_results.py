@@ -81,6 +81,7 @@ def results(run_id: str, tracking_uri: str | None) -> dict[str, Any]:
     return {
         "job": "jobs/simultrans.toml", "kind": "simultrans", "mlflow_run_id": run_id, "status": run.status,
         "hardware": run.tags.get("hardware", ""), "git_commit": run.tags.get("git_commit", ""),
+        "metrics_version": run.tags.get("metrics.version", "1"), "settings": dict(sorted(run.params.items())),
         "wall_minutes": _r(run_minutes(run_id, tracking_uri)), "bleu_signature": report["bleu_signature"],
         "protocol": "docs/translation.md, 'Protocol': settings chosen on val only; every test set reported; headline "
                     "= speculation-only gain (SBS - tail beam), wait-k model, k = grid_k, test sets pooled",

@@ -1,7 +1,7 @@
 """The benchmark configs by hand: the decoder benchmark's default backends (every one but the lattice twin),
 the bounds of its counts on both sides, its non-empty lists, the completion benchmark's devices, and its
-alternating rounds and those of the simultrans and graph benchmarks (every reported ratio recomputed from
-the raw seconds), and the fix a failed decoder measurement step gets."""
+alternating rounds and those of the simultrans, graph and acoustic benchmarks (every reported ratio
+recomputed from the raw seconds), and the fix a failed decoder measurement step gets."""
 
 from __future__ import annotations
 
@@ -122,6 +122,32 @@ def test_the_graph_benchmark_alternates_the_loaders_and_reports_medians_of_their
         assert got[f"csr_load_{form}_seconds"] == pytest.approx(median(seconds[f"csr_load_{form}"]))
     assert got["kaldifst_arc_iteration_seconds"] == pytest.approx(median(walk))
     assert got["profile_seconds"]["kaldifst_arc_iteration_all_rounds"] == pytest.approx(sum(walk))
+
+
+def test_the_acoustic_benchmark_alternates_rounds_and_reports_medians_of_their_ratios(tmp_path: Path) -> None:
+    from statistics import median
+
+    import numpy as np
+    import torch
+
+    from specbench.benchmarks.acoustic import bench_inference
+    from specbench.data.synthesis import write_wav
+
+    wavs = [tmp_path / f"u{i}.wav" for i in range(2)]
+    for i, wav in enumerate(wavs):
+        write_wav(wav, np.random.default_rng(i).normal(0, 0.1, 8000).astype(np.float32))
+    got = bench_inference(Path(__file__).resolve().parents[2] / "models" / "am_slurp.pt", wavs, rounds=3)
+    seconds, feats = got["seconds_rounds"], got["features_seconds_rounds"]
+    assert got["rounds"] == 3 and got["cpu_audio_seconds"] == 1.0  # 2 x 8,000 samples at 16 kHz
+    assert len(seconds["cpu"]) == len(feats["cpu"]) == 3 and got["cpu_features_rtf"] == median(feats["cpu"])
+    assert got["cpu_rtf"] == pytest.approx(median(seconds["cpu"]))
+    if not torch.cuda.is_available():  # left out, said why
+        assert got["backends"]["cuda"]["status"] == "unavailable" and "cuda_rtf" not in got
+        return
+    ratios = [c / g for c, g in zip(seconds["cpu"], seconds["cuda"], strict=True)]
+    assert got["speedup_cuda_vs_cpu_rounds"] == pytest.approx(ratios)
+    assert got["speedup_cuda_vs_cpu"] == pytest.approx(median(ratios))
+    assert got["cuda_rtf_batch128"] == pytest.approx(median(seconds["cuda_batch128"]))
 
 
 def test_a_failed_decoder_step_gets_the_fix_that_skips_it(tmp_path: Path) -> None:

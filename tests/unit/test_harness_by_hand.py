@@ -1,7 +1,7 @@
 """What every benchmark shares, by hand (`benchmarks/harness.py`): `timed` is the median of its repeats and
 the last call's value; `one_core` pins to the lowest core and restores; the MLflow names of a result's numbers
 (DESIGN.md names kept, booleans and text left out); the JSON printed and written whole, with the hardware,
-commit and settings it was measured with; the failed-backends
+commit, settings and metrics version it was measured with; the failed-backends
 message (names, reasons cut at 300 characters, where to leave them out); and the runner and `log_bench`, which
 log everything measured to a real MLflow store and end FAILED, naming the backends, where some failed."""
 
@@ -27,6 +27,7 @@ from specbench.benchmarks.harness import (
     timed,
 )
 from specbench.config import BenchCompletionConfig
+from specbench.experiments.registry import JOBS
 from specbench.hardware import describe, git_commit
 
 pytestmark = pytest.mark.unit
@@ -87,6 +88,7 @@ def test_provenance_records_the_hardware_the_commit_and_the_settings() -> None:
     assert got["hardware"] == describe() and got["speedup"] == 4.5
     assert got["settings"]["prefixes"] == 7 and got["settings"]["lm"] == str(config.lm)
     assert got["settings"]["tracking"]["experiment"] == "bench" and json.loads(json.dumps(got)) == got
+    assert got["metrics_version"] == str(JOBS["bench_completion"].metrics_version) == "2"
     h200 = "16 x Xeon, NVIDIA H200"
     assert provenance({"bench": "b", "hardware": h200}, None)["hardware"] == h200  # the benchmark's own kept
 
@@ -117,6 +119,7 @@ def test_log_bench_logs_the_metrics_and_the_json(tmp_path: Path, monkeypatch: py
     run, logged = _run(uri, log_bench(RESULT, uri))
     assert run.info.status == "FINISHED" and run.info.run_name == "bench-decoder"
     assert run.data.metrics == metric_names(RESULT) and logged == RESULT
+    assert (run.data.tags["kind"], run.data.tags["metrics.version"]) == ("bench_decoder", "1")
     run, logged = _run(uri, log_bench(FAILED, uri))
     assert run.info.status == "FAILED" and logged == FAILED  # everything measured is logged, then FAILED
     assert run.data.metrics == metric_names(FAILED) and "these backends failed: gpu" in run.data.tags["error"]

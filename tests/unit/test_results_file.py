@@ -1,6 +1,7 @@
 """The results writers' shared rules (`scripts/results_file.py`), against a real MLflow store (SQLite in
 tmp_path): only a FINISHED run of the writer's kind is written from, NaN becomes null (strict JSON), small
-figures keep 4 significant digits, and a failed write leaves the committed file as it was."""
+figures keep 4 significant digits (the word-confidence file's too, with its metrics version), and a failed
+write leaves the committed file as it was."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mlflow_store import new_store
 
 from specbench.errors import ConfigError
 from specbench.tracking.runs import TrackedRun
@@ -82,3 +84,17 @@ def test_small_figures_keep_their_significant_digits() -> None:
                    "seconds": 12.345678, "zero": 0.0, "n": 7})
     assert got == {"max_difference": 3.214e-5, "rtf": [0.003384, -0.0001235], "wer": 0.3701,
                    "seconds": 12.3457, "zero": 0.0, "n": 7}  # 3.2e-5 is not written as 0
+
+
+def test_the_word_confidence_file_keeps_a_small_difference_and_the_metrics_version(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from write_job_results import results
+
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    uri = new_store(tmp_path)
+    tags = {"kind": "word_confidence", "metrics.version": "2"}
+    with TrackedRun("results", "confidence", uri, tags) as run:
+        run.log_dict({"backends": {"twin": {"max_posterior_difference": 3.2143e-7}}}, "word_confidence.json")
+    got = results(run.run_id, uri, "", "jobs/word_confidence.toml", "word_confidence")
+    assert got["report"]["backends"]["twin"]["max_posterior_difference"] == 3.214e-7
+    assert got["metrics_version"] == "2" and got["hardware"] and got["git_commit"]

@@ -1,10 +1,11 @@
 """`specbench bench acoustic`: synthesis throughput per engine, and features plus model inference as a
 real-time factor (CPU, and CUDA when torch sees a GPU, at the CPU's batch of 16 and at 128), measured side by
-side in one run. `--audio DIR` times inference on existing WAV files instead (a machine without the
-synthesizers, such as the GPU machine)."""
+side in one run, alternating in `rounds` rounds (`bench_inference`). `--audio DIR` times inference on
+existing WAV files instead (a machine without the synthesizers, such as the GPU machine)."""
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -82,12 +83,8 @@ def read_bench_audio(wavs: list[Path]) -> list[np.ndarray]:
     return samples
 
 
-def bench_inference(checkpoint: Path, wavs: list[Path], device: str, batch: int = 16) -> dict[str, Any]:
-    """Real-time factor (compute seconds per audio second) of fbank + model, batched."""
-    ckpt = load_checkpoint(checkpoint, PHONES, device)
-    samples = read_bench_audio(wavs)
-    audio = sum(len(s) for s in samples) / 16000
-    score_features(ckpt, [fbank(samples[0])], device)  # warm-up
+def _inference_seconds(ckpt: Any, samples: list[np.ndarray], device: str, batch: int) -> tuple[float, float]:
+    """(features seconds, features + model seconds) of fbank + model on `samples`, batched."""
     t0 = time.perf_counter()
     feats = [fbank(s) for s in samples]
     t_feats = time.perf_counter() - t0
@@ -95,14 +92,48 @@ def bench_inference(checkpoint: Path, wavs: list[Path], device: str, batch: int 
         score_features(ckpt, feats[i:i + batch], device)
     if device == "cuda":
         torch.cuda.synchronize()
-    total = time.perf_counter() - t0
-    return {f"{device}_rtf": total / audio, f"{device}_features_rtf": t_feats / audio,
-            f"{device}_audio_seconds": audio}
+    return t_feats, time.perf_counter() - t0
 
 
-def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = None) -> dict[str, Any]:
-    """Synthesis of `utterances` SLURP test sentences per engine, then inference on that audio; with `audio`,
-    inference on the first `utterances` WAV files there (by name) and no synthesis."""
+def bench_inference(checkpoint: Path, wavs: list[Path], rounds: int = 3) -> dict[str, Any]:
+    """Real-time factor (compute seconds per audio second) of fbank + model at a batch of 16 on the CPU, and
+    with CUDA at 16 and 128 (`backends`: cuda unavailable without it). The ways run one after the other in
+    each of `rounds` rounds, after a warm-up of each: every round's seconds are kept (`seconds_rounds`,
+    `features_seconds_rounds`), the factors are medians over rounds and the speedup the median of its
+    per-round ratios (`speedup_cuda_vs_cpu_rounds`)."""
+    samples = read_bench_audio(wavs)
+    audio = sum(len(s) for s in samples) / 16000
+    ways, out = {"cpu": ("cpu", 16)}, {"rounds": rounds}
+    if torch.cuda.is_available():
+        ways |= {"cuda": ("cuda", 16), "cuda_batch128": ("cuda", 128)}
+    else:
+        out["backends"] = {"cuda": {"status": "unavailable", "reason": "torch sees no usable CUDA device"}}
+    ckpts = {device: load_checkpoint(checkpoint, PHONES, device) for device, _ in ways.values()}
+    for device, ckpt in ckpts.items():
+        score_features(ckpt, [fbank(samples[0])], device)  # warm-up
+    feats: dict[str, list[float]] = {way: [] for way in ways}
+    seconds: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(rounds):
+        for way, (device, batch) in ways.items():
+            t_feats, total = _inference_seconds(ckpts[device], samples, device, batch)
+            feats[way].append(t_feats)
+            seconds[way].append(total)
+    median = statistics.median
+    for way in ways:  # the names before rounds: cpu_rtf, cuda_rtf, cuda_rtf_batch128, ...
+        device, _, tail = way.partition("_")
+        tail = f"_{tail}" if tail else ""
+        out |= {f"{device}_rtf{tail}": median(seconds[way]) / audio, f"{device}_audio_seconds{tail}": audio,
+                f"{device}_features_rtf{tail}": median(feats[way]) / audio}
+    if "cuda" in ways:
+        ratios = [c / g for c, g in zip(seconds["cpu"], seconds["cuda"], strict=True)]
+        out |= {"speedup_cuda_vs_cpu": median(ratios), "speedup_cuda_vs_cpu_rounds": ratios}
+    return {**out, "seconds_rounds": seconds, "features_seconds_rounds": feats}
+
+
+def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = None,
+                   rounds: int = 3) -> dict[str, Any]:
+    """Synthesis of `utterances` SLURP test sentences per engine, then inference on that audio in `rounds`
+    rounds; with `audio`, inference on the first `utterances` WAV files there (by name) and no synthesis."""
     with tempfile.TemporaryDirectory(prefix="specbench-bench-") as tmp_name:
         tmp = Path(tmp_name)
         result: dict[str, Any] = {"bench": "acoustic", "hardware": describe(), "threads": torch.get_num_threads()}
@@ -126,11 +157,9 @@ def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = 
                 raise DataError(f"--audio {audio}: no .wav files there. Fix: point it at a folder of 16 kHz "
                                 "mono WAV files (scripts/gpu_carry.py gathers one)")
             result.update(utterances=len(wavs), audio=str(audio))
-        result.update(bench_inference(checkpoint, wavs, "cpu"))
-        if torch.cuda.is_available():
-            result.update(bench_inference(checkpoint, wavs, "cuda"))
-            result["speedup_cuda_vs_cpu"] = result["cpu_rtf"] / result["cuda_rtf"]
-            result.update({f"{k}_batch128": v for k, v in bench_inference(checkpoint, wavs, "cuda", 128).items()})
+        timed = bench_inference(checkpoint, wavs, rounds)
+        backends = {**result.get("backends", {}), **timed.pop("backends", {})}
+        result.update({**timed, **({"backends": backends} if backends else {})})
     result["model_parameters"] = sum(p.numel() for p in load_checkpoint(checkpoint, PHONES).model.parameters())
     return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in result.items()}
 
@@ -138,12 +167,13 @@ def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = 
 def measure(config: BenchAcousticConfig, job_path: Path) -> dict[str, Any]:
     """The benchmark of a `bench_acoustic` config (see `benchmarks.harness`)."""
     audio = from_root(config.audio) if config.audio is not None else None
-    return bench_acoustic(from_root(config.checkpoint), config.utterances, audio)
+    return bench_acoustic(from_root(config.checkpoint), config.utterances, audio, config.rounds)
 
 
 def summary(result: dict[str, Any]) -> list[str]:
     return [f"acoustic benchmark on {result['utterances']} utterances: CPU real-time factor "
-            f"{result['cpu_rtf']:.4f}" + (f", CUDA {result['cuda_rtf']:.4f}" if "cuda_rtf" in result else "")]
+            f"{result['cpu_rtf']:.4f}" + (f", CUDA {result['cuda_rtf']:.4f}" if "cuda_rtf" in result else "")
+            + f" (medians of {result['rounds']} rounds)"]
 
 
 execute = runner(measure, summary)

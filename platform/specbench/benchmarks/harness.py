@@ -80,11 +80,16 @@ def one_core() -> Iterator[int | None]:
 
 def provenance(result: dict[str, Any], config: Any) -> dict[str, Any]:
     """`result` with what it was measured on and with: `hardware` (kept where the benchmark wrote its own),
-    `git_commit` (the checkout's, `-dirty` with uncommitted changes, `unknown` outside a checkout) and
-    `settings` (the benchmark's config, paths as text), so that a results file says how to reproduce it."""
+    `git_commit` (the checkout's, `-dirty` with uncommitted changes, `unknown` outside a checkout),
+    `settings` (the benchmark's config, paths as text) and `metrics_version` (its job kind's, what its
+    figures mean: `experiments.registry`), so that a results file says how to reproduce it."""
+    from specbench.experiments.registry import JOBS
+
     settings = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
+    job = JOBS.get(getattr(config, "KIND", f"bench_{result.get('bench')}"))
     return {**result, "hardware": result.get("hardware") or describe(), "git_commit": git_commit(),
-            "settings": json.loads(json.dumps(settings, default=str))}
+            "settings": json.loads(json.dumps(settings, default=str)),
+            "metrics_version": str(job.metrics_version if job else 1)}
 
 
 def metric_names(result: dict[str, Any]) -> dict[str, float]:
@@ -105,7 +110,8 @@ def log_bench(result: dict[str, Any], tracking_uri: str | None) -> str:
     whose backends failed (`failed_backends_message`) is logged whole, and its run ends FAILED naming them."""
     from specbench.tracking.runs import TrackedRun
 
-    run = TrackedRun("bench", f"bench-{result['bench']}", tracking_uri, {"kind": "bench"})
+    tags = {"kind": f"bench_{result['bench']}", "metrics.version": result.get("metrics_version", "1")}
+    run = TrackedRun("bench", f"bench-{result['bench']}", tracking_uri, tags)
     try:
         record(result, run)
     except BaseException as err:

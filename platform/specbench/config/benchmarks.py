@@ -57,6 +57,8 @@ class BenchAcousticConfig(BenchConfig):
     checkpoint: Path = field(default=Path("models/am_slurp.pt"), metadata=_input(AM_FIX, reads="acoustic model"))  # project root
     utterances: int = field(default=40, metadata=_range(1, 100000))
     audio: Path | None = None  # time inference on the 16 kHz WAV files of this folder instead of synthesizing
+    # rounds of the CPU and CUDA inference timed one after the other (the speedup: the median of its ratios)
+    rounds: int = field(default=3, metadata=_range(1, 100))
 
 
 SCORES_FIX = ("Fix: write them first (`specbench run jobs/am_eval.toml`; for workload = \"real_speech\", "
