@@ -14,6 +14,7 @@ from pathlib import Path
 import mlflow
 import pytest
 from cluster_processes import start_head, stop_cluster
+from ray._raylet import AuthenticationTokenLoader
 
 from specbench.cli import main
 
@@ -92,3 +93,21 @@ def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Pa
     assert main(["submit", str(broken), "--address", ray_head]) == 2
     assert "unknown key" in capsys.readouterr().err
     assert main(["logs", "nope", "--address", ray_head]) == 2
+
+
+def test_a_followed_job_that_fails_and_a_refused_token_are_said_so(
+        ray_head: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench.runtime.jobs import client
+
+    job = client(ray_head).submit_job(entrypoint="echo started; exit 3")
+    assert main(["logs", job, "--address", ray_head, "--follow"]) == 1
+    out = capsys.readouterr().out
+    assert "started" in out and out.endswith(f"\njob {job}: FAILED\n"), out
+    loader = AuthenticationTokenLoader.instance()  # Ray's cache of the token
+    with monkeypatch.context() as patch:
+        patch.setenv("RAY_AUTH_TOKEN", "not-its-token")
+        loader.reset_cache()
+        assert main(["jobs", "--address", ray_head]) == 2
+    loader.reset_cache()
+    err = capsys.readouterr().err
+    assert "refused the connection for its token auth" in err and "start the cluster" not in err, err

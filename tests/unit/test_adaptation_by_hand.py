@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from specbench.config import AsrSection
+from specbench.config import AsrSection, EvalAmConfig, SpeakerTransformSection, VtlnSection
+from specbench.errors import DataError
 from specbench.experiments.graph_recipe import GraphArtifacts
+from specbench.experiments.predictive_asr import adaptation as ad
 from specbench.experiments.predictive_asr.adaptation import VoiceAdaptation, adapt_voices, adaptation_dir
 
 pytestmark = pytest.mark.unit
@@ -67,3 +69,20 @@ def test_a_cached_adaptation_is_read_not_estimated_again(tmp_path: Path, monkeyp
     (folder / "adaptation.json").write_text(json.dumps(saved))
     got = adapt_voices(asr, job, checkpoint, graph)
     assert (got.key, got.warps, got.checkpoints) == (folder.name, {v: 1.0 for v in asr.voices}, {})
+
+
+
+def test_each_voice_adapts_on_its_first_devel_rows_a_failed_one_replaced_by_its_next() -> None:
+    plan = ["t0 train a", "d0 devel a", "d1 devel b", "d2 devel a", "d3 devel a", "d4 devel b", "x0 test a"]
+    planned = [dict(zip(("utt_id", "split", "voice"), row.split(), strict=True)) for row in plan]
+
+    def pick(failed: set[str], voices: tuple[str, ...] = ("b", "a")) -> list[str]:
+        return [r["utt_id"] for r in ad.pick_adaptation_rows(planned, voices, 2, failed, "sp")]
+
+    assert pick(set()) == ["d1", "d4", "d0", "d2"] and pick({"d0", "d2", "d4"}) == ["d1", "d3"]
+    with pytest.raises(DataError, match="speech job 'sp' plans no devel utterance in voice c.*Fix: add c"):
+        pick(set(), ("a", "c"))
+    cfg = EvalAmConfig(vtln=VtlnSection(enabled=True, utterances=3),
+                       speaker_transform=SpeakerTransformSection(enabled=True, utterances=5))
+    assert ad.per_voice_count(cfg) == 5  # the larger need of the parts that are on
+    assert ad.per_voice_count(dataclasses.replace(cfg, speaker_transform=SpeakerTransformSection())) == 3

@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from ray.exceptions import AuthenticationError
 
+from specbench.errors import SpecbenchError
 from specbench.runtime.cluster import (
     _auth_message,
     _auth_refusal,
+    _check_socket_room,
     _fit_count,
     _is_loopback,
     _resolve_temp_dir,
@@ -106,6 +108,19 @@ def test_the_temp_dir_is_the_argument_else_the_environment_else_rays_own(monkeyp
     assert _resolve_temp_dir(given) == str(given) and given.is_dir()  # the argument wins
     monkeypatch.chdir(tmp_path)
     assert _resolve_temp_dir("relative") == str(tmp_path.resolve() / "relative")  # made absolute
+
+
+def test_a_temp_dir_ray_cannot_use_is_refused_with_the_fix(monkeypatch, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("SPECBENCH_RAY_TMPDIR", str(tmp_path / "file"))
+    with pytest.raises(SpecbenchError, match=f"{tmp_path / 'file'} cannot be made a folder .*Fix: set SPEC"):
+        _resolve_temp_dir(None)
+    # <temp>/session_YYYY-MM-DD_HH-MM-SS_ffffff_<pid>/sockets/plasma_store: 57 bytes and the pid's digits
+    room = 107 - 57 - len(str(os.getpid()))
+    _check_socket_room("/" + "t" * (room - 1))
+    _check_socket_room(None)  # Ray's own /tmp/ray
+    with pytest.raises(SpecbenchError, match="socket paths under /t+ would exceed 107 bytes. Fix: set SPEC"):
+        _check_socket_room("/" + "t" * room)
 
 
 _RAY_LOADER = """

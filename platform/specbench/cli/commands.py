@@ -97,14 +97,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.experiments.registry import load_config
     from specbench.paths import project_root
-    from specbench.runtime.jobs import (
-        check_dashboard_address,
-        follow_logs,
-        status,
-        submission_home,
-        submit,
-        upload_exclusion,
-    )
+    from specbench.runtime.jobs import check_dashboard_address, submission_home, submit, upload_exclusion
     from specbench.tracking.store import absolute_sqlite_uri, resolve_tracking_uri
 
     check_dashboard_address(args.address)  # its form, before anything is read
@@ -130,13 +123,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     print(f"submitted {args.file} as {job_id} to {args.address} (work directory {home}: the cluster's nodes "
           f"must see it at that path; set SPECBENCH_HOME to choose another); follow it with "
           f"`specbench logs {job_id} --address {args.address} --follow`", flush=True)
-    if not args.follow:
-        return 0
-    for text in follow_logs(args.address, job_id, follow=True):
-        print(text, end="", flush=True)
-    final = status(args.address, job_id)
-    print(f"\njob {job_id}: {final}")
-    return 0 if final == "SUCCEEDED" else 1
+    return _print_logs(args.address, job_id, follow=True) if args.follow else 0
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -159,11 +146,20 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from specbench.runtime.jobs import follow_logs
+    return _print_logs(args.address, args.job_id, args.follow)
 
-    for text in follow_logs(args.address, args.job_id, args.follow):
+
+def _print_logs(address: str, job_id: str, follow: bool) -> int:
+    """Print the job's logs; when following, until it ends, then how it ended (exit 1 unless it succeeded)."""
+    from specbench.runtime.jobs import follow_logs, status
+
+    for text in follow_logs(address, job_id, follow):
         print(text, end="", flush=True)
-    return 0
+    if not follow:
+        return 0
+    final = status(address, job_id)
+    print(f"\njob {job_id}: {final}")
+    return 0 if final == "SUCCEEDED" else 1
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

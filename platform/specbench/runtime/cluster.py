@@ -177,12 +177,13 @@ def connect(
     try:
         if local:
             _prepare_local_start(python_path)
+            _check_socket_room(temp := _resolve_temp_dir(temp_dir))
             ray.init(
                 address=LOCAL,  # a new local Ray, whatever $RAY_ADDRESS says
                 num_cpus=num_cpus if num_cpus is not None else os.cpu_count() or 1,
                 num_gpus=num_gpus,
                 include_dashboard=False,
-                _temp_dir=_resolve_temp_dir(temp_dir),
+                _temp_dir=temp,
                 **kwargs,
             )
         else:
@@ -412,8 +413,24 @@ def _resolve_temp_dir(temp_dir: str | os.PathLike[str] | None) -> str | None:
     if chosen is None:
         return None
     path = Path(chosen).resolve()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise _temp_dir_error(f"{path} cannot be made a folder ({err.strerror or err})") from err
     return str(path)
+
+
+def _check_socket_room(temp: str | None) -> None:
+    """Refuse a temp root where Ray's longest socket path (<temp>/session_<date>_<pid>/sockets/plasma_store)
+    would exceed 107 bytes."""
+    tail = f"/session_{'0' * 26}_{os.getpid()}/sockets/plasma_store"  # date: %Y-%m-%d_%H-%M-%S_%f
+    if temp is not None and len(os.fsencode(temp + tail)) > 107:
+        raise _temp_dir_error(f"Ray's socket paths under {temp} would exceed 107 bytes")
+
+
+def _temp_dir_error(why: str) -> SpecbenchError:
+    return SpecbenchError(f"the temp directory of a local Ray (temp_dir, else ${TEMP_DIR_ENV}): {why}. Fix: "
+                          f"set {TEMP_DIR_ENV} to a short, writable folder (e.g. /tmp/ray), or unset it.")
 
 
 def _verify_loopback() -> None:

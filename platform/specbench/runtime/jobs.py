@@ -76,6 +76,10 @@ def client(address: str) -> JobSubmissionClient:
     try:
         return JobSubmissionClient(address)
     except Exception as err:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ... for this
+        refusal = _cluster._auth_refusal(err)  # the dashboard is up but refuses this client's token
+        if refusal is not None:
+            where = f"--address {address}"
+            raise SpecbenchError(_cluster._auth_message(where, " ".join(refusal.split()))) from err
         raise SpecbenchError(f"cannot reach the Ray Jobs API at {address}: {str(err).rstrip('. ')}. Fix: start the cluster "
                              "(`ray start --head`, or cluster/local_cluster.sh) or give its dashboard address "
                              "(http://HEAD:8265); a dashboard kept on the head's 127.0.0.1 is reached from "

@@ -5,7 +5,8 @@
 utterances of that voice in the eval job's speech corpus, and its `[speaker_transform]` is fitted on the
 first-pass best paths of the first `speaker_transform.utterances` of them (no transcripts), with the
 functions `eval_am` uses (`choose_voice_warps`, `fit_voice_transforms`) on the same audio: only those
-devel rows are synthesized, into the corpus folder where the speech job puts them. No request audio and no
+devel rows are synthesized (a failed one replaced by the voice's next, as in the eval job's corpus), into
+the corpus folder where the speech job puts them. No request audio and no
 test audio is used. The requests are then scored with their voice's warp and transformed checkpoint.
 
 The result is cached in `.specbench/predictive/adapt-<key>/` (`adaptation.json` and one checkpoint per
@@ -87,21 +88,44 @@ def adaptation_dir(asr: AsrSection, job_path: Path, checkpoint: Path, graph: Gra
     return work_dir() / "predictive" / f"adapt-{digest}"
 
 
-def _adaptation_rows(speech_cfg: SpeechConfig, voices: tuple[str, ...], per_voice: int) -> list[dict]:
-    """The first `per_voice` planned devel rows of each voice, synthesized (existing WAVs are kept)."""
-    planned = [r for r in plan_utterances(corpus_plan(speech_cfg)).to_pylist() if r["split"] == "devel"]
+def per_voice_count(eval_cfg: EvalAmConfig) -> int:
+    """Devel utterances each voice is adapted on: the most that VTLN or the speaker transform, if on, use."""
+    return max(eval_cfg.vtln.utterances if eval_cfg.vtln.enabled else 0,
+               eval_cfg.speaker_transform.utterances if eval_cfg.speaker_transform.enabled else 0)
+
+
+def pick_adaptation_rows(planned: list[dict], voices: tuple[str, ...], per_voice: int, failed: set[str],
+                         speech_name: str) -> list[dict]:
+    """Each voice's first `per_voice` planned devel rows but the `failed` ones (utt_ids), as in its corpus."""
     wanted = []
     for voice in voices:
-        mine = [r for r in planned if r["voice"] == voice][:per_voice]
+        mine = [r for r in planned if r["split"] == "devel" and r["voice"] == voice]
         if not mine:
-            raise DataError(f"the speech job '{speech_cfg.name}' plans no devel utterance in voice {voice}, so "
+            raise DataError(f"the speech job '{speech_name}' plans no devel utterance in voice {voice}, so "
                             f"its requests cannot be adapted. Fix: add {voice} to its corpus.eval_voices, or "
                             "remove asr.adaptation_job.")
-        wanted += mine
-    shards = [wanted[i:i + speech_cfg.shard_size] for i in range(0, len(wanted), speech_cfg.shard_size)]
-    done = run_tasks(partial(synthesize_shard, corpus_root=corpus_root(speech_cfg)), shards,
-                     progress=f"synthesizing {len(wanted)} adaptation utterances")
-    return [r for shard in done for r in shard if r[STATUS_COLUMN] == STATUS_OK]
+        wanted += [r for r in mine if r["utt_id"] not in failed][:per_voice]
+    return wanted
+
+
+def _adaptation_rows(speech_cfg: SpeechConfig, voices: tuple[str, ...], per_voice: int) -> list[dict]:
+    """`pick_adaptation_rows`, synthesized (existing WAVs are kept; a failed row replaced by the next)."""
+    planned = plan_utterances(corpus_plan(speech_cfg)).to_pylist()
+    done: dict[str, dict] = {}
+    failed: set[str] = set()
+
+    def wanted() -> list[dict]:
+        return pick_adaptation_rows(planned, voices, per_voice, failed, speech_cfg.name)
+
+    while todo := [r for r in wanted() if r["utt_id"] not in done]:
+        shards = [todo[i:i + speech_cfg.shard_size] for i in range(0, len(todo), speech_cfg.shard_size)]
+        for shard in run_tasks(partial(synthesize_shard, corpus_root=corpus_root(speech_cfg)), shards,
+                               progress=f"synthesizing {len(todo)} adaptation utterances"):
+            for r in shard:
+                done[r["utt_id"]] = r
+                if r[STATUS_COLUMN] != STATUS_OK:
+                    failed.add(r["utt_id"])
+    return [done[r["utt_id"]] for r in wanted()]
 
 
 def adapt_voices(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArtifacts) -> VoiceAdaptation | None:
@@ -135,9 +159,7 @@ def _estimate(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArt
     """Choose the warps, fit the transforms, write the checkpoints and then `adaptation.json` (last, so a
     folder without it is an unfinished estimate and is redone)."""
     eval_cfg, speech_cfg = _eval_job(asr, job_path)
-    per_voice = max(eval_cfg.vtln.utterances if eval_cfg.vtln.enabled else 0,
-                    eval_cfg.speaker_transform.utterances if eval_cfg.speaker_transform.enabled else 0)
-    rows = _adaptation_rows(speech_cfg, asr.voices, per_voice)
+    rows = _adaptation_rows(speech_cfg, asr.voices, per_voice_count(eval_cfg))
     root = corpus_root(speech_cfg)
     voices = sorted(asr.voices)
     warps = {v: 1.0 for v in voices}
