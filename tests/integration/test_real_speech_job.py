@@ -10,6 +10,7 @@ import mlflow
 import pytest
 
 from specbench.cli import main
+from specbench.paths import work_dir
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +44,10 @@ def test_recorded_clips_are_decoded_by_every_system_and_reported_per_set(tmp_pat
     assert metrics["asr.real.oov_rate"] == metrics["asr.real.oov_rate.asterisk_test"]
     for system in ("cpu", "twin", "pocketsphinx"):
         assert metrics[f"asr.real.frames_per_second.{system}"] > 0
+    speed = mlflow.artifacts.load_dict(f"{run.info.artifact_uri}/real_speech.json")["speed"]
+    assert speed["pocketsphinx"]["frames"] == speed["cpu"]["frames"]  # the same audio's frames
+    rows = (work_dir() / "real_speech" / "decodes" / "real_speech_quick").glob("pocketsphinx-6.5_8.5_9.5-*")
+    assert sum(len(path.read_text().splitlines()) for path in rows) == 10
 
 
 def test_a_graph_job_of_the_ctc_recipe_is_refused_with_the_fix(tmp_path: Path, slurp_graph: object,

@@ -18,7 +18,7 @@ from specbench.acoustic import sphinx_scores
 from specbench.config import RealSpeechConfig
 from specbench.config.jobs import PocketsphinxSection, RealSearchSection
 from specbench.data.recorded_speech import SPHINX_TESTDATA
-from specbench.data.synthesis import write_wav
+from specbench.data.synthesis import read_wav, write_wav
 from specbench.decoder.cpu import CpuDecoder
 from specbench.decoder.result import STATUS_OVERFLOW
 from specbench.decoder.twin import TwinDecoder
@@ -32,7 +32,10 @@ from specbench.experiments.real_speech.sphinx_decode import (
     decode_chunk,
     decoder_settings,
     fresh_decoder,
+    hypothesis_words,
+    sphinx_lm,
 )
+from specbench.wfst.arpa import read_arpa
 from specbench.wfst.symbols import word_table
 
 pytestmark = pytest.mark.unit
@@ -73,6 +76,31 @@ def test_an_utterance_gets_the_same_result_whatever_its_chunk_decoded_before() -
     assert alone[0].words == after[1].words == ["ten", "of", "clubs"]
     assert alone[0].score is not None and alone[0].score == after[1].score
     assert alone[0].frames == after[1].frames > 0 and alone[0].setup_seconds > 0
+    scorer = sphinx_scores.SphinxSenoneScorer()
+    scorer.setup()
+    samples = sphinx_scores.pcm16(read_wav(Path(a[1]))[0])
+    assert alone[0].frames == len(scorer.score_pcm(samples)) and alone[0].text == "ten of clubs"
+
+
+def test_pocketsphinx_words_are_normalized_without_alternates_fillers_or_markers() -> None:
+    text = "<s> And(2) MR. john <sil> to(3) 12 [NOISE] +NSN+ ++SMACK++ don't </s>"
+    assert hypothesis_words(text) == ["and", "mr", "john", "to", "twelve", "don't"]
+    assert hypothesis_words("<s> <sil> [SPEECH] </s>") == []
+
+
+def test_pocketsphinx_reads_the_lm_with_every_missing_suffix_listed(tmp_path: Path) -> None:
+    """Without 'b c' listed, pocketsphinx 5.1.1 reads p(c | b) as -0.45, not -0.25 - 0.7."""
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text("\\data\\\nngram 1=5\nngram 2=3\nngram 3=1\n\n\\1-grams:\n-1.0 </s>\n-99 <s> -0.3\n"
+                    "-0.5 a -0.2\n-0.6 b -0.25\n-0.7 c\n\n\\2-grams:\n-0.4 <s> a -0.1\n-0.3 a b -0.15\n"
+                    "-0.45 b </s>\n\n\\3-grams:\n-0.05 a b c\n\n\\end\\\n")
+    path = sphinx_lm(arpa, tmp_path / "cache")
+    assert sphinx_lm(arpa, tmp_path / "cache") == path and read_arpa(path).counts == [5, 4, 1]
+    config = pocketsphinx.Config(loglevel="ERROR")
+    theirs = pocketsphinx.NGramModel(config, pocketsphinx.LogMath(float(config["logbase"])), str(path))
+    for gram in [("b", "c"), ("a", "b", "c"), ("<s>", "a", "c"), ("a", "b", "</s>")]:
+        expected = read_arpa(arpa).log10_prob(gram[-1], gram[:-1])
+        assert theirs.prob(list(reversed(gram))) * np.log10(1.0001) == pytest.approx(expected, abs=2e-4)
 
 
 # ---------------------------------------------------------------------------------------------- scores cache

@@ -11,6 +11,7 @@ from dataclasses import asdict
 import pytest
 
 from specbench.config.jobs import GraphConfig, LmSection, SphinxGraphSection
+from specbench.data.recorded_speech import RecordedUtterance
 from specbench.errors import ConfigError, DataError
 from specbench.experiments import graph_recipe as tlg
 from specbench.experiments import sphinx_graph_recipe as sphinx
@@ -55,6 +56,20 @@ def test_stats_json_reads_back_equal_and_a_damaged_one_names_the_fix(module, sta
 def test_perplexity_skips_oov_words_and_counts_the_end_of_sentence(sentences, ppl: float, oov: float) -> None:
     model = ArpaModel(1, [{(w,): (math.log10(p), 0.0) for w, p in (("a", 0.25), ("b", 0.25), ("</s>", 0.5))}])
     assert sphinx._perplexity(model, sentences) == pytest.approx((ppl, oov), rel=1e-9, nan_ok=True)
+
+
+def test_an_oov_word_starts_the_next_words_context_as_in_kenlm_and_srilm() -> None:
+    unigrams = {("<s>",): (-99.0, -0.1), ("a",): (-0.5, -0.2), ("b",): (-0.6, -0.3), ("</s>",): (-0.4, 0.0)}
+    bigrams = {("<s>", "a"): (-0.2, 0.0), ("a", "b"): (-0.1, 0.0), ("b", "</s>"): (-0.3, 0.0)}
+    model = ArpaModel(2, [unigrams, bigrams])
+    # "a x b": p(a | <s>) p(b) p(</s> | b), not p(b | a); "x": p(</s>)
+    assert sphinx._perplexity(model, [["a", "x", "b"], ["x"]]) == pytest.approx((10 ** 0.375, 0.5), rel=1e-12)
+
+
+def test_only_usable_asterisk_and_librivox_transcripts_measure_the_lm() -> None:
+    rows = [RecordedUtterance(s, "u", None, "a b", ok) for s, ok in
+            [("asterisk", "ok"), ("cards", "ok"), ("asterisk", "not speech"), ("librivox", "ok")]]
+    assert sphinx.eval_sentences(rows) == {"asterisk": [["a", "b"]], "librivox": [["a", "b"]]}
 
 
 def test_a_cached_hclg_directory_is_checked_and_picked_as_the_graph(tmp_path) -> None:

@@ -129,18 +129,22 @@ def load_stats(directory: Path) -> SphinxGraphStats:
                         "`specbench graph build JOB.toml --force`.") from err
 
 
+def eval_sentences(utterances: list[recorded_speech.RecordedUtterance]) -> dict[str, list[list[str]]]:
+    """The words of each usable (status `ok`) Asterisk and LibriVox transcript, by set."""
+    ok = [u for u in utterances if u.status == recorded_speech.STATUS_OK]
+    return {name: [u.text.split() for u in ok if u.set == name] for name in ("asterisk", "librivox")}
+
+
 def _eval_texts() -> dict[str, list[list[str]]]:
     """The recorded sets' transcripts (words), only to measure the LM; empty when not installed."""
     try:
-        utterances = recorded_speech.asterisk_prompts() + recorded_speech.sphinx_testdata()
+        return eval_sentences(recorded_speech.asterisk_prompts() + recorded_speech.sphinx_testdata())
     except ToolError:
         return {"asterisk": [], "librivox": []}
-    return {name: [u.text.split() for u in utterances if u.set == name and u.status == recorded_speech.STATUS_OK]
-            for name in ("asterisk", "librivox")}
 
 
 def _perplexity(model: arpa_mod.ArpaModel, sentences: list[list[str]]) -> tuple[float, float]:
-    """Perplexity over in-vocabulary sentences' tokens (OOV words skipped, as SRILM does) and the OOV rate."""
+    """Perplexity (OOV words skipped, the next word's context starting after one, as KenLM's) and OOV rate."""
     vocab = model.vocabulary
     tokens = [w for s in sentences for w in s]
     if not tokens:
@@ -148,9 +152,12 @@ def _perplexity(model: arpa_mod.ArpaModel, sentences: list[list[str]]) -> tuple[
     oov = sum(w not in vocab for w in tokens) / len(tokens)
     total, count = 0.0, 0
     for s in sentences:
-        words = [w for w in s if w in vocab]
-        total += model.sentence_log10(words)
-        count += len(words) + 1
+        history = [arpa_mod.BOS]
+        for w in [*s, arpa_mod.EOS]:
+            if w in vocab:
+                total += model.log10_prob(w, history)
+                count += 1
+            history = [*history, w] if w in vocab else []
     return 10 ** (-total / max(count, 1)), oov
 
 

@@ -56,6 +56,7 @@ from specbench.experiments.real_speech.sphinx_decode import (
     SphinxJob,
     decode_chunk,
     pass_weights_for,
+    sphinx_lm,
 )
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.stage_clock import stage_printer
@@ -194,26 +195,33 @@ def identical_onebest(rows: list[RealUtterance], a: dict[str, dict], b: dict[str
 
 
 def decode_sphinx(rows: list[RealUtterance], lm: Path, weight: float, config: RealSpeechConfig,
-                  pass_weights: tuple[float, float, float] | None = None
+                  pass_weights: tuple[float, float, float] | None = None, out_dir: Path | None = None
                   ) -> tuple[dict[str, list[str]], float, int, float]:
     """pocketsphinx's words per key at tree-pass weight `weight` (the others in pocketsphinx's ratios,
-    `pass_weights_for`; or each pass's own from `pass_weights`), its
-    recognition seconds and frames, and the seconds spent constructing its per-utterance decoders."""
+    `pass_weights_for`; or each pass's own from `pass_weights`), its recognition seconds and frames, and the
+    seconds spent constructing its per-utterance decoders; each chunk's rows go to `out_dir` if given."""
+    lm = sphinx_lm(lm, work_dir() / "real_speech" / "lm")
     jobs = [SphinxJob(tuple((u.key, str(u.wav)) for u in chunk), str(lm), weight,
                       config.pocketsphinx.word_insertion_penalty, pass_weights)
             for chunk in _chunks(rows, config.chunk_utterances)]
-    shown = "/".join(f"{w:.3g}" for w in pass_weights or pass_weights_for(weight))
-    results = run_tasks(decode_chunk, jobs, progress=f"pocketsphinx ({', '.join(LM_WEIGHTS)} {shown})")
+    shown = [f"{w:.3g}" for w in pass_weights or pass_weights_for(weight)]
+    results = run_tasks(decode_chunk, jobs,
+                        progress=f"pocketsphinx ({', '.join(LM_WEIGHTS)} {'/'.join(shown)})")
     words, seconds, frames, setup = {}, 0.0, 0, 0.0
-    for chunk in results:
+    for k, chunk in enumerate(results):
         for r in chunk:
             words[r.key] = r.words
             seconds, frames, setup = seconds + r.seconds, frames + r.frames, setup + r.setup_seconds
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            (out_dir / f"{SPHINX}-{'_'.join(shown)}-{k}.jsonl").write_text("".join(json.dumps(
+                {"id": r.key, "text": r.text, "words": r.words, "score": r.score, "frames": r.frames}) + "\n"
+                for r in chunk))
     return words, seconds, frames, setup
 
 
-def tune_language_weight(tune: list[RealUtterance], lm: Path, config: RealSpeechConfig
-                         ) -> tuple[float, dict[str, float]]:
+def tune_language_weight(tune: list[RealUtterance], lm: Path, config: RealSpeechConfig,
+                         out_dir: Path | None = None) -> tuple[float, dict[str, float]]:
     """pocketsphinx's language weight (the tree pass's; the other passes follow in its ratios) with the lowest WER on `tune`, and the WER of
     each candidate; the one weight listed when there is nothing to choose (`check_tune_prompts` refuses a job
     with several candidates and no tune prompt)."""
@@ -222,7 +230,7 @@ def tune_language_weight(tune: list[RealUtterance], lm: Path, config: RealSpeech
         if not tune:
             raise ValueError("no tune prompts to choose pocketsphinx's language weight on")
         for weight in weights:
-            tuning[f"{weight:g}"] = _wer(tune, decode_sphinx(tune, lm, weight, config)[0])
+            tuning[f"{weight:g}"] = _wer(tune, decode_sphinx(tune, lm, weight, config, out_dir=out_dir)[0])
     return min(weights, key=lambda w: tuning.get(f"{w:g}", 0.0)), tuning
 
 
@@ -353,7 +361,7 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
         beam = min(beams, key=lambda b: (tuning["beam"].get(f"{b:g}", 0.0), b))  # ties: the narrower
         config = replace(config, search=replace(config.search, beam=beam))
     lm = graph.directory / "lm.arpa"
-    weight, tuning["language_weight"] = tune_language_weight(tune, lm, config)
+    weight, tuning["language_weight"] = tune_language_weight(tune, lm, config, out_dir / "tune")
     _log(f"acoustic scale {scale:g}, beam {config.search.beam:g}, pocketsphinx LM weights "
          f"{', '.join(f'{n} {w:.3g}' for n, w in zip(LM_WEIGHTS, pass_weights_for(weight)))}")
     systems, speed, extras, decode_failed = {}, {}, {}, {}
@@ -366,7 +374,7 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
                  f"e.g. {next(iter(decode_failed[backend].items()))}")
         speed[backend] = {"seconds": seconds, "frames": frames, "frames_per_second": frames / max(seconds, 1e-9)}
     if config.pocketsphinx.enabled:
-        words, seconds, frames, setup = decode_sphinx(usable, lm, weight, config)
+        words, seconds, frames, setup = decode_sphinx(usable, lm, weight, config, out_dir=out_dir)
         systems[SPHINX] = words
         speed[SPHINX] = {"seconds": seconds, "frames": frames, "frames_per_second": frames / max(seconds, 1e-9),
                          "setup_seconds": setup}

@@ -15,11 +15,13 @@ Each utterance gets a fresh decoder: pocketsphinx's front end carries state from
 first scores the same audio differently. The LM is read once per chunk (reading a large ARPA file takes
 seconds) and handed to each utterance's decoder (`add_lm`), which reads nothing else from it. The seconds
 reported per utterance cover pocketsphinx's whole recognition (front end, acoustic scoring and search); the
-decoder's construction is timed apart (`setup_seconds`), and the reading of the LM is in neither.
-"""
+decoder's construction is timed apart (`setup_seconds`), and the reading of the LM is in neither."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ from typing import Any
 from specbench.acoustic.sphinx_scores import default_model_dir, pcm16
 from specbench.data.synthesis import read_wav
 from specbench.data.text_norm import normalize
+from specbench.wfst.arpa import ArpaModel, read_arpa, write_arpa
 
 LM_WEIGHTS = ("lw", "fwdflatlw", "bestpathlw")  # pocketsphinx's LM weight of each pass
 DEFAULT_PASS_WEIGHTS = (6.5, 8.5, 9.5)  # pocketsphinx 5.1.1's defaults of LM_WEIGHTS
@@ -54,7 +57,7 @@ class SphinxJob:
 @dataclass(frozen=True)
 class SphinxResult:
     """One utterance: normalized words, pocketsphinx's score of its hypothesis (None without one), the
-    seconds of recognition, the frames, and the seconds spent constructing its fresh decoder."""
+    seconds of recognition, the frames, the seconds spent constructing its fresh decoder, the text."""
 
     key: str
     words: list[str]
@@ -62,6 +65,7 @@ class SphinxResult:
     seconds: float
     frames: int
     setup_seconds: float
+    text: str = ""
 
 
 def dictionary_path() -> Path:
@@ -91,6 +95,33 @@ def fresh_decoder(job: SphinxJob, lm: Any) -> Any:
     return decoder
 
 
+def hypothesis_words(text: str) -> list[str]:
+    """pocketsphinx's words normalized as the references: `to(3)` as `to`, no `<s>`, `<sil>`, `[NOISE]`."""
+    return normalize(" ".join(re.sub(r"\(\d+\)$", "", w) for w in text.split() if w[0] not in "<[+")).split()
+
+
+def with_suffixes(model: ArpaModel) -> ArpaModel:
+    """`model` with each missing suffix of an n-gram listed at its back-off probability: the same model
+    (pocketsphinx 5.1.1 adds one at a value quantized among the listed ones: 0.01 off in log10)."""
+    levels = [dict(level) for level in model.ngrams]
+    for n in range(model.order, 1, -1):
+        for words in list(levels[n - 1]):
+            if words[1:] not in levels[n - 2]:
+                levels[n - 2][words[1:]] = (model.log10_prob(words[-1], words[1:-1]), 0.0)
+    return ArpaModel(model.order, levels)
+
+
+def sphinx_lm(arpa: Path, cache: Path) -> Path:
+    """The LM pocketsphinx reads for `arpa` (`with_suffixes`), written once under `cache` by its content."""
+    path = cache / f"{hashlib.sha256(arpa.read_bytes()).hexdigest()[:20]}.arpa"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        write_arpa(with_suffixes(read_arpa(arpa)), tmp)
+        tmp.replace(path)
+    return path
+
+
 def decode_chunk(job: SphinxJob) -> list[SphinxResult]:
     """One result per utterance of the chunk, each decoded by a fresh decoder."""
     import pocketsphinx
@@ -110,7 +141,8 @@ def decode_chunk(job: SphinxJob) -> list[SphinxResult]:
         decoder.end_utt()
         hyp = decoder.hyp()
         seconds = time.perf_counter() - start
-        words = normalize(hyp.hypstr).split() if hyp is not None and hyp.hypstr else []
-        out.append(SphinxResult(key, words, float(hyp.score) if hyp is not None else None, seconds,
-                                int(decoder.n_frames()), setup))
+        text = (hyp.hypstr if hyp is not None else "") or ""
+        # n_frames() counts one frame more than were searched (output_frame + 1)
+        out.append(SphinxResult(key, hypothesis_words(text), float(hyp.score) if hyp is not None else None,
+                                seconds, int(decoder.n_frames()) - 1, setup, text))
     return out
