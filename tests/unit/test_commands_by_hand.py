@@ -129,6 +129,22 @@ def test_runs_prints_the_newest_first_with_sorted_headline_metrics(runs_store: t
         [ids["r1"][:12], "asr", "r1", "FINISHED", "2023-11-14 22:13", "graph.arcs=2.5, graph.states=1.651e+07"]])
 
 
+def test_runs_flags_a_running_run_whose_process_is_gone(runs_store: tuple[str, dict[str, str]],
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    uri, ids = runs_store
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    for name, pid in (("second-run", gone.pid), ("r1", gone.pid), ("live", os.getpid())):
+        journal_dir().mkdir(parents=True, exist_ok=True)  # r1 ended: never flagged; live: its process runs
+        create = {"op": "create", "run_id": ids.get(name, "0" * 32), "host": socket.gethostname(), "pid": pid}
+        (journal_dir() / f"{name}.jsonl").write_text(json.dumps(create) + "\n")
+    assert main(["--tracking-uri", uri, "runs"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "  RUNNING (process gone)  " in out[1] and out[1].startswith(ids["second-run"][:12])
+    assert "  FINISHED  " in out[2] and out[3].startswith("1 run(s) RUNNING whose process is gone")
+    assert "Fix: `specbench sync`" in out[3]
+
+
 def test_runs_takes_the_limit_and_the_experiment(runs_store: tuple[str, dict[str, str]],
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     uri, ids = runs_store

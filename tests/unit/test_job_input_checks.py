@@ -134,6 +134,8 @@ def test_a_benchmark_verb_names_its_own_argument_or_option(tmp_path: Path, capsy
     assert main(["bench", "graph", str(tmp_path / "missing.toml"), "--no-mlflow"]) != 0
     err = capsys.readouterr().err
     assert "specbench bench graph: argument graph_job = " in err and "missing.toml does not exist" in err, err
+    assert "relative to this one" not in err, err  # an option's path is not relative to a job file
+    assert "job file, by its path from the working directory or its name in jobs/ (e.g." in err, err
     assert main(["bench", "simultrans", "--bpe", str(ROOT / "models" / "mt_waitk.pt"), "--no-mlflow"]) != 0
     err = capsys.readouterr().err
     assert "specbench bench simultrans: option --bpe = " in err and "is not a BPE model" in err, err

@@ -31,6 +31,7 @@ from specbench.tracking.journal import (
     owner_alive,
     read_entries,
     replay,
+    writer,
 )
 
 pytestmark = pytest.mark.unit
@@ -146,6 +147,18 @@ def test_a_writers_liveness_is_told_only_on_its_own_host() -> None:
     assert owner_alive({"host": here + "-elsewhere", "pid": gone.pid}) is None
     assert owner_alive({"host": here + "-elsewhere", "pid": os.getpid()}) is None
     assert owner_alive({"host": here}) is None
+
+
+def test_a_pid_another_process_holds_now_is_not_the_writer() -> None:
+    # as root too, where os.kill(pid, 0) succeeds on any pid
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert owner_alive(writer()) is True
+        assert owner_alive({**writer(), "pid": other.pid}) is False
+        assert owner_alive({"host": socket.gethostname(), "pid": other.pid}) is True  # an older journal
+    finally:
+        other.kill()
+        other.wait()
 
 
 @pytest.fixture

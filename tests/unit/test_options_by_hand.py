@@ -47,6 +47,10 @@ def test_runs_limit_is_at_least_one(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         parser.parse_args(["runs", "--limit", "0"])
     assert "'0' is not a whole number >= 1" in capsys.readouterr().err
+    assert parser.parse_args(["runs", "--limit", "50000"]).limit == 50000
+    with pytest.raises(SystemExit):
+        parser.parse_args(["runs", "--limit", "50001"])
+    assert "--limit: '50001' is more than 50000, the most runs MLflow lists" in capsys.readouterr().err
 
 
 def test_the_parser_defaults_are_the_documented_ones() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy
 from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from mlflow_store import new_store, store_home
@@ -98,6 +99,33 @@ def test_an_ambiguous_prefix_lists_every_run_it_matches(store: Store) -> None:
     said = str(caught.value)
     assert "is ambiguous" in said and "give more characters" in said
     assert sorted(i for i in ids if i in said) == sorted(i for i in ids if i.startswith(digit))
+
+
+def test_an_ambiguous_prefix_lists_the_newest_shown_runs_then_says_there_are_more(store: Store) -> None:
+    for i in range(17):
+        store.client.create_run(store.mt, run_name=f"y{i}")
+    ids = [r.info.run_id for r in store.client.search_runs([store.asr, store.mt], max_results=1000)]
+    digit, count = collections.Counter(i[0] for i in ids).most_common(1)[0]  # count >= 2
+    for shown, more in ((count, False), (count - 1, True)):
+        with pytest.raises(ConfigError) as caught:
+            resolve_run_id(digit, store.uri, shown=shown)
+        said = str(caught.value)
+        assert len([line for line in said.splitlines() if line.startswith(f"  {digit}")]) == shown
+        assert ("\n  ... and more\n" in said) is more
+
+
+def test_a_metric_logged_at_step_0_alone_costs_no_history_query(store: Store) -> None:
+    run = store.client.create_run(store.mt, run_name="many").info.run_id
+    store.client.log_batch(run, metrics=[Metric(f"m{i}", i, 1, 0) for i in range(40)] + [
+        Metric("sweep", 1.0, 1, 0), Metric("sweep", 2.0, 1, 2), Metric("late", 1.0, 1, 5)])
+    queries = []
+    count = lambda conn, cursor, sql, *args: queries.append(sql)  # noqa: E731
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "before_cursor_execute", count)
+    try:
+        assert stepped_metrics(run, store.uri) == {"sweep"}  # "late": one step, not 0
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.engine.Engine, "before_cursor_execute", count)
+    assert len(queries) < 40  # 18 with MLflow 3.17; a history query for each of the 40 took 178
 
 
 def test_a_prefix_of_a_deleted_run_says_it_is_deleted(store: Store) -> None:

@@ -293,6 +293,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_runs(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.reports.headline import HEADLINE_METRICS
+    from specbench.tracking.journal import orphaned_runs
     from specbench.tracking.queries import experiment_names, recent_runs
     from specbench.tracking.store import check_readable_store
 
@@ -306,21 +307,26 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if not rows:
         print("no runs yet: try `specbench run jobs/quick.toml`")
         return 0
+    orphaned = {r.run_id for r in rows if r.status == "RUNNING"} & orphaned_runs()
     header = ["run", "experiment", "name", "status", "started (UTC)", "headline metrics"]
     table = [
         [
             r.run_id[:12],
             r.experiment,
             r.name,
-            r.status,
+            f"{r.status} (process gone)" if r.run_id in orphaned else r.status,
             r.started,
             ", ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items())),
         ]
         for r in rows
     ]
-    widths = [max(len(str(x)) for x in col) for col in zip(header, *table)]
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *table, strict=True)]
     for line in [header, *table]:
-        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths)).rstrip())
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
+    if orphaned:
+        print(f"{len(orphaned)} run(s) RUNNING whose process is gone (killed, or its Ray cluster stopped): "
+              "nothing will end them. Fix: `specbench sync` (with this SPECBENCH_HOME) ends them FAILED from "
+              "their journals.")
     return 0
 
 
@@ -408,6 +414,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     from specbench.benchmarks.harness import emit, failed_backends_message, provenance
     from specbench.config.loader import check_inputs
+    from specbench.errors import SpecbenchError
     from specbench.experiments.registry import JOBS, load_config
     from specbench.paths import project_root
 
@@ -416,7 +423,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     command = f"specbench bench {args.bench_command}"
     config = config_from_args(job.config, args, command)
     job_path = project_root() / "jobs" / f"{kind}.toml"  # where relative job paths resolve (the shipped jobs)
-    check_inputs(job_path, config, load_config, where=lambda _, key: f"{command}: {command_line_name(args, key)}")
+    try:
+        check_inputs(job_path, config, load_config,
+                     where=lambda _, key: f"{command}: {command_line_name(args, key)}")
+    except SpecbenchError as err:  # a job file's fix wording; an option's path is not relative to a job file
+        raise type(err)(str(err).replace("job file, relative to this one", "job file, by its path from the "
+                                         "working directory or its name in jobs/")) from err
     module = importlib.import_module(job.runner.split(":")[0])
     result = provenance(module.measure(config, job_path), config)
     result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)

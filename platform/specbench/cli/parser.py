@@ -302,13 +302,16 @@ def _add_compare(sub) -> None:  # noqa: ANN001
 
 
 def _at_least_one(text: str) -> int:
-    """An argparse type: a whole number >= 1 (argparse names the option and the value on failure)."""
+    """An argparse type: a whole number from 1 to 50,000, the most runs one MLflow search returns (argparse
+    names the option and the value on failure)."""
     try:
         value = int(text)
     except ValueError:
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1 (e.g. 20)")
+    if value > 50_000:
+        raise argparse.ArgumentTypeError(f"{text!r} is more than 50000, the most runs MLflow lists at once")
     return value
 
 

@@ -84,8 +84,8 @@ class Comparison:
 def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_all: bool = True) -> Comparison:
     """Load the runs, given by full ids or unique prefixes (`resolve_run_id`: a clear error names a missing
     or ambiguous one); the comparison holds the full ids. Which metrics were logged at several steps is
-    looked up for the metrics that differ, or for all with `show_all` (one history query per metric and run:
-    those that do not differ are not shown without it)."""
+    looked up for the metrics that differ, or for all with `show_all` (`stepped_metrics`: a history query
+    only for a metric whose latest step is not 0)."""
     if len(run_ids) < 2:
         raise ConfigError(f"compare needs at least two run ids, got {len(run_ids)}. Fix: give two or more "
                           "run ids (or prefixes of them) from `specbench runs`.")

@@ -33,7 +33,7 @@ from mlflow.exceptions import MlflowException, RestException
 from mlflow.tracking import MlflowClient
 
 from specbench.errors import SpecbenchError
-from specbench.paths import work_dir
+from specbench.paths import work_dir, work_dir_location
 from specbench.tracking.store import ENV_URI, OPTION, resolve_tracking_uri, uri_source
 
 T = TypeVar("T")
@@ -220,14 +220,25 @@ def replay_lock(path: Path) -> Iterator[bool]:
 
 
 def writer() -> dict[str, Any]:
-    """The host and process id a run's `create` operation records (see `owner_alive`)."""
-    return {"host": socket.gethostname(), "pid": os.getpid()}
+    """The host, pid and process start a run's `create` operation records (see `owner_alive`)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": process_start(os.getpid())}
+
+
+def process_start(pid: int) -> str | None:
+    """When process `pid` started (boot id and clock ticks since boot); None where /proc does not say."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8", errors="replace")
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
+        return f"{boot}:{stat.rpartition(')')[2].split()[19]}"  # field 22
+    except (OSError, IndexError):
+        return None
 
 
 def owner_alive(create: dict[str, Any]) -> bool | None:
     """Whether the process that writes a journal (its `create` operation's host and pid) still runs: True or
     False on the host it ran on; None where that cannot be told here (another host, or a journal that does not
-    name its writer). A reused pid reads as alive, which only makes `sync` wait."""
+    name its writer). A pid another process holds now reads as gone where the journal records its writer's
+    start (`writer`), else as alive."""
     pid = create.get("pid")
     if create.get("host") != socket.gethostname() or not isinstance(pid, int):
         return None
@@ -235,9 +246,24 @@ def owner_alive(create: dict[str, Any]) -> bool | None:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:  # a process of another user holds that pid
-        return True
-    return True
+    except PermissionError:  # a process of another user holds that pid (never raised for root)
+        pass
+    now = process_start(pid)
+    return not (create.get("started") and now and now != create["started"])
+
+
+def orphaned_runs() -> set[str]:
+    """The ids of the runs whose journal here names a writer that is gone (`owner_alive` False)."""
+    found = set()
+    for path in (work_dir_location() / "journal").glob("*.jsonl"):
+        try:
+            with path.open(encoding="utf-8") as fh:
+                first = json.loads(fh.readline())
+        except (OSError, ValueError):
+            continue
+        if isinstance(first, dict) and isinstance(first.get("run_id"), str) and owner_alive(first) is False:
+            found.add(first["run_id"])
+    return found
 
 
 class DamagedJournal(SpecbenchError):

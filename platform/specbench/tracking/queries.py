@@ -91,10 +91,12 @@ def get_run(run_id: str, tracking_uri: str | None = None) -> RunRow:
 @server_checked
 def stepped_metrics(run_id: str, tracking_uri: str | None = None, names: Iterable[str] | None = None) -> set[str]:
     """The run's metrics (of `names`, when given) logged at more than one step (a sweep, one step per point):
-    the run's value of such a metric is only its last step's. One history query per metric looked at."""
+    the run's value of such a metric is only its last step's. The run's latest values carry their (highest)
+    step: one history query per metric whose latest step is not 0 (specbench logs no step below 0, so a metric
+    whose latest step is 0 was logged at that step alone), none for the others."""
     quiet_mlflow()
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
-    keys = client.get_run(run_id).data.metrics.keys()
+    keys = {m.key for m in client.get_run(run_id).data.to_proto().metrics if m.step != 0}
     if names is not None:
         keys = keys & set(names)
     return {k for k in keys if len({m.step for m in client.get_metric_history(run_id, k)}) > 1}
@@ -132,11 +134,11 @@ _FULL_ID_LENGTH = 32
 
 
 @server_checked
-def resolve_run_id(prefix: str, tracking_uri: str | None = None) -> str:
+def resolve_run_id(prefix: str, tracking_uri: str | None = None, shown: int = _SHOWN_MATCHES) -> str:
     """The full id of the one run whose id starts with `prefix` (any unique prefix, such as the 12
     characters `specbench runs` prints; a full 32-character id is looked up directly, deleted runs
-    included). Raises `ConfigError` when no run matches, or when several do (listing them: id, experiment,
-    name)."""
+    included). Raises `ConfigError` when no run matches, or when several do (listing the newest `shown`
+    of them: id, experiment, name; then "... and more" when there are more)."""
     quiet_mlflow()
     uri = resolve_tracking_uri(tracking_uri)
     wanted = prefix.strip().lower()
@@ -154,7 +156,7 @@ def resolve_run_id(prefix: str, tracking_uri: str | None = None) -> str:
     names = {e.experiment_id: e.name for e in client.search_experiments()}
     matches = client.search_runs(list(names), filter_string=f"attributes.run_id LIKE '{wanted}%'",
                                  order_by=["attributes.start_time DESC"],
-                                 max_results=_SHOWN_MATCHES + 1) if names else []
+                                 max_results=shown + 1) if names else []
     if not matches:
         gone = client.search_runs([e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)],
                                   filter_string=f"attributes.run_id LIKE '{wanted}%'", run_view_type=ViewType.ALL,
@@ -169,8 +171,8 @@ def resolve_run_id(prefix: str, tracking_uri: str | None = None) -> str:
     if len(matches) == 1:
         return matches[0].info.run_id
     lines = [f"  {r.info.run_id}  {names.get(r.info.experiment_id, r.info.experiment_id)}  "
-             f"{r.info.run_name or '-'}" for r in matches[:_SHOWN_MATCHES]]
-    more = "\n  ... and more" if len(matches) > _SHOWN_MATCHES else ""
+             f"{r.info.run_name or '-'}" for r in matches[:shown]]
+    more = "\n  ... and more" if len(matches) > shown else ""
     raise ConfigError(f"run id prefix {prefix!r} is ambiguous: it matches several runs in {uri} "
                       "(id, experiment, name):\n" + "\n".join(lines) + more +
                       "\nFix: give more characters of the run id.")
