@@ -120,7 +120,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
                            "factors are medians over rounds and speedup_cuda_vs_cpu the median of the "
                            "per-round ratios (before: one pass of each, one after the other)"),
     JobKind(cfg.BenchDecoderConfig, f"{_BENCH}.decoder.bench:execute",
-            ("decoder.onebest_identical", "decoder.cpu_vs_kaldi", "decoder.lattice_density")),
+            ("decoder.onebest_identical", "decoder.cpu_vs_kaldi_median", "decoder.lattice_density")),
     JobKind(cfg.BenchSimultransConfig, f"{_BENCH}.simultrans:execute",
             metrics_version=2,
             metrics_change="batched, one sentence at a time and the whole set are timed alternately in "
