@@ -5,6 +5,7 @@ every order below the highest."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -119,3 +120,53 @@ def test_an_ngram_whose_context_is_not_listed_is_refused_as_g_never_reaches_it(t
     assert cost == pytest.approx(expected, rel=1e-6)
     with pytest.raises(ArpaFormatError, match="line 19: the 3-gram 'b a b' has no 2-gram 'b a' listed"):
         read_arpa(arpa)
+
+
+# "a b c" is listed, and a context of 4-grams, while its suffix "b c" is not; "a b c a" is listed while
+# neither "b c a" nor "c a" is
+FOURGRAM = """\\data\\
+ngram 1=5
+ngram 2=4
+ngram 3=3
+ngram 4=3
+
+\\1-grams:
+-1.0\t</s>
+-99\t<s>\t-0.5
+-0.6\ta\t-0.3
+-0.7\tb\t-0.2
+-0.8\tc\t-0.4
+
+\\2-grams:
+-0.4\t<s> a\t-0.25
+-0.5\ta b\t-0.15
+-0.3\tb a\t-0.1
+-0.3\tc </s>
+
+\\3-grams:
+-0.1\t<s> a b\t-0.2
+-0.2\ta b c\t-0.35
+-0.2\tb a b\t-0.1
+
+\\4-grams:
+-0.05\t<s> a b c
+-0.1\ta b c a
+-0.1\tb a b c
+
+\\end\\
+"""
+
+
+def test_g_scores_ngrams_whose_suffix_is_not_listed_as_the_model(tmp_path: Path) -> None:
+    """Pruned models list n-grams whose suffix is not listed: in G (arpa2fst) such an n-gram leads to a state
+    that backs off at weight 1 to its longest listed suffix, so every sentence of up to four words costs what
+    the model says (no back-off path of this model is cheaper than a listed n-gram, as G would take it)."""
+    arpa, words_txt, g_path = tmp_path / "lm.arpa", tmp_path / "words.txt", tmp_path / "G.fst"
+    arpa.write_text(FOURGRAM)
+    words = word_table(["a", "b", "c"])
+    words.write(words_txt)
+    arpa_to_g(arpa, words_txt, g_path)
+    lm = read_arpa(arpa)
+    for sentence in itertools.chain.from_iterable(itertools.product("abc", repeat=n) for n in range(5)):
+        cost = _g_cost(g_path, [words[w] for w in sentence], words["#0"])
+        assert cost == pytest.approx(-math.log(10) * lm.sentence_log10(sentence), rel=1e-6), sentence
