@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench.config import BenchDecoderConfig
-from specbench.errors import ConfigError
+from specbench.errors import ConfigError, DataError
 from specbench.experiments.registry import load_config
 
 pytestmark = pytest.mark.unit
@@ -122,6 +122,19 @@ def test_the_graph_benchmark_alternates_the_loaders_and_reports_medians_of_their
         assert got[f"csr_load_{form}_seconds"] == pytest.approx(median(seconds[f"csr_load_{form}"]))
     assert got["kaldifst_arc_iteration_seconds"] == pytest.approx(median(walk))
     assert got["profile_seconds"]["kaldifst_arc_iteration_all_rounds"] == pytest.approx(sum(walk))
+
+
+def test_a_graph_kaldifst_reads_otherwise_is_named_with_the_state_and_arc(tmp_path: Path) -> None:
+    import kaldifst
+
+    from specbench.benchmarks.graph import check_same_graph
+    from specbench.wfst.graph import read_graph
+
+    for w in (1, 2):
+        kaldifst.StdConstFst(kaldifst.compile(f"0 1 1 1 {w}\n1 0\n")).write(str(tmp_path / str(w)))
+    check_same_graph(tmp_path / "1", ours := read_graph(tmp_path / "1"))
+    with pytest.raises(DataError, match=r"state 0: its arc .* \(1, 1, 1, 1\.0\) vs \(1, 1, 1, 2\.0\)\. Fix"):
+        check_same_graph(tmp_path / "2", ours)
 
 
 def test_the_acoustic_benchmark_alternates_rounds_and_reports_medians_of_their_ratios(tmp_path: Path) -> None:

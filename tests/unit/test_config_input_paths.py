@@ -67,7 +67,8 @@ def test_the_hclg_benchmark_reads_the_real_speech_score_folder_under_specbench_h
     monkeypatch.setenv("SPECBENCH_HOME", str(home))
     job = ROOT / "jobs/bench_decoder_hclg.toml"
     folder = home.resolve() / "real_speech/scores"
-    with pytest.raises(DataError, match=rf"{re.escape(str(folder))} does not exist"):
+    with pytest.raises(DataError, match=rf"{re.escape(str(folder))} does not exist\. Fix: write them first "
+                                        r"\(`specbench run jobs/real_speech\.toml`\), or"):
         validate(job)
     folder.mkdir(parents=True)
     validate(job)  # a folder is allowed here: workload = "real_speech"

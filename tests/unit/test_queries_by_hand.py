@@ -2,7 +2,7 @@
 times, steps and ids: `recent_runs` is newest first, limited, filtered by experiment and by metric name (none
 named: all); `stepped_metrics` names only metrics logged at two or more distinct steps; `run_minutes` is the
 wall-clock time between start and end; `resolve_run_id` takes a prefix in either case, never a substring from
-the middle of an id, and lists the runs an ambiguous prefix matches."""
+the middle of an id, and lists the runs an ambiguous prefix matches; both read every experiment."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from mlflow.entities import Metric
 from mlflow.tracking import MlflowClient
 from mlflow_store import new_store, store_home
 
+from specbench.cli import main
 from specbench.errors import ConfigError
 from specbench.tracking.queries import recent_runs, resolve_run_id, run_minutes, stepped_metrics
 
@@ -134,3 +135,17 @@ def test_a_prefix_of_a_deleted_run_says_it_is_deleted(store: Store) -> None:
     with pytest.raises(ConfigError, match=f"matches only run {run} \\(gone\\) .* which is deleted"):
         resolve_run_id(run[:12], store.uri)
     assert resolve_run_id(run, store.uri) == run  # the full id still reads it
+
+
+def test_runs_past_1000_experiments_or_deleted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    client = MlflowClient(uri := new_store(tmp_path))
+    run = client.create_run("0", run_name="old").info.run_id  # Default: the oldest
+    with sqlalchemy.create_engine(uri).begin() as db:  # 1,000 newer ones
+        db.execute(sqlalchemy.text("INSERT INTO experiments (name, lifecycle_stage, creation_time) VALUES "
+                                   "(:n, 'active', 9999999999999)"), [{"n": f"e{i}"} for i in range(1000)])
+    assert [r.name for r in recent_runs(uri) + recent_runs(uri, experiment="Default")] == ["old", "old"]
+    assert resolve_run_id(run[:12], uri) == run
+    client.delete_experiment("0")
+    assert main(["--tracking-uri", uri, "runs", "--experiment", "Default"]) == 2
+    err = capsys.readouterr().err
+    assert "is deleted, so its runs are hidden. Fix: restore it" in err and f"={uri} mlflow" in err

@@ -8,6 +8,7 @@ CSR from a vector copy, kaldifst), so that a busy machine slows them alike: ever
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import tempfile
 import time
@@ -23,7 +24,7 @@ from specbench.errors import DataError
 from specbench.experiments.graph import run_graph
 from specbench.experiments.job_refs import referenced_job
 from specbench.hardware import describe
-from specbench.wfst.graph import read_graph
+from specbench.wfst.graph import CsrGraph, read_graph
 
 
 def walk_with_kaldifst(path: Path) -> tuple[int, float, float]:
@@ -38,6 +39,20 @@ def walk_with_kaldifst(path: Path) -> tuple[int, float, float]:
             arcs += 1
             total += arc.weight.value
     return arcs, total, read_s
+
+
+def check_same_graph(path: Path, csr: CsrGraph) -> None:
+    """A DataError naming the first state and arc where `csr` and kaldifst read `path` otherwise."""
+    fst = kaldifst.StdConstFst.read(str(path))
+    for s in range(max(csr.num_states, fst.num_states)):
+        theirs = sorted((a.ilabel, a.olabel, a.nextstate, a.weight.value)
+                        for a in (kaldifst.ArcIterator(fst, s) if s < fst.num_states else ()))
+        ours = sorted(arc for a in (csr.epsilon, csr.emitting) if s < csr.num_states for arc in zip(
+            *(x[a.state_arcs(s)].tolist() for x in (a.ilabel, a.olabel, a.dest, a.weight)), strict=True))
+        if diff := next((p for p in itertools.zip_longest(ours, theirs) if p[0] != p[1]), None):
+            raise DataError(f"{path}: our CSR reader and kaldifst differ at state {s}: its arc (ilabel, "
+                            f"olabel, next state, weight) {diff[0]} vs {diff[1]}. "
+                            "Fix: rebuild it (`specbench graph build JOB --force`, JOB: the graph_job).")
 
 
 def compare_loaders(path: Path, rounds: int = 3) -> dict[str, Any]:
@@ -62,7 +77,7 @@ def compare_loaders(path: Path, rounds: int = 3) -> dict[str, Any]:
             reads.append(read_s)
     ours = float(np.sum(csr.emitting.weight, dtype=np.float64) + np.sum(csr.epsilon.weight, dtype=np.float64))
     if walked != csr.num_arcs or abs(ours - checksum) > 1e-3 * max(1.0, abs(checksum)):
-        raise AssertionError(f"CSR and kaldifst disagree: {csr.num_arcs} vs {walked} arcs")
+        check_same_graph(path, csr)
     walk = seconds["kaldifst_arc_iteration"]
     median = statistics.median
     result: dict[str, Any] = {"graph_states": csr.num_states, "graph_arcs": csr.num_arcs, "rounds": rounds,

@@ -295,12 +295,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from specbench.reports.headline import HEADLINE_METRICS
     from specbench.tracking.journal import orphaned_runs
     from specbench.tracking.queries import experiment_names, recent_runs
-    from specbench.tracking.store import check_readable_store
+    from specbench.tracking.store import check_readable_store, resolve_tracking_uri
 
     check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
     rows = recent_runs(args.tracking_uri, args.limit, args.experiment, list(HEADLINE_METRICS))
     if not rows and args.experiment is not None:
-        known = experiment_names(args.tracking_uri)
+        known, gone = (experiment_names(args.tracking_uri, d) for d in (False, True))
+        if args.experiment in gone:
+            uri, number = resolve_tracking_uri(args.tracking_uri), gone[args.experiment]
+            fix = f"MLFLOW_TRACKING_URI={uri} mlflow experiments restore --experiment-id {number}"
+            raise ConfigError(f"--experiment {args.experiment}: the experiment is deleted, so its runs are "
+                              f"hidden. Fix: restore it in the MLflow UI or with `{fix}`.")
         if args.experiment not in known:
             raise ConfigError(f"--experiment {args.experiment}: no such experiment in the store. Fix: pick one "
                               f"of: {', '.join(sorted(known)) or '(none yet)'}.")

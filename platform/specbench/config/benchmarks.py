@@ -61,8 +61,10 @@ class BenchAcousticConfig(BenchConfig):
     rounds: int = field(default=3, metadata=_range(1, 100))
 
 
-SCORES_FIX = ("Fix: write them first (`specbench run jobs/am_eval.toml`; for workload = \"real_speech\", "
-              "`specbench run jobs/real_speech.toml`), or set the key to existing scores (.parquet or .npz).")
+SCORES_FIX = ("Fix: write them first (`specbench run jobs/am_eval.toml`), or set the key to existing scores "
+              "(.parquet or .npz).")
+REAL_SPEECH_SCORES_FIX = ("Fix: write them first (`specbench run jobs/real_speech.toml`), or set the key to "
+                          "that job's score folder.")
 GRAPH_FILE_FIX = ("Fix: set it to an OpenFst graph file (`specbench graph build JOB.toml` prints where it writes "
                   "one), or leave it out to build the graph of `graph_job`.")
 
@@ -82,7 +84,7 @@ class BenchDecoderConfig(BenchConfig):
     # .parquet or .npz (workload real_speech: a .parquet or a folder of them)
     scores: Path = field(default=Path(".specbench/scores/am_slurp/test.parquet"),
                          metadata=_input(SCORES_FIX, unless="scores_job",
-                                         folder_when=("workload", "real_speech")))
+                                         folder_when=("workload", "real_speech", REAL_SPEECH_SCORES_FIX)))
     # an `eval_am` job (relative to the job file) whose test scores to decode instead of `scores`: the ones
     # it writes to the work directory's scores/<its name>/test.parquet (a suite runs it first)
     scores_job: Path | None = field(default=None, metadata=_input(EVAL_AM_JOB_FIX, "job", "eval_am"))

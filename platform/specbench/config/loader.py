@@ -197,14 +197,15 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
 
 def config_input(fix: str, relative_to: str = "project", kind: str | None = None,
                  unless: str | None = None, reads: str | None = None,
-                 folder_when: tuple[str, Any] | None = None) -> dict[str, Any]:
+                 folder_when: tuple[Any, ...] | None = None) -> dict[str, Any]:
     """Field metadata: the field names a file the job reads, relative to the project root (`"project"`,
     resolved by `paths.from_root`: `.specbench/...` is in the work directory) or to the job file (`"job"`);
     `fix` ("Fix: ...") says how to make it; `kind`: the file is a job file of that kind; `unless`: another
     field of the same section that, when set, replaces this one (the file is then not read); `reads`: the
     kind of model file it must hold (a key of `input_files.KINDS`); `folder_when`: (field, value): it may
     name a folder instead of a file where that field of the same section has that value (otherwise it must
-    be a file). `check_inputs` checks it exists (and is of that kind, or holds that kind of model)."""
+    be a file; a third item: the fix there). `check_inputs` checks it exists (and is of that kind, or holds
+    that kind of model)."""
     if relative_to not in ("project", "job"):
         raise ValueError(f"relative_to must be 'project' or 'job', got {relative_to!r}")
     if folder_when is not None and (kind is not None or reads is not None):
@@ -318,8 +319,9 @@ def _inputs(job_path: Path, config: Any,
                 value if value.is_absolute() else (job_path.parent / value).resolve())
             folder: bool | str = False
             if "input_folder_when" in f.metadata:
-                other, wanted = f.metadata["input_folder_when"]
+                other, wanted, *there = f.metadata["input_folder_when"]
                 folder = getattr(config, other) == wanted or f'{prefix}{other} = "{wanted}"'
+                fix = there[0] if there and folder is True else fix
             yield prefix + f.name, value, resolved, fix, kind, reads, folder
 
 

@@ -47,13 +47,23 @@ class RunRow:
     params: dict[str, str] = field(default_factory=dict)  # filled by `get_run`
 
 
+def all_experiments(client: MlflowClient, view: int = ViewType.ACTIVE_ONLY) -> list[Any]:
+    """Every experiment of the store (MLflow hands them back 1,000 at a time)."""
+    found, token = [], None
+    while True:
+        page = client.search_experiments(view_type=view, page_token=token)
+        found += page
+        if not (token := page.token):
+            return found
+
+
 @server_checked
 def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: str | None = None,
                 metric_names: Sequence[str] = ()) -> list[RunRow]:
     """The latest `limit` runs (newest first), optionally of one experiment, with the named metrics."""
     quiet_mlflow()
     client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
-    experiments = client.search_experiments()
+    experiments = all_experiments(client)
     if experiment is not None:
         experiments = [e for e in experiments if e.name == experiment]
     if not experiments:
@@ -70,10 +80,12 @@ def recent_runs(tracking_uri: str | None = None, limit: int = 20, experiment: st
 
 
 @server_checked
-def experiment_names(tracking_uri: str | None = None) -> list[str]:
-    """The names of the store's experiments."""
+def experiment_names(tracking_uri: str | None = None, deleted: bool = False) -> dict[str, str]:
+    """The store's experiments (or its deleted ones), name: id."""
     quiet_mlflow()
-    return [e.name for e in MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri)).search_experiments()]
+    view = ViewType.DELETED_ONLY if deleted else ViewType.ACTIVE_ONLY
+    client = MlflowClient(tracking_uri=resolve_tracking_uri(tracking_uri))
+    return {e.name: e.experiment_id for e in all_experiments(client, view)}
 
 
 @server_checked
@@ -153,12 +165,12 @@ def resolve_run_id(prefix: str, tracking_uri: str | None = None, shown: int = _S
             if err.error_code != "RESOURCE_DOES_NOT_EXIST":
                 raise
             raise _unknown(prefix, uri) from err
-    names = {e.experiment_id: e.name for e in client.search_experiments()}
+    names = {e.experiment_id: e.name for e in all_experiments(client)}
     matches = client.search_runs(list(names), filter_string=f"attributes.run_id LIKE '{wanted}%'",
                                  order_by=["attributes.start_time DESC"],
                                  max_results=shown + 1) if names else []
     if not matches:
-        gone = client.search_runs([e.experiment_id for e in client.search_experiments(view_type=ViewType.ALL)],
+        gone = client.search_runs([e.experiment_id for e in all_experiments(client, ViewType.ALL)],
                                   filter_string=f"attributes.run_id LIKE '{wanted}%'", run_view_type=ViewType.ALL,
                                   max_results=1)
         if gone:
