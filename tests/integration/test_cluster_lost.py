@@ -6,6 +6,7 @@ the job, not a traceback."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -71,11 +72,14 @@ def test_following_a_job_whose_cluster_stops_is_an_error(tmp_path: Path,
         address = start_head(env, temp)
         assert main(["jobs", "--address", address]) == 0
         assert f"no jobs at {address}" in capsys.readouterr().out
-        job = client(address).submit_job(entrypoint="sleep 40")
+        job = client(address).submit_job(entrypoint="echo started; sleep 40")
         follow = subprocess.Popen([sys.executable, "-m", "specbench", "logs", job, "--address", address,
                                    "--follow"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   env=env)
-        time.sleep(3.0)  # following
+        seen, deadline = "", time.monotonic() + 120  # following once the job's line is out, however slowly
+        while "\nstarted\n" not in f"\n{seen}" and time.monotonic() < deadline and follow.poll() is None:
+            if select.select([follow.stdout], [], [], 1)[0]:
+                seen += os.read(follow.stdout.fileno(), 1 << 16).decode()
         stop_cluster(temp)
         out, err = follow.communicate(timeout=30)
     finally:

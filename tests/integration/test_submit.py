@@ -17,6 +17,7 @@ from cluster_processes import start_head, stop_cluster
 from ray._raylet import AuthenticationTokenLoader
 
 from specbench.cli import main
+from specbench.errors import SpecbenchError
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,7 +50,8 @@ def test_submitted_job_runs_on_the_cluster_and_logs_to_mlflow(ray_head: str, tmp
     job_id = out.split(" as ", 1)[1].split(" ", 1)[0]
     assert "SUCCEEDED" in out
     assert main(["jobs", "--address", ray_head]) == 0
-    assert job_id in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert job_id in out and "STARTED (UTC)" in out.splitlines()[0], out
     assert main(["logs", job_id, "--address", ray_head]) == 0
     assert "speculation-only gain" in capsys.readouterr().out  # the job summary, followed
     mlflow.set_tracking_uri(uri)
@@ -80,6 +82,8 @@ def test_a_local_store_inside_rays_working_dir_is_refused_before_any_run(
 
 def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    from specbench.runtime.jobs import status
+
     bad = ROOT / "tests" / "jobs" / "simultrans_tiny.toml"
     assert main(["submit", str(bad), "--address", "http://127.0.0.1:9"]) == 2
     assert "cannot reach the Ray Jobs API" in capsys.readouterr().err
@@ -92,17 +96,23 @@ def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Pa
     broken.write_text('kind = "simultrans"\nbeam = 3\n')
     assert main(["submit", str(broken), "--address", ray_head]) == 2
     assert "unknown key" in capsys.readouterr().err
-    assert main(["logs", "nope", "--address", ray_head]) == 2
+    for follow in ([], ["--follow"]):
+        assert main(["logs", "nope", "--address", ray_head, *follow]) == 2
+        err = capsys.readouterr().err
+        assert f"no job 'nope' at {ray_head}. Fix: list its jobs with `specbench jobs" in err, err
+    with pytest.raises(SpecbenchError, match="no job 'nope' at"):  # not a cluster that stopped answering
+        status(ray_head, "nope")
 
 
 def test_a_followed_job_that_fails_and_a_refused_token_are_said_so(
         ray_head: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from specbench.runtime.jobs import client
 
-    job = client(ray_head).submit_job(entrypoint="echo started; exit 3")
+    job = client(ray_head).submit_job(entrypoint="seq 3000; sleep 2; echo started; exit 3")
     assert main(["logs", job, "--address", ray_head, "--follow"]) == 1
-    out = capsys.readouterr().out
-    assert "started" in out and out.endswith(f"\njob {job}: FAILED\n"), out
+    out = capsys.readouterr().out  # each line once, in order, across a quiet spell (Ray's own lines beside)
+    lines = [line for line in out.splitlines() if line.isdigit() or line == "started"]
+    assert lines == [*map(str, range(1, 3001)), "started"] and out.endswith(f"\njob {job}: FAILED\n"), out
     loader = AuthenticationTokenLoader.instance()  # Ray's cache of the token
     with monkeypatch.context() as patch:
         patch.setenv("RAY_AUTH_TOKEN", "not-its-token")

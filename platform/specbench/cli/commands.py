@@ -135,13 +135,15 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if not jobs:
         print(f"no jobs at {args.address} (since the cluster started): submit one with `specbench submit "
               f"JOB.toml --address {args.address}`")
+    else:
+        print(f"{'JOB':32} {'STATUS':10} {'STARTED (UTC)':16}  ENTRYPOINT")
     for job in jobs:
         when = (
             datetime.datetime.fromtimestamp(job.start_time, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
             if job.start_time
             else "-"
         )
-        print(f"{job.job_id:32} {job.status:10} {when}  {job.entrypoint}")
+        print(f"{job.job_id:32} {job.status:10} {when:16}  {job.entrypoint}")
     return 0
 
 

@@ -21,9 +21,10 @@ from __future__ import annotations
 import os
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 # first, and kept first (an import sorter would move it): sets Ray's auth mode before `import ray`
@@ -35,6 +36,7 @@ from specbench.errors import SpecbenchError  # noqa: E402
 
 AGENT_WAIT_S = 90.0  # how long a submission waits for a freshly started cluster's job agent
 ANSWER_WAIT_S = 10.0  # how long the dashboard has to answer (Ray's client waits for ever on a silent host)
+T = TypeVar("T")
 EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
 
 
@@ -169,11 +171,18 @@ def list_jobs(address: str) -> list[JobInfo]:
     return sorted(out, key=lambda j: j.start_time or 0.0)
 
 
-def status(address: str, job_id: str) -> str:
-    jobs = client(address)
+def status(address: str, job_id: str, jobs: JobSubmissionClient | None = None) -> str:
+    return str(_ask(address, job_id, (jobs or client(address)).get_job_status))
+
+
+def _ask(address: str, job_id: str, call: Callable[[str], T]) -> T:
+    """`call(job_id)`; a job the cluster does not know is an error naming it, any other failure a lost one."""
     try:
-        return str(jobs.get_job_status(job_id))
+        return call(job_id)
     except Exception as err:  # noqa: BLE001 - requests' and Ray's errors alike: the dashboard went away
+        if "status code 404" in str(err):
+            raise SpecbenchError(f"no job {job_id!r} at {address}. Fix: list its jobs with `specbench jobs "
+                                 f"--address {address}`") from err
         raise _lost(address, job_id) from err
 
 
@@ -181,11 +190,7 @@ def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0) ->
     """The job's log text; with `follow`, new text as it comes until the job ends. A dashboard that stops
     answering while the logs are followed (the cluster stopped) is a SpecbenchError, not a traceback."""
     jobs = client(address)
-    try:
-        seen = jobs.get_job_logs(job_id)
-    except Exception as err:  # noqa: BLE001
-        raise SpecbenchError(f"no job {job_id!r} at {address}: {str(err).rstrip('. ')}. Fix: list them with `specbench jobs "
-                             f"--address {address}`") from err
+    seen = _ask(address, job_id, jobs.get_job_logs)
     yield seen
     try:
         while follow and not JobStatus(jobs.get_job_status(job_id)).is_terminal():
