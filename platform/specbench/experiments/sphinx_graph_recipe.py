@@ -144,21 +144,13 @@ def _eval_texts() -> dict[str, list[list[str]]]:
 
 
 def _perplexity(model: arpa_mod.ArpaModel, sentences: list[list[str]]) -> tuple[float, float]:
-    """Perplexity (OOV words skipped, the next word's context starting after one, as KenLM's) and OOV rate."""
-    vocab = model.vocabulary
+    """Perplexity (`ArpaModel.perplexity`: the LM has no `<unk>`, so OOV words are left out and the next
+    word's context starts after one, as KenLM's) and OOV rate."""
     tokens = [w for s in sentences for w in s]
     if not tokens:
         return float("nan"), float("nan")
-    oov = sum(w not in vocab for w in tokens) / len(tokens)
-    total, count = 0.0, 0
-    for s in sentences:
-        history = [arpa_mod.BOS]
-        for w in [*s, arpa_mod.EOS]:
-            if w in vocab:
-                total += model.log10_prob(w, history)
-                count += 1
-            history = [*history, w] if w in vocab else []
-    return 10 ** (-total / max(count, 1)), oov
+    vocab = model.vocabulary
+    return model.perplexity(sentences), sum(w not in vocab for w in tokens) / len(tokens)
 
 
 def pruned_lm(config: GraphConfig, step) -> tuple[arpa_mod.ArpaModel, tuple[int, ...], arpa_prune.PruneReport]:
