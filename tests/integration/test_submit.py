@@ -7,7 +7,11 @@ the other integration tests (`isolated`)."""
 from __future__ import annotations
 
 import os
+import select
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -121,3 +125,39 @@ def test_a_followed_job_that_fails_and_a_refused_token_are_said_so(
     loader.reset_cache()
     err = capsys.readouterr().err
     assert "refused the connection for its token auth" in err and "start the cluster" not in err, err
+
+
+def test_following_a_job_on_a_frozen_dashboard_ends_with_an_error(ray_head: str) -> None:
+    """A dashboard frozen (SIGSTOP) while a job is followed: the follower gives up after POLL_WAIT_S, where
+    Ray's client would wait for ever. Last in the module, as it freezes the dashboard."""
+    from specbench.runtime.jobs import POLL_WAIT_S, client
+
+    job = client(ray_head).submit_job(entrypoint="echo started; sleep 60")
+    port = ray_head.rsplit(":", 1)[1]
+    dashboard = next(int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit()
+                     and b"dashboard.py" in (cmd := _cmdline(entry)) and f"--port={port}".encode() in cmd)
+    env = dict(os.environ, RAY_AUTH_MODE="token", PYTHONPATH=str(ROOT / "platform"))
+    follow = subprocess.Popen([sys.executable, "-m", "specbench", "logs", job, "--address", ray_head, "--follow"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        seen, deadline = "", time.monotonic() + 60
+        while "started" not in seen and time.monotonic() < deadline and follow.poll() is None:
+            if select.select([follow.stdout], [], [], 1)[0]:
+                seen += os.read(follow.stdout.fileno(), 1 << 16).decode()
+        os.kill(dashboard, signal.SIGSTOP)
+        frozen = time.monotonic()
+        out, err = follow.communicate(timeout=POLL_WAIT_S + 20)
+        waited = time.monotonic() - frozen
+    finally:
+        follow.kill()
+        os.kill(dashboard, signal.SIGCONT)
+    assert follow.returncode == 2 and "started" in seen, (seen, out, err)
+    assert f"{ray_head} stopped answering while following job {job}" in err and "Traceback" not in err, err
+    assert waited < POLL_WAIT_S + 10, waited
+
+
+def _cmdline(entry: Path) -> bytes:
+    try:
+        return (entry / "cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -153,13 +153,14 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def _print_logs(address: str, job_id: str, follow: bool) -> int:
     """Print the job's logs; when following, until it ends, then how it ended (exit 1 unless it succeeded)."""
-    from specbench.runtime.jobs import follow_logs, status
+    from specbench.runtime.jobs import client, follow_logs, status
 
-    for text in follow_logs(address, job_id, follow):
+    jobs = client(address)  # one client: a cluster that stops as the job ends is lost, as while following
+    for text in follow_logs(address, job_id, follow, jobs=jobs):
         print(text, end="", flush=True)
     if not follow:
         return 0
-    final = status(address, job_id)
+    final = status(address, job_id, jobs)
     print(f"\njob {job_id}: {final}")
     return 0 if final == "SUCCEEDED" else 1
 

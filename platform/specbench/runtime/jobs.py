@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,7 +36,10 @@ from ray.job_submission import JobStatus, JobSubmissionClient  # noqa: E402
 from specbench.errors import SpecbenchError  # noqa: E402
 
 AGENT_WAIT_S = 90.0  # how long a submission waits for a freshly started cluster's job agent
-ANSWER_WAIT_S = 10.0  # how long the dashboard has to answer (Ray's client waits for ever on a silent host)
+ANSWER_WAIT_S = 10.0  # how long the dashboard has to answer at first contact (Ray's client waits for ever on
+# a silent host); each later call (`_ask`: a status, a log read while following) has POLL_WAIT_S, which leaves
+# room for a whole log's download and a loaded head
+POLL_WAIT_S = 30.0
 T = TypeVar("T")
 EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
 
@@ -176,32 +180,47 @@ def status(address: str, job_id: str, jobs: JobSubmissionClient | None = None) -
 
 
 def _ask(address: str, job_id: str, call: Callable[[str], T]) -> T:
-    """`call(job_id)`; a job the cluster does not know is an error naming it, any other failure a lost one."""
-    try:
-        return call(job_id)
-    except Exception as err:  # noqa: BLE001 - requests' and Ray's errors alike: the dashboard went away
-        if "status code 404" in str(err):
-            raise SpecbenchError(f"no job {job_id!r} at {address}. Fix: list its jobs with `specbench jobs "
-                                 f"--address {address}`") from err
-        raise _lost(address, job_id) from err
+    """`call(job_id)`; a job the cluster does not know is an error naming it, any other failure a lost one, and
+    so is no answer within `POLL_WAIT_S` seconds (a frozen dashboard, a network that drops the traffic but
+    not the connection: Ray's client would wait for ever there, so the call runs in a daemon thread)."""
+    answer: list[T] = []
+    failure: list[Exception] = []
+
+    def ask() -> None:
+        try:
+            answer.append(call(job_id))
+        except Exception as err:  # noqa: BLE001 - requests' and Ray's errors alike: the dashboard went away
+            failure.append(err)
+
+    worker = threading.Thread(target=ask, daemon=True)
+    worker.start()
+    worker.join(POLL_WAIT_S)
+    if answer:
+        return answer[0]
+    if not failure:
+        raise _lost(address, job_id) from TimeoutError(f"no answer within {POLL_WAIT_S:g} s")
+    err = failure[0]
+    if "status code 404" in str(err):
+        raise SpecbenchError(f"no job {job_id!r} at {address}. Fix: list its jobs with `specbench jobs "
+                             f"--address {address}`") from err
+    raise _lost(address, job_id) from err
 
 
-def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0) -> Iterator[str]:
+def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0,
+                jobs: JobSubmissionClient | None = None) -> Iterator[str]:
     """The job's log text; with `follow`, new text as it comes until the job ends. A dashboard that stops
-    answering while the logs are followed (the cluster stopped) is a SpecbenchError, not a traceback."""
-    jobs = client(address)
+    answering while the logs are followed (the cluster stopped, or no answer within `POLL_WAIT_S`) is a
+    SpecbenchError, not a traceback or a silent wait. `jobs`: the client to use (else a new one)."""
+    jobs = jobs or client(address)
     seen = _ask(address, job_id, jobs.get_job_logs)
     yield seen
-    try:
-        while follow and not JobStatus(jobs.get_job_status(job_id)).is_terminal():
-            time.sleep(poll_s)
-            text = jobs.get_job_logs(job_id)
-            if len(text) > len(seen):
-                yield text[len(seen):]
-                seen = text
-        text = jobs.get_job_logs(job_id) if follow else seen
-    except Exception as err:  # noqa: BLE001 - requests' and Ray's errors alike: the dashboard went away
-        raise _lost(address, job_id) from err
+    while follow and not JobStatus(_ask(address, job_id, jobs.get_job_status)).is_terminal():
+        time.sleep(poll_s)
+        text = _ask(address, job_id, jobs.get_job_logs)
+        if len(text) > len(seen):
+            yield text[len(seen):]
+            seen = text
+    text = _ask(address, job_id, jobs.get_job_logs) if follow else seen
     if len(text) > len(seen):
         yield text[len(seen):]
 
