@@ -60,8 +60,8 @@ def journal_folder(home: Path) -> Path:
 def _journal(uri: str, name: str, ops: list[dict], tail: str = "", pid: int | None = None) -> str:
     """A journal as a run on this host writes it (its writer `pid`: by default one that has ended)."""
     create = {"op": "create", "tracking_uri": uri, "experiment": "sync", "run_name": name, "tags": {},
-              "start_ms": 1000, "sent": False, "run_id": None, "host": socket.gethostname(),
-              "pid": dead_pid() if pid is None else pid}
+              "start_ms": 1000 if pid is None else int(time.time() * 1000), "sent": False, "run_id": None,
+              "host": socket.gethostname(), "pid": dead_pid() if pid is None else pid}
     return "".join(json.dumps(op) + "\n" for op in [create, *ops]) + tail
 
 

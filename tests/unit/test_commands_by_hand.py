@@ -166,6 +166,17 @@ def test_runs_of_an_experiment_the_store_lacks_is_refused_with_the_ones_it_has(
             in captured.err)
 
 
+def test_runs_of_an_unknown_experiment_names_the_closest_few(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    uri = new_store(tmp_path)
+    for name in [f"exp{i:02}" for i in range(12)] + ["Speech-ASR"]:
+        MlflowClient(uri).create_experiment(name, artifact_location=(tmp_path / name).as_uri())
+    assert main(["--tracking-uri", uri, "runs", "--experiment", "speech-asr2"]) == 2
+    shown = "Speech-ASR, Default, exp00, exp01, exp02, exp03, exp04, exp05, exp06, exp07"
+    assert (f"Fix: pick one of (closest first): {shown} and 4 more (`MLFLOW_TRACKING_URI={uri} mlflow "
+            "experiments search` lists them all)." in capsys.readouterr().err)
+
+
 def test_runs_of_an_empty_experiment_or_store_is_no_runs_yet(tmp_path: Path, runs_store: tuple[str, dict[str, str]],
                                                              capsys: pytest.CaptureFixture[str]) -> None:
     uri, _ = runs_store

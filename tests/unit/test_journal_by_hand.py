@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -159,6 +160,18 @@ def test_a_pid_another_process_holds_now_is_not_the_writer() -> None:
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_pid_held_by_a_process_started_after_the_run_is_not_the_writer() -> None:
+    here, now_ms = socket.gethostname(), int(time.time() * 1000)
+    later = subprocess.Popen(["sleep", "30"])  # after the run below began; no `started`
+    try:
+        assert owner_alive({"host": here, "pid": later.pid, "start_ms": now_ms - 60_000}) is False
+        assert owner_alive({"host": here, "pid": later.pid, "start_ms": now_ms}) is True
+        assert owner_alive({"host": here, "pid": os.getpid(), "start_ms": now_ms}) is True
+    finally:
+        later.kill()
+        later.wait()
 
 
 @pytest.fixture

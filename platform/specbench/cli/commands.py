@@ -5,9 +5,11 @@ lacks ray, mlflow and polars, can run `bench decoder`)."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 from specbench.cli.options import BENCHES, command_line_name, config_from_args
@@ -293,6 +295,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _some_names(name: str, names: Iterable[str], uri: str, most: int = 10) -> str:
+    """'one of: ' and `most` of `names` at most, the closest to `name` first, and how to list the rest."""
+    ordered = sorted(names)
+    close = difflib.get_close_matches(name.lower(), [n.lower() for n in ordered], n=most)
+    shown = list(dict.fromkeys([n for c in close for n in ordered if n.lower() == c] + ordered))[:most]
+    more = len(ordered) - len(shown)
+    text = f"one of{' (closest first)' if close else ''}: {', '.join(shown) or '(none yet)'}"
+    if more:
+        text += f" and {more} more (`MLFLOW_TRACKING_URI={uri} mlflow experiments search` lists them all)"
+    return text
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.reports.headline import HEADLINE_METRICS
@@ -310,8 +324,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
             raise ConfigError(f"--experiment {args.experiment}: the experiment is deleted, so its runs are "
                               f"hidden. Fix: restore it in the MLflow UI or with `{fix}`.")
         if args.experiment not in known:
-            raise ConfigError(f"--experiment {args.experiment}: no such experiment in the store. Fix: pick one "
-                              f"of: {', '.join(sorted(known)) or '(none yet)'}.")
+            names = _some_names(args.experiment, known, resolve_tracking_uri(args.tracking_uri))
+            raise ConfigError(f"--experiment {args.experiment}: no such experiment in the store. Fix: pick "
+                              f"{names}.")
     if not rows:
         print("no runs yet: try `specbench run jobs/quick.toml`")
         return 0

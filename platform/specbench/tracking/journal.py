@@ -234,11 +234,24 @@ def process_start(pid: int) -> str | None:
         return None
 
 
+def started_at(start: str) -> float | None:
+    """The epoch time of a `process_start` (/proc/stat btime plus its ticks); None if unknown."""
+    try:
+        lines = Path("/proc/stat").read_text(encoding="utf-8").splitlines()
+        boot = next(int(line.split()[1]) for line in lines if line.startswith("btime "))
+        return boot + int(start.rpartition(":")[2]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, StopIteration, IndexError, ValueError):
+        return None
+
+
+CLOCK_SLACK_S = 5.0  # btime is in whole seconds
+
+
 def owner_alive(create: dict[str, Any]) -> bool | None:
     """Whether the process that writes a journal (its `create` operation's host and pid) still runs: True or
     False on the host it ran on; None where that cannot be told here (another host, or a journal that does not
     name its writer). A pid another process holds now reads as gone where the journal records its writer's
-    start (`writer`), else as alive."""
+    start (`writer`) and that differs, or, without it, started after the run (`start_ms`); else as alive."""
     pid = create.get("pid")
     if create.get("host") != socket.gethostname() or not isinstance(pid, int):
         return None
@@ -249,7 +262,10 @@ def owner_alive(create: dict[str, Any]) -> bool | None:
     except PermissionError:  # a process of another user holds that pid (never raised for root)
         pass
     now = process_start(pid)
-    return not (create.get("started") and now and now != create["started"])
+    if create.get("started") or not now:
+        return not (now and now != create["started"])
+    began, created = started_at(now), create.get("start_ms")
+    return not (began and isinstance(created, (int, float)) and began > created / 1000 + CLOCK_SLACK_S)
 
 
 def orphaned_runs() -> set[str]:
