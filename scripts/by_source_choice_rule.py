@@ -51,6 +51,7 @@ from specbench.paths import from_root
 from specbench.prediction.by_source import offset_scores
 from specbench.prediction.prefetch import first_prefetch, operating_point, summarize
 from specbench.runtime import connect
+from specbench.text_files import json_text
 
 RULES = {"furthest_above_threshold": "pass", "most_probable": "confidence"}  # rule -> the column that chooses
 
@@ -130,7 +131,7 @@ def evaluate(name: str, pop, scores: dict[str, np.ndarray], offset: float, thres
     report["most_probable_minus_job_rule"] = {"success_difference": float(hits["most_probable"].mean()
                                                                           - hits["furthest_above_threshold"].mean()),
                                               "low": boot.low, "high": boot.high, "users": boot.clusters}
-    print(f"{name}: {json.dumps(report, indent=1)}", flush=True)
+    print(f"{name}: {json_text(report, indent=1)}", flush=True)
     return report, chosen
 
 
@@ -193,7 +194,7 @@ def main() -> None:
            "source_offset": offset, "run_source_offset": metrics["prefetch.source_offset"],
            "failed_budget": FAILED_BUDGET, "bootstrap_samples": args.samples, "devel": devel, "test": test,
            "wall_minutes": round((time.perf_counter() - start) / 60, 1)}
-    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    args.out.write_text(json_text(out, indent=1) + "\n")
     print(f"wrote {args.out}")
 
 

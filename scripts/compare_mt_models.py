@@ -9,7 +9,6 @@ Usage: `python scripts/compare_mt_models.py CKPT [CKPT ...] [--sentences N] [--k
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     from specbench.simultrans.checkpoint import load_mt
     from specbench.simultrans.search import full_sentence, wait_k
     from specbench.simultrans.tokenizer import EOS
+    from specbench.text_files import json_text
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoints", nargs="+", type=Path)
@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> int:
             row[f"full_beam{args.beam}"] = bleu(lambda s: full_sentence(ckpt.model, s, args.beam))
             row[f"test_time_wait{args.sbs_k}_greedy"] = bleu(lambda s: wait_k(ckpt.model, s, args.sbs_k))
         row["seconds"] = round(time.monotonic() - start, 1)
-        print(json.dumps(row), flush=True)
+        print(json_text(row), flush=True)
         results.append(row)
     if args.output:
-        args.output.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+        args.output.write_text(json_text(results, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -4,8 +4,8 @@ small tracked tree, compact JSON that strict readers accept, and a write that ne
 - `finished_run`: the run, refused (ConfigError naming it and the fix) unless it ended FINISHED and is of the
   writer's job kind: a mistyped run id must not replace a committed headline file with another job's figures
   or an unfinished run's.
-- `rounded`: floats rounded (to significant digits below 0.1), NaN and infinities as null (JSON has no
-  NaN), through dicts and lists.
+- `rounded`: floats rounded (to significant digits below 0.1), NaN and infinities as `plain_json` has
+  them, through dicts and lists.
 - `dump`: one key per line, a list of numbers or strings on one line (tables stay compact); NaN refused.
 - `write_results`: the text to a temporary file beside the target, then renamed over it.
 """
@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
 
 from specbench.errors import ConfigError
+from specbench.text_files import plain_json
 from specbench.tracking.queries import RunRow, get_run
 
 
@@ -43,10 +44,10 @@ def finished_run(run_id: str, kind: str | tuple[str, ...], tracking_uri: str | N
 
 def rounded(value: Any, digits: int = 4) -> Any:
     """`digits` decimals, and at least `digits` significant digits below 0.1 (a max difference of 3e-5 is
-    not written as 0); NaN and infinities as None; through dicts and lists."""
+    not written as 0); NaN and infinities as `plain_json`; through dicts and lists."""
     if isinstance(value, float):
         if not math.isfinite(value):
-            return None
+            return plain_json(value)
         return round(value, max(digits, digits - 1 - math.floor(math.log10(abs(value)))) if value else digits)
     if isinstance(value, dict):
         return {k: rounded(v, digits) for k, v in value.items()}

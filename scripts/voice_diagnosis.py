@@ -13,7 +13,6 @@ Audio goes to `.specbench/diagnosis/` (reused on a rerun); the result is printed
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import subprocess
 import sys
@@ -32,6 +31,7 @@ from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.registry import load_config
 from specbench.metrics.wer import error_rate
 from specbench.paths import project_root, work_dir
+from specbench.text_files import json_text
 from specbench.wfst.lexicon import read_lexicon
 
 SHIFTS = {"pitch +200": ["pitch", "200"], "pitch -200": ["pitch", "-200"], "pitch +400": ["pitch", "400"],
@@ -82,8 +82,7 @@ def main() -> int:
                 subprocess.run(["sox", str(src), str(dst), *effect, "rate", "16000"], check=True)
         shifted[name] = per(wavs)
     result[f"per_shifted.{args.voices[0]}"] = shifted
-    json.dump(result, sys.stdout, indent=1)
-    print()
+    print(json_text(result, indent=1))
     return 0
 
 

@@ -10,7 +10,6 @@ are not built yet (jobs/graph_sphinx.toml: 4.6 minutes on 2 cores when last buil
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +24,7 @@ from specbench.experiments.real_speech.audio import STATUS_OK, gather
 from specbench.experiments.real_speech.job import oov_rates, set_groups
 from specbench.experiments.registry import load_config
 from specbench.paths import work_dir
+from specbench.text_files import json_text
 
 SETS = ("asterisk", "librivox", "cards", "recordings")
 GRAPH_JOBS = ("graph_sphinx.toml", "graph_sphinx_quick.toml")
@@ -57,8 +57,8 @@ def main() -> int:
               "utterances": {g: len(m) for g, m in sorted(groups.items())},
               "reference_words": {g: sum(len(u.text.split()) for u in m) for g, m in sorted(groups.items())},
               "graphs": graphs, "quick_job_sample": quick_sample}
-    args.output.write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({"graphs": graphs, "quick_job_sample": quick_sample}, indent=1))
+    args.output.write_text(json_text(result, indent=1) + "\n")
+    print(json_text({"graphs": graphs, "quick_job_sample": quick_sample}, indent=1))
     return 0
 
 

@@ -1,8 +1,11 @@
-"""Reading a text file the user gives (references, symbol tables) as UTF-8, with a clear error otherwise."""
+"""Reading a text file the user gives as UTF-8 (a clear error otherwise); writing JSON strict readers accept."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
+from typing import Any
 
 from specbench.errors import DataError
 
@@ -17,3 +20,23 @@ def read_utf8(path: Path, name: str, fix: str = "Fix: save it as UTF-8") -> str:
         line = data[:err.start].count(b"\n") + 1
         raise DataError(f"{name}, line {line}: not UTF-8 text (byte {data[err.start]:#04x} at offset "
                         f"{err.start}). {fix}") from err
+
+
+def plain_json(value: Any) -> Any:
+    """`value` with NaN as None (null), infinities as "inf"/"-inf" (`float` reads them back), through dicts,
+    lists and tuples: the rule of every JSON file specbench writes."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value) if math.isinf(value) else None
+    if isinstance(value, dict):
+        return {k: plain_json(v) for k, v in value.items()}
+    return [plain_json(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """`json.dumps(plain_json(value))`; a NaN it missed is a ValueError."""
+    return json.dumps(plain_json(value), allow_nan=False, **options)
+
+
+def json_number(value: Any) -> float:
+    """The float `plain_json` wrote as `value`."""
+    return math.nan if value is None else float(value)

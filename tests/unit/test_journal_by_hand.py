@@ -4,11 +4,12 @@ the operations marked unsent (and counts them), keeps a torn last line at the en
 and leaves the journal to the caller when asked; a journal's reading skips blank lines and needs the create's
 tracking URI; an unsent artifact is copied beside the journal; whether a journal's writer runs is only told on its
 own host; a 504 answer (a gateway timeout) is an unreachable server, while an answer of the server itself is not,
-whatever error came before it."""
+whatever error came before it; a NaN or inf metric is standard JSON, sent as it was."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -102,6 +103,16 @@ def test_a_replay_sends_only_what_is_marked_unsent_and_keeps_a_torn_tail(store: 
     assert tail == torn and all(e["sent"] for e in again) and again[0]["run_id"] == run_id
     assert replay(path, lambda uri: store.client, _create, again, remove=True, torn=tail) == (run_id, 0)
     assert not path.exists()
+
+
+def test_a_nan_or_inf_metric_is_standard_json_and_sent_as_it_was(store: Store, tmp_path: Path) -> None:
+    journal = Journal(tmp_path / "j.jsonl")
+    journal.add({"op": "create", "tracking_uri": store.uri, "experiment": "journal", "run_name": "n",
+                 "start_ms": T0}, False)
+    journal.add({"op": "metrics", "metrics": [("nan", math.nan, T0, 0), ("inf", math.inf, T0, 0)]}, False)
+    json.loads(journal.path.read_text().splitlines()[1], parse_constant=int)  # NaN, Infinity: a ValueError
+    metrics = store.client.get_run(replay(journal.path, lambda uri: store.client, _create)[0]).data.metrics
+    assert math.isnan(metrics["nan"]) and metrics["inf"] == sys.float_info.max  # MLflow's inf
 
 
 def test_read_entries_skips_blank_lines_and_needs_the_tracking_uri(tmp_path: Path) -> None:

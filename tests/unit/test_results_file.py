@@ -1,5 +1,5 @@
 """The results writers' shared rules (`scripts/results_file.py`), against a real MLflow store (SQLite in
-tmp_path): only a FINISHED run of the writer's kind is written from, NaN becomes null (strict JSON), small
+tmp_path): only a FINISHED run of the writer's kind is written from, NaN becomes null and inf "inf", small
 figures keep 4 significant digits (the word-confidence file's too, with its metrics version), and a failed
 write leaves the committed file as it was."""
 
@@ -14,6 +14,7 @@ import pytest
 from mlflow_store import new_store
 
 from specbench.errors import ConfigError
+from specbench.tracking.queries import text_artifact
 from specbench.tracking.runs import TrackedRun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,9 +41,9 @@ def test_only_a_finished_run_of_the_writers_kind_is_written_from(tmp_path: Path,
 
 
 def test_nan_is_null_and_never_written_as_nan(tmp_path: Path) -> None:
-    data = rounded({"wer": math.nan, "rows": [[1.23456, math.inf]], "name": "x"}, 3)
-    assert data == {"wer": None, "rows": [[1.235, None]], "name": "x"}
-    assert json.loads(dump(data)) == data  # strict JSON
+    data = rounded({"wer": math.nan, "rows": [[1.23456, math.inf, -math.inf]], "name": "x"}, 3)
+    assert data == {"wer": None, "rows": [[1.235, "inf", "-inf"]], "name": "x"}
+    assert json.loads(dump(data), parse_constant=int) == data  # strict JSON
     with pytest.raises(ValueError):
         dump({"wer": math.nan})
     target = tmp_path / "result.json"
@@ -94,7 +95,10 @@ def test_the_word_confidence_file_keeps_a_small_difference_and_the_metrics_versi
     uri = new_store(tmp_path)
     tags = {"kind": "word_confidence", "metrics.version": "2"}
     with TrackedRun("results", "confidence", uri, tags) as run:
-        run.log_dict({"backends": {"twin": {"max_posterior_difference": 3.2143e-7}}}, "word_confidence.json")
+        run.log_dict({"backends": {"twin": {"max_posterior_difference": 3.2143e-7}}, "snr_db": [math.inf, math.nan]},
+                     "word_confidence.json")
+    json.loads(text_artifact(run.run_id, "word_confidence.json", uri), parse_constant=int)  # NaN, Infinity: ValueError
     got = results(run.run_id, uri, "", "jobs/word_confidence.toml", "word_confidence")
+    assert got["report"]["snr_db"] == ["inf", None]
     assert got["report"]["backends"]["twin"]["max_posterior_difference"] == 3.214e-7
     assert got["metrics_version"] == "2" and got["hardware"] and got["git_commit"]

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 from specbench.errors import SpecbenchError
 from specbench.hardware import describe, git_commit
+from specbench.text_files import json_text
 
 T = TypeVar("T")
 
@@ -127,7 +128,7 @@ def log_bench(result: dict[str, Any], tracking_uri: str | None) -> str:
 
 def emit(result: dict[str, Any], output: Path | None) -> None:
     """Print the JSON; with `output`, also write it there atomically (temp file + rename)."""
-    text = json.dumps(result, indent=2)
+    text = json_text(result, indent=2)
     print(text)
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 from specbench.cli.options import BENCHES, command_line_name, config_from_args
+from specbench.text_files import json_text
 
 
 def _options(args: argparse.Namespace, force: bool = False):  # type: ignore[no-untyped-def]
@@ -271,7 +271,7 @@ def cmd_decode(args: argparse.Namespace) -> int:
         ray_address=args.ray_address,
         references=args.references,
     )
-    print(json.dumps(summary, indent=2))
+    print(json_text(summary, indent=2))
     return 1 if summary["failed"] == summary["utterances"] else 0
 
 

@@ -42,6 +42,7 @@ from specbench.data.text_norm import normalize
 from specbench.data.voices import HELD_OUT_VOICES, get_voice, voice_names
 from specbench.errors import ConfigError, DataError, SpecbenchError
 from specbench.stage import failure_status
+from specbench.text_files import json_number, json_text, plain_json
 from specbench.tool_versions import tool_version
 
 __all__ = [
@@ -175,9 +176,7 @@ class CorpusPlan:
 
     def to_json(self) -> str:
         """The plan as JSON (inf written as the string "inf")."""
-        data = asdict(self)
-        data["snr_db"] = ["inf" if math.isinf(s) else s for s in self.snr_db]
-        return json.dumps(data, sort_keys=True)
+        return json_text(asdict(self), sort_keys=True)
 
 
 def _rng(seed: int, split: str) -> np.random.Generator:
@@ -332,7 +331,7 @@ def _done(wav: Path, key: Mapping[str, Any], engines: Mapping[str, str]) -> dict
         return None
     try:
         meta = json.loads(sidecar.read_text(encoding="utf-8"))
-        if meta.get("key") != key or _engines_changed(meta, engines):
+        if meta.get("key") not in (key, plain_json(key)) or _engines_changed(meta, engines):
             return None
         samples, _ = read_wav(wav)
     except (ValueError, OSError, DataError):
@@ -340,14 +339,14 @@ def _done(wav: Path, key: Mapping[str, Any], engines: Mapping[str, str]) -> dict
     if len(samples) != meta.get("num_samples"):
         return None
     return {"duration_s": len(samples) / SAMPLE_RATE, "num_samples": len(samples),
-            "end_of_speech_s": float(meta["end_of_speech_s"])}
+            "end_of_speech_s": json_number(meta["end_of_speech_s"])}
 
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, sort_keys=True)
+            fh.write(json_text(data, sort_keys=True))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -22,7 +22,6 @@ other machines the lattice folder must be one they share with this one."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import os
 import re
@@ -42,7 +41,7 @@ from specbench.data.scores import read_scores, utterance_ids
 from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError, SpecbenchError
-from specbench.text_files import read_utf8
+from specbench.text_files import json_text, read_utf8
 from specbench.wfst.symbols import SymbolTable, first_ids
 
 LANE_CHUNK = 256
@@ -289,5 +288,5 @@ def _write(rows: list[dict], out: Path, with_words: bool) -> None:
     else:
         with tmp.open("w", encoding="utf-8") as fh:
             for row in rows:
-                fh.write(json.dumps(row) + "\n")
+                fh.write(json_text(row) + "\n")
     tmp.replace(out)

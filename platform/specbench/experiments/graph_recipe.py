@@ -21,7 +21,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from specbench.code_digest import code_digest, files_digest
@@ -32,7 +32,7 @@ from specbench.errors import ConfigError, DataError
 from specbench.experiments import sphinx_graph_recipe
 from specbench.experiments.sphinx_graph_recipe import SphinxGraphStats
 from specbench.paths import work_dir
-from specbench.text_files import read_utf8
+from specbench.text_files import json_number, json_text, read_utf8
 from specbench.tool_versions import tool_version
 from specbench.wfst import arpa as arpa_mod
 from specbench.wfst import compose, fst_binary, kenlm_tools, lexicon, symbols, topology
@@ -190,6 +190,7 @@ def load_stats(directory: Path) -> GraphStats:
     try:
         data = json.loads(path.read_text())
         data["ngrams"] = tuple(data["ngrams"])
+        data |= {f.name: json_number(data[f.name]) for f in fields(GraphStats) if f.type == "float"}
         return GraphStats(**data)
     except (OSError, ValueError, TypeError, KeyError) as err:
         raise DataError(f"{path}: not the statistics of a graph built by this version ({err}). Fix: "
@@ -212,7 +213,7 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
     tmp.mkdir(parents=True)
     try:
         stats = (sphinx_graph_recipe.build_into if sphinx else _build_into)(config, tmp, step)
-        (tmp / "stats.json").write_text(json.dumps(asdict(stats), indent=2))
+        (tmp / "stats.json").write_text(json_text(asdict(stats), indent=2))
         shutil.rmtree(final, ignore_errors=True)
         os.replace(tmp, final)
     finally:

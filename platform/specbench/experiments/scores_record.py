@@ -24,6 +24,7 @@ from specbench.code_digest import code_digest
 from specbench.config import EvalAmConfig, SpeechConfig, settings_dict
 from specbench.errors import DataError
 from specbench.experiments.job_refs import referenced_job
+from specbench.text_files import json_text
 
 if TYPE_CHECKING:
     from specbench.experiments.graph_recipe import GraphArtifacts
@@ -68,7 +69,7 @@ def write(out_dir: Path, config: EvalAmConfig, checkpoint: Path, acoustic_scale:
               "checkpoint_sha256": checkpoint_digest(checkpoint), "acoustic_scale": float(acoustic_scale),
               "code_sha256": code_digest(SCORING_CODE), "files_sha256": _score_files(out_dir)}
     tmp = out_dir / f"{RECORD}.tmp{os.getpid()}"
-    tmp.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    tmp.write_text(json_text(record, indent=1) + "\n", encoding="utf-8")
     os.replace(tmp, out_dir / RECORD)
 
 

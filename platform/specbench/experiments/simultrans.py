@@ -35,7 +35,6 @@ sets in one round (each set keeps its own shards, so its results are what decodi
 
 from __future__ import annotations
 
-import json
 import tempfile
 from dataclasses import replace
 from pathlib import Path
@@ -50,6 +49,7 @@ from specbench.paths import from_root
 from specbench.reports.plots import pyplot
 from specbench.simultrans.experiment import Method, bleu_signature, model_for
 from specbench.simultrans.search import longest_source
+from specbench.text_files import json_text
 
 if TYPE_CHECKING:
     from specbench.tracking.runs import TrackedRun
@@ -360,7 +360,7 @@ def summary(report: dict[str, Any]) -> list[str]:
 
 
 def write_report(report: dict[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    path.write_text(json_text(report, indent=2), encoding="utf-8")
 
 
 def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:

@@ -20,13 +20,14 @@ import json
 import resource
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from specbench.code_digest import code_digest
 from specbench.config import GraphConfig, settings_dict
 from specbench.data import recorded_speech
 from specbench.errors import DataError, ToolError
+from specbench.text_files import json_number
 from specbench.wfst import arpa as arpa_mod
 from specbench.wfst import (
     arpa_prune,
@@ -123,6 +124,7 @@ def load_stats(directory: Path) -> SphinxGraphStats:
         data = json.loads(path.read_text())
         for key in ("ngrams_before", "ngrams", "kept_as_context"):
             data[key] = tuple(data[key])
+        data |= {f.name: json_number(data[f.name]) for f in fields(SphinxGraphStats) if f.type == "float"}
         return SphinxGraphStats(**data)
     except (OSError, ValueError, TypeError, KeyError) as err:
         raise DataError(f"{path}: not the statistics of an HCLG built by this version ({err}). Fix: "

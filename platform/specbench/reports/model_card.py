@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.text_files import json_text
+
 
 @dataclass(frozen=True)
 class Fields:
@@ -79,7 +81,7 @@ def render(title: str, intro: str, sections: Sequence[Section]) -> str:
 
 def write_card(checkpoint: Path, card: dict[str, Any], markdown: str) -> None:
     """Write the JSON card (`<checkpoint>.json`) and its Markdown (`<checkpoint>.md`) beside `checkpoint`."""
-    text = json.dumps(card, indent=2, default=str) + "\n"
+    text = json_text(card, indent=2, default=str) + "\n"
     checkpoint.with_suffix(".json").write_text(text, encoding="utf-8")
     checkpoint.with_suffix(".md").write_text(markdown, encoding="utf-8")
 

@@ -34,6 +34,7 @@ from mlflow.tracking import MlflowClient
 
 from specbench.errors import SpecbenchError
 from specbench.paths import work_dir, work_dir_location
+from specbench.text_files import json_number, json_text
 from specbench.tracking.store import ENV_URI, OPTION, resolve_tracking_uri, uri_source
 
 T = TypeVar("T")
@@ -162,7 +163,7 @@ class Journal:
             shutil.copy2(op["path"], keep)
             op = dict(op, path=str(keep))
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps({**op, "sent": sent}) + "\n")
+            fh.write(json_text({**op, "sent": sent}) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
 
@@ -341,7 +342,7 @@ def apply(client: MlflowClient, run_id: str, op: dict[str, Any]) -> None:
     elif kind == "tags":
         client.log_batch(run_id, tags=[RunTag(k, v) for k, v in op["tags"].items()])
     elif kind == "metrics":
-        items = [Metric(k, v, ts, step) for k, v, ts, step in op["metrics"]]
+        items = [Metric(k, json_number(v), ts, step) for k, v, ts, step in op["metrics"]]
         for i in range(0, len(items), 900):
             client.log_batch(run_id, metrics=items[i:i + 900])
     elif kind == "artifact":
@@ -405,7 +406,7 @@ def _save(path: Path, entries: list[dict[str, Any]], torn: str) -> None:
     step: a new file, fsynced, renamed over it."""
     tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
     with tmp.open("w", encoding="utf-8") as fh:
-        fh.write("".join(json.dumps(e) + "\n" for e in entries) + torn)
+        fh.write("".join(json_text(e) + "\n" for e in entries) + torn)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)

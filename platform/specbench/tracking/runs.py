@@ -13,7 +13,6 @@ the run's description (`mlflow.note.content`, shown on the run's page).
 
 from __future__ import annotations
 
-import json
 import platform as _stdlib_platform
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from mlflow.tracking import MlflowClient
 
 from specbench.errors import SpecbenchError
 from specbench.hardware import describe, git_commit
+from specbench.text_files import json_text
 from specbench.tracking.journal import (
     Journal,
     apply,
@@ -199,7 +199,7 @@ class TrackedRun:
             self.log_artifact(target, folder or None)
 
     def log_dict(self, data: Mapping[str, Any], name: str) -> None:
-        self.log_text(json.dumps(data, indent=2, sort_keys=True, default=str), name)
+        self.log_text(json_text(data, indent=2, sort_keys=True, default=str), name)
 
     # -- ending --------------------------------------------------------------------------------------
     def _end(self, status: str) -> None:

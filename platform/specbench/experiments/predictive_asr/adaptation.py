@@ -37,6 +37,7 @@ from specbench.experiments.speech import corpus_plan, corpus_root
 from specbench.paths import work_dir
 from specbench.runtime import run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
+from specbench.text_files import json_number, json_text
 
 VERSION = 1
 
@@ -57,7 +58,7 @@ class VoiceAdaptation:
         out = {}
         for voice, info in sorted(self.details.items()):
             slug = voice.replace(":", "_").replace("+", "_")
-            out |= {f"{prefix}{name}.{slug}": float(value) for name, value in info.items()}
+            out |= {f"{prefix}{name}.{slug}": json_number(value) for name, value in info.items()}
         return out
 
 
@@ -179,5 +180,5 @@ def _estimate(asr: AsrSection, job_path: Path, checkpoint: Path, graph: GraphArt
             summary[voice] |= {f"speaker_transform_{k}": float(info[k]) for k in ("loss_before", "loss_after")
                                if k in info}
     tmp = out_dir / f"adaptation.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(summary, indent=1, sort_keys=True))
+    tmp.write_text(json_text(summary, indent=1, sort_keys=True))
     tmp.replace(out_dir / "adaptation.json")

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 import os
 import sys
 import time
@@ -63,6 +62,7 @@ from specbench.experiments.stage_clock import stage_printer
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import work_dir
 from specbench.runtime import run_stage, run_tasks
+from specbench.text_files import json_text
 from specbench.wfst.symbols import EPS, SymbolTable
 
 if TYPE_CHECKING:
@@ -152,7 +152,7 @@ def decode_ours(score_files: list[Path], graph: GraphArtifacts, backend: str, sc
         frames += sum(len(m) for _, m, _ in items)
         with open(out_dir / f"{backend}-{scale:g}-b{config.search.beam:g}-{k}.jsonl", "w") as out:
             for line in collect_rows(rows, symbols, words, extra):
-                out.write(json.dumps(line) + "\n")
+                out.write(json_text(line) + "\n")
         _log(f"{backend} (scale {scale:g}): chunk {k + 1}/{len(score_files)}, {frames:,} frames in "
              f"{seconds:.1f} s of search")
     return words, seconds, frames, extra
@@ -214,7 +214,7 @@ def decode_sphinx(rows: list[RealUtterance], lm: Path, weight: float, config: Re
             seconds, frames, setup = seconds + r.seconds, frames + r.frames, setup + r.setup_seconds
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
-            (out_dir / f"{SPHINX}-{'_'.join(shown)}-{k}.jsonl").write_text("".join(json.dumps(
+            (out_dir / f"{SPHINX}-{'_'.join(shown)}-{k}.jsonl").write_text("".join(json_text(
                 {"id": r.key, "text": r.text, "words": r.words, "score": r.score, "frames": r.frames}) + "\n"
                 for r in chunk))
     return words, seconds, frames, setup
