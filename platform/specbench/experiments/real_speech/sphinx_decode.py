@@ -56,8 +56,10 @@ class SphinxJob:
 
 @dataclass(frozen=True)
 class SphinxResult:
-    """One utterance: normalized words, pocketsphinx's score of its hypothesis (None without one), the
-    seconds of recognition, the frames, the seconds spent constructing its fresh decoder, the text."""
+    """One utterance: normalized words, pocketsphinx's path score of its hypothesis (`ps_get_hyp`'s, in
+    its own scaled integer log units: for comparing hypotheses of one utterance, not a log probability; None
+    without one), the seconds of recognition, the frames, the seconds spent constructing its fresh decoder,
+    the text."""
 
     key: str
     words: list[str]
