@@ -121,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         card_path = WORK / f"{name}.json"
         if card_path.is_file():
             card = json.loads(card_path.read_text(encoding="utf-8"))
+            loss = card["best_devel_loss"]
+            card["best_devel_loss"] = float("nan" if loss is None else loss)  # JSON null: NaN; "inf": inf
             cards[name] = card
             print(f"{name}: best devel loss {card['best_devel_loss']:.4f} at epoch {card['best_epoch']} of "
                   f"{card['epochs']} ({card['minutes']:.1f} min, {card['stopped_because']}; {card['device']})")

@@ -30,7 +30,7 @@ from specbench.tracking.queries import resolve_run_id, run_minutes, stepped_metr
 
 
 def _r(value: Any) -> Any:
-    """Floats rounded to 4 decimals; NaN and infinities as null (JSON has no NaN)."""
+    """Floats rounded to 4 decimals; NaN as null, infinities as "inf"/"-inf" (JSON has no NaN)."""
     return rounded(value, 4)
 
 

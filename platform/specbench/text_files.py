@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,9 @@ def read_utf8(path: Path, name: str, fix: str = "Fix: save it as UTF-8") -> str:
 
 def plain_json(value: Any) -> Any:
     """`value` with NaN as None (null), infinities as "inf"/"-inf" (`float` reads them back), through dicts,
-    lists and tuples: the rule of every JSON file specbench writes."""
+    lists and tuples (a numpy float as a float): the rule of every JSON file specbench writes."""
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral):
+        value = float(value)
     if isinstance(value, float) and not math.isfinite(value):
         return str(value) if math.isinf(value) else None
     if isinstance(value, dict):

@@ -10,6 +10,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from mlflow_store import new_store
 
@@ -53,6 +54,10 @@ def test_nan_is_null_and_never_written_as_nan(tmp_path: Path) -> None:
     assert target.read_text() == '{"good": true}\n' and list(tmp_path.iterdir()) == [target]  # untouched
     write_results(target, data)
     assert json.loads(target.read_text()) == data
+    from specbench.text_files import json_text
+
+    assert json_text({"a": np.float32("nan"), "b": np.float32(0.5), "c": (3, True)}) == \
+        '{"a": null, "b": 0.5, "c": [3, true]}'  # numpy floats are floats, not default=str's strings
 
 
 def test_objects_of_scalars_and_lists_of_scalars_stay_on_one_line() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import shlex
 import sys
 import time
 from collections.abc import Iterable
@@ -303,7 +304,8 @@ def _some_names(name: str, names: Iterable[str], uri: str, most: int = 10) -> st
     more = len(ordered) - len(shown)
     text = f"one of{' (closest first)' if close else ''}: {', '.join(shown) or '(none yet)'}"
     if more:
-        text += f" and {more} more (`MLFLOW_TRACKING_URI={uri} mlflow experiments search` lists them all)"
+        text += (f" and {more} more (`MLFLOW_TRACKING_URI={shlex.quote(uri)} mlflow experiments search` lists "
+                 "them all)")
     return text
 
 
