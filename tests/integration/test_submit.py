@@ -153,6 +153,7 @@ def test_following_a_job_on_a_frozen_dashboard_ends_with_an_error(ray_head: str)
         os.kill(dashboard, signal.SIGCONT)
     assert follow.returncode == 2 and "started" in seen, (seen, out, err)
     assert f"{ray_head} stopped answering while following job {job}" in err and "Traceback" not in err, err
+    assert f"no answer within {POLL_WAIT_S:g} s" in err, err
     assert waited < POLL_WAIT_S + 10, waited
 
 

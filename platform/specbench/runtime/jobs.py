@@ -198,7 +198,7 @@ def _ask(address: str, job_id: str, call: Callable[[str], T]) -> T:
     if answer:
         return answer[0]
     if not failure:
-        raise _lost(address, job_id) from TimeoutError(f"no answer within {POLL_WAIT_S:g} s")
+        raise _lost(address, job_id, silent=True) from TimeoutError(f"no answer within {POLL_WAIT_S:g} s")
     err = failure[0]
     if "status code 404" in str(err):
         raise SpecbenchError(f"no job {job_id!r} at {address}. Fix: list its jobs with `specbench jobs "
@@ -225,10 +225,13 @@ def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0,
         yield text[len(seen):]
 
 
-def _lost(address: str, job_id: str) -> SpecbenchError:
+def _lost(address: str, job_id: str, silent: bool = False) -> SpecbenchError:
+    why = (f"it gave no answer within {POLL_WAIT_S:g} s: its head is frozen or cut off (the job may still "
+           "run), or the job's whole log took longer than that to download over a slow link" if silent else
+           "the cluster (or its head node) has probably stopped, and the job with it")
     return SpecbenchError(
         f"the Ray Jobs API at {address} stopped answering while following job {job_id}, so how the job "
-        "ended is unknown: the cluster (or its head node) has probably stopped, and the job with it. Fix: "
+        f"ended is unknown: {why}. Fix: "
         "check the cluster (`ray status` on the head); once it answers, `specbench jobs --address ADDRESS` "
         f"and `specbench logs {job_id} --address ADDRESS` show the job; where its MLflow run was left "
         "RUNNING, `specbench sync`, run where the job's work directory is, ends it FAILED.")
