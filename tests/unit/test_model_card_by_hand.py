@@ -118,3 +118,13 @@ def test_acoustic_card_is_written_and_updated_with_its_evaluation(tmp_path: Path
     before = checkpoint.with_suffix(".json").read_text()
     update(checkpoint)  # re-render only
     assert checkpoint.with_suffix(".md").read_text() == md and checkpoint.with_suffix(".json").read_text() == before
+
+
+def test_acoustic_card_rerendered_from_its_json_shows_nan_not_none(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "am1.pt"
+    card = {**_acoustic_card(), "best_devel_per": float("nan")}
+    write_card(checkpoint, card, acoustic_markdown(card))
+    update(checkpoint, {"wer": float("nan")})
+    update(checkpoint)  # re-rendered from the JSON, where each NaN is null
+    md = checkpoint.with_suffix(".md").read_text()
+    assert "| best devel PER (greedy) | nan |\n" in md and "| wer | nan |\n" in md and "None" not in md

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.text_files import json_text
+from specbench.text_files import json_number, json_text
 
 
 @dataclass(frozen=True)
@@ -120,6 +120,9 @@ def update(checkpoint: Path, evaluation: dict[str, float] | None = None) -> Path
     if not card_path.is_file():
         return None
     card = json.loads(card_path.read_text(encoding="utf-8"))
+    card["best_devel_per"] = json_number(card["best_devel_per"])  # a NaN was written as null
+    if "evaluation" in card:
+        card["evaluation"] = {k: json_number(v) for k, v in card["evaluation"].items()}
     if evaluation is None:
         checkpoint.with_suffix(".md").write_text(acoustic_markdown(card), encoding="utf-8")
     else:
