@@ -74,6 +74,21 @@ def test_params_curves_and_latest_metrics(store: Store, monkeypatch: pytest.Monk
     assert got.info.status == "FINISHED"
 
 
+def test_no_experiment_name_puts_artifacts_outside_the_work_directory_and_a_broken_folder_fails_the_run(
+        store: Store, tmp_path: Path) -> None:
+    root = store.home.resolve() / "mlartifacts"
+    for name, folder in (("../../escaped", "_.._escaped"), ("/Shared/asr", "_Shared_asr"), ("..", "_")):
+        with TrackedRun(name, "named", store.uri) as run:
+            pass
+        assert store.client.get_experiment(run.experiment_id).artifact_location == (root / folder).as_uri()
+    (root / "blocked").write_text("a file where the experiment's folder goes")
+    (tmp_path / "a.txt").write_text("x")
+    with pytest.raises(SpecbenchError, match="local MLflow store cannot write .*blocked.*Fix: make that path"):
+        with TrackedRun("blocked", "blocked", store.uri) as run:
+            run.log_artifact(tmp_path / "a.txt")
+    assert not run.offline and store.client.get_run(run.run_id).info.status == "FAILED"
+
+
 def test_a_failed_run_keeps_its_description_and_a_long_error(store: Store) -> None:
     with pytest.raises(RuntimeError), TrackedRun("runs", "failing", store.uri) as run:
         run.set_description(["failing: what it did"])

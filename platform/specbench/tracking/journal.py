@@ -11,6 +11,7 @@ passed by; one whose last line a crash left half-written has its complete lines 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import inspect
@@ -52,6 +53,10 @@ def journal_dir() -> Path:
     return work_dir() / "journal"
 
 
+# a local store's write errors that waiting does not cure (a file where a folder should be, no permission)
+LASTING_LOCAL_FAULTS = (errno.ENOTDIR, errno.EISDIR, errno.EACCES, errno.EPERM, errno.EROFS)
+
+
 def is_unreachable(err: BaseException) -> bool:
     """Whether an error means the tracking server could not be reached (not a refused request). Decided by the
     HTTP status (502, 503, 504: unreachable; any other answer: refused) and by the type of a transport error,
@@ -67,8 +72,10 @@ def is_unreachable(err: BaseException) -> bool:
             return status in UNREACHABLE_STATUS
         if isinstance(link, _TRANSPORT_ERRORS):
             return True
-        if not isinstance(link, MlflowException):  # a local store's I/O failure counts, as it always did
-            return isinstance(link, OSError) or type(link).__module__.startswith(("requests", "urllib3"))
+        if not isinstance(link, MlflowException):  # a local store's I/O failure counts, unless it will last
+            if isinstance(link, OSError):
+                return link.errno not in LASTING_LOCAL_FAULTS
+            return type(link).__module__.startswith(("requests", "urllib3"))
         link = link.__cause__ or (link.__context__ if _is_http_library_error(link.__context__) else None)
     return False
 

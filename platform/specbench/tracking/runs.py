@@ -14,6 +14,7 @@ the run's description (`mlflow.note.content`, shown on the run's page).
 from __future__ import annotations
 
 import platform as _stdlib_platform
+import re
 import sys
 import tempfile
 import time
@@ -74,8 +75,20 @@ def experiment_id(client: MlflowClient, name: str) -> str:
         return exp.experiment_id
     location = None
     if client.tracking_uri.startswith("sqlite:") or client.tracking_uri.startswith("file:"):
-        location = (local_artifact_root() / name).as_uri()
+        location = (local_artifact_root() / artifact_folder(name)).as_uri()
     return client.create_experiment(name, artifact_location=location)
+
+
+def artifact_folder(experiment: str) -> str:
+    """The local artifact folder of `experiment`: one path component whatever the name holds (a `/`, `..`),
+    so that no name puts artifacts outside `local_artifact_root()`."""
+    return re.sub(r"[^\w.-]", "_", experiment).lstrip(".") or "_"
+
+
+def _local_fault(err: OSError) -> SpecbenchError:
+    """A local store's lasting write error (`is_unreachable` does not tolerate it), naming the path."""
+    return SpecbenchError(f"the local MLflow store cannot write {err.filename!r}: {err.strerror}. Fix: make "
+                          "that path a writable folder, or point SPECBENCH_HOME or --tracking-uri elsewhere")
 
 
 class DeletedExperiment(SpecbenchError):
@@ -129,6 +142,8 @@ class TrackedRun:
             self.experiment_id = exp_id
             self.journal.add({**create, "run_id": self.run_id}, sent=True)
         except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
+            if isinstance(err, OSError) and not is_unreachable(err):
+                raise _local_fault(err) from err
             if not is_unreachable(err):
                 raise
             self._go_offline(err)
@@ -152,6 +167,8 @@ class TrackedRun:
                 apply(self.client, self.run_id, op)
                 sent = True
             except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
+                if isinstance(err, OSError) and not is_unreachable(err):
+                    raise _local_fault(err) from err
                 if not is_unreachable(err):
                     raise
                 self._go_offline(err)
