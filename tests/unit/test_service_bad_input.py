@@ -166,10 +166,20 @@ def test_the_environment_uri_is_named_as_such(monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize("uri", ["sqlite:////abs/m.db", "sqlite:///rel.db", "http://127.0.0.1:5000",
-                                 "https://mlflow.example.org", "postgresql+psycopg://u@h/db",
+                                 "https://mlflow.example.org",
                                  "sqlite:////a folder/with spaces/m.db", "databricks", "databricks://profile"])
 def test_supported_tracking_uris_pass(uri: str) -> None:
     assert check_tracking_uri(uri) == uri
+
+
+@pytest.mark.parametrize("uri", ["postgresql://u@h/db", "mysql+pymysql://x/y", "mssql://a/b"])
+def test_a_database_uri_without_its_driver_is_refused_before_any_run(uri: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    for argv in (["runs"], ["run", "jobs/quick.toml"]):  # no driver of these is in specbench's dependencies
+        assert main(["--tracking-uri", uri, *argv]) == 2
+        err = _err(capsys)
+        assert "driver is not installed (No module named" in err and "pip install" in err, err
+        assert "Traceback" not in err
 
 
 def test_an_unreachable_tracking_server_is_one_quick_clear_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -90,11 +90,28 @@ def _file_store_allowed() -> bool:
 
 def check_tracking_uri(uri: str, source: str = OPTION) -> str:
     """`uri` unchanged if MLflow can use it as a tracking store (see `SUPPORTED`), else a SpecbenchError
-    "SOURCE 'URI': what is wrong. Fix: ...". Only the form is checked, nothing is opened."""
+    "SOURCE 'URI': what is wrong. Fix: ...". Only the form is checked (and that a database URI's driver
+    loads): nothing is opened."""
     problem = _uri_problem(uri)
     if problem:
-        raise SpecbenchError(f"{source} {uri!r}: {problem}. Fix: use {SUPPORTED}.")
+        fix = "" if "Fix:" in problem else f". Fix: use {SUPPORTED}."
+        raise SpecbenchError(f"{source} {uri!r}: {problem}{fix}")
     return uri
+
+
+def _missing_driver(uri: str) -> str | None:
+    """Why SQLAlchemy cannot load the database driver a postgresql/mysql/mssql URI names (None: it can)."""
+    from sqlalchemy.engine import make_url  # only for these schemes
+
+    try:
+        make_url(uri).get_dialect().import_dbapi()
+    except ImportError as err:
+        return (f"its database driver is not installed ({err}). Fix: install it into specbench's environment "
+                "(e.g. `.venv/bin/pip install 'psycopg[binary]'` for postgresql://), or use sqlite:///PATH or "
+                "http://HOST:PORT")
+    except Exception as err:  # noqa: BLE001 - SQLAlchemy's own refusal (an unknown +driver), in its words
+        return f"SQLAlchemy cannot use it ({err})"
+    return None
 
 
 def _uri_problem(uri: str) -> str | None:
@@ -122,7 +139,7 @@ def _uri_problem(uri: str) -> str | None:
             return "the port 0 is not a whole number from 1 to 65535"
         return None
     if scheme.split("+")[0] in _SQL_SCHEMES:
-        return None
+        return _missing_driver(uri)
     if scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] == ":\\"):  # a plain path (or C:\ path)
         if _file_store_allowed():
             return None
