@@ -143,6 +143,12 @@ def test_a_benchmark_verb_names_its_own_argument_or_option(tmp_path: Path, capsy
     assert main(["bench", "decoder", "--utterances", "0", "--no-mlflow"]) == 2
     assert "specbench bench decoder: option --utterances = 0: out of range; allowed: 1 <= utterances <= 100000. " \
            "Fix: set option --utterances to an allowed value." in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    for output, said in ((tmp_path, "is a folder"), (tmp_path / "file" / "b.json", "cannot be written")):
+        assert main(["bench", "completion", "--no-mlflow", "--output", str(output)]) == 2  # before measuring
+        err = capsys.readouterr().err
+        assert f"bench completion: option --output = {output} {said}" in err and "Fix: name a JSON file" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]  # no temporary file left
     assert main(["bench", "decoder", "--backends", ",", "--no-mlflow"]) == 2
     assert "bench decoder: options: gpu_decoders and backends must each list at least one value. Fix: change " \
            "those options." in capsys.readouterr().err

@@ -126,6 +126,24 @@ def log_bench(result: dict[str, Any], tracking_uri: str | None) -> str:
     return run.run_id
 
 
+def check_output(output: Path | None, command: str) -> None:
+    """Refuse, before anything is measured, an `--output` that cannot be written: a folder, a path under a
+    file, a folder without write permission (the temp file `emit` writes is created and removed)."""
+    if output is None:
+        return
+    example = output / "bench.json" if output.is_dir() else output.with_suffix(".json")
+    fix = f"Fix: name a JSON file in a folder you can write, e.g. {example}"
+    if output.is_dir():
+        raise SpecbenchError(f"{command}: option --output = {output} is a folder. {fix}")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.with_name(output.name + ".tmp").write_text("")
+        output.with_name(output.name + ".tmp").unlink()
+    except OSError as err:
+        raise SpecbenchError(f"{command}: option --output = {output} cannot be written ({err.strerror}: "
+                             f"{err.filename}). {fix}") from err
+
+
 def emit(result: dict[str, Any], output: Path | None) -> None:
     """Print the JSON; with `output`, also write it there atomically (temp file + rename)."""
     text = json_text(result, indent=2)
