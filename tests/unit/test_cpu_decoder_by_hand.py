@@ -87,6 +87,10 @@ def test_bad_arguments_are_refused_with_the_reason() -> None:
         with pytest.raises(ValueError, match=message):
             make()
     assert CpuDecoder(graph).decode(np.zeros((1, 1), np.float32), "p", partial_every=0).partials == ()
+    for backend in BACKENDS:  # the same refusal from each, for a batch too
+        for every in (1.5, -1, True):
+            with pytest.raises(ValueError, match="partial_every must be >= 1 frame, a whole number"):
+                backend(graph).decode_batch([("p", np.zeros((2, 1), np.float32))], partial_every=every)
 
 
 def test_the_compiled_backend_takes_up_to_65536_score_columns() -> None:

@@ -121,8 +121,6 @@ class CpuDecoder:
         tokens = Tokens(np.array([self.graph.start], dtype=np.intp), np.zeros(1), root)
         self._state = SearchState(utt_id=str(utt_id), tokens=tokens, arena=arena)
         self._partial_every = partial_every or 0
-        if self._partial_every < 0:
-            raise ValueError(f"partial_every must be >= 1 frame (or None), got {partial_every!r}")
         self._partials: list[tuple[int, int, int]] = []  # (frame, arena entry, state)
         self._records: list[np.ndarray] = []
         self._close(FLT_MAX)
@@ -177,6 +175,7 @@ class CpuDecoder:
                      partial_every: int | None = None) -> list[DecodeResult]:
         """(utt_id, loglikes (T, P) float32) items, one after the other: one DecodeResult each, in order; an
         item with bad scores gets a failed result ("bad scores: ...") and never stops the others."""
+        call_partial_every(self.options, partial_every)  # a bad argument is an error, not every item's
         return decode_each(self.decode, items, partial_every)
 
     def _keep_partial(self) -> None:

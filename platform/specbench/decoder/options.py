@@ -9,6 +9,7 @@ lane count and queue capacities, the CUDA device) stays a keyword argument of th
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -91,5 +92,11 @@ def require_options(owner: str, options: object) -> SearchOptions:
 
 
 def call_partial_every(options: SearchOptions, partial_every: int | None) -> int | None:
-    """The partial interval of one decode call: the call's `partial_every` when given, else the options'."""
-    return options.partial_every if partial_every is None else partial_every
+    """The partial interval of one decode call: the call's `partial_every` when given (0: none in this call),
+    else the options'. A call's value that is not a whole number >= 0 is a ValueError (every backend the
+    same: a float was rounded by one and used as a modulus by another)."""
+    if partial_every is not None and (isinstance(partial_every, bool) or
+                                      not isinstance(partial_every, numbers.Integral) or partial_every < 0):
+        raise ValueError("partial_every must be >= 1 frame, a whole number (0 or None: no partial hypotheses "
+                         f"in this call), got {partial_every!r}")
+    return options.partial_every if partial_every is None else int(partial_every)
