@@ -87,6 +87,10 @@ def test_bad_arguments_are_refused_with_the_reason() -> None:
         with pytest.raises(ValueError, match=message):
             make()
     assert CpuDecoder(graph).decode(np.zeros((1, 1), np.float32), "p", partial_every=0).partials == ()
+    huge = np.zeros((2, 1))
+    huge[1, 0] = -1e300  # finite in float64, -inf as float32
+    with pytest.raises(ValueError, match=r"utterance 'h' has -1e\+300 at frame 1, column 0, beyond float32's"):
+        CpuDecoder(graph).decode(huge, "h")
     for backend in BACKENDS:  # the same refusal from each, for a batch too
         for every in (1.5, -1, True):
             with pytest.raises(ValueError, match="partial_every must be >= 1 frame, a whole number"):

@@ -8,13 +8,12 @@ import numpy as np
 def checked_scores(utt_id: str, loglikes: np.ndarray, min_columns: int = 0, first_frame: int = 0) -> np.ndarray:
     """loglikes (T, P) as float32, after checking: a 2-D float array, at least `min_columns` columns when
     T > 0 (column j scores graph input label j + 1, so the graph's largest input label), every value
-    finite. Raises ValueError naming the utterance (and the frame, counted from `first_frame`, and column
-    of the first non-finite value)."""
+    finite and within float32's range. Raises ValueError naming the utterance (and the frame, counted from
+    `first_frame`, and column of the first value that is not)."""
     scores = np.asarray(loglikes)
     if scores.ndim != 2 or not np.issubdtype(scores.dtype, np.floating):
         raise ValueError(f"utterance {utt_id!r} has scores of {scores.dtype} and shape {scores.shape}; they "
                          "must be a 2-D float array (T, P)")
-    scores = scores.astype(np.float32, copy=False)
     if scores.shape[0] and scores.shape[1] < min_columns:
         raise ValueError(f"utterance {utt_id!r} has scores of {scores.shape[1]} columns, but the graph's "
                          f"input labels go up to {min_columns} (column j scores label j + 1): it needs at "
@@ -25,4 +24,9 @@ def checked_scores(utt_id: str, loglikes: np.ndarray, min_columns: int = 0, firs
         value = "NaN" if np.isnan(bad) else f"{bad:+}"  # NaN, +inf or -inf
         raise ValueError(f"utterance {utt_id!r} has {value} at frame {first_frame + frame}, column {column}; "
                          "scores must be finite log-likelihoods")
-    return scores
+    limit = np.finfo(np.float32).max
+    if scores.dtype.itemsize > 4 and scores.size and np.abs(scores).max() > limit:  # finite, but not in float32
+        frame, column = (int(i) for i in np.argwhere(np.abs(scores) > limit)[0])
+        raise ValueError(f"utterance {utt_id!r} has {scores[frame, column]:g} at frame {first_frame + frame}, "
+                         f"column {column}, beyond float32's range (±{limit:.3g}), in which scores are decoded")
+    return scores.astype(np.float32, copy=False)
