@@ -80,7 +80,8 @@ def test_bad_arguments_are_refused_with_the_reason() -> None:
              (lambda: CpuDecoder(from_arrays(-1, np.zeros(0), src=np.zeros(0, int), dest=np.zeros(0, int),
                                              ilabel=np.zeros(0, int), olabel=np.zeros(0, int),
                                              weight=np.zeros(0))), "no start state"),
-             (lambda: CpuDecoder(graph, SearchOptions(lattice_beam=1.0), "arcs"), "lattices need the epsilon"),
+             (lambda: CpuDecoder(graph, SearchOptions(lattice_beam=1.0), "arcs"),
+              "lattices need the epsilon closure, which this decoder lacks: epsilon mode 'arcs'"),
              (lambda: CpuDecoder(graph).decode(np.zeros((1, 1), np.float32), "p", partial_every=-1),
               "partial_every must be >= 1 frame")]
     for make, message in cases:

@@ -248,7 +248,7 @@ def test_negative_epsilon_weights_use_epsilon_iteration() -> None:
     assert not decoder.moves.closed
     result = decoder.decode(np.zeros((1, 3), dtype=np.float32), "neg")
     assert result.word_ids == (1, 2, 3) and result.total_cost == pytest.approx(1.0 - 0.75 + 0.5)
-    with pytest.raises(ValueError, match="non-negative epsilon weights"):
+    with pytest.raises(ValueError, match="does not apply: an epsilon weight is negative"):
         CpuDecoder(graph, KALDI_DEFAULTS, epsilon_mode="closure")
 
 

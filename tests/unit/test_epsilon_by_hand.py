@@ -68,8 +68,14 @@ def test_a_negative_weight_leaves_only_the_arcs() -> None:
     eps = _epsilon(3, [(0, 1, 1.0), (1, 2, -0.5)])
     assert epsilon_closure(eps) is None
     assert not build_moves(eps, "auto").closed and build_moves(eps, "auto").num_moves == 2
-    with pytest.raises(ValueError, match="the epsilon closure needs non-negative epsilon weights"):
+    assert build_moves(eps, "auto").open_because == "an epsilon weight is negative (or NaN)"
+    with pytest.raises(ValueError, match="'closure' does not apply: an epsilon weight is negative"):
         build_moves(eps, "closure")
+    chain = _epsilon(21, [(s, s + 1, 1.0) for s in range(20)])  # 210 closure moves
+    assert build_moves(chain, "auto", max_moves=209).open_because == "the epsilon closure would have more " \
+        "than 209 moves"
+    with pytest.raises(ValueError, match="'closure' does not apply: the epsilon closure would have more than"):
+        build_moves(chain, "closure", max_moves=209)
     with pytest.raises(ValueError, match="epsilon mode must be"):
         build_moves(eps, "fast")
 

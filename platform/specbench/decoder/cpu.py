@@ -105,8 +105,9 @@ class CpuDecoder:
         self._dense_pos = np.full(graph.num_states, -1, dtype=np.intp)
         self._state: SearchState | None = None
         if options.lattice_beam is not None and not self.moves.closed:
-            raise ValueError("lattices need the epsilon closure (epsilon mode 'closure' or 'auto' on a graph "
-                             "whose epsilon weights are >= 0)")
+            raise ValueError(f"lattices need the epsilon closure, which this decoder lacks: "
+                             f"{self.moves.open_because}. Fix: decode without lattice_beam, or use epsilon "
+                             "mode 'auto' on a graph whose closure applies")
         self.lattice_beam = options.lattice_beam
 
     # ---- the frame-by-frame interface -------------------------------------------------------------

@@ -8,8 +8,9 @@ position) with its cost, and the pruning runs forward-backward over the tokens d
 anything up in the graph or hashes (frame, state) pairs except for the few percent of links it keeps. The rest is the numpy backend's code: the graph preparation (the
 epsilon closure and the closed arcs), the start of an utterance (the start token closed over epsilons,
 computed once per decoder and replayed), the traceback and the partial hypotheses. Graphs whose epsilon
-weights are negative need the epsilon iteration of the numpy backend (epsilon mode "arcs"): there this
-backend runs the numpy loop.
+closure does not apply (a negative epsilon weight, or more closure moves than `epsilon_closure` allows; the
+decoder's `moves.open_because` says which) need the numpy backend's epsilon iteration: there this backend
+runs the numpy loop.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ for the traceback (the word labels on epsilon arcs).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -39,6 +39,7 @@ class EpsilonMoves:
     last_arc: (M,) intp index (into the graph's epsilon ArcSet) of the move's last arc.
     arc_src: (num epsilon arcs,) intp source state of each epsilon arc.
     closed: True when the moves are the epsilon closure (moves of one state sorted by dest).
+    open_because: when not closed, why ("epsilon mode 'arcs'", a negative weight, the closure's size).
     """
 
     offsets: np.ndarray
@@ -49,6 +50,7 @@ class EpsilonMoves:
     last_arc: np.ndarray
     arc_src: np.ndarray
     closed: bool
+    open_because: str = "epsilon mode 'arcs'"
 
     @property
     def num_moves(self) -> int:
@@ -151,20 +153,28 @@ def epsilon_closure(eps: ArcSet, max_moves: int | None = None) -> EpsilonMoves |
     )
 
 
-def build_moves(eps: ArcSet, mode: str = "auto") -> EpsilonMoves:
+def why_no_closure(eps: ArcSet, max_moves: int | None = None) -> str:
+    """Why `epsilon_closure(eps, max_moves)` gave None."""
+    if eps.num_arcs and not bool(np.all(eps.weight >= 0)):
+        return "an epsilon weight is negative (or NaN)"
+    limit = max(DEFAULT_MAX_CLOSURE_FACTOR * eps.num_arcs, 10**6) if max_moves is None else max_moves
+    return f"the epsilon closure would have more than {limit:,} moves"
+
+
+def build_moves(eps: ArcSet, mode: str = "auto", max_moves: int | None = None) -> EpsilonMoves:
     """Epsilon moves for `mode`: "closure" (error when it does not apply), "arcs", or "auto" (the closure
-    when it applies, else the arcs)."""
+    when it applies, else the arcs, saying why in `open_because`)."""
     if mode not in ("auto", "closure", "arcs"):
         raise ValueError(f"epsilon mode must be 'auto', 'closure' or 'arcs', got {mode!r}")
     if mode == "arcs":
         return epsilon_arcs(eps)
-    closure = epsilon_closure(eps)
+    closure = epsilon_closure(eps, max_moves)
     if closure is not None:
         return closure
+    why = why_no_closure(eps, max_moves)
     if mode == "closure":
-        raise ValueError("the epsilon closure needs non-negative epsilon weights and a bounded size; "
-                         "use epsilon mode 'arcs'")
-    return epsilon_arcs(eps)
+        raise ValueError(f"epsilon mode 'closure' does not apply: {why}; use epsilon mode 'arcs'")
+    return replace(epsilon_arcs(eps), open_because=why)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, close_emitting_arcs, epsilon_closure
+from specbench.decoder.epsilon import ClosedArcs, EpsilonMoves, close_emitting_arcs, epsilon_closure, why_no_closure
 from specbench.decoder.options import SearchOptions, require_options
 from specbench.decoder.pruning import PruningConfig
 from specbench.decoder.traceback import word_end_states
@@ -94,7 +94,7 @@ class LaneGraph:
         moves = epsilon_closure(graph.epsilon)
         if moves is None:
             raise ValueError("the lane (GPU) decoder needs the epsilon closure, which this graph does not allow "
-                             "(a negative epsilon weight, or too many closure moves); use the CPU backend")
+                             f"({why_no_closure(graph.epsilon)}); use the CPU backend")
         closed = close_emitting_arcs(graph.emitting, moves)
         if closed.dest.shape[0] >= 2**32 - 1:
             raise ValueError(f"{closed.dest.shape[0]} closed arcs do not fit the 32-bit index of the packed keys")
