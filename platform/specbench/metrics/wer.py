@@ -7,6 +7,7 @@ definition). The same function gives the phone error rate (PER) over phone seque
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Sequence
 
 
@@ -24,12 +25,14 @@ def edit_distance(ref: Sequence[Hashable], hyp: Sequence[Hashable]) -> int:
 
 
 def error_rate(pairs: Iterable[tuple[Sequence[Hashable], Sequence[Hashable]]]) -> float:
-    """Corpus error rate: sum of edit distances over sum of reference lengths (0.0 for no tokens)."""
+    """Corpus error rate: sum of edit distances over sum of reference lengths. With no reference tokens: 0.0
+    when the hypotheses are empty too, inf when they hold tokens (insertions against nothing: never a
+    perfect score; Kaldi's compute-wer says inf too)."""
     errors = tokens = 0
     for ref, hyp in pairs:
         errors += edit_distance(ref, hyp)
         tokens += len(ref)
-    return errors / tokens if tokens else 0.0
+    return errors / tokens if tokens else (math.inf if errors else 0.0)
 
 
 def wer(references: Sequence[Sequence[str]], hypotheses: Sequence[Sequence[str]]) -> float:

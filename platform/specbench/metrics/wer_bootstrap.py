@@ -51,8 +51,10 @@ def paired_wer_bootstrap(errors_a: np.ndarray, errors_b: np.ndarray, words: np.n
         raise ValueError(f"paired_wer_bootstrap: samples must be at least 1, got {samples}")
     counts = resample_counts(a.size, samples, seed).astype(np.float64)
     total = counts @ n
-    spoken = total > 0  # a draw of only empty references has WER 0, as `wer.error_rate` gives for no tokens
-    draws_a, draws_b = (np.where(spoken, counts @ x / np.maximum(total, 1.0), 0.0) for x in (a, b))
+    spoken = total > 0  # a draw of only empty references has no WER to compare: it is left out
+    if not spoken.any():
+        raise ValueError("paired_wer_bootstrap: no draw holds a reference word; draw more samples")
+    draws_a, draws_b = (counts[spoken] @ x / total[spoken] for x in (a, b))
     low_a, high_a = np.percentile(draws_a, [2.5, 97.5])
     low, high = np.percentile(draws_a - draws_b, [2.5, 97.5])
     wer_a, wer_b = a.sum() / n.sum(), b.sum() / n.sum()
