@@ -56,8 +56,8 @@ def _bpe_problem(path: Path) -> str | None:
     from specbench.simultrans.tokenizer import read_model_proto
 
     try:
-        sentencepiece.SentencePieceProcessor(model_proto=read_model_proto(path))
+        model = sentencepiece.SentencePieceProcessor(model_proto=read_model_proto(path))
     except (OSError, RuntimeError, lzma.LZMAError) as err:
         detail = " ".join(str(err).split())[:120]
         return f"not a SentencePiece (BPE) model ({detail})"
-    return None
+    return None if model.get_piece_size() else "an empty SentencePiece (BPE) model, with no pieces"

@@ -101,10 +101,15 @@ def test_the_shipped_models_pass_their_checks() -> None:
 
 
 def test_a_file_that_is_not_a_bpe_model_is_named_wherever_it_is_read(tmp_path: Path) -> None:
+    from specbench.input_files import problem
     from specbench.simultrans.tokenizer import Tokenizer
 
     with pytest.raises(DataError, match=r"mt_waitk.pt: not a SentencePiece \(BPE\) model .* Fix: point the BPE"):
         Tokenizer(ROOT / "models" / "mt_waitk.pt")
+    (tmp_path / "empty.model").write_bytes(b"")  # sentencepiece itself loads it without a word
+    with pytest.raises(DataError, match=r"empty.model: an empty SentencePiece \(BPE\) model, .* Fix: point"):
+        Tokenizer(tmp_path / "empty.model")
+    assert problem("BPE model", tmp_path / "empty.model") == "an empty SentencePiece (BPE) model, with no pieces"
 
 
 @pytest.mark.parametrize(("line", "expected"), [

@@ -63,6 +63,10 @@ class Tokenizer:
                             "Fix: point the BPE key at a BPE model (models/mt_bpe.model), or, for `specbench train "
                             "mt`, at a path where no file is yet, so that it trains one there.") from None
         self.vocab_size = self.sp.get_piece_size()
+        if not self.vocab_size:  # sentencepiece loads an empty file without a word
+            raise DataError(f"{self.path}: an empty SentencePiece (BPE) model, with no pieces. Fix: point the "
+                            "BPE key at a BPE model (models/mt_bpe.model), or delete this file so that "
+                            "`specbench train mt` trains one there.")
         self.sha256 = hashlib.sha256(proto).hexdigest()
 
     def encode(self, text: str) -> list[int]:
