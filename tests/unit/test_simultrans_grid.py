@@ -9,7 +9,14 @@ import pytest
 
 from specbench.errors import ConfigError
 from specbench.experiments.registry import load_config
-from specbench.experiments.simultrans import _best, _chosen, _grid_key, grid_methods, waitk_methods
+from specbench.experiments.simultrans import (
+    _best,
+    _chosen,
+    _grid_key,
+    _ranking_ablation,
+    grid_methods,
+    waitk_methods,
+)
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +53,10 @@ def test_a_winning_w_zero_is_kept_and_its_speculation_is_nothing() -> None:
     methods = waitk_methods("m.pt", 3, _chosen(report, "waitk"))
     assert (methods["greedy"].search, methods["greedy"].beam) == ("greedy", 1)
     assert (methods["tail"].beam, methods["sbs"].beam, methods["sbs"].window) == (5, 5, 0)  # SBS = the tail
+    asked: list = []  # the job's evaluator decodes each distinct Method once
+    _ranking_ablation(lambda method: asked.append(method) or {}, load_config(ROOT / "jobs" / "simultrans.toml"),
+                      "m.pt", report)
+    assert set(asked) == {methods["tail"], methods["greedy"]}  # both rankings are the one tail beam
 
 
 def test_grid_keys_mark_only_the_other_ranking() -> None:

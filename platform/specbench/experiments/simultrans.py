@@ -36,7 +36,6 @@ sets in one round (each set keeps its own shards, so its results are what decodi
 from __future__ import annotations
 
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -212,10 +211,11 @@ def _ranking_ablation(evaluator: ScoredSet, config: SimultransConfig, path: str,
                       report: dict[str, Any]) -> dict[str, Any]:
     """The wait-k model's SBS at grid_k ranked the other way (summed log-probability, the seed's eq. 4, or
     per token) beside the chosen ranking and greedy."""
-    methods = waitk_methods(path, config.grid_k, _chosen(report, "waitk"))
-    sbs = methods["sbs"]
-    other = evaluator(replace(sbs, length_normalized=not sbs.length_normalized))
-    per_token, summed = (evaluator(sbs), other) if sbs.length_normalized else (other, evaluator(sbs))
+    normalized, b, w = _chosen(report, "waitk")
+    methods = waitk_methods(path, config.grid_k, (normalized, b, w))
+    # through _waitk_method: with w = 0 both rankings are the one tail beam, decoded once (equal by definition)
+    other = evaluator(_waitk_method(path, "sbs", config.grid_k, (not normalized, b, w)))
+    per_token, summed = (evaluator(methods["sbs"]), other) if normalized else (other, evaluator(methods["sbs"]))
     return {"per_token": per_token, "sum": summed, "greedy": evaluator(methods["greedy"])}
 
 
