@@ -72,6 +72,9 @@ def test_a_suite_is_named_after_its_file_unless_it_names_itself(tmp_path: Path) 
     assert load_config(write(tmp_path, 'kind = "suite"\njobs = ["graph.toml"]\n', "quick_run.toml")).name == "quick_run"
     named = write(tmp_path, 'kind = "suite"\nname = "mine"\njobs = ["graph.toml"]\n', "other.toml")
     assert load_config(named).name == "mine"
+    for text, file in (('name = "nightly"\n', "plain.toml"), ("", "nightly.toml")):  # the nightly's tag
+        message = refusal(write(tmp_path, f'kind = "suite"\n{text}jobs = ["graph.toml"]\n', file))
+        assert "key 'name' = 'nightly': a plain suite may not be named 'nightly'" in message, message
 
 
 @pytest.mark.parametrize(("file", "written"), [

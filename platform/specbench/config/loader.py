@@ -192,6 +192,10 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
         raise _fail(path, "name", name, "an empty name or spaces around it (the name is the suite's MLflow "
                     "experiment)", f"Fix: write name = {(name.strip() or path.stem)!r}, or remove the key to use "
                     "the file's name.")
+    if name == "nightly":  # its runs would be tagged suite = nightly, and taken for a nightly's baselines
+        raise _fail(path, "name", name, "a plain suite may not be named 'nightly' (the nightly regression "
+                    "suite's runs are found by that name)", "Fix: write another name = \"...\" here, or make it "
+                    'kind = "nightly" and run it with `specbench nightly`.')
     return SuiteConfig(name=name, jobs=resolved)
 
 
