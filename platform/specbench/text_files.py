@@ -1,10 +1,13 @@
-"""Reading a text file the user gives as UTF-8 (a clear error otherwise); writing JSON strict readers accept."""
+"""Reading a text file the user gives as UTF-8 (a clear error otherwise); writing JSON strict readers accept;
+replacing a file's text whole or not at all."""
 
 from __future__ import annotations
 
 import json
 import math
 import numbers
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +46,16 @@ def json_text(value: Any, **options: Any) -> str:
 def json_number(value: Any) -> float:
     """The float `plain_json` wrote as `value`."""
     return math.nan if value is None else float(value)
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) to `path` through a temporary file beside it and a rename, so that a reader never
+    sees half of it and a crash leaves the old file (and no temporary one)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

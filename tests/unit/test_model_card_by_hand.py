@@ -128,3 +128,14 @@ def test_acoustic_card_rerendered_from_its_json_shows_nan_not_none(tmp_path: Pat
     update(checkpoint)  # re-rendered from the JSON, where each NaN is null
     md = checkpoint.with_suffix(".md").read_text()
     assert "| best devel PER (greedy) | nan |\n" in md and "| wer | nan |\n" in md and "None" not in md
+
+
+def test_a_card_that_cannot_be_written_leaves_the_old_one_whole(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "am1.pt"
+    card = _acoustic_card()
+    write_card(checkpoint, card, acoustic_markdown(card))
+    before = {p.name: p.read_text() for p in tmp_path.iterdir()}
+    with pytest.raises(UnicodeEncodeError):  # fails halfway through writing the text
+        write_card(checkpoint, card, "x" * 100_000 + "\ud800")
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before  # no half card, no temporary file
+

@@ -42,7 +42,7 @@ from specbench.data.text_norm import normalize
 from specbench.data.voices import HELD_OUT_VOICES, get_voice, voice_names
 from specbench.errors import ConfigError, DataError, SpecbenchError
 from specbench.stage import failure_status
-from specbench.text_files import json_number, json_text, plain_json
+from specbench.text_files import json_number, json_text, plain_json, replace_text
 from specbench.tool_versions import tool_version
 
 __all__ = [
@@ -342,17 +342,6 @@ def _done(wav: Path, key: Mapping[str, Any], engines: Mapping[str, str]) -> dict
             "end_of_speech_s": json_number(meta["end_of_speech_s"])}
 
 
-def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json_text(data, sort_keys=True))
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
     """Synthesize one planned row unless its WAV (and sidecar) already exist; never raises.
 
@@ -374,7 +363,8 @@ def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
                              pitch_cents=float(row.get("pitch_cents") or 0.0))
             measured = {"duration_s": res.duration_s, "num_samples": res.num_samples,
                         "end_of_speech_s": res.end_of_speech_s}
-            _write_json_atomic(wav.with_suffix(".json"), {"key": key, "engines": engines, **measured})
+            sidecar = {"key": key, "engines": engines, **measured}
+            replace_text(wav.with_suffix(".json"), json_text(sidecar, sort_keys=True))
         out.update(
             duration_s=float(np.float32(measured["duration_s"])),
             num_samples=int(measured["num_samples"]),

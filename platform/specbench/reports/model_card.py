@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.text_files import json_number, json_text
+from specbench.text_files import json_number, json_text, replace_text
 
 
 @dataclass(frozen=True)
@@ -80,10 +80,10 @@ def render(title: str, intro: str, sections: Sequence[Section]) -> str:
 
 
 def write_card(checkpoint: Path, card: dict[str, Any], markdown: str) -> None:
-    """Write the JSON card (`<checkpoint>.json`) and its Markdown (`<checkpoint>.md`) beside `checkpoint`."""
-    text = json_text(card, indent=2, default=str) + "\n"
-    checkpoint.with_suffix(".json").write_text(text, encoding="utf-8")
-    checkpoint.with_suffix(".md").write_text(markdown, encoding="utf-8")
+    """Write the JSON card (`<checkpoint>.json`) and its Markdown (`<checkpoint>.md`) beside `checkpoint`, each
+    whole or not at all."""
+    replace_text(checkpoint.with_suffix(".json"), json_text(card, indent=2, default=str) + "\n")
+    replace_text(checkpoint.with_suffix(".md"), markdown)
 
 
 # ------------------------------------------------------------------------------------------- acoustic model
@@ -124,7 +124,7 @@ def update(checkpoint: Path, evaluation: dict[str, float] | None = None) -> Path
     if "evaluation" in card:
         card["evaluation"] = {k: json_number(v) for k, v in card["evaluation"].items()}
     if evaluation is None:
-        checkpoint.with_suffix(".md").write_text(acoustic_markdown(card), encoding="utf-8")
+        replace_text(checkpoint.with_suffix(".md"), acoustic_markdown(card))
     else:
         card["evaluation"] = {k: float(v) for k, v in evaluation.items()}
         write_card(checkpoint, card, acoustic_markdown(card))
