@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import mlflow
@@ -110,13 +110,30 @@ def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Pa
 
 def test_a_followed_job_that_fails_and_a_refused_token_are_said_so(
         ray_head: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from specbench.runtime.jobs import client
+    from specbench.runtime.jobs import client, follow_logs
 
     job = client(ray_head).submit_job(entrypoint="seq 3000; sleep 2; echo started; exit 3")
     assert main(["logs", job, "--address", ray_head, "--follow"]) == 1
     out = capsys.readouterr().out  # each line once, in order, across a quiet spell (Ray's own lines beside)
     lines = [line for line in out.splitlines() if line.isdigit() or line == "started"]
     assert lines == [*map(str, range(1, 3001)), "started"] and out.endswith(f"\njob {job}: FAILED\n"), out
+    jobs, reads = client(ray_head), []
+    whole_log = jobs.get_job_logs
+    jobs.get_job_logs = lambda job_id: reads.append(job_id) or whole_log(job_id)  # counted, still real
+    job = jobs.submit_job(entrypoint="for i in 1 2 3 4; do echo line $i; sleep 1; done")
+    text = "".join(follow_logs(ray_head, job, True, jobs=jobs))
+    assert [line for line in text.splitlines() if line.startswith("line")] == [f"line {i}" for i in range(1, 5)]
+    assert reads == [job]  # streamed: the whole log read once, at the end, not once a second
+
+    async def no_websocket(job_id: str) -> AsyncIterator[str]:  # as behind a proxy that refuses websockets
+        raise RuntimeError(f"websocket for {job_id} refused")
+        yield ""
+
+    jobs.tail_job_logs = no_websocket
+    job = jobs.submit_job(entrypoint="for i in 1 2 3; do echo polled $i; sleep 1; done")
+    text = "".join(follow_logs(ray_head, job, True, jobs=jobs))
+    assert [line for line in text.splitlines() if line.startswith("polled")] == ["polled 1", "polled 2", "polled 3"]
+    assert reads.count(job) >= 2  # polled while it ran
     loader = AuthenticationTokenLoader.instance()  # Ray's cache of the token
     with monkeypatch.context() as patch:
         patch.setenv("RAY_AUTH_TOKEN", "not-its-token")

@@ -18,7 +18,9 @@ rest of the runtime (see cluster.py).
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
 import shlex
 import threading
 import time
@@ -40,6 +42,7 @@ ANSWER_WAIT_S = 10.0  # how long the dashboard has to answer at first contact (R
 # a silent host); each later call (`_ask`: a status, a log read while following) has POLL_WAIT_S, which leaves
 # room for a whole log's download and a loaded head
 POLL_WAIT_S = 30.0
+STATUS_EVERY_S = 5.0  # how long a followed log may stay silent before the job's status is asked for
 T = TypeVar("T")
 EXCLUDES = [".venv", ".specbench", ".git", "__pycache__", "*.pyc", ".pytest_cache", ".hypothesis"]
 
@@ -208,21 +211,57 @@ def _ask(address: str, job_id: str, call: Callable[[str], T]) -> T:
 
 def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0,
                 jobs: JobSubmissionClient | None = None) -> Iterator[str]:
-    """The job's log text; with `follow`, new text as it comes until the job ends. A dashboard that stops
-    answering while the logs are followed (the cluster stopped, or no answer within `POLL_WAIT_S`) is a
-    SpecbenchError, not a traceback or a silent wait. `jobs`: the client to use (else a new one)."""
+    """The job's log text; with `follow`, new text as it comes until the job ends. Following streams the
+    log (Ray's tail websocket: each byte crosses once), asks for the job's status after every
+    `STATUS_EVERY_S` seconds of silence, and reads the whole log once at the end for anything the stream
+    had not brought; where the websocket fails but the dashboard answers (a proxy without websockets), it
+    polls the whole log every `poll_s` seconds instead. A dashboard that stops answering (the cluster
+    stopped, or no answer within `POLL_WAIT_S`) is a SpecbenchError, not a traceback or a silent wait.
+    `jobs`: the client to use (else a new one)."""
     jobs = jobs or client(address)
-    seen = _ask(address, job_id, jobs.get_job_logs)
-    yield seen
-    while follow and not JobStatus(_ask(address, job_id, jobs.get_job_status)).is_terminal():
-        time.sleep(poll_s)
-        text = _ask(address, job_id, jobs.get_job_logs)
-        if len(text) > len(seen):
-            yield text[len(seen):]
-            seen = text
-    text = _ask(address, job_id, jobs.get_job_logs) if follow else seen
-    if len(text) > len(seen):
-        yield text[len(seen):]
+    if not follow:
+        yield _ask(address, job_id, jobs.get_job_logs)
+        return
+    _ask(address, job_id, jobs.get_job_status)  # a job the cluster does not know: the error naming it
+    chunks: queue.Queue[tuple[str, object]] = queue.Queue()
+    threading.Thread(target=_tail, args=(jobs, job_id, chunks), daemon=True).start()
+    shown, kind = 0, "ended"
+    while True:
+        try:
+            kind, item = chunks.get(timeout=STATUS_EVERY_S)
+        except queue.Empty:  # silence: a quiet job, or a head that went away
+            if JobStatus(_ask(address, job_id, jobs.get_job_status)).is_terminal():
+                break
+            continue
+        if kind != "text":
+            break
+        shown += len(str(item))
+        yield str(item)
+    if kind == "failed":  # the websocket broke: poll while the head answers (`_ask` raises where it does not)
+        while not JobStatus(_ask(address, job_id, jobs.get_job_status)).is_terminal():
+            text = _ask(address, job_id, jobs.get_job_logs)
+            if len(text) > shown:
+                yield text[shown:]
+                shown = len(text)
+            time.sleep(poll_s)
+    text = _ask(address, job_id, jobs.get_job_logs)
+    if len(text) > shown:
+        yield text[shown:]
+
+
+def _tail(jobs: JobSubmissionClient, job_id: str, chunks: queue.Queue[tuple[str, object]]) -> None:
+    """Put the job's log, as Ray's tail websocket brings it, into `chunks` as ("text", str) items, then
+    ("ended", None) when the server closes the stream (the job ended) or ("failed", error)."""
+    async def stream() -> None:
+        async for text in jobs.tail_job_logs(job_id):
+            chunks.put(("text", text))
+
+    try:
+        asyncio.run(stream())
+    except Exception as err:  # noqa: BLE001 - aiohttp's and Ray's errors alike: the follower decides
+        chunks.put(("failed", err))
+    else:
+        chunks.put(("ended", None))
 
 
 def _lost(address: str, job_id: str, silent: bool = False) -> SpecbenchError:
