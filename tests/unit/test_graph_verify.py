@@ -73,6 +73,17 @@ def test_a_damaged_lexicon_or_lm_text_is_named(tiny_tlg: Callable[..., Path]) ->
     assert f"{directory / 'train.txt'}, line 1: not UTF-8 text" in _refused(directory)
 
 
+def test_emptied_or_cut_symbol_tables_and_texts_are_named(tiny_tlg: Callable[..., Path]) -> None:
+    directory = tiny_tlg("g")
+    for name in ("words.txt", "tokens.txt", "lexicon.txt", "train.txt"):
+        whole = (directory / name).read_bytes()
+        (directory / name).write_bytes(b"")  # as a copy cut short leaves it
+        said = f"{name} is empty" if name.endswith(("lexicon.txt", "train.txt")) else f"{name} has 0 symbols"
+        assert f"{directory}: this cached graph's files do not fit together ({said}" in _refused(directory)
+        (directory / name).write_bytes(whole)
+    verify_graph(directory)
+
+
 def test_build_graph_refuses_a_reused_directory_without_train_txt(tiny_tlg: Callable[..., Path], tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the path every job takes (`build_graph` on a graph whose directory exists): the error comes

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+import numpy as np
+
 from specbench.code_digest import code_digest, files_digest
 from specbench.config import GraphConfig, settings_dict
 from specbench.data import slurp, text_norm
@@ -175,11 +177,19 @@ def verify_graph(directory: Path) -> None:
     if foreign:
         raise DataError(f"{directory}: this cached graph holds {', '.join(foreign)}, which the recipe does "
                         f"not write (it would change the graph's content digest). {lexicon.REBUILD_FIX}")
-    for name in ("TLG.fst", "G.fst"):
-        read_graph(directory / name)
+    tlg = read_graph(directory / "TLG.fst")
+    read_graph(directory / "G.fst")
     arpa_mod.read_arpa(directory / "lm.arpa")
-    symbols.SymbolTable.read(directory / "words.txt")
-    symbols.SymbolTable.read(directory / "tokens.txt")
+    words = symbols.SymbolTable.read(directory / "words.txt")
+    tokens = symbols.SymbolTable.read(directory / "tokens.txt")
+    labels = np.concatenate([tlg.emitting.olabel, tlg.epsilon.olabel])
+    short = [f"{name} has {len(table)} symbols, but TLG.fst's {side} labels go up to {top}"
+             for name, table, side, top in (("words.txt", words, "output", int(labels.max(initial=0))),
+                                           ("tokens.txt", tokens, "input", tlg.max_ilabel)) if len(table) <= top]
+    short += [f"{name} is empty" for name in ("lexicon.txt", "train.txt") if not (directory / name).stat().st_size]
+    if short or not len(words):
+        raise DataError(f"{directory}: this cached graph's files do not fit together ("
+                        f"{'; '.join(short) or 'words.txt is empty'}). {lexicon.REBUILD_FIX}")
     lexicon.read_lexicon(directory / "lexicon.txt")
     read_utf8(directory / "train.txt", str(directory / "train.txt"), lexicon.REBUILD_FIX)
 
