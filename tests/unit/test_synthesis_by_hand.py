@@ -111,6 +111,12 @@ def test_read_wav_reads_a_streamed_wav_to_the_end_of_the_file(tmp_path: Path) ->
     short.write_bytes(b"RIFF\x00\x01\x00\x00WAVE" + fmt + b"data\x00\x01\x00\x00" + body)
     with pytest.raises(DataError, match=r"short\.wav: truncated \(10 of 256 data bytes\)"):
         read_wav(short)
+    piped = tmp_path / "piped.wav"  # sox writing to a pipe, as espeak-ng --stdout does: another size it leaves
+    with piped.open("wb") as out:
+        sox = subprocess.Popen(["sox", "-n", "-r", "16000", "-c", "1", "-b", "16", "-e", "signed-integer", "-t",
+                                "wav", "-", "synth", "0.2", "sine", "300"], stdout=subprocess.PIPE)
+        out.write(sox.communicate()[0])
+    assert piped.read_bytes()[40:44] == b"\x00\xf0\xff\x7f" and read_wav(piped)[0].shape == (3200,)
 
 
 # ----------------------------------------------------------------------------------------- argument checks

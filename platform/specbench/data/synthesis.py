@@ -60,6 +60,7 @@ _PEAK_LIMIT = 0.99
 NoiseKind = Literal["white", "pink"]
 # The data size a writer that cannot seek back to the header leaves there (ffmpeg writing to a pipe): unknown
 _STREAMED_SIZE = 0xFFFFFFFF
+_PIPED_SIZE = 0x7FFFF000  # the data size sox and espeak-ng write when their output is a pipe
 
 
 @dataclass(frozen=True)
@@ -298,7 +299,7 @@ def read_wav(path: Path) -> tuple[np.ndarray, int]:
         )
     if width != 2:
         raise DataError(f"{path}: {8 * width}-bit samples; specbench needs 16-bit PCM. {fix}")
-    if frames * width > _STREAMED_SIZE - width:  # a streamed WAV: the samples run to the end of the file
+    if frames * width > _STREAMED_SIZE - width or frames * width == _PIPED_SIZE:  # the samples run to the end
         data = data[: len(data) - len(data) % width]
     elif len(data) != frames * width:
         raise DataError(f"{path}: truncated ({len(data)} of {frames * width} data bytes). Fix: synthesize or "
