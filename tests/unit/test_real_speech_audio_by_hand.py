@@ -52,6 +52,7 @@ def test_recordings_are_listed_converted_and_flagged(tmp_path: Path, monkeypatch
     spectrum = np.abs(np.fft.rfft(samples))
     assert np.argmax(spectrum) * 16000 / 8000 == 1000.0  # bins of 2 Hz: the peak stays at 1 kHz
     assert np.abs(samples).max() == pytest.approx(0.5, abs=0.02)  # both channels alike: the mix keeps 0.5
+    assert np.array_equal(load_audio(flac), samples)  # no random dither: the same samples every time
     assert np.array_equal(load_audio(data / "speech" / "librivox" / "b.wav"), np.full(160, 8192 / 32768))
     (tmp_path / "bad.flac").write_bytes(b"not audio")
     with pytest.raises(DataError, match="bad.flac: sox cannot read it"):

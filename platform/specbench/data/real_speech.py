@@ -46,13 +46,15 @@ def real_recordings() -> list[Recording]:
 
 
 def load_audio(path: Path) -> np.ndarray:
-    """16 kHz mono float32 samples of a WAV, or of any file sox reads (FLAC), converted with sox."""
+    """16 kHz mono float32 samples of a WAV in that format (16-bit; another is refused with the sox command that
+    converts it), or of any other file sox reads (FLAC), converted with sox without dither (`-D`: the same
+    samples every time)."""
     if path.suffix == ".wav":
         return read_wav(path)[0]
     with tempfile.TemporaryDirectory(prefix="specbench-audio-") as tmp:
         wav = Path(tmp) / "audio.wav"
         try:
-            subprocess.run(["sox", str(path), "-r", "16000", "-c", "1", "-b", "16", str(wav)], check=True,
+            subprocess.run(["sox", "-D", str(path), "-r", "16000", "-c", "1", "-b", "16", "-e", "signed-integer", str(wav)], check=True,
                            capture_output=True)
         except FileNotFoundError as err:
             raise ToolError("sox is not installed and is needed to read FLAC. Fix: apt-get install sox") from err
