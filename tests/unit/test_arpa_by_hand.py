@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from specbench.errors import ArpaFormatError
+from specbench.errors import ArpaFormatError, ToolError
 from specbench.wfst.arpa import read_arpa, write_arpa
 from specbench.wfst.compose import arpa_to_g
 from specbench.wfst.graph import read_graph
@@ -120,6 +120,16 @@ def test_an_ngram_whose_context_is_not_listed_is_refused_as_g_never_reaches_it(t
     assert cost == pytest.approx(expected, rel=1e-6)
     with pytest.raises(ArpaFormatError, match="line 19: the 3-gram 'b a b' has no 2-gram 'b a' listed"):
         read_arpa(arpa)
+
+
+def test_lm_words_missing_from_the_symbol_table_are_named_not_dropped(tmp_path: Path) -> None:
+    arpa, words_txt, g_path = tmp_path / "lm.arpa", tmp_path / "words.txt", tmp_path / "G.fst"
+    arpa.write_text(TRIGRAM)
+    word_table(["a"]).write(words_txt)  # "b" is in the LM only: kaldilm would skip its n-grams with a warning
+    with pytest.raises(ToolError, match=r"lm.arpa: 1 word\(s\) of the LM are not in .*words.txt \(b\), so G would "
+                                        "lack their n-grams. Fix: build words.txt from the LM's vocabulary"):
+        arpa_to_g(arpa, words_txt, g_path)
+    assert not g_path.exists()
 
 
 # "a b c" is listed, and a context of 4-grams, while its suffix "b c" is not; "a b c a" is listed while

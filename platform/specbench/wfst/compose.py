@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -27,10 +28,17 @@ def arpa_to_g(arpa: Path, words_txt: Path, g_path: Path) -> None:
     """G.fst from an ARPA file over the words of `words_txt` (`#0` on back-off arcs)."""
     with native_stderr_captured() as log:
         kaldilm.arpa2fst(input_arpa=str(arpa), output_fst=str(g_path), disambig_symbol="#0",
-                         read_symbol_table=str(words_txt), max_arpa_warnings=0)
+                         read_symbol_table=str(words_txt), max_arpa_warnings=-1)
+        text = log.read_text(errors="replace")
     if not g_path.is_file():
         raise ToolError(f"kaldilm.arpa2fst wrote no {g_path} from {arpa}; check the ARPA file and {words_txt}. "
-                        f"Its log:\n{log.read_text(errors='replace')[-2000:]}")
+                        f"Its log:\n{text[-2000:]}")
+    missing = sorted(set(re.findall(r"skipped: word '(.*?)' not in symbol table", text)))
+    if missing:  # arpa2fst leaves their n-grams out of G with a warning only
+        g_path.unlink()
+        raise ToolError(f"{arpa}: {len(missing)} word(s) of the LM are not in {words_txt} "
+                        f"({', '.join(missing[:10])}), so G would lack their n-grams. Fix: build words.txt from "
+                        "the LM's vocabulary, or restrict the LM to the words of words.txt.")
 
 
 @contextlib.contextmanager
