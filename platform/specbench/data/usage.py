@@ -46,7 +46,8 @@ What is simulated (`simulate_usage`, all settings in `UsageSettings`)
   person (`scenario_matched`); when no unused text of that scenario is left, any unused text. The user's
   own sentences are the routine's source only.
   A sweep of `routine_share` flips only the requests whose draw lies between two shares, and only those
-  change text.
+  change text (a routine hour past 24 h is clipped to the day's last second and `_distinct` pushes a tie
+  forward, so an unflipped request can move into the next day, and rarely change whether it is evaluated).
   A one-off is therefore never a repeat: the share of evaluated requests whose text the user said before
   (`repeat_rate`) follows `routine_share` and the routine's size. No sentence is ever drawn with
   replacement; a pool that runs out is a `DataError` naming the setting to lower.

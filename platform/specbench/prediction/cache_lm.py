@@ -10,7 +10,9 @@ the user's earlier final recognitions that extend the prefix) gets
 where P_LM is the LM's probability of the continuation and the end of the sentence (`lm_log_prob`) and
 P_cache is the relative frequency of c among the user's history entries that start with the prefix
 (`exp(personal_log_freq)`; 0 for a candidate the user never said). When the history holds nothing that
-extends the prefix the cache is empty and the score is the LM's alone, as in a cache language model. Both
+starts with the prefix the cache is empty and the score is the LM's alone, as in a cache language model;
+an entry equal to the prefix (it adds no word, so it is no candidate) or an empty final hypothesis counts
+in the frequency's total and makes the cache non-empty. Both
 are distributions over complete sentences, so the mixture is one too; its log is the decision score (the
 policy prefetches the best candidate of a partial when it passes a threshold). The weight w is chosen on
 the devel users (`choose_weight`), never on test.
