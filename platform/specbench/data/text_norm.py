@@ -29,7 +29,9 @@ case and strips accents (rules 1, 6 and 7), then applies rules 2 to 8 in order.
    ``bi weekly``, ``turn_down`` -> ``turn down``, ``robert, what`` -> ``robert what``). Accented Latin letters
    are reduced to ASCII (Unicode NFKD, combining marks dropped: ``café`` -> ``cafe``); the letters
    ``æ œ ø ł đ ð þ ı`` are transliterated (``ae oe o l d d th i``); any remaining character outside ``a-z'``
-   (other scripts, non-ASCII digits) is a separator.
+   (other scripts, digits of other scripts such as ``٣``) is a separator. NFKD comes first, so digits with
+   an ASCII compatibility form are read as those digits (fullwidth ``１２`` -> ``twelve``, superscript
+   ``x²`` -> ``x two``, ``½`` -> ``one two``: its parts, not "one half").
 8. Whitespace collapses to single spaces, with none leading or trailing; an empty result is ``""``.
 
 The output holds only ``a-z``, ``'`` and single spaces, every apostrophe sits between two letters, and
