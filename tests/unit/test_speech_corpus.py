@@ -205,7 +205,7 @@ def test_an_engine_upgrade_synthesizes_the_row_again_and_an_older_sidecar_is_kep
     assert re.fullmatch(r"1\.\d+(\.\d+)*", meta["engines"]["espeak-ng"]), meta["engines"]
     assert re.fullmatch(r"\d+(\.\d+)+", meta["engines"]["sox"]), meta["engines"]
 
-    def rewritten(sidecar_meta: dict) -> bool:
+    def rewritten(sidecar_meta: dict | list) -> bool:
         sidecar.write_text(json.dumps(sidecar_meta))
         before = wav.stat().st_mtime_ns
         os.utime(wav, ns=(before - 10**9, before - 10**9))  # so that a rewrite shows in the mtime
@@ -220,6 +220,7 @@ def test_an_engine_upgrade_synthesizes_the_row_again_and_an_older_sidecar_is_kep
     assert not rewritten(legacy), "a sidecar from before the versions were recorded is kept"
     assert json.loads(sidecar.read_text()) == legacy
     assert not rewritten(meta)
+    assert rewritten([meta]) and rewritten({k: v for k, v in meta.items() if k != "end_of_speech_s"})  # damaged
 
 
 def test_a_broken_row_reports_its_reason_and_the_others_complete(tmp_path: Path, tts: None) -> None:

@@ -331,15 +331,16 @@ def _done(wav: Path, key: Mapping[str, Any], engines: Mapping[str, str]) -> dict
         return None
     try:
         meta = json.loads(sidecar.read_text(encoding="utf-8"))
-        if meta.get("key") not in (key, plain_json(key)) or _engines_changed(meta, engines):
+        if (not isinstance(meta, dict) or meta.get("key") not in (key, plain_json(key))
+                or _engines_changed(meta, engines)):
             return None
         samples, _ = read_wav(wav)
-    except (ValueError, OSError, DataError):
+        end_of_speech = json_number(meta["end_of_speech_s"])
+    except (ValueError, OSError, DataError, KeyError, TypeError):  # a damaged sidecar: synthesized again
         return None
     if len(samples) != meta.get("num_samples"):
         return None
-    return {"duration_s": len(samples) / SAMPLE_RATE, "num_samples": len(samples),
-            "end_of_speech_s": json_number(meta["end_of_speech_s"])}
+    return {"duration_s": len(samples) / SAMPLE_RATE, "num_samples": len(samples), "end_of_speech_s": end_of_speech}
 
 
 def synthesize_row(row: Mapping[str, Any], corpus_root: Path) -> dict[str, Any]:
