@@ -4,7 +4,8 @@ A speaker whose vocal tract is longer than any training voice's has lower forman
 heard (flite's `rms` against the nine training voices). Stretching that speaker's normalized fbank along
 the mel axis by one factor moves the formants back among the training voices'. The model already saw such
 stretches: training warps every utterance by a random factor in [1 - freq_warp, 1 + freq_warp]
-(`training.spec_augment`), with this same function.
+(`training.spec_augment`; [0.88, 1.12] for the shipped model), with this same function; a grid that goes
+further (`jobs/am_eval.toml` to 1.15) offers factors it never saw.
 
 The factor is chosen per speaker from the speaker's *other* utterances (in a voice assistant: the user's
 earlier requests), never from the utterance being recognized, so recognition stays causal. It is the
