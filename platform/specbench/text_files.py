@@ -7,7 +7,7 @@ import json
 import math
 import numbers
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -51,11 +51,11 @@ def json_number(value: Any) -> float:
 def replace_text(path: Path, text: str) -> None:
     """Write `text` (UTF-8) to `path` through a temporary file beside it and a rename, so that a reader never
     sees half of it and a crash leaves the old file (and no temporary one)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # the umask's mode
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with tmp.open("x", encoding="utf-8") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise

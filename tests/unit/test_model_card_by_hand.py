@@ -8,6 +8,7 @@ sorted in the Markdown, a checkpoint without a card left alone). Every expected 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -138,4 +139,7 @@ def test_a_card_that_cannot_be_written_leaves_the_old_one_whole(tmp_path: Path) 
     with pytest.raises(UnicodeEncodeError):  # fails halfway through writing the text
         write_card(checkpoint, card, "x" * 100_000 + "\ud800")
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before  # no half card, no temporary file
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (checkpoint.with_suffix(".md").stat().st_mode & 0o777) == 0o666 & ~mask  # readable as write_text's
 
