@@ -4,6 +4,7 @@ mixes frame shifts, non-finite partial intervals and files that are not UTF-8.""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -217,6 +218,26 @@ def test_references_missing_an_utterance_or_a_lattice_beam_alone_leave_no_output
     assert not decodable["out"].exists()
     text.write_text("a w7\nb w1\n")
     assert decode_file(words=words, references=text, **decodable)["wer"] == 0.5
+
+
+def test_unscored_rows_count_as_failed_a_repeated_id_is_refused_and_no_reference_words_is_inf(
+        tmp_path: Path, decodable: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    words, text, scores = tmp_path / "words.txt", tmp_path / "text", tmp_path / "s.parquet"
+    SymbolTable(tuple(f"w{i}" for i in range(8))).write(words)
+    text.write_text("a w7\nb w7 w7\n")
+    rows = {"utt_id": ["a", "b"], "num_frames": [2, None], "num_classes": [1, None], "loglikes": [[0.0, 0.0], None],
+            "status": ["ok", "failed: unreadable WAV"]}
+    pq.write_table(pa.table(rows), scores)
+    summary = decode_file(**{**decodable, "scores": scores}, words=words, references=text)
+    assert summary["failures"] == {"not scored: failed: unreadable WAV": 1} and summary["wer"] == 2 / 3
+    pq.write_table(pa.table({**rows, "utt_id": ["a", "a"]}), scores)
+    with pytest.raises(DataError, match=r"s.parquet: utterance 'a' appears 2 times .* Fix: give each utterance"):
+        decode_file(**{**decodable, "scores": scores})
+    text.write_text("a\nb\n")  # nothing to say, and the decoder says w7: no perfect score
+    assert decode_file(words=words, references=text, **decodable)["wer"] == math.inf
 
 
 def test_a_folder_given_for_the_graph_or_the_words_is_named_as_a_folder(tmp_path: Path, decodable: dict) -> None:

@@ -205,6 +205,16 @@ def read_scores(path: Path, frame_shift_ms: float | None = None) -> Scores:
     return _npz(path, frame_shift_ms)
 
 
+def unscored(path: Path) -> list[tuple[str, str]]:
+    """(utt_id, status) of the rows of a Parquet scores file whose scoring failed (status not ok), which
+    `read_scores` leaves out; none for other formats, which hold scores only."""
+    path = Path(path)
+    if path.suffix.lower() != ".parquet" or STATUS_COLUMN not in pq.read_schema(path).names:
+        return []
+    rows = pq.read_table(path, columns=["utt_id", STATUS_COLUMN]).to_pylist()
+    return [(r["utt_id"], r[STATUS_COLUMN]) for r in rows if r[STATUS_COLUMN] != STATUS_OK]
+
+
 def utterance_ids(path: Path) -> list[str] | None:
     """The ids of the utterances `read_scores(path)` yields, read without their scores (None: not known so, as
     for an .ark, or the file cannot be read; `read_scores` names its fault)."""

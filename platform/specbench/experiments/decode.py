@@ -2,7 +2,9 @@
 utterance with the decoder-output fields of `decoder.stage.OUTPUT_SCHEMA` (and partial hypotheses and lattices
 when asked for). The `DecoderStage` builds the backend by name (`decoder.backends.make_decoder`) with one
 `SearchOptions` from the command-line options. Bad utterances are reported in their rows and counted; they
-never stop the others. The lane backends (`twin`, `gpu`) decode `LANE_CHUNK` utterances together.
+never stop the others; so are the rows of a Parquet scores file whose scoring failed (status "not
+scored: ...", no words). An utterance id the scores hold twice is refused. The lane backends (`twin`, `gpu`)
+decode `LANE_CHUNK` utterances together.
 
 The one-utterance-at-a-time backends (`cpu`, `cpu_numpy`, `kaldi`) use every core of the machine: `workers`
 decoders (default: one per core for long decodes, see `worker_count`), each a Ray actor with its own
@@ -37,8 +39,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from specbench.data.scores import read_scores, utterance_ids
+from specbench.data.scores import read_scores, unscored, utterance_ids
 from specbench.decoder.backends import LANE_BACKENDS
+from specbench.decoder.result import DecodeResult, DecodeStats
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError, SpecbenchError
 from specbench.text_files import json_text, read_utf8
@@ -113,8 +116,11 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
     if symbols is not None:
         check_word_list(graph, words, len(symbols), stage.backend)
     texts = read_references(references) if references is not None else None
-    if texts is not None:  # before decoding, where the scores' ids can be read without their scores
-        check_references(references, texts, utterance_ids(scores) or [])
+    failed = unscored(scores)  # in the output and the WER as failed rows, not left out
+    known = utterance_ids(scores)
+    check_unique(scores, [*(known or []), *(u for u, _ in failed)])  # before decoding, where the ids can be
+    if texts is not None:  # read without their scores
+        check_references(references, texts, [*(known or []), *(u for u, _ in failed)])
     if ray_address is not None:  # asked for: refused if it is not there, even where one worker needs no Ray
         from specbench.runtime import check_cluster
 
@@ -128,6 +134,9 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         rows = (_decode_here(stage, iter(items)) if used == 1
                 else _decode_on_workers(stage, items, used, ray_address, asked=workers is not None))
     seconds = time.perf_counter() - start
+    rows += [{**DecodeResult.failed(u, f"not scored: {status}", 0, DecodeStats()).output_row(), "partials": []}
+             for u, status in failed]
+    check_unique(scores, [r["id"] for r in rows])  # a Kaldi .ark's ids are known only now
     if not rows:
         raise DataError(f"{scores}: no utterances to decode. Fix: give a scores file that holds at least one "
                         "utterance")
@@ -167,6 +176,15 @@ def check_word_list(graph: Path, words: Path, size: int, backend: str) -> None:
                         "built with (beside it in its folder under .specbench/graphs/)")
 
 
+def check_unique(scores: Path, ids: list[str]) -> None:
+    """A DataError naming an utterance id that `scores` holds more than once (its output rows, lattice files
+    and WER would mix the two)."""
+    twice = [(u, n) for u, n in Counter(ids).items() if n > 1]
+    if twice:
+        raise DataError(f"{scores}: utterance {twice[0][0]!r} appears {twice[0][1]} times ({len(twice)} id(s) "
+                        "repeated). Fix: give each utterance of the scores its own id")
+
+
 def check_references(references: Path, texts: dict[str, list[str]], ids: list[str]) -> None:
     """A DataError naming the utterances of `ids` that `texts` (read from `references`) has no line for."""
     missing = [u for u in ids if u not in texts]
@@ -196,7 +214,7 @@ def reference_scores(rows: list[dict], texts: dict[str, list[str]], symbols: lis
     """`wer` of the rows' 1-best word ids against `texts`, and with lattices `lattice_oracle_wer` (see the
     module docstring); failed rows count as empty hypotheses."""
     from specbench.decoder.lattice import lattice_file_oracle_errors, read_lattice
-    from specbench.metrics.wer import edit_distance
+    from specbench.metrics.wer import edit_distance, rate
 
     check_references(references, texts, [r["id"] for r in rows])
     ids = first_ids(symbols)
@@ -216,9 +234,9 @@ def reference_scores(rows: list[dict], texts: dict[str, list[str]], symbols: lis
                 raise DataError(f"{err}: the lattice oracle WER reads each lattice file back on this "
                                 "machine. Fix: give a lattice folder that the workers and this machine "
                                 "share") from err
-    out: dict[str, Any] = {"reference_words": tokens, "wer": errors / tokens if tokens else 0.0}
+    out: dict[str, Any] = {"reference_words": tokens, "wer": rate(errors, tokens)}
     if with_lattices:
-        out["lattice_oracle_wer"] = oracle / tokens if tokens else 0.0
+        out["lattice_oracle_wer"] = rate(oracle, tokens)
     return out
 
 

@@ -47,7 +47,7 @@ from specbench.experiments.job_refs import ctc_graph_job, referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import corpus_root
 from specbench.metrics import confidence_measures as cm
-from specbench.metrics.wer import edit_distance
+from specbench.metrics.wer import edit_distance, rate
 from specbench.paths import from_root, work_dir
 from specbench.reports.plots import pyplot
 from specbench.wfst.symbols import SymbolTable, first_ids
@@ -130,7 +130,7 @@ def word_errors(results: list[DecodeResult], refs: dict[str, list[str]], symbols
         best = edit_distance(ref, list(res.word_ids) if res.ok else [])
         words, errors = words + len(ref), errors + best
         oracle += res.lattice.oracle_errors(ref) if res.ok and res.lattice is not None else best
-    return {"reference_words": words, "wer": errors / max(words, 1), "lattice_oracle_wer": oracle / max(words, 1)}
+    return {"reference_words": words, "wer": rate(errors, words), "lattice_oracle_wer": rate(oracle, words)}
 
 
 def _measures(values: list[float], labels: list[bool], bins: int) -> dict[str, Any]:

@@ -32,6 +32,11 @@ def error_rate(pairs: Iterable[tuple[Sequence[Hashable], Sequence[Hashable]]]) -
     for ref, hyp in pairs:
         errors += edit_distance(ref, hyp)
         tokens += len(ref)
+    return rate(errors, tokens)
+
+
+def rate(errors: int, tokens: int) -> float:
+    """`errors / tokens`, the rule of `error_rate` for no tokens: 0.0 without errors, else inf."""
     return errors / tokens if tokens else (math.inf if errors else 0.0)
 
 
