@@ -10,8 +10,9 @@ export DEBIAN_FRONTEND=noninteractive
 . /etc/os-release
 
 enabled() {  # is apt component $1 enabled in some one-line (.list) or deb822 (.sources) source?
-  cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources 2>/dev/null \
-    | grep -qE "^(Components:|deb )([^#]*[[:space:]])?$1([[:space:]]|$)"
+  # one grep over the files, no pipe: with pipefail, cat's exit for a missing file would answer "no"
+  grep -qsE "^(Components:|deb )([^#]*[[:space:]])?$1([[:space:]]|$)" /etc/apt/sources.list \
+    /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources
 }
 
 case "${ID}" in

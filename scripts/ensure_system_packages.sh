@@ -4,7 +4,8 @@
 #   - the speech synthesizers and voices, and sox: those of cluster/install-speech-packages.sh;
 #   - cmake, g++, make, Boost and compression headers: KenLM's lmplz and query are compiled from source
 #     (platform/specbench/wfst/kenlm_tools.py);
-#   - iproute2 (network-namespace cluster tests), git, chromium and chromium-driver (the browser test).
+#   - iproute2 (network-namespace cluster tests), git, chromium and chromium-driver (the browser test);
+#   - python3 and python3-venv (.venv; a failed venv without pip is made again by the Makefile).
 # Missing ones are installed through cluster/install-speech-packages.sh (it enables Debian's contrib and
 # non-free components for MBROLA), as root, or through `sudo -n` when sudo works without a password.
 # Otherwise it prints the one command to run and exits 1.
@@ -25,7 +26,7 @@ SPEECH_PACKAGES=(espeak-ng libespeak-ng1 flite festival festvox-us-slt-hts festv
 # passed to it as extra packages
 OTHER_PACKAGES=(cmake g++ make libboost-program-options-dev libboost-system-dev libboost-thread-dev
   libboost-test-dev zlib1g-dev libbz2-dev liblzma-dev iproute2 git chromium chromium-driver pocketsphinx
-  pocketsphinx-testdata asterisk-core-sounds-en asterisk-core-sounds-en-g722 ffmpeg xz-utils)
+  pocketsphinx-testdata asterisk-core-sounds-en asterisk-core-sounds-en-g722 ffmpeg xz-utils python3 python3-venv)
 # the commands checked where there is no dpkg (not Debian or Ubuntu)
 COMMANDS=(espeak-ng flite festival sox mbrola cmake g++ make ip git chromium chromedriver
   pocketsphinx_mdef_convert ffmpeg xz)
@@ -100,9 +101,10 @@ else
 fi
 
 echo "specbench: installing the missing Debian packages (${missing[*]}) with: ${run[*]}" >&2
-"${run[@]}"
+status=0
+"${run[@]}" || status=$?  # apt installs nothing when it cannot find one package: say which, and the fix
 mapfile -t still < <(SPECBENCH_ASSUME_MISSING="" missing_of "${SPEECH_PACKAGES[@]}" "${OTHER_PACKAGES[@]}")
-if [ ${#still[@]} -ne 0 ]; then
+if [ ${#still[@]} -ne 0 ] || [ "$status" -ne 0 ]; then
   echo "specbench: still missing after the installation: ${still[*]}. Fix: install them by hand (apt-get" \
     "install ${still[*]}); on Ubuntu chromium and chromium-driver are chromium-browser and" \
     "chromium-chromedriver." >&2

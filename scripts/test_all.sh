@@ -7,6 +7,8 @@ log=$(mktemp)
 "$bin/python" -m pytest tests/unit tests/property tests/integration -m "not gpu and (not integration or isolated)" \
     -p no:cacheprovider --durations=10 > "$log" 2>&1 &
 unit=$!
+trap 'kill "$unit" 2>/dev/null; rm -f "$log"' EXIT  # Ctrl-C or a kill stops the pytest beside too
+trap 'exit 130' INT TERM
 "$bin/python" -m pytest tests/integration -m "not gpu and not isolated" --durations=30
 integration=$?
 wait "$unit"
