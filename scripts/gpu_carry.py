@@ -167,6 +167,7 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
     if not scores.is_file():
         raise SystemExit(f"{scores} does not exist. Fix: write it with `specbench run jobs/am_eval.toml`")
     out.mkdir(parents=True, exist_ok=True)
+    (out / "manifest.json").unlink(missing_ok=True)  # written last: a carry cut short or too big has none
     art = build_graph(load_config(graph_job))
     files = {}
     for name in ("TLG.fst", "words.txt", "tokens.txt"):
@@ -207,8 +208,9 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
             manifest["wheels"].append({"file": whl.name, "sha256": sha256(whl), "bytes": whl.stat().st_size})
     tree, carry = travelling_bytes(ROOT), folder_bytes(out)
     manifest["bytes"] = {"working_tree": tree, "carry": carry, "total": tree + carry, "limit": LIMIT_BYTES}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
-    check_budget(tree, folder_bytes(out))
+    check_budget(tree, carry)
+    (out / "manifest.json.tmp").write_text(json.dumps(manifest, indent=2) + "\n")
+    os.replace(out / "manifest.json.tmp", out / "manifest.json")
     return manifest
 
 
