@@ -58,3 +58,15 @@ def test_record_and_refusals(tmp_path: Path, checkpoint: Path, tiny_tlg: Callabl
     sr.forget(out)
     sr.forget(out)  # nothing to remove: no error
     assert not (out / "scores.json").exists()
+
+
+def test_only_the_eval_settings_that_shape_the_scores_are_in_the_digest() -> None:
+    from dataclasses import replace
+
+    config = load_config(Path(__file__).resolve().parents[2] / "jobs" / "am_eval.toml")
+    same = replace(config, update_card=not config.update_card, shard_size=config.shard_size + 1,
+                   real_recordings=not config.real_recordings)
+    assert sr.config_digest(same) == sr.config_digest(config)  # a card, a shard size: the same scores
+    assert sr.config_digest(replace(config, devel_utterances=config.devel_utterances + 1)) != \
+        sr.config_digest(config)
+

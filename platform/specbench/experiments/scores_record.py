@@ -31,17 +31,23 @@ if TYPE_CHECKING:
 
 RECORD = "scores.json"
 _PACKAGE = Path(__file__).resolve().parents[1]
-# the modules whose code decides the scores an eval job writes (features, the model, VTLN, the speaker
-# transform, scoring and the score files, and the job itself)
+# the modules whose code decides the scores an eval job writes (features, the model and its settings, VTLN,
+# the speaker transform and the first pass its targets come from, reading the WAVs, scoring and the score
+# files, and the job itself)
 SCORING_CODE = tuple(_PACKAGE / rel for rel in (
-    "acoustic/features.py", "acoustic/model.py", "acoustic/checkpoint.py", "acoustic/inference.py",
-    "acoustic/vtln.py", "acoustic/speaker_transform.py", "data/scores.py", "experiments/eval_am.py"))
+    "acoustic/features.py", "acoustic/model.py", "acoustic/settings.py", "acoustic/checkpoint.py",
+    "acoustic/inference.py", "acoustic/vtln.py", "acoustic/speaker_transform.py", "decoder/kaldi_reference.py",
+    "data/synthesis.py", "data/scores.py", "experiments/eval_am.py"))
+_NOT_SCORING = ("update_card", "shard_size", "real_recordings")  # eval settings that change no score or scale
 
 
 def config_digest(config: Any) -> str:
-    """sha256 of a job's resolved settings (every key but `[tracking]`: every setting that shapes what it
-    writes)."""
-    return hashlib.sha256(json.dumps(settings_dict(config), sort_keys=True).encode()).hexdigest()
+    """sha256 of a job's resolved settings (every key but `[tracking]`, and for an eval job but those that
+    change no score file and no chosen scale: every setting that shapes what it writes)."""
+    settings = settings_dict(config)
+    if isinstance(config, EvalAmConfig):
+        settings = {k: v for k, v in settings.items() if k not in _NOT_SCORING}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()
 
 
 def checkpoint_digest(checkpoint: Path) -> str:
