@@ -212,6 +212,7 @@ def _train(model: MtTransformer, train_set: list[Example], devel_set: list[Examp
     state = TrainState()
     rng = random.Random(settings.seed)
     average = WeightAverage(model, settings.weight_average_decay) if settings.weight_average_decay else None
+    progress = None  # an epoch under way when the state was saved: its plan's seed, batches done, loss sums
     if state_path.is_file():
         blob = read_state(state_path)
         if blob.get("tag") == tag and blob.get("judged_on", judged_on) == judged_on:
@@ -222,6 +223,7 @@ def _train(model: MtTransformer, train_set: list[Example], devel_set: list[Examp
             torch.set_rng_state(blob["torch_rng"])
             if average is not None:
                 average.load(blob["average"])
+            progress = blob.get("epoch_progress")
             print(f"resuming from {state_path}: epoch {state.epoch}, step {state.step}, "
                   f"{state.elapsed_s / 60:.1f} min trained", file=sys.stderr)
     causal = model.config.causal_encoder
@@ -232,8 +234,16 @@ def _train(model: MtTransformer, train_set: list[Example], devel_set: list[Examp
     while state.epoch < settings.max_epochs and state.elapsed_s < budget and state.bad_epochs < settings.patience:
         epoch_start, total, tokens = time.monotonic(), torch.zeros((), device=model.embed.weight.device), 0
         elapsed_before = state.elapsed_s
+        epoch_rng, done, after = rng.getstate(), 0, None
+        if progress is not None:  # the epoch's own plan, and on from the batch where it stopped
+            epoch_rng, done, after = progress["rng"], progress["done"], rng.getstate()
+            total, tokens = total + progress["total"], progress["tokens"]
+            rng.setstate(epoch_rng)
         plan = batches(train_set, settings.batch_tokens, rng)
-        for batch in tqdm(plan, desc=f"epoch {state.epoch + 1}", unit="batch", file=sys.stderr, mininterval=5.0):
+        if after is not None:
+            rng.setstate(after)
+        for batch in tqdm(plan[done:], desc=f"epoch {state.epoch + 1}", unit="batch", file=sys.stderr,
+                          mininterval=5.0):
             k = None
             if causal and rng.random() >= settings.full_sentence_fraction:
                 k = rng.randint(settings.k_min, settings.k_max)
@@ -246,17 +256,19 @@ def _train(model: MtTransformer, train_set: list[Example], devel_set: list[Examp
             opt.step()
             if average is not None:
                 average.update()
-            state.step += 1
+            state.step, done = state.step + 1, done + 1
             total, tokens = total + loss.detach(), tokens + n  # summed on the device: no sync per step
             state.elapsed_s = elapsed_before + time.monotonic() - epoch_start
+            progress = {"rng": epoch_rng, "done": done, "total": total, "tokens": tokens}
             if time.monotonic() - last_save > settings.checkpoint_minutes * 60:
-                _save(state_path, model, opt, state, rng, tag, average, judged_on)
+                _save(state_path, model, opt, state, rng, tag, average, judged_on, progress)
                 last_save = time.monotonic()
             if state.elapsed_s >= budget:
                 break
         finished = state.elapsed_s < budget or tokens >= 0.9 * sum(len(e.tgt) + 1 for e in train_set)
         if not finished:
-            break  # a partial last epoch is not scored (its state is saved for a resumed run)
+            break  # a partial last epoch is not scored (its state is saved for a resumed run to go on with)
+        progress = None
         state.epoch += 1
         with average.swapped_in() if average is not None else nullcontext():  # devel scores what is kept
             metrics = {"train_loss": float(total) / max(tokens, 1),
@@ -272,7 +284,7 @@ def _train(model: MtTransformer, train_set: list[Example], devel_set: list[Examp
             on_epoch(model, state, metrics)
         _save(state_path, model, opt, state, rng, tag, average, judged_on)
         last_save = time.monotonic()
-    _save(state_path, model, opt, state, rng, tag, average, judged_on)
+    _save(state_path, model, opt, state, rng, tag, average, judged_on, progress)
     return state
 
 
@@ -299,11 +311,13 @@ def read_state(path: Path) -> dict[str, Any]:
 
 
 def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: TrainState, rng: random.Random,
-          tag: str, average: WeightAverage | None, judged_on: str = "") -> None:
+          tag: str, average: WeightAverage | None, judged_on: str = "", progress: dict | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     blob = {"tag": tag, "judged_on": judged_on, "model": model.state_dict(), "optimizer": opt.state_dict(), "state": state.__dict__,
             "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}
+    if progress is not None:  # mid-epoch: a resumed run rebuilds the epoch's plan and skips the batches done
+        blob["epoch_progress"] = {**progress, "total": float(progress["total"])}
     if average is not None:
         blob["average"] = average.state()
     torch.save(blob, tmp)
