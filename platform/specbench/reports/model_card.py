@@ -82,7 +82,7 @@ def render(title: str, intro: str, sections: Sequence[Section]) -> str:
 def write_card(checkpoint: Path, card: dict[str, Any], markdown: str) -> None:
     """Write the JSON card (`<checkpoint>.json`) and its Markdown (`<checkpoint>.md`) beside `checkpoint`, each
     whole or not at all."""
-    replace_text(checkpoint.with_suffix(".json"), json_text(card, indent=2, default=str) + "\n")
+    replace_text(checkpoint.with_suffix(".json"), json_text(card, indent=1, default=str) + "\n")
     replace_text(checkpoint.with_suffix(".md"), markdown)
 
 
