@@ -236,6 +236,9 @@ def test_unscored_rows_count_as_failed_a_repeated_id_is_refused_and_no_reference
     pq.write_table(pa.table({**rows, "utt_id": ["a", "a"]}), scores)
     with pytest.raises(DataError, match=r"s.parquet: utterance 'a' appears 2 times .* Fix: give each utterance"):
         decode_file(**{**decodable, "scores": scores})
+    (tmp_path / "file").write_text("")
+    with pytest.raises(DataError, match=r"--lattice-dir .*file/lat: cannot be made \(Not a directory\)\. Fix"):
+        decode_file(**decodable, lattice_dir=tmp_path / "file" / "lat")
     text.write_text("a\nb\n")  # nothing to say, and the decoder says w7: no perfect score
     assert decode_file(words=words, references=text, **decodable)["wer"] == math.inf
 

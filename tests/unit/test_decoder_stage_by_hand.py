@@ -68,6 +68,13 @@ def test_malformed_and_rejected_scores_fail_their_own_rows(tmp_path: Path) -> No
     assert out[2]["status"] == "ok" and out[2]["word_ids"] == [7] and out[2]["graph_cost"] == pytest.approx(0.5)
 
 
+def test_a_lattice_folder_that_cannot_be_written_stops_the_stage_not_each_row(tmp_path: Path) -> None:
+    (tmp_path / "blocker").write_text("a file where the lattice folder goes")
+    stage = _stage(tmp_path, lattice_dir=tmp_path / "blocker" / "lat")
+    with pytest.raises(NotADirectoryError):  # the decoding worked: its results are not turned into failures
+        stage.decode_one("u", np.zeros((2, 1), np.float32))
+
+
 def test_backends_refuse_what_they_cannot_give(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="partial_posterior_scale must be > 0"):
         DecoderStage(tmp_path / "g.fst", "cpu_numpy", lattice_beam=4.0, partial_posterior_scale=0.0)

@@ -134,8 +134,8 @@ class LaneSettings:
     step, 171 a lane, and the longest utterance has 201 frames), or the lanes that make more overflow
     (counted, retried as above; an utterance that fills the ring alone is decoded again alone with the ring
     doubled, up to `arena_capacity`). lattice_window: the lattice records the
-    device holds until the host takes them at a status point (a ring buffer, 1 GB by default): what is made
-    in about two status periods (33 frame steps) must fit (overflows likewise).
+    device holds until the host takes them at a status point (a ring buffer of 16-byte records, 512 MiB by
+    default): what is made in about two status periods (33 frame steps) must fit (overflows likewise).
     """
 
     options: SearchOptions

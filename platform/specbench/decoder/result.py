@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 
+from specbench.decoder.inputs import ScoresError
+
 STATUS_OK = "ok"
 STATUS_NO_FINAL = "no final state reached"
 STATUS_EMPTY = "empty utterance"
@@ -163,11 +165,12 @@ def decode_each(decode: DecodeOne, items: Sequence[tuple[str, np.ndarray]],
                 partial_every: int | None = None) -> list[DecodeResult]:
     """`decode_batch` of a backend that decodes one utterance at a time: `decode(loglikes (T, P), utt_id,
     partial_every)` per (utt_id, loglikes) item, in order; an item whose scores `decode` rejects
-    (ValueError) gets `DecodeResult.bad_scores` and never stops the others."""
+    (`ScoresError`) gets `DecodeResult.bad_scores` and never stops the others (any other error is the
+    decoder's, and raises)."""
     results = []
     for utt_id, loglikes in items:
         try:
             results.append(decode(loglikes, str(utt_id), partial_every))
-        except ValueError as err:
+        except ScoresError as err:
             results.append(DecodeResult.bad_scores(str(utt_id), err))
     return results

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
 from specbench.decoder.backends import LANE_BACKENDS, GraphFile, make_decoder, resolve_backend
+from specbench.decoder.inputs import ScoresError
 from specbench.decoder.options import SearchOptions
 from specbench.decoder.result import (
     STATUS_BAD_SCORES,
@@ -150,12 +151,8 @@ class DecoderStage(Stage):
                 rows[i] = _failed_row(utt_id, mat, str(err))
         for every, members in groups.items():
             batch = [items[i] for i in members]
-            try:
-                results = self._decoder.decode_batch([(u, m) for u, m, _ in batch], every)
-            except ValueError as err:  # the batch as a whole failed (bad scores fail their own rows)
-                for i, (u, m, _) in zip(members, batch, strict=True):
-                    rows[i] = _failed_row(u, m, _reason(STATUS_DECODER_ERROR, err))
-                continue
+            # bad scores fail their own rows; an error of the batch as a whole is the decoder's: it raises
+            results = self._decoder.decode_batch([(u, m) for u, m, _ in batch], every)
             for i, result in zip(members, results, strict=True):
                 rows[i] = self._row(result, shifts[i])
         return [row for row in rows if row is not None]
@@ -170,11 +167,12 @@ class DecoderStage(Stage):
         except ValueError as err:
             return _failed_row(utt_id, mat, str(err))
         try:
-            return self._row(self._decoder.decode(mat, utt_id, every), shift)
-        except ValueError as err:  # `inputs.checked_scores` rejected the scores
+            result = self._decoder.decode(mat, utt_id, every)
+        except ScoresError as err:  # `inputs.checked_scores` rejected the scores
             return _failed_row(utt_id, mat, _reason(STATUS_BAD_SCORES, err))
         except Exception as err:  # noqa: BLE001 - one bad utterance never stops the batch
             return _failed_row(utt_id, mat, _reason(STATUS_DECODER_ERROR, err))
+        return self._row(result, shift)  # a lattice file that cannot be written stops the stage
 
     def _row(self, res: DecodeResult, shift: float | None) -> dict:
         """The output row of any backend's result (the kaldi backend's search counters are 0)."""

@@ -108,6 +108,12 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
                              partial_every_ms=partial_every_ms, frame_shift_ms=frame_shift_ms)
     except ValueError as err:
         raise option_error(err) from err
+    if lattice_dir is not None:  # before decoding: a lattice that cannot be written stops the decode
+        try:
+            Path(lattice_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise DataError(f"--lattice-dir {lattice_dir}: cannot be made ({err.strerror}). Fix: name a folder "
+                            "you can write") from err
     if lattice_beam is not None and lattice_dir is None:
         raise DataError(f"--lattice-beam {lattice_beam:g}: lattices are kept only to be written to "
                         "--lattice-dir, which is not given. Fix: add --lattice-dir DIR (one lattice file per "
