@@ -58,5 +58,7 @@ DECODER_ARGS ?= --backends kaldi,cpu,cpu_lattice,gpu,gpu_lattice,cpu_scaling --r
 gpu-check:
 	OUT=$(OUT) GPU_PYTHON=$(GPU_PYTHON) UTTS=$(UTTS) DECODER_ARGS="$(DECODER_ARGS)" bash scripts/gpu_check.sh
 
-clean:
-	rm -rf $(VENV) .specbench
+clean:  # .venv and every cache that can be rebuilt; the MLflow store and unsent journals stay
+	rm -rf $(VENV)
+	find .specbench -mindepth 1 -maxdepth 1 ! -name mlflow.db ! -name mlartifacts ! -name journal \
+		-exec rm -rf {} + 2>/dev/null || true
