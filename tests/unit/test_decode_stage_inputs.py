@@ -231,8 +231,13 @@ def test_unscored_rows_count_as_failed_a_repeated_id_is_refused_and_no_reference
     rows = {"utt_id": ["a", "b"], "num_frames": [2, None], "num_classes": [1, None], "loglikes": [[0.0, 0.0], None],
             "status": ["ok", "failed: unreadable WAV"]}
     pq.write_table(pa.table(rows), scores)
-    summary = decode_file(**{**decodable, "scores": scores}, words=words, references=text)
+    summary = decode_file(**{**decodable, "scores": scores}, words=words, references=text,
+                          lattice_dir=tmp_path / "lat")
     assert summary["failures"] == {"not scored: failed: unreadable WAV": 1} and summary["wer"] == 2 / 3
+    assert summary["lattice_oracle_wer"] == 2 / 3 and '"lattice_arcs": null' in decodable["out"].read_text()
+    for bad in (tmp_path / "missing.parquet", text):  # named by the scores reader, not a pyarrow traceback
+        with pytest.raises(DataError, match="scores"):
+            decode_file(**{**decodable, "scores": bad if bad.suffix else bad.rename(tmp_path / "junk.parquet")})
     pq.write_table(pa.table({**rows, "utt_id": ["a", "a"]}), scores)
     with pytest.raises(DataError, match=r"s.parquet: utterance 'a' appears 2 times .* Fix: give each utterance"):
         decode_file(**{**decodable, "scores": scores})

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from mlflow.tracking import MlflowClient
 from mlflow_store import http_server_answering, new_store, store_home
 
@@ -87,6 +88,16 @@ def test_no_experiment_name_puts_artifacts_outside_the_work_directory_and_a_brok
         with TrackedRun("blocked", "blocked", store.uri) as run:
             run.log_artifact(tmp_path / "a.txt")
     assert not run.offline and store.client.get_run(run.run_id).info.status == "FAILED"
+    answer = requests.Response()  # an HTTP server's refusal is an OSError too, but no local store's fault
+    answer.status_code = 413
+
+    def refused(*_: object) -> None:
+        raise requests.HTTPError("413 Client Error: Request Entity Too Large", response=answer)
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(requests.HTTPError, match="413"):
+        with TrackedRun("runs", "too big", store.uri) as run:
+            patch.setattr("specbench.tracking.runs.apply", refused)
+            run.log_artifact(tmp_path / "a.txt")
 
 
 def test_a_failed_run_keeps_its_description_and_a_long_error(store: Store) -> None:

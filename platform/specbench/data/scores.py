@@ -209,9 +209,12 @@ def unscored(path: Path) -> list[tuple[str, str]]:
     """(utt_id, status) of the rows of a Parquet scores file whose scoring failed (status not ok), which
     `read_scores` leaves out; none for other formats, which hold scores only."""
     path = Path(path)
-    if path.suffix.lower() != ".parquet" or STATUS_COLUMN not in pq.read_schema(path).names:
+    try:
+        if path.suffix.lower() != ".parquet" or STATUS_COLUMN not in pq.read_schema(path).names:
+            return []
+        rows = pq.read_table(path, columns=["utt_id", STATUS_COLUMN]).to_pylist()
+    except (OSError, pa.ArrowException):  # missing or damaged: `read_scores` names the fault
         return []
-    rows = pq.read_table(path, columns=["utt_id", STATUS_COLUMN]).to_pylist()
     return [(r["utt_id"], r[STATUS_COLUMN]) for r in rows if r[STATUS_COLUMN] != STATUS_OK]
 
 

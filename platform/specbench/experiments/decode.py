@@ -140,8 +140,9 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         rows = (_decode_here(stage, iter(items)) if used == 1
                 else _decode_on_workers(stage, items, used, ray_address, asked=workers is not None))
     seconds = time.perf_counter() - start
-    rows += [{**DecodeResult.failed(u, f"not scored: {status}", 0, DecodeStats()).output_row(), "partials": []}
-             for u, status in failed]
+    unscored_rows = [{**DecodeResult.failed(u, f"not scored: {status}", 0, DecodeStats()).output_row(),
+                      "partials": []} for u, status in failed]  # every field of a decoded row (null: none)
+    rows += pa.Table.from_pylist(unscored_rows, schema=OUTPUT_SCHEMA).to_pylist() if failed else []
     check_unique(scores, [r["id"] for r in rows])  # a Kaldi .ark's ids are known only now
     if not rows:
         raise DataError(f"{scores}: no utterances to decode. Fix: give a scores file that holds at least one "

@@ -31,6 +31,7 @@ from specbench.errors import SpecbenchError
 from specbench.hardware import describe, git_commit
 from specbench.text_files import json_text
 from specbench.tracking.journal import (
+    LASTING_LOCAL_FAULTS,
     Journal,
     apply,
     foreign_status,
@@ -142,7 +143,7 @@ class TrackedRun:
             self.experiment_id = exp_id
             self.journal.add({**create, "run_id": self.run_id}, sent=True)
         except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
-            if isinstance(err, OSError) and not is_unreachable(err):
+            if isinstance(err, OSError) and err.errno in LASTING_LOCAL_FAULTS:
                 raise _local_fault(err) from err
             if not is_unreachable(err):
                 raise
@@ -167,7 +168,7 @@ class TrackedRun:
                 apply(self.client, self.run_id, op)
                 sent = True
             except Exception as err:  # noqa: BLE001 - only an unreachable server is tolerated
-                if isinstance(err, OSError) and not is_unreachable(err):
+                if isinstance(err, OSError) and err.errno in LASTING_LOCAL_FAULTS:
                     raise _local_fault(err) from err
                 if not is_unreachable(err):
                     raise
