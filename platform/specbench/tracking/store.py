@@ -106,9 +106,10 @@ def _missing_driver(uri: str) -> str | None:
     try:
         make_url(uri).get_dialect().import_dbapi()
     except ImportError as err:
+        package = {"postgresql": "'psycopg[binary]'", "mysql": "mysqlclient", "mssql": "pyodbc"}
         return (f"its database driver is not installed ({err}). Fix: install it into specbench's environment "
-                "(e.g. `.venv/bin/pip install 'psycopg[binary]'` for postgresql://), or use sqlite:///PATH or "
-                "http://HOST:PORT")
+                f"(`.venv/bin/pip install {package[uri.split(':')[0].split('+')[0].lower()]}`, or the driver "
+                "its +dialect names), or use sqlite:///PATH or http://HOST:PORT")
     except Exception as err:  # noqa: BLE001 - SQLAlchemy's own refusal (an unknown +driver), in its words
         return f"SQLAlchemy cannot use it ({err})"
     return None
