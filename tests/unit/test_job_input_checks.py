@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from specbench.cli import main
+from specbench.config.loader import check_inputs
 from specbench.errors import DataError
 from specbench.experiments.registry import load_config
 
@@ -196,3 +197,11 @@ def test_a_confidence_model_an_earlier_job_of_the_suite_writes_need_not_exist_ye
     suite.write_text('kind = "suite"\njobs = ["conf.toml", "pa.toml"]\n')
     assert main(["validate", str(suite)]) == 0
     assert not model.exists()
+    (tmp_path / "lm.toml").write_text(f'kind = "train_lm"\noutput = "{tmp_path / "new" / "lm.pt"}"\n')
+    for lm, said in (("lm_old.pt", "lm_old.pt does not exist"), ("conf.pt", "writes .*conf.pt as a confidence "
+                     "model; this key reads a prediction LM")):  # a name like an output's, a model of another kind
+        (tmp_path / "conf2.toml").write_text((tmp_path / "conf.toml").read_text().replace("conf.pt", "conf2.pt")
+                                             .replace("train_users", f'lm = "{tmp_path / "new" / lm}"\ntrain_users'))
+        suite.write_text('kind = "suite"\njobs = ["conf.toml", "lm.toml", "conf2.toml"]\n')
+        with pytest.raises(DataError, match=said):
+            check_inputs(suite, load_config(suite), load_config)

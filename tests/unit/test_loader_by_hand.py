@@ -5,11 +5,12 @@ left for the nightly to name."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from specbench.config.loader import _written_as, member_jobs
+from specbench.config.loader import member_jobs
 from specbench.errors import ConfigError
 from specbench.experiments.registry import load_config
 
@@ -77,21 +78,21 @@ def test_a_suite_is_named_after_its_file_unless_it_names_itself(tmp_path: Path) 
         assert "key 'name' = 'nightly': a plain suite may not be named 'nightly'" in message, message
 
 
-@pytest.mark.parametrize(("file", "written"), [
-    ("m/c.pt", True),               # the output itself
-    ("m/c_nopersonal.pt", True),    # a sibling named after it
-    ("m/c_context.pt", True),
-    ("m/c2.pt", False),             # another stem that merely starts like it
-    ("m/cx_nopersonal.pt", False),
-    ("m/c_nopersonal.npz", False),  # another suffix
-    ("n/c_nopersonal.pt", False),   # another folder
-])
-def test_which_files_a_job_writing_an_output_counts_as_writing(tmp_path: Path, file: str, written: bool) -> None:
-    assert _written_as(tmp_path / file, tmp_path / "m/c.pt") is written
-
-
 def test_a_nightly_leaves_its_missing_jobs_for_itself_to_name(tmp_path: Path) -> None:
     graph = write(tmp_path, 'kind = "graph"\n', "graph.toml")
     nightly = write(tmp_path, 'kind = "nightly"\njobs = ["missing.toml", "graph.toml"]\n', "nightly.toml")
     members = member_jobs(nightly, load_config(nightly), load_config)
     assert [path for path, _ in members] == [graph.resolve()]
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('kind = "speech"\nseed = -1\n', "key 'seed' = -1: out of range"),
+    ('kind = "train_am"\n[training]\nseed = -1\n', "key 'training.seed' = -1: out of range"),
+    ('kind = "train_mt"\n[training]\nseed = 4294967296\n', "key 'training.seed' = 4294967296: out of range"),
+    ('kind = "train_lm"\n[training]\nseed = -1\n', "seed = -1: out of range"),
+    ('kind = "bench_decoder"\nbeam = 1' + "0" * 400 + "\n", "key 'beam' = 1000000000.*: too large for a number"),
+])
+def test_seeds_below_zero_and_numbers_too_large_for_a_float_are_refused_at_load(tmp_path: Path, text: str,
+                                                                              said: str) -> None:
+    assert re.search(said, refusal(write(tmp_path, text))), refusal(write(tmp_path, text))
+

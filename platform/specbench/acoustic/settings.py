@@ -43,5 +43,5 @@ class TrainSettings:
     # Kaldi-style speed perturbation: features of every training utterance resampled by each factor (> 1 is
     # faster and higher: pitch and formants scale with it); each epoch picks one per utterance. (1.0,) is off.
     speed_factors: tuple[float, ...] = field(default=(1.0,), metadata=_r(0.5, 2.0))
-    seed: int = 0
+    seed: int = field(default=0, metadata=_r(0, 2**32 - 1))  # numpy's and torch's seeds
     threads: int = field(default=0, metadata=_r(0, 256))  # 0: all cores

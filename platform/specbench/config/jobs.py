@@ -170,7 +170,7 @@ class SpeechConfig:
 
     KIND: ClassVar[str] = "speech"
     name: str = "slurp"
-    seed: int = 0
+    seed: int = field(default=0, metadata=_range(0, 2**32 - 1))  # numpy's and torch's seeds
     shard_size: int = field(default=64, metadata=_range(1, 10000))
     align_checkpoint: Path = Path("models/am_slurp.pt")  # forced alignment when it exists (project root)
     # relative to this job file: lexicon and tokens to align with

@@ -58,6 +58,8 @@ def _check_scalar(path: Path, key: str, value: Any, typ: Any, meta: typing.Mappi
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif typ is float:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if ok and isinstance(value, int) and abs(value) > 2**1023:  # float() would overflow
+            raise _fail(path, key, value, "too large for a number")
         value = float(value) if ok else value
     elif typ is str:
         ok = isinstance(value, str)
@@ -228,17 +230,23 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
     whose `folder_when` holds) is a `ConfigError` with the same parts. `where(job_path, key)` words where a
     bad value was given (default: "<job file>: key '<key>'"; a command line names its option instead).
 
-    In a suite or nightly, a file an earlier job of it writes (its `output`, or a sibling named after it such
-    as `<output stem>_nopersonal.pt`) counts as present: the job that needs it runs after it is written."""
+    In a suite or nightly, a file an earlier job of it writes (its `output`, or a model its `written_models`
+    names, such as `<output stem>_nopersonal.pt`) counts as present, the job that needs it runs after it is
+    written, when it is the kind of model the key reads."""
     path = Path(path)
-    written: list[Path] = []
+    written: dict[Path, str | None] = {}  # the files earlier jobs write -> the kind of model (None: not one)
     where = where or (lambda job_path, key: f"{job_path}: key '{key}'")
     for job_path, job_config in member_jobs(path, config, load):
         for key, value, file, fix, kind, reads, folder in _inputs(job_path, job_config):
             if not file.exists():
-                if any(_written_as(file, out) for out in written):
-                    continue
-                raise DataError(f"{where(job_path, key)} = '{value}': {file} does not exist. {fix}")
+                if file.resolve() not in written:
+                    raise DataError(f"{where(job_path, key)} = '{value}': {file} does not exist. {fix}")
+                writes = written[file.resolve()]
+                if reads is not None and writes is not None and writes != reads:
+                    a = "an" if reads[0] in "aeiou" else "a"
+                    raise DataError(f"{where(job_path, key)} = '{value}': an earlier job of {path} writes {file} "
+                                    f"as a {writes}; this key reads {a} {reads}. Fix: point it at {a} {reads}.")
+                continue
             if not file.is_file() and not (folder is True and file.is_dir()):
                 what = "a folder" if file.is_dir() else "not a regular file"
                 needs = "a job file" if kind is not None else "a file"
@@ -261,9 +269,10 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
                                     f"Fix: point it at {a} {reads}.")
         for file, writes in getattr(job_config, "written_models", list)():
             _check_output(where(job_path, "output"), job_config.output, file, writes, job_config.name)
+            written[from_root(file).resolve()] = writes
         output = getattr(job_config, "output", None)
         if isinstance(output, Path):
-            written.append(from_root(output))
+            written.setdefault(from_root(output).resolve(), None)
 
 
 def _check_output(where: str, value: Path, file: Path, writes: str, name: str) -> None:
@@ -327,13 +336,6 @@ def _inputs(job_path: Path, config: Any,
                 folder = getattr(config, other) == wanted or f'{prefix}{other} = "{wanted}"'
                 fix = there[0] if there and folder is True else fix
             yield prefix + f.name, value, resolved, fix, kind, reads, folder
-
-
-def _written_as(file: Path, output: Path) -> bool:
-    """Whether a job writing `output` writes `file` too: the same path, or a sibling named after it."""
-    file, output = file.resolve(), output.resolve()
-    return file == output or (file.parent == output.parent and file.suffix == output.suffix
-                               and file.stem.startswith(output.stem + "_"))
 
 
 def config_kind(config: Any) -> str:

@@ -49,6 +49,7 @@ class LmTrainSettings:
         check_range("max_minutes", self.max_minutes, 0, 24 * 60, lo_open=True)
         check_range("patience", self.patience, 1, 100)
         check_range("threads", self.threads, 1, 256)
+        check_range("seed", self.seed, 0, 2**32 - 1)
         check_range("min_count", self.min_count, 1, 1000)
 
 
@@ -95,6 +96,7 @@ class ConfidenceSettings:
         check_range("learning_rate", self.learning_rate, 0, 1, lo_open=True)
         check_range("patience", self.patience, 1, 100)
         check_range("threads", self.threads, 1, 256)
+        check_range("seed", self.seed, 0, 2**32 - 1)
         check_range("max_minutes", self.max_minutes, 0, 24 * 60, lo_open=True)
         if self.use_context and not self.use_personal:
             raise ValueError("use_context needs use_personal: the context features describe the user's history")

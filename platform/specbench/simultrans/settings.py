@@ -50,7 +50,7 @@ class MtTrainSettings:
     k_max: int = field(default=9, metadata=_r(1, 100))
     full_sentence_fraction: float = field(default=0.1, metadata=_r(0.0, 1.0))
     checkpoint_minutes: float = field(default=5.0, metadata=_r(0.1, 1000))
-    seed: int = 0
+    seed: int = field(default=0, metadata=_r(0, 2**32 - 1))  # numpy's and torch's seeds
     threads: int = field(default=0, metadata=_r(0, 256))  # 0: all cores
     # Polyak averaging: the model that devel scores and that is kept is an exponential moving average of the
     # weights, updated after every step with this decay (0: off, the raw weights)
