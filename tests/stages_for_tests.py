@@ -115,6 +115,22 @@ class SquareStage(Stage):
         return {"id": value, "square": value * value, "digits": list(str(value))}
 
 
+class FailingStage(SquareStage):
+    """Like `SquareStage`, but the batch holding id `bad` raises (`how` = "raise") or kills its worker
+    process (`how` = "exit", as a segfault or the OOM killer would)."""
+
+    def __init__(self, bad: int, how: str) -> None:
+        super().__init__()
+        self.bad, self.how = bad, how
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        if self.bad in batch.column("id").to_pylist():
+            if self.how == "exit":
+                os._exit(1)
+            raise RuntimeError("kaput")
+        return super().__call__(batch)
+
+
 class QuarterGpuStage(SquareStage):
     """Like `SquareStage`, but asks for a quarter of a GPU per instance."""
 

@@ -4,15 +4,18 @@ every socket Ray listens on is a loopback one."""
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from stages_for_tests import (
+    FailingStage,
     LookupStage,
     QuarterGpuStage,
     SquareStage,
@@ -156,10 +159,26 @@ def test_run_tasks_keeps_input_order(ray_cluster: object) -> None:
     assert run_tasks(slow_square, []) == []
 
 
+@pytest.mark.parametrize("mode", ["tasks", "actors"])
+def test_a_batch_that_raises_is_named_and_one_that_kills_its_worker_fails_in_bounded_time(
+        ray_cluster: object, mode: str) -> None:
+    import ray
+
+    table = pa.table({"id": pa.array(range(4), pa.int64())})
+    with pytest.raises(ray.exceptions.RayError, match=r"stage FailingStage failed on the batch of id 2 to 2: "
+                                                      "RuntimeError: kaput"):
+        run_ray(FailingStage(2, "raise"), table, 1, mode=mode, num_actors=1)
+    start = time.monotonic()
+    with pytest.raises(ray.exceptions.RayError):  # retried STAGE_RETRIES times, then the job fails
+        run_ray(FailingStage(2, "exit"), table, 1, mode=mode, num_actors=1)
+    assert time.monotonic() - start < 150
+
+
 def test_run_tasks_names_the_failing_item(ray_cluster: object) -> None:
     items = [f"item-{i}" for i in range(7)] + ["bad-7"] + [f"item-{i}" for i in range(8, 12)]
-    with pytest.raises(TaskFailedError, match=r"item #7 'bad-7': ValueError: cannot process bad-7") as info:
-        run_tasks(fail_on_bad, items)
+    with pytest.raises(TaskFailedError, match=r"run_tasks\(fail_on_bad\) failed on item #7 'bad-7': ValueError: "
+                                              "cannot process bad-7") as info:
+        run_tasks(functools.partial(fail_on_bad), items)  # a partial is named after its function
     assert info.value.index == 7
     assert info.value.item == "bad-7"
 

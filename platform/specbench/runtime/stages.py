@@ -24,8 +24,10 @@ backend="local")`) work where ray is not installed, such as the GPU test machine
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -46,6 +48,7 @@ DEFAULT_BATCH_SIZE = 256
 _BLOCKS_PER_SLOT = 4  # input blocks per worker slot: enough to balance uneven batches
 _MAX_BLOCK_BYTES = 64 * 2**20  # so that a huge table is not one huge object
 _ITEM_REPR_CHARS = 200
+STAGE_RETRIES = 3  # restarts of a dead stage actor, retries of a batch whose worker died
 WAIT_POLL_S = 2.0  # a wait that sees nothing finish in this long checks that the cluster is still there
 # the cluster's GCS refusing connections this long mid-stage means it is gone: said as an error before Ray
 # ends the process on its own (after 60 s, `gcs_rpc_server_reconnect_timeout_s`) and leaves the run RUNNING
@@ -113,7 +116,9 @@ def run_ray(
         SpecbenchError: the cluster cannot hold one worker of `stage.resources` (e.g. a GPU stage on a
             machine without GPU), or `num_actors` exceeds what it holds. Checked before any work starts.
         ray.exceptions.RayError: a stage raised instead of marking rows (a bug, a failing `setup()`, a
-            broken contract); Ray's error carries the worker's traceback. Row failures belong in `status`.
+            broken contract: its message names the stage and the batch's first and last ids), or a worker
+            died `STAGE_RETRIES` + 1 times; Ray's error carries the worker's traceback. Row failures belong
+            in `status`.
     """
     _check_batch_size(batch_size)
     from specbench.runtime.cluster import ensure_connected, require_resources
@@ -189,7 +194,8 @@ def run_tasks(
 
     ray = _import_ray()
     ensure_connected()
-    fn_name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    inner = fn.func if isinstance(fn, functools.partial) else fn  # a partial names its function
+    fn_name = getattr(inner, "__qualname__", None) or type(inner).__name__
     slots = require_resources(num_cpus, num_gpus, f"run_tasks({fn_name})")
     window = max_in_flight if max_in_flight is not None else max(2, 2 * slots)
     if window < 1:
@@ -201,19 +207,22 @@ def run_tasks(
     watch = _ClusterWatch(f"run_tasks({fn_name})" + (f" ({progress})" if progress else ""))
     next_index = 0
     with tqdm(total=len(work), desc=progress, disable=progress is None, unit="item") as bar:
-        while next_index < len(work) or pending:
-            while next_index < len(work) and len(pending) < window:
-                pending[remote.remote(fn_ref, work[next_index], metrics)] = next_index
-                next_index += 1
-            record({"queue_depth": float(len(pending))}, stage=fn_name)
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_POLL_S)
-            if not done:
-                watch.check(len(work) - bar.n)
-                continue
-            watch.check_passed()
-            index = pending.pop(done[0])
-            results[index] = _get_item_result(done[0], index, work[index], fn_name, pending)
-            bar.update(1)
+        try:
+            while next_index < len(work) or pending:
+                while next_index < len(work) and len(pending) < window:
+                    pending[remote.remote(fn_ref, work[next_index], metrics)] = next_index
+                    next_index += 1
+                record({"queue_depth": float(len(pending))}, stage=fn_name)
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=WAIT_POLL_S)
+                if not done:
+                    watch.check(len(work) - bar.n)
+                    continue
+                watch.check_passed()
+                index = pending.pop(done[0])
+                results[index] = _get_item_result(done[0], index, work[index], fn_name, pending)
+                bar.update(1)
+        finally:  # nothing queued any more, whether it ended or failed
+            record({"queue_depth": 0.0}, stage=fn_name)
     return results
 
 
@@ -304,17 +313,23 @@ def _map_stage(
         "num_cpus": stage.resources.num_cpus,
         "num_gpus": stage.resources.num_gpus,
     }
-    # Retries are Ray Data's defaults, set through no deprecated `**ray_remote_args`: a dead actor (a
-    # killed process, a lost node) is restarted and its batches retried (max_restarts = max_task_retries =
-    # -1 for actor pools); a task whose worker died is retried up to 3 times (Ray's task default)
-    if mode == "actors":
-        return dataset.map_batches(
-            _StageActor,
-            fn_constructor_kwargs={"stage": stage},
-            compute=ray.data.ActorPoolStrategy(size=pool_size),
-            **common,
-        )
-    return dataset.map_batches(_call_stage_in_task, fn_kwargs={"stage": stage}, **common)
+    # Bounded retries: a dead actor (a killed process, a lost node) is restarted and its batches retried, a
+    # task whose worker died is retried, each up to STAGE_RETRIES times; then the job fails. Ray Data's own
+    # defaults retry for ever, so a batch that kills its worker (a segfault, the OOM killer) or an actor that
+    # dies in setup() hung the job. Ray 2.60 takes these only as its deprecated extra remote arguments.
+    retries = ({"max_restarts": STAGE_RETRIES, "max_task_retries": STAGE_RETRIES} if mode == "actors"
+               else {"max_retries": STAGE_RETRIES})
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+        if mode == "actors":
+            return dataset.map_batches(
+                _StageActor,
+                fn_constructor_kwargs={"stage": stage},
+                compute=ray.data.ActorPoolStrategy(size=pool_size),
+                **common,
+                **retries,
+            )
+        return dataset.map_batches(_call_stage_in_task, fn_kwargs={"stage": stage}, **common, **retries)
 
 
 class _StageActor:
@@ -334,7 +349,15 @@ def _timed_call(stage: Stage, batch: pa.Table, name: str) -> pa.Table:
     from specbench.runtime.metrics import record
 
     start = time.perf_counter()
-    out = check_output(stage(batch), name)
+    try:
+        out = check_output(stage(batch), name)
+    except SpecbenchError:
+        raise
+    except Exception as err:  # a stage raised instead of marking rows: say which stage and which batch
+        column = next((c for c in ("utt_id", "id", "request_id") if c in batch.column_names), None)
+        ids = batch.column(column).to_pylist() if column and batch.num_rows else []
+        rows = f"{column} {ids[0]!r} to {ids[-1]!r}" if ids else f"{batch.num_rows} rows"
+        raise SpecbenchError(f"stage {name} failed on the batch of {rows}: {type(err).__name__}: {err}") from err
     record(stage.metrics(out, time.perf_counter() - start), stage=name)
     return out
 
