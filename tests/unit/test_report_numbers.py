@@ -13,7 +13,14 @@ import pytest
 from specbench.cli.commands import _reachable
 from specbench.config import ToleranceRule
 from specbench.experiments.nightly import judge
-from specbench.reports.nightly import JOB_FAILED, Check, relative_change, render_html, render_markdown
+from specbench.reports.nightly import (
+    JOB_FAILED,
+    Check,
+    relative_change,
+    render_html,
+    render_markdown,
+    write_plot,
+)
 from specbench.reports.numbers import figure
 from specbench.tracking.ui import http_address
 
@@ -21,7 +28,7 @@ from specbench.tracking.ui import http_address
 def test_figures() -> None:
     assert [figure(v) for v in (2345679.0, 16514210, 100.0, 0.123456789, -3.0)] == \
         ["2,345,679", "16,514,210", "100", "0.123457", "-3"]
-    assert figure(None) == figure(math.nan) == figure(math.inf) == "-"
+    assert figure(None) == figure(math.nan) == "-" and (figure(math.inf), figure(-math.inf)) == ("inf", "-inf")
     assert judge(ToleranceRule("graph.arcs", max_rise=0), 2345679.0, 2345678.0) == \
         "rose from 2,345,678 to 2,345,679 (allowed rise 0)"
 
@@ -52,3 +59,15 @@ def test_the_plot_shows_a_change_with_its_sign_whatever_the_baseline_sign() -> N
     cases = ((0.5, -0.5), (-1.0, -0.5), (1.1, 1.0), (1.0, 0.0), (1.0, None), (math.nan, 1.0))
     change = [relative_change(Check("j", "m", new, base, "r", rule, None)) for new, base in cases]
     assert change[:3] == [2.0, -1.0, pytest.approx(0.1)] and change[3:] == [None, None, None]
+
+
+def test_the_plot_names_what_it_cannot_draw_instead_of_saying_there_is_no_baseline() -> None:
+    from matplotlib import image
+
+    rule = ToleranceRule("asr.wer", max_rise=0.01)
+    checks = [Check("asr", "asr.wer", math.inf, 0.2, "r", rule, "rose"),
+              Check("g", "graph.test_unseen_rate", 0.05, 0.0, "r", rule, "rose")]
+    with write_plot(checks) as empty, write_plot([]) as nothing:
+        drawn, blank = image.imread(empty), image.imread(nothing)
+    assert drawn.shape != blank.shape or (drawn != blank).any()  # a title names both, not the placeholder
+

@@ -84,11 +84,17 @@ def write_plot(checks: Sequence[Check]) -> Iterator[Path]:
             color=["#d33" if c.problem else "#3a3" for c, _ in shown])
     ax.axvline(0.0, color="k", lw=0.8)
     ax.set_xlabel("change against the baseline (% of |baseline|)")
+    unplotted = [f"{c.job}: {c.metric} ({'baseline 0' if c.baseline == 0.0 else f'new {c.new}'})"
+                 for c in checks if c.baseline is not None and math.isfinite(c.baseline)
+                 and (c.baseline == 0.0 or math.isinf(c.new))]  # a NaN new value: not logged (see the table)
     if not shown:
         ax.set_xticks([])
         ax.set_yticks([])
+    if not shown and not unplotted:
         ax.text(0.5, 0.5, "no metric has a baseline to compare with", ha="center", va="center",
                 transform=ax.transAxes)
+    if unplotted:  # compared (the tables give the verdicts) but no relative change to draw
+        ax.set_title("not plotted: " + "; ".join(unplotted), fontsize=8, wrap=True)
     fig.tight_layout()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "regression_report.png"
