@@ -6,13 +6,13 @@ small tracked tree, compact JSON that strict readers accept, and a write that ne
   or an unfinished run's.
 - `rounded`: floats rounded (to significant digits below 0.1), NaN and infinities as `plain_json` has
   them, through dicts and lists.
-- `dump`: one key per line, a list of numbers or strings on one line (tables stay compact); NaN refused.
+- `dump` (`text_files.table_json`): one key per line, a list of numbers or strings on one line (tables stay
+  compact); NaN refused.
 - `write_results`: the text to a temporary file beside the target, then renamed over it.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "platform"))
 
 from specbench.errors import ConfigError
-from specbench.text_files import plain_json
+from specbench.text_files import plain_json, table_json
 from specbench.tracking.queries import RunRow, get_run
 
 
@@ -56,16 +56,7 @@ def rounded(value: Any, digits: int = 4) -> Any:
     return value
 
 
-def dump(value: Any, level: int = 0) -> str:
-    """JSON with one key per line, but a list of numbers or strings, and an object whose values are all
-    numbers or strings, on one line (the tables stay compact)."""
-    pad, inner = " " * level, " " * (level + 1)
-    if isinstance(value, dict) and any(isinstance(v, (dict, list, tuple)) for v in value.values()):
-        items = [f"{inner}{json.dumps(k)}: {dump(v, level + 1)}" for k, v in value.items()]
-        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
-    if isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
-        return "[\n" + ",\n".join(f"{inner}{dump(v, level + 1)}" for v in value) + f"\n{pad}]"
-    return json.dumps(value, allow_nan=False)
+dump = table_json  # the results files' layout: one key per line, tables of scalars on one line
 
 
 def write_results(path: Path, data: Any) -> None:

@@ -59,3 +59,16 @@ def replace_text(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def table_json(value: Any, level: int = 0, default: Any = None) -> str:
+    """JSON with one key per line, but a list of scalars, and an object whose values are all scalars, on one
+    line: a model card's or results file's tables stay compact and diff by row. A NaN is refused (give
+    `plain_json(value)`); `default` as `json.dumps` takes it."""
+    pad, inner = " " * level, " " * (level + 1)
+    if isinstance(value, dict) and any(isinstance(v, (dict, list, tuple)) for v in value.values()):
+        items = [f"{inner}{json.dumps(k)}: {table_json(v, level + 1, default)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
+        return "[\n" + ",\n".join(f"{inner}{table_json(v, level + 1, default)}" for v in value) + f"\n{pad}]"
+    return json.dumps(value, allow_nan=False, default=default)

@@ -23,7 +23,7 @@ from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import Corpus, build_corpus
 from specbench.paths import from_root, work_dir
 from specbench.reports import model_card
-from specbench.text_files import json_text, replace_text
+from specbench.text_files import plain_json, replace_text, table_json
 from specbench.wfst.lexicon import PHONES, read_lexicon
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
     }
     out = output_path(config)
     save_checkpoint(out, model, cmvn, PHONES, {k: v for k, v in card.items() if k != "history"})
-    replace_text(out.with_suffix(".json"), json_text(card, indent=1) + "\n")
+    replace_text(out.with_suffix(".json"), table_json(plain_json(card)) + "\n")
     model_card.update(out)
     if run is not None:
         run.log_metrics({"am.best_devel_per": history.best_per, "am.parameters": float(model.num_parameters),

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from specbench.text_files import json_number, json_text, replace_text
+from specbench.text_files import json_number, plain_json, replace_text, table_json
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ def render(title: str, intro: str, sections: Sequence[Section]) -> str:
 def write_card(checkpoint: Path, card: dict[str, Any], markdown: str) -> None:
     """Write the JSON card (`<checkpoint>.json`) and its Markdown (`<checkpoint>.md`) beside `checkpoint`, each
     whole or not at all."""
-    replace_text(checkpoint.with_suffix(".json"), json_text(card, indent=1, default=str) + "\n")
+    replace_text(checkpoint.with_suffix(".json"), table_json(plain_json(card), default=str) + "\n")
     replace_text(checkpoint.with_suffix(".md"), markdown)
 
 
