@@ -115,3 +115,15 @@ def test_an_exhausted_pool_names_the_largest_fitting_step_below_an_off_grid_rate
         fits = tenths / 10
         break
     assert fits is not None and f"requests_per_day <= {fits:g} " in str(error.value)
+
+
+@pytest.mark.parametrize(("line", "what"), [("FE-1,12", "fewer"), ("FE-1,12,f,3,extra", "more")])
+def test_a_speaker_row_with_the_wrong_number_of_fields_is_named_not_filled(tmp_path, line: str, what: str) -> None:
+    import gzip
+
+    path = tmp_path / "speakers.csv.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(f"speaker,age,gender,count\nFE-2,30,m,4\n{line}\n")
+    with pytest.raises(DataError, match=rf"speakers.csv.gz, line 3: {what} fields than the header's 4. Fix"):
+        usage._read_rows_at(path, ("speaker", "age", "gender", "count"))
+

@@ -170,7 +170,14 @@ def _read_rows_at(path: Path, columns: tuple[str, ...]) -> tuple[tuple[str, ...]
                     f"{path}: missing column(s) {missing} (has {reader.fieldnames}). Fix: restore the file "
                     "(see `specbench data check`)."
                 )
-            return tuple(tuple(row[c] for c in columns) for row in reader)
+            rows = []
+            for row in reader:
+                if None in row or None in row.values():  # csv fills a short row with None, keeps extras apart
+                    what = "more" if None in row else "fewer"
+                    raise DataError(f"{path}, line {reader.line_num}: {what} fields than the header's "
+                                    f"{len(reader.fieldnames)}. Fix: restore the file (see `specbench data check`).")
+                rows.append(tuple(row[c] for c in columns))
+            return tuple(rows)
     except (OSError, EOFError, csv.Error, UnicodeDecodeError) as err:
         raise DataError(f"{path}: unreadable speaker CSV ({err}). Fix: restore the file.") from err
 
