@@ -123,10 +123,10 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         check_word_list(graph, words, len(symbols), stage.backend)
     texts = read_references(references) if references is not None else None
     failed = unscored(scores)  # in the output and the WER as failed rows, not left out
-    known = utterance_ids(scores)
-    check_unique(scores, [*(known or []), *(u for u, _ in failed)])  # before decoding, where the ids can be
-    if texts is not None:  # read without their scores
-        check_references(references, texts, [*(known or []), *(u for u, _ in failed)])
+    known = [*(utterance_ids(scores) or []), *(u for u, _ in failed)]  # the ids, read without their scores
+    check_unique(scores, known)  # before decoding
+    if texts is not None:
+        check_references(references, texts, known)
     if ray_address is not None:  # asked for: refused if it is not there, even where one worker needs no Ray
         from specbench.runtime import check_cluster
 
