@@ -404,6 +404,10 @@ def _serve(start, describe) -> int:  # noqa: ANN001 - () -> (Popen, address), ad
             proc, address = start()
             print(describe(address), flush=True)
             return _serve_until_stopped(proc)
+        except KeyboardInterrupt:
+            if proc is None:
+                raise  # while it started: interrupted
+            return 0  # between the start and the wait (as the address is printed): a stop like any other
         finally:
             if proc is not None:
                 stop(proc)  # a no-op once stopped; covers a signal between the start and the wait

@@ -76,9 +76,9 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
     finally:
         if log_path:
             out.close()  # type: ignore[union-attr]
-    _keep_tail(proc, log_path)
     address = http_address(host, port)
     try:
+        _keep_tail(proc, log_path)  # inside: a signal from here on stops the server it started
         wait_healthy(address, proc)
     except SpecbenchError as err:
         stop(proc)
