@@ -61,6 +61,8 @@ def test_a_nightly_or_suite_lists_jobs_only(tmp_path: Path, capsys: pytest.Captu
     assert "is itself a nightly; a suite lists jobs only" in _refused(suite, capsys)
     suite.write_text('kind = "suite"\njobs = ["sub"]\n')
     assert "is a directory, not a job file" in _refused(suite, capsys)
+    suite.write_text(f'kind = "suite"\njobs = ["{JOBS / "graph_slurp.toml"}", "{JOBS}/../jobs/graph_slurp.toml"]\n')
+    assert "a job file is listed twice. Fix: list each job file once" in _refused(suite, capsys)
 
 
 def test_settings_are_never_chosen_on_training_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,7 +70,7 @@ def test_settings_are_never_chosen_on_training_data(tmp_path: Path, capsys: pyte
     job.write_text('kind = "simultrans"\nval_split = "train"\n')
     assert "val_split = 'train': settings would be chosen on the data the models trained on" in _refused(job, capsys)
     job.write_text('kind = "predictive_asr"\nmax_attempts = [1, 1, 2]\n')
-    assert "max_attempts lists a value twice" in _refused(job, capsys)
+    assert "key 'max_attempts' = [1, 1, 2]: 1 is listed twice" in _refused(job, capsys)
 
 
 @pytest.mark.parametrize(("kind", "line", "expected"), [

@@ -98,7 +98,8 @@ def test_translation_jobs_need_german_and_english(tmp_path: Path) -> None:
 @pytest.mark.parametrize("splits", ['["val"]', '["train"]', '["test_2016_flickr", "test_2016_flickr"]', "[]"])
 def test_test_splits_exclude_val_train_and_repeats(tmp_path: Path, splits: str) -> None:
     message = refusal(tmp_path, f'kind = "simultrans"\ntest_splits = {splits}\n')
-    assert "test_splits must name at least one split, each once, none of them the val split 'val' or train" in message
+    assert ("test_splits must name at least one split, each once, none of them the val split 'val' or train" in message
+            or "key 'test_splits' = ['test_2016_flickr', 'test_2016_flickr']: 'test_2016_flickr' is listed twice" in message)
 
 
 def test_test_splits_may_hold_the_split_val_is_not(tmp_path: Path) -> None:
@@ -133,7 +134,7 @@ def test_partial_posteriors_need_a_cpu_backend(tmp_path: Path) -> None:
 
 def test_each_confidence_model_is_named_once(tmp_path: Path) -> None:
     message = refusal(tmp_path, 'kind = "train_confidence"\nmodels = ["personal", "personal"]\n')
-    assert "models: name each model to train once, at least one, got ['personal', 'personal']" in message
+    assert "key 'models' = ['personal', 'personal']: 'personal' is listed twice. Fix: list each value" in message
 
 
 def test_a_posterior_model_needs_partial_posteriors(tmp_path: Path) -> None:
@@ -144,15 +145,20 @@ def test_a_posterior_model_needs_partial_posteriors(tmp_path: Path) -> None:
 
 
 def test_thresholds_must_rise_strictly(tmp_path: Path) -> None:
-    message = refusal(tmp_path, 'kind = "predictive_asr"\nthresholds = [0.1, 0.1, 0.2]\n')
-    assert "thresholds must be strictly increasing and non-empty, got [0.1, 0.1, 0.2]" in message
+    message = refusal(tmp_path, 'kind = "predictive_asr"\nthresholds = [0.2, 0.1]\n')
+    assert "thresholds must be strictly increasing and non-empty, got [0.2, 0.1]" in message
     assert loads(tmp_path, 'kind = "predictive_asr"\nthresholds = [0.1, 0.2]\n').thresholds == (0.1, 0.2)
 
 
 def test_max_attempts_must_hold_one_and_no_repeat(tmp_path: Path) -> None:
     assert "max_attempts must include 1" in refusal(tmp_path, 'kind = "predictive_asr"\nmax_attempts = [2, 3]\n')
     message = refusal(tmp_path, 'kind = "predictive_asr"\nmax_attempts = [1, 2, 2]\n')
-    assert "max_attempts lists a value twice, got [1, 2, 2]. Fix: list each number of attempts once" in message
+    assert "key 'max_attempts' = [1, 2, 2]: 2 is listed twice. Fix: list each value of 'max_attempts' once" in message
+    # any list of choices: a second voice of the same name made more users of the same voice
+    message = refusal(tmp_path, 'kind = "predictive_asr"\n[asr]\nvoices = ["flite:rms", "flite:rms"]\n')
+    assert "key 'asr.voices' = ['flite:rms', 'flite:rms']: 'flite:rms' is listed twice" in message
+    assert "key 'corpus.rates' = [1.0, 1]: 1.0 is listed twice" in refusal(tmp_path, 'kind = "speech"\n[corpus]\nrates = [1.0, 1]\n')
+    assert loads(tmp_path, 'kind = "predictive_asr"\n[asr]\nrate_range = [1.0, 1.0]\n').asr.rate_range == (1.0, 1.0)
     assert loads(tmp_path, 'kind = "predictive_asr"\nmax_attempts = [1]\n').max_attempts == (1,)
 
 

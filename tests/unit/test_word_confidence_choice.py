@@ -73,7 +73,7 @@ def test_a_test_set_without_words_still_prints() -> None:
 
 @pytest.mark.parametrize(("lines", "expected"), [
     ("lattice_beams = []", "lattice_beams = []: no value"),
-    ("lattice_beams = [4.0, 8.0, 4.0]", "lattice_beams = [4.0, 8.0, 4.0]: 4.0 is listed twice"),
+    ("lattice_beams = [4.0, 8.0, 4.0]", "key 'lattice_beams' = [4.0, 8.0, 4.0]: 4.0 is listed twice"),
     ("posterior_scales = [0.1234567, 0.1234568]", "0.1234567 and 0.1234568 are one grid point"),
     ("posterior_scales = []", "posterior_scales = []: no value"),
     ("lattice_beams = [0.0]", "key 'lattice_beams[0]' = 0.0: out of range"),

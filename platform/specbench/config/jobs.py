@@ -701,9 +701,6 @@ class PredictiveAsrConfig:
             values = getattr(self, name)
             if not values or any(b <= a for a, b in zip(values, values[1:])):
                 raise ValueError(f"{name} must be strictly increasing and non-empty, got {list(values)}")
-        if len(set(self.max_attempts)) != len(self.max_attempts):
-            raise ValueError(f"max_attempts lists a value twice, got {list(self.max_attempts)}. Fix: list each "
-                             "number of attempts once, e.g. [1, 2, 3]")
         if 1 not in self.max_attempts:
             raise ValueError(f"max_attempts must include 1 (the paper's single attempt), got {self.max_attempts}")
 

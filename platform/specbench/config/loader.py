@@ -3,7 +3,8 @@
 It rejects unknown keys, wrong types and out-of-range values with a message naming the file, the key, the
 value and what is allowed. Constraints live in field metadata: `range=(lo, hi)` (inclusive; None for open),
 `choices=(...)` (`config_range` and `config_choices`, from `specbench.checks`, build them; that module also
-words the range and choice problems). Which dataclass a `kind` loads into is the experiment registry's
+words the range and choice problems). A list (`tuple[X, ...]`) holds each value once, unless its metadata
+says `repeats=True` (layer widths). Which dataclass a `kind` loads into is the experiment registry's
 business (`specbench.experiments.registry.load_config`); this module only builds a given dataclass from a
 table.
 
@@ -87,7 +88,12 @@ def _convert(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[st
         if not isinstance(value, list):
             raise _fail(path, key, value, f"wrong type {type(value).__name__}; allowed: a list")
         item_type = typing.get_args(typ)[0]
-        return tuple(_convert(path, f"{key}[{i}]", v, item_type, meta) for i, v in enumerate(value))
+        items = tuple(_convert(path, f"{key}[{i}]", v, item_type, meta) for i, v in enumerate(value))
+        if typing.get_args(typ)[-1] is Ellipsis and not meta.get("repeats"):  # choices, not a [low, high] pair
+            twice = next((b for i, b in enumerate(items) if b in items[:i]), None)
+            if twice is not None:  # each value would be run, trained or counted once more under one name
+                raise _fail(path, key, value, f"{twice!r} is listed twice", f"Fix: list each value of '{key}' once.")
+        return items
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(typ) if a is not type(None)]
         return _convert(path, key, value, args[0], meta)
@@ -178,6 +184,8 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     if not isinstance(jobs, list) or not jobs or not all(isinstance(j, str) for j in jobs):
         raise _fail(path, "jobs", jobs, "must be a non-empty list of job file paths (relative to the suite)")
     resolved = tuple((path.parent / j).resolve() for j in jobs)
+    if len(set(resolved)) < len(resolved):  # its runs would be logged twice under one name
+        raise _fail(path, "jobs", jobs, "a job file is listed twice", "Fix: list each job file once.")
     for job, raw in zip(resolved, jobs):
         if not job.is_file():
             raise _fail(path, "jobs", raw, f"{job} is a directory, not a job file" if job.is_dir()

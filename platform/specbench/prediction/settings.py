@@ -3,7 +3,7 @@ config imports them without loading torch. Each validates its fields and names t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specbench.checks import check_range
 from specbench.errors import ConfigError
@@ -74,7 +74,7 @@ class ConfidenceSettings:
     """The confidence model: an ensemble of MLPs (up to 4 dense layers of width at most 512)."""
 
     members: int = 4
-    hidden: tuple[int, ...] = (256, 256)
+    hidden: tuple[int, ...] = field(default=(256, 256), metadata={"repeats": True})  # layer widths
     epochs: int = 20
     batch_size: int = 1024
     learning_rate: float = 1e-3
