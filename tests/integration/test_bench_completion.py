@@ -26,3 +26,13 @@ def test_bench_completion_reports_speedup_and_agreement(tmp_path: Path) -> None:
     run = mlflow.MlflowClient(uri).get_run(result["mlflow_run_id"])
     assert run.data.metrics["bench.completion.speedup_batched_vs_single"] == pytest.approx(
         result["speedup_batched_vs_single"])
+
+
+def test_a_result_the_store_refuses_is_still_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "afile").write_text("")  # the store's folder is a file: the store fails after the measurement
+    out, uri = tmp_path / "completion.json", f"sqlite:///{tmp_path / 'afile' / 'mlflow.db'}"
+    with pytest.raises(Exception):
+        main(["--tracking-uri", uri, "bench", "completion", "--lm", str(ROOT / "models" / "lm_slurp.pt"),
+              "--prefixes", "8", "--single", "2", "--device", "cpu", "--output", str(out)])
+    assert json.loads(out.read_text())["prefixes"] == 8 and json.loads(out.read_text())["mlflow_run_id"] is None
+    assert "was measured but not logged to MLflow" in capsys.readouterr().err

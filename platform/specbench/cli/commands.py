@@ -461,7 +461,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     check_output(args.output, command)
     module = importlib.import_module(job.runner.split(":")[0])
     result = provenance(module.measure(config, job_path), config)
-    result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
+    result["mlflow_run_id"] = None
+    try:
+        result["mlflow_run_id"] = None if args.no_mlflow else _log_bench(result, args.tracking_uri)
+    except BaseException:  # the measurement is kept whatever the store does; the error is still the command's
+        emit(result, args.output)
+        print(f"specbench: the result above{f' (in {args.output})' if args.output else ''} was measured but "
+              "not logged to MLflow", file=sys.stderr)
+        raise
     emit(result, args.output)
     skipped = {name: entry.get("reason", "") for name, entry in (result.get("backends") or {}).items()
                if isinstance(entry, dict) and entry.get("status") == "unavailable"}
