@@ -193,6 +193,10 @@ def test_gpu_processes_shard_time_and_reassemble(tmp_path: Path) -> None:
                                "lane_use": {"frame_steps": steps, "lane_frames": frames, "max_lanes": 256,
                                             "occupancy": frames / (steps * 256)}}
     assert all(o.lattice_arcs for o in runs["gpu_lattice"].outcomes if o.ok)
+    counted = run_gpu_processes(graph_path, items, options, 2, [("gpu", None), ("gpu_lattice", 8.0)],
+                                decoder="counted_twin:CountedTwin")
+    for timed in counted.values():  # each mode's peak holds its own decoder, not the other mode's too
+        assert (timed.extra["peak_memory_bytes_per_process"], timed.extra["peak_memory_bytes_total"]) == (1, 2)
     on_copies = run_gpu_processes(graph_path, items, options, 1, [("gpu", None)], copies=4,
                                   decoder="specbench.decoder.twin:TwinDecoder")
     assert on_copies["gpu"].outcomes == reference  # the graph-size sweep: the same searches on 4 copies

@@ -229,9 +229,9 @@ def _time_gpu(workload: Workload, options: SearchOptions, include: Sequence[str]
             key = mode.replace("gpu", f"gpu{n}", 1)  # gpu4, gpu4_lattice
             gpu_runs[key] = t
             _record(result, key, t, workload.audio_seconds)
-            result[f"{key}_peak_memory_bytes_total"] = t.extra["peak_memory_bytes_total"]
+            result[f"{key}_mode_peak_memory_bytes_total"] = t.extra["peak_memory_bytes_total"]
             peak = max(peak, t.extra["peak_memory_bytes_per_process"])
-    result["gpu_peak_memory_bytes"] = peak
+    result["gpu_mode_peak_memory_bytes"] = peak  # "mode_": one mode's decoder per process (each mode had both)
     result["gpu_lanes"] = dict(lanes or {})
     if "gpu" in include and graph_copies:
         _graph_size_sweep(workload, options, graph_copies, plan, status, result, gpu_runs.get("gpu1"), lanes or {})
@@ -254,16 +254,21 @@ def _graph_size_sweep(workload: Workload, options: SearchOptions, graph_copies: 
     the dense recombination tables and with hash tables of HASH_TABLE_SLOTS slots (`LaneSettings.
     table_slots`): `graph_size_sweep` lists per run the states, the first pass's seconds, the stream's frames
     per second, the peak device memory and the share of 1-bests equal to gpu1's (`one_copy`, which is the
-    run of k = 1 with the configuration's table). Every run has the configuration's lanes (`lanes`)."""
+    run of k = 1 with the configuration's table; run here first when gpu1 did not). Every run has the
+    configuration's lanes (`lanes`)."""
     graph = workload.graph.csr
     rows = []
     own_slots = int(lanes.get("table_slots", 0))
+
+    def run(k: int, slots: int) -> Timed | None:
+        return _attempt(status, f"gpu on {k} graph copies" + (f", {slots} table slots" if slots else ""), lambda: (
+            run_gpu_processes(workload.graph_path, list(workload.items), options, 1, [("gpu", None)],
+                              plan=plan, copies=k, settings={**lanes, "table_slots": slots})["gpu"]))
+
+    one_copy = one_copy or run(1, own_slots)
     for slots in (0, HASH_TABLE_SLOTS):
         for k in sorted({1, *(int(c) for c in graph_copies)}):
-            name = f"gpu on {k} graph copies" + (f", {slots} table slots" if slots else "")
-            timed = one_copy if (k, slots) == (1, own_slots) else _attempt(status, name, lambda k=k, slots=slots: (
-                run_gpu_processes(workload.graph_path, list(workload.items), options, 1, [("gpu", None)],
-                                  plan=plan, copies=k, settings={**lanes, "table_slots": slots})["gpu"]))
+            timed = one_copy if (k, slots) == (1, own_slots) else run(k, slots)
             if timed is not None:
                 rows.append(_size_row(k, slots, graph, timed, one_copy))
     result["graph_size_sweep"] = rows
@@ -274,7 +279,7 @@ def _size_row(k: int, slots: int, graph: Any, timed: Timed, one_copy: Timed | No
     return {"copies": k, "table_slots": slots, "states": k * graph.num_states, "arcs": k * graph.num_arcs,
             "first_pass_seconds": timed.seconds,
             "stream_frames_per_second": timed.extra.get("stream", {}).get("frames_per_second"),
-            "peak_memory_bytes": timed.extra["peak_memory_bytes_per_process"],
+            "mode_peak_memory_bytes": timed.extra["peak_memory_bytes_per_process"],
             "onebest_equal_to_one_copy": sum(same) / len(same) if same else None}
 
 

@@ -17,6 +17,7 @@ drain only at the end of a batch, as in a stream that does not end after every p
 
 from __future__ import annotations
 
+import gc
 import importlib
 import multiprocessing as mp
 import queue as queue_mod
@@ -103,12 +104,13 @@ def gpu_state() -> tuple[bool, str | None]:
 def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]], options: SearchOptions,
                 modes: list[Mode], barrier: Any, results: Any, decoder: str, plan: StreamPlan,
                 processes: int, copies: int, settings: dict[str, Any]) -> None:
-    """One decoder process: build its decoders and warm them up, then per mode wait at the barrier, decode
-    the shard, run the stream of `plan` (`_stream`) and report (rank, mode, start, end, outcomes, peak GPU
-    bytes, lane use, stream). The graph is `copies` disjoint copies of the file's (`wfst.graph.
+    """One decoder process: per mode build its decoder and warm it up, wait at the barrier, decode the shard,
+    run the stream of `plan` (`_stream`), report (rank, mode, start, end, outcomes, peak GPU bytes, lane use,
+    stream) and drop the decoder. The graph is `copies` disjoint copies of the file's (`wfst.graph.
     disjoint_copies`; 1: the file's); `settings` go to the decoder (e.g. `table_slots`). `decoder` names the lane
     decoder class as "module:Class" (the GPU backend; the tests use the twin); its module's
-    `peak_memory_bytes()` is reported when it has one (else 0)."""
+    `peak_memory_bytes()` is reported when it has one (else 0), after its `reset_peak_memory()` before each
+    mode: a mode's peak holds its own decoder only, not the one of the mode before."""
     try:
         from specbench.wfst.graph import disjoint_copies, read_graph
 
@@ -117,12 +119,12 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
         peak = getattr(module, "peak_memory_bytes", lambda: 0)
         graph = read_graph(graph_path)
         graph = disjoint_copies(graph, copies) if copies > 1 else graph
-        decoders = {}
         for mode, lattice_beam in modes:
-            decoders[mode] = getattr(module, class_name)(graph, replace(options, lattice_beam=lattice_beam), **settings)
-            decoders[mode].decode_batch(items[:GPU_WARMUP_UTTERANCES])
-        for mode, _ in modes:
-            lanes = decoders[mode]
+            lanes = None
+            gc.collect()  # the mode before's decoder is gone before the peak starts again
+            getattr(module, "reset_peak_memory", lambda: None)()
+            lanes = getattr(module, class_name)(graph, replace(options, lattice_beam=lattice_beam), **settings)
+            lanes.decode_batch(items[:GPU_WARMUP_UTTERANCES])
             counts = hasattr(lanes, "reset_counts")  # a lane decoder (the CPU scaling runs others)
             if counts:
                 lanes.reset_counts()  # the timed call's alone
@@ -133,7 +135,7 @@ def _gpu_worker(rank: int, graph_path: str, items: list[tuple[str, np.ndarray]],
             outcomes = [outcome_of(r, len(m)) for r, (_, m) in zip(decoded, items)]
             use = decoder_lane_use(lanes) if counts else None
             log = _host_log(lanes.kernel_log.report(lanes.frame_steps)) if counts else None
-            lattice = dict(modes)[mode] is not None
+            lattice = lattice_beam is not None
             stream = (_stream(lanes, items, outcomes, plan.per_process(processes, lattice), plan.seconds, barrier)
                       if plan else None)
             results.put(("done", rank, mode, t0, t1, outcomes, int(peak()), use, stream, log))

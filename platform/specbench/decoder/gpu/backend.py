@@ -116,8 +116,19 @@ def _on_stream(method):
 
 
 def peak_memory_bytes() -> int:
-    """The most device memory cupy's pool held while GpuDecoders of this process decoded."""
+    """The most device memory cupy's pool held while GpuDecoders of this process decoded (since the last
+    `reset_peak_memory`)."""
     return _PEAK["bytes"]
+
+
+def reset_peak_memory() -> None:
+    """Return the pool's free blocks to the device and start the peak again from what is still held: a
+    benchmark's next configuration, once the decoders of the one before are gone."""
+    if _PEAK["bytes"]:  # a decoder ran, so cupy is there
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+        _PEAK["bytes"] = cupy.get_default_memory_pool().total_bytes()
 
 
 CTR = {"live": 0, "arena": 1, "lattice": 2, "arcs_sum": 5}  # fields of the device counts (C_* in lanes.cu)
