@@ -157,6 +157,7 @@ def bench_acoustic(checkpoint: Path, utterances: int = 40, audio: Path | None = 
                 raise DataError(f"--audio {audio}: no .wav files there. Fix: point it at a folder of 16 kHz "
                                 "mono WAV files (scripts/gpu_carry.py gathers one)")
             result.update(utterances=len(wavs), audio=str(audio))
+        result["inference_wavs"] = len(wavs)  # with synthesis: every engine's renditions of the sentences
         timed = bench_inference(checkpoint, wavs, rounds)
         backends = {**result.get("backends", {}), **timed.pop("backends", {})}
         result.update({**timed, **({"backends": backends} if backends else {})})
@@ -171,7 +172,7 @@ def measure(config: BenchAcousticConfig, job_path: Path) -> dict[str, Any]:
 
 
 def summary(result: dict[str, Any]) -> list[str]:
-    return [f"acoustic benchmark on {result['utterances']} utterances: CPU real-time factor "
+    return [f"acoustic benchmark, inference on {result['inference_wavs']} WAVs: CPU real-time factor "
             f"{result['cpu_rtf']:.4f}" + (f", CUDA {result['cuda_rtf']:.4f}" if "cuda_rtf" in result else "")
             + f" (medians of {result['rounds']} rounds)"]
 

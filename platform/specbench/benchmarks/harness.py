@@ -83,14 +83,32 @@ def provenance(result: dict[str, Any], config: Any) -> dict[str, Any]:
     """`result` with what it was measured on and with: `hardware` (kept where the benchmark wrote its own),
     `git_commit` (the checkout's, `-dirty` with uncommitted changes, `unknown` outside a checkout),
     `settings` (the benchmark's config, paths as text) and `metrics_version` (its job kind's, what its
-    figures mean: `experiments.registry`), so that a results file says how to reproduce it."""
+    figures mean: `experiments.registry`), so that a results file says how to reproduce it; and the host
+    memory it took: `peak_rss_bytes` of this process and `children_peak_rss_bytes` of its largest child
+    process that ended (decoder processes, Kaldi), each since the command started."""
+    import resource
+
     from specbench.experiments.registry import JOBS
 
     settings = dataclasses.asdict(config) if dataclasses.is_dataclass(config) else dict(config or {})
     job = JOBS.get(getattr(config, "KIND", f"bench_{result.get('bench')}"))
-    return {**result, "hardware": result.get("hardware") or describe(), "git_commit": git_commit(),
+    rss = {"peak_rss_bytes": _own_peak_rss_bytes(),  # Linux counts KiB
+           "children_peak_rss_bytes": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}
+    return {**result, **rss, "hardware": result.get("hardware") or describe(), "git_commit": git_commit(),
             "settings": json.loads(json.dumps(settings, default=str)),
             "metrics_version": str(job.metrics_version if job else 1)}
+
+
+def _own_peak_rss_bytes() -> int:
+    """This process's peak resident memory: Linux's VmHWM, which counts the pages held now too (getrusage's
+    ru_maxrss can lag them); ru_maxrss where /proc is not there."""
+    import resource
+
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def metric_names(result: dict[str, Any]) -> dict[str, float]:
