@@ -52,6 +52,11 @@ def test_a_refilled_lane_idles_one_step_between_utterances() -> None:
     # longest first: "long" runs steps 0-2, the lane idles at step 3, "short" runs steps 4-5: 6 frame steps,
     # 5 frames of utterances
     assert (decoder.frame_steps, decoder.lane_frames) == (6, 5)
+    # "a" ends at step 15, just before the status point that refills the lane: "b" joins at step 16 in the
+    # same wave (31 steps), not in a wave of its own (15 + 15)
+    decoder.reset_counts()
+    results = decoder.decode_batch([(name, np.zeros((15, 1), np.float32)) for name in ("a", "b")])
+    assert all(r.word_ids == (5,) for r in results) and (decoder.frame_steps, decoder.lane_frames) == (31, 30)
 
 
 def test_a_wave_takes_no_utterance_once_its_lattice_records_fill_a_quarter() -> None:

@@ -333,7 +333,9 @@ class LaneDecoder:
             k.plan(planner.window(0, STATUS_EVERY, admit=True))
         begin(0)
         f = 0
-        while (lane_end > f).any() or planner.pending(f + 1):
+        while ((lane_end > f).any() or planner.pending(f + 1)  # lanes run, or a refill is planned
+               or (self.refill and (f + 1) % STATUS_EVERY == 0 and planner.admitted < len(lengths)
+                   and (lane_end == f).any())):  # all ended just before a status point: it refills them
             running = lane_end > f
             ending = running & (lane_end == f + 1)
             partials = bool(every and (running & ((f - lane_start + 1) % every == 0)).any())
