@@ -252,7 +252,8 @@ def test_raw_lattice_validation_and_builder() -> None:
                           ({"dst_frame": np.array([2, 0])}, "src_frame \\+ 1"),
                           ({"ilabel": np.array([1, 0])}, "ilabel must be 0 exactly"),
                           ({"dst_frame": np.array([1, 0])}, "ilabel must be 0 exactly"),
-                          ({"graph_cost": np.array([np.nan, 0])}, "finite")]:
+                          ({"graph_cost": np.array([np.nan, 0])}, "finite"),
+                          ({"olabel": np.array([0, -1])}, "labels must be >= 0")]:  # keys of the pruning
         with pytest.raises(ValueError, match=match):
             RawLattice(num_frames=1, start_state=0, **{**good, **change})
     builder = RawLatticeBuilder()

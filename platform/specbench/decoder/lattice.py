@@ -68,7 +68,8 @@ class RawLattice:
         for bad, what in [
             ((step != 0) & (step != 1), "dst_frame must be src_frame (epsilon) or src_frame + 1 (emitting)"),
             ((self.src_frame < 0) | (self.dst_frame > self.num_frames), "frames must lie in 0..num_frames"),
-            ((self.src_state < 0) | (self.dst_state < 0) | (self.ilabel < 0), "states, labels must be >= 0"),
+            ((self.src_state < 0) | (self.dst_state < 0) | (self.ilabel < 0) | (self.olabel < 0),
+             "states, labels must be >= 0"),
             ((self.ilabel == 0) != (step == 0), "ilabel must be 0 exactly on epsilon arcs (no frame step)"),
             (~np.isfinite(self.graph_cost + self.acoustic_cost), "costs must be finite"),
         ]:
@@ -411,9 +412,9 @@ class WordLattice:
     def word_sequences(self, limit: int = 100_000) -> dict[tuple[int, ...], float]:
         """Every word sequence of a complete path with its lowest total cost, by DP over prefixes when the
         lattice is acyclic, else of a complete path that never revisits a node, by depth-first search (with
-        non-negative cycles a sequence's cheapest path needs no revisit, but going round a cycle whose arcs
-        put out a word makes other sequences, infinitely many: those are not listed). ValueError beyond
-        `limit` paths."""
+        non-negative cycles whose arcs put out no word a sequence's cheapest path needs no revisit; going
+        round one that puts out a word makes other sequences, infinitely many, which are not listed, and may
+        make a listed sequence more cheaply than its cost here). ValueError beyond `limit` paths."""
         succ, finals, final = self._successors(), np.isfinite(self.final_cost), self.final_cost.tolist()
         dst, words = self.dst.tolist(), self.olabel.tolist()
         cost = (self.graph_cost + self.acoustic_cost).tolist()
