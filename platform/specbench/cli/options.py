@@ -74,7 +74,8 @@ def add_config_options(parser: argparse.ArgumentParser, cls: type, positional: t
         typ = _base_type(hints[field.name])
         default = f"default: {_shown(field.default)}"
         if _job_file_field(field):
-            default += " in jobs/; a relative path is looked up in the working directory, then in jobs/"
+            default += (" in jobs/" if field.default is not None else "") + (
+                "; a relative path is looked up in the working directory, then in jobs/")
         if field.name in positional:
             parser.add_argument(field.name, nargs="?", type=str, help=f"({default})")
             continue
