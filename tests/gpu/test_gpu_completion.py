@@ -30,8 +30,8 @@ def test_gpu_nbest_equals_cpu_on_the_shipped_lm() -> None:
     settings = CompletionSettings(batch_size=128)
     cpu = Completer(load_lm(LM), settings).complete(prefixes)
     gpu = Completer(load_lm(LM, device="cuda"), settings, device="cuda").complete(prefixes)
-    same = sum([c.words for c in a] == [c.words for c in b] for a, b in zip(cpu, gpu))
+    same = sum([c.words for c in a] == [c.words for c in b] for a, b in zip(cpu, gpu, strict=True))
     assert same >= 0.98 * len(prefixes)  # float32 sums on two devices may swap exact near-ties
-    for a, b in zip(cpu, gpu):
+    for a, b in zip(cpu, gpu, strict=True):
         if [c.words for c in a] == [c.words for c in b]:
             assert [c.log_prob for c in a] == pytest.approx([c.log_prob for c in b], rel=1e-3, abs=1e-3)

@@ -181,33 +181,6 @@ def test_cuda_graphs_replay_the_frame_loop_with_the_same_results() -> None:
         assert gpu.kernel_log.graph_launches == gpu.frame_steps == twin.frame_steps
 
 
-def test_the_frame_loop_waits_for_the_device_only_in_its_counted_reads() -> None:
-    """Under `cupyx.allow_synchronize(False)` any synchronization the frame loop makes outside its counted
-    reads (`_read`: the status points; a wave's upload and download are outside the loop) raises: a
-    boolean mask, `nonzero` or `int()` of a device value cannot hide, nor can a refill plan's upload (from
-    pinned memory, asynchronous). 1-best and lattices, with partials."""
-    import cupyx
-
-    from specbench.decoder.gpu import GpuDecoder
-    from specbench.decoder.gpu.backend import sync_detection_works
-
-    if not sync_detection_works():
-        pytest.skip("cupyx.allow_synchronize detects nothing in this cupy (deprecated since CuPy 10: it only "
-                    "warns); the captured frame graphs (test_cuda_graphs_...) show the frame's kernels run "
-                    "without a host wait, and the kernel log counts the reads")
-    forbid = cupyx.allow_synchronize
-    graph_path, items = _real_scores(32)
-    graph = read_graph(graph_path)
-    for lattice_beam in (None, 8.0):
-        options = SearchOptions(beam=15.0, max_active=200, min_active=20, lattice_beam=lattice_beam)
-        gpu = GpuDecoder(graph, options, max_lanes=8)  # lanes refilled, planned at status points
-        with forbid(False):
-            got = gpu.decode_batch(items, 3)
-        want = TwinDecoder(graph, options).decode_batch(items, 3)
-        assert [(r.status, r.word_ids) for r in got] == [(r.status, r.word_ids) for r in want]
-        assert sum(gpu.kernel_log.syncs.values()) > 0
-
-
 def test_arc_ceiling_table_is_the_packed_minimum() -> None:
     """The ceiling microbenchmark does the work it claims: its table holds, per (lane, state), the minimum
     packed key (float32 cost << 32 | arc entry) over the token set's closed arcs, computed here in numpy."""

@@ -173,16 +173,3 @@ def test_input_and_settings_errors() -> None:
     if not torch.cuda.is_available():
         with pytest.raises(ConfigError, match="cuda"):
             Completer(lm, device="cuda")
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_cuda_search_matches_cpu() -> None:
-    words = [f"w{i}" for i in range(30)]
-    prefixes = random_prefixes(words, 40, seed=2)
-    options = CompletionSettings(batch_size=16)
-    cpu = Completer(random_lm(words, seed=9, eos_bias=1.0), options).complete(prefixes)
-    gpu = Completer(random_lm(words, seed=9, eos_bias=1.0), options, device="cuda")
-    for a, b in zip(cpu, gpu.complete(prefixes)):
-        assert [c.words for c in a] == [c.words for c in b]
-        assert [c.log_prob for c in a] == pytest.approx([c.log_prob for c in b], abs=1e-3)

@@ -9,8 +9,8 @@ point, the best paths and outputs of the utterances released before it, which a 
 backpointers then; the backpointers never leave the device) and uploads the refills planned for the next
 steps then, asynchronously from pinned memory. Every launch and every host read of
 the frame loop goes through `_on_device` and `_read`, which count them in `KernelLog` (the twin counts
-the same; `tests/gpu` runs the loop with every other synchronization forbidden, where cupy still has
-`cupyx.allow_synchronize`); `GpuDecoder(timing=True)` also times every launch with CUDA events.
+the same; the CUDA-graph test of `tests/gpu` captures the frame steps, which fails on any host wait);
+`GpuDecoder(timing=True)` also times every launch with CUDA events.
 
 cupy is imported lazily, only here: `gpu_available()` says whether a CUDA device is usable, and building a
 `GpuDecoder` without one raises `GpuUnavailableError` with the reason. Several processes (or Ray actors
@@ -80,28 +80,6 @@ def gpu_available() -> bool:
     except GpuUnavailableError:
         return False
     return True
-
-
-@functools.cache
-def sync_detection_works() -> bool:
-    """Whether `cupyx.allow_synchronize` detects synchronizations in this cupy: before CuPy 10 it did; since
-    then it is deprecated, only warns, and nothing in cupy checks it (seen in 14.2)."""
-    import cupy
-    import cupyx
-
-    major = int(str(cupy.__version__).split(".")[0])
-    return major < 10 and getattr(cupyx, "allow_synchronize", None) is not None
-
-
-def _host_may_wait():
-    """`cupyx.allow_synchronize(True)` where this cupy still detects synchronizations (`sync_detection_works`),
-    else nothing: the counted reads, and a batch's upload and download, may synchronize when the GPU tests
-    forbid every other synchronization of the frame loop."""
-    import contextlib
-
-    import cupyx
-
-    return cupyx.allow_synchronize(True) if sync_detection_works() else contextlib.nullcontext()
 
 
 def _on_stream(method):
@@ -226,8 +204,7 @@ class CudaLaneKernels(LaneKernels):
     def _read(self, array, what: str) -> np.ndarray:
         """A device array on the host: the host waits for the device, counted in `log` under `what`."""
         self.log.sync(what, int(array.nbytes))
-        with _host_may_wait():
-            return array.get()
+        return array.get()
 
     def _collect_times(self) -> None:
         """Milliseconds per kernel name from the recorded CUDA events (after the last one completes)."""
@@ -259,8 +236,7 @@ class CudaLaneKernels(LaneKernels):
 
     @_on_stream
     def start(self, batch: LaneBatch, num_lanes: int) -> None:
-        with _host_may_wait():  # the wave's upload, outside the frame loop
-            self._start(batch, num_lanes)
+        self._start(batch, num_lanes)  # the wave's upload, outside the frame loop
 
     def _start(self, batch: LaneBatch, num_lanes: int) -> None:
         cp, lg, lanes, count = self.cp, self.lg, num_lanes, len(batch.utt_ids)
@@ -489,8 +465,7 @@ class CudaLaneKernels(LaneKernels):
         """Device arrays concatenated on the device and read in one download (counted as `what`)."""
         cp = self.cp
         if what is None:  # the wave's final download, outside the frame loop
-            with _host_may_wait():
-                return cp.concatenate(parts).get()
+            return cp.concatenate(parts).get()
         return self._read(self._on_device("concatenate", lambda: cp.concatenate(parts)), what)
 
     def _take(self, lattice: int, span: np.ndarray, lo: int, hi: int, head: list,
@@ -552,8 +527,7 @@ class CudaLaneKernels(LaneKernels):
 
     @_on_stream
     def finish(self, lanes: np.ndarray, utts: np.ndarray, untaken: np.ndarray) -> LaneOutput:
-        with _host_may_wait():  # the wave's download, outside the frame loop
-            return self._finish(lanes, utts, untaken)
+        return self._finish(lanes, utts, untaken)  # the wave's download, outside the frame loop
 
     def _finish(self, lanes: np.ndarray, utts: np.ndarray, untaken: np.ndarray) -> LaneOutput:
         count = len(self.batch.utt_ids)
