@@ -17,12 +17,16 @@ from specbench.decoder.gpu.nvrtc import KERNELS, compile_ptx, kernel_names
 pytestmark = pytest.mark.unit
 
 
+def _no_flushing_conversion(ptx: str) -> None:
+    """cupy compiles with -ftz=true: no conversion may flush subnormals (numpy and the twin do not)."""
+    assert not re.search(r"cvt[.a-z0-9]*\.ftz", ptx), re.findall(r"cvt[.a-z0-9]*\.ftz[^;]*", ptx)[:3]
+
+
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 def test_kernels_compile_without_warnings(arch: str) -> None:
     ptx, log = compile_ptx(KERNELS.read_text(encoding="utf-8"), arch)
     assert "warning" not in log.lower(), log
-    # cupy compiles with -ftz=true: no conversion may flush subnormals (numpy and the twin do not)
-    assert not re.search(r"cvt[.a-z0-9]*\.ftz", ptx), re.findall(r"cvt[.a-z0-9]*\.ftz[^;]*", ptx)[:3]
+    _no_flushing_conversion(ptx)
     for name in kernel_names(KERNELS.read_text(encoding="utf-8")):
         assert f".entry {name}(" in ptx
 
@@ -33,6 +37,7 @@ def test_the_arc_ceiling_kernel_compiles_without_warnings(arch: str) -> None:
     ptx, log = compile_ptx(source, arch, name="ceiling.cu")
     assert "warning" not in log.lower(), log
     assert kernel_names(source) == ["ceiling_expand"] and ".entry ceiling_expand(" in ptx
+    _no_flushing_conversion(ptx)
 
 
 def test_every_launched_kernel_is_defined() -> None:

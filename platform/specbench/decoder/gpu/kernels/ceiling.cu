@@ -6,6 +6,18 @@ typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef long long i64;
 
+// The conversions in inline PTX: cupy compiles with -ftz=true, which would flush subnormal costs (the
+// decoder's kernels and the numpy check keep them)
+__device__ __forceinline__ float to_f32(double x) {
+    float r;
+    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
+    return r;
+}
+__device__ __forceinline__ double to_f64(float x) {
+    double r;
+    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
+    return r;
+}
 __device__ __forceinline__ u32 ord32(float x) {
     u32 b = __float_as_uint(x);
     return (b >> 31) ? ~b : (b | 0x80000000u);
@@ -25,8 +37,8 @@ extern "C" __global__ void ceiling_expand(i64 arcs, int n, int S, int P, const i
         }
         i64 entry = offsets[tok_state[lo]] + (j - (lo ? cum[lo - 1] : 0));
         int lane = tok_lane[lo];
-        double cost = tok_cost[lo] + weight[entry] + (double)ac[(i64)lane * P + column[entry]];
-        float cost32 = __double2float_rn(cost);
+        double cost = tok_cost[lo] + weight[entry] + to_f64(ac[(i64)lane * P + column[entry]]);
+        float cost32 = to_f32(cost);
         atomicMin(&dense_key[(i64)lane * S + dest[entry]], ((u64)ord32(cost32) << 32) | (u64)entry);
     }
 }
