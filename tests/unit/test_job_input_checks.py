@@ -65,6 +65,14 @@ def test_a_nightly_or_suite_lists_jobs_only(tmp_path: Path, capsys: pytest.Captu
     assert "a job file is listed twice. Fix: list each job file once" in _refused(suite, capsys)
 
 
+def test_a_bpe_model_train_mt_could_not_write_or_read_is_refused(tmp_path: Path, capsys) -> None:
+    job = tmp_path / "mt.toml"
+    for value, expected in ((str(tmp_path), "is a folder"), ("models/am_slurp.pt", "not a SentencePiece (BPE) model"),
+                            (f"{job}/x.model", f"{job} is a file")):
+        job.write_text(f'kind = "train_mt"\noutput = "{tmp_path}/mt.pt"\nbpe_model = "{value}"\n')
+        assert f"key 'bpe_model' = '{value}': " in _refused(job, capsys) and expected in _refused(job, capsys)
+
+
 def test_settings_are_never_chosen_on_training_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = tmp_path / "st.toml"
     job.write_text('kind = "simultrans"\nval_split = "train"\n')

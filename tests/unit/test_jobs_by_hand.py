@@ -60,6 +60,7 @@ def test_a_range_accepts_its_bound_and_refuses_the_next_value(tmp_path: Path, ki
 def test_a_job_name_may_hold_dashes_and_underscores(tmp_path: Path) -> None:
     assert loads(tmp_path, 'kind = "graph"\nname = "slurp-quick_2"\n').name == "slurp-quick_2"
     assert "name must be letters, digits, '-' or '_'" in refusal(tmp_path, 'kind = "graph"\nname = "a.b"\n')
+    assert "(at most 100)" in refusal(tmp_path, f'kind = "graph"\nname = "{"a" * 101}"\n')  # a file name's length
 
 
 def test_an_experiment_name_with_a_trailing_space_is_refused_with_the_trimmed_name(tmp_path: Path) -> None:

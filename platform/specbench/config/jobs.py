@@ -49,11 +49,11 @@ def check_job_name(name: object) -> None:
     kinds that call this becomes a file or folder name under the work directory (`graphs/<name>-<hash>`,
     `speech/<name>`, `scores/<name>`, `checkpoints/<name>...`, `real_speech/decodes/<name>`), so '', '.',
     a '/' or '..' would write somewhere else."""
-    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r}: the job's name becomes a "
-                         "file or folder name under the work directory (.specbench/), and a name that is empty "
-                         "or holds '/' or '..' would write elsewhere. Fix: set name to letters, digits, '-' and "
-                         "'_' only, e.g. name = \"slurp\"")
+    if not isinstance(name, str) or not name.replace("-", "").replace("_", "").isalnum() or len(name.encode()) > 100:
+        raise ValueError(f"name must be letters, digits, '-' or '_', got {name!r} (at most 100): the job's name becomes "
+                         "a file or folder name under the work directory (.specbench/), and a name that is empty, "
+                         "holds '/' or '..' or is longer than a file name may be would write elsewhere or not at all. "
+                         "Fix: set name to letters, digits, '-' and '_' only, e.g. name = \"slurp\"")
 
 
 @dataclass(frozen=True)

@@ -76,3 +76,18 @@ def scores_job_graph_preflight(config: Any, job_path: Path) -> None:
     evaluation = referenced_job(job_path, "scores_job", config.scores_job, EvalAmConfig)
     eval_path = config.scores_job if config.scores_job.is_absolute() else job_path.parent / config.scores_job
     ctc_graph_job(eval_path, "graph_job", evaluation.graph_job)
+
+
+def bpe_model_preflight(config: Any, job_path: Path) -> None:
+    """The preflight of train_mt: its `bpe_model`, trained first when missing, is refused where it could not
+    be written (a folder, a path under a file) or where the file there is no BPE model: before any training,
+    not after the BPE was trained."""
+    from specbench.input_files import problem
+    from specbench.paths import from_root
+
+    path, where = from_root(config.bpe_model), f"{job_path}: key 'bpe_model' = '{config.bpe_model}'"
+    fix = "Fix: name the project's BPE model, models/mt_bpe.model, or a new .model file to train one there."
+    wrong = (f"{path.parent} is a file" if path.parent.exists() and not path.parent.is_dir()
+             else f"{path} is a folder" if path.is_dir() else problem("BPE model", path) if path.exists() else None)
+    if wrong is not None:
+        raise ConfigError(f"{where}: {wrong}. {fix}")

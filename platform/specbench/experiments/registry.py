@@ -87,7 +87,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
             metrics_change="a run of repeated 1-best words shares one window and its j-th word gets the mass of "
                            "paths with at least j copies (before: each copy its own window), so NCE, AUC and "
                            "calibration can change where the 1-best repeats a word"),
-    JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute"),
+    JobKind(cfg.TrainMtConfig, f"{_EXP}.train_mt:execute", preflight=f"{_EXP}.job_refs:bpe_model_preflight"),
     JobKind(cfg.SimultransConfig, f"{_EXP}.simultrans:execute", ("simul.bleu_full_pooled", "simul.speculation_gain_bleu"),
             metrics_version=5,
             metrics_change="the ranking ablation's scalars (simul.sbs_gain_bleu_*_ranking, "
