@@ -1,5 +1,5 @@
 """Every results file that README.md or docs/*.md cites is in the tree (the rule that every figure comes from
-a committed results file), unless the citation names the commit that holds it ("`file.json` at commit abc1234":
+a committed results file), and so is every script they cite, unless the citation names the commit that holds it ("`file.json` at commit abc1234":
 a file removed from the tree to keep it small, kept in the history)."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = "benchmarks/results"
 CITED = re.compile(r"`((?:benchmarks/results/)?[\w.-]+\.json)`(?: at commit ([0-9a-f]{7,40})\b)?")
+SCRIPT = re.compile(r"`(scripts/[\w.-]+\.(?:py|sh))`(?:,? \(?at commit ([0-9a-f]{7,40})\b)?")
 
 
 def _citations() -> list[tuple[str, str, str | None]]:
@@ -26,6 +27,7 @@ def _citations() -> list[tuple[str, str, str | None]]:
             name = match.group(1)
             if name.startswith(f"{RESULTS}/") or re.search(r"_(cpu|h200)[\w-]*\.json$", name):
                 found.append((doc.name, f"{RESULTS}/{Path(name).name}", match.group(2)))
+        found += [(doc.name, m.group(1), m.group(2)) for m in SCRIPT.finditer(text)]  # the scripts that made them
     return found
 
 
