@@ -69,6 +69,8 @@ def test_a_test_set_without_words_still_prints() -> None:
     assert expected in lines[1]
     metrics = job.metrics(report({}, cpu))
     assert "confidence.share_correct.cpu" not in metrics and metrics["confidence.words.cpu"] == 0.0
+    assert job.legend_label("cpu", cpu) == "cpu (NCE undefined, AUC undefined)"
+    assert job.legend_label("cpu", {**cpu, "nce": 0.0, "auc": 0.5}) == "cpu (NCE 0.000, AUC 0.500)"
 
 
 @pytest.mark.parametrize(("lines", "expected"), [

@@ -292,6 +292,13 @@ def metrics(result: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def legend_label(backend: str, b: dict[str, Any]) -> str:
+    """A backend's line in the calibration plot: its NCE and AUC, "undefined" where they are (None: e.g. no
+    AUC when every word is correct), not a 0 that reads as measured."""
+    shown = {key: "undefined" if b.get(key) is None else f"{b[key]:.3f}" for key in ("nce", "auc")}
+    return f"{backend} (NCE {shown['nce']}, AUC {shown['auc']})"
+
+
 def calibration_plot(backends: dict[str, Any]) -> Path:
     """Share of correct words against mean posterior per bin, one line per backend, on the diagonal."""
     plt = pyplot()
@@ -301,7 +308,7 @@ def calibration_plot(backends: dict[str, Any]) -> Path:
         if b["status"] == "ok" and b["calibration"]:
             table = b["calibration"]
             ax.plot([r["mean_confidence"] for r in table], [r["share_correct"] for r in table], marker="o",
-                    label=f"{backend} (NCE {b['nce'] or 0:.3f}, AUC {b['auc'] or 0:.3f})")
+                    label=legend_label(backend, b))
     ax.set_xlabel("word posterior (bin mean)")
     ax.set_ylabel("share of words correct")
     ax.legend(fontsize=8)
