@@ -23,6 +23,11 @@ def test_bench_completion_reports_speedup_and_agreement(tmp_path: Path) -> None:
     result = json.loads(out.read_text())
     assert result["nbest_identical"] == 1.0
     assert result["speedup_batched_vs_single"] > 0 and result["prefixes"] == 120
+    for way in result["profile_seconds"].values():  # where the time goes: the LM's calls and the search's rest
+        assert way["lm_step"] > 0 and way["search_bookkeeping"] > 0 and way["total"] == pytest.approx(
+            way["lm_prefix_encoding"] + way["lm_step"] + way["search_bookkeeping"])
+    assert result["profile_seconds"]["batched_same_prefixes"]["lm_prefix_encoding"] > 0
+    assert result["peak_rss_bytes"] > 0
     run = mlflow.MlflowClient(uri).get_run(result["mlflow_run_id"])
     assert run.data.metrics["bench.completion.speedup_batched_vs_single"] == pytest.approx(
         result["speedup_batched_vs_single"])

@@ -4,7 +4,9 @@ across prefixes, against the same search one prefix at a time, on the prefixes o
 One prefix at a time is measured two ways: the reference search (`Completer.complete_one`, token by token)
 and the batched search with a batch of one; the headline speedup is against the faster of the two. All run
 side by side in one process with the memo off, alternating in rounds (the median of the per-round ratios is
-reported), and the batched n-best must equal the reference's."""
+reported), and the batched n-best must equal the reference's. One more, untimed pass of the batched search and
+of the reference over the same `single` prefixes splits their time into the LM's prefix encoding, its steps
+and the search's own bookkeeping (`profile_seconds`)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Any
 
 import torch
 
-from specbench.benchmarks.harness import runner
+from specbench.benchmarks.harness import profiled, runner
 from specbench.config import BenchCompletionConfig
 from specbench.data.slurp import read_split
 from specbench.data.text_norm import normalize
@@ -28,6 +30,9 @@ from specbench.prediction.completion import Completer
 from specbench.prediction.lm import load_lm, resolve_device
 from specbench.prediction.lm_stage import choose_device
 from specbench.prediction.settings import CompletionSettings
+
+# the LM's methods the searches call, by the stage of `profile_seconds` they count towards
+LM_STAGES = {"last_log_probs": "lm_prefix_encoding", "step": "lm_step"}
 
 
 def bench_prefixes(count: int, seed: int = 0) -> list[list[str]]:
@@ -106,6 +111,12 @@ def bench_completion(lm_path: Path, prefixes: int = 2000, single: int = 200, dev
                    "nbest_identical": same / single, "seconds_rounds": seconds})
     if "cpu_batched" in seconds:
         result["cpu_batched_seconds"] = median(seconds["cpu_batched"])
+    sync = torch.cuda.synchronize if device == "cuda" else None  # one more, untimed pass of each way
+    result["profile_seconds"] = {
+        "batched_same_prefixes": profiled(lm.model, LM_STAGES, lambda: Completer(lm, settings, device=device).complete(
+            work[:single]), sync),
+        "one_at_a_time": profiled(lm.model, LM_STAGES, lambda o=Completer(lm, settings, device=device): [
+            o.complete_one(p) for p in work[:single]], sync)}
     for name, values in ratios.items():
         result[name] = median(values)
         result[f"{name}_rounds"] = values

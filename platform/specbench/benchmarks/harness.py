@@ -17,7 +17,7 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -97,6 +97,43 @@ def provenance(result: dict[str, Any], config: Any) -> dict[str, Any]:
     return {**result, **rss, "hardware": result.get("hardware") or describe(), "git_commit": git_commit(),
             "settings": json.loads(json.dumps(settings, default=str)),
             "metrics_version": str(job.metrics_version if job else 1)}
+
+
+def profiled(model: Any, stages: Mapping[str, str], fn: Callable[[], Any],
+             sync: Callable[[], None] | None = None) -> dict[str, float]:
+    """Seconds of `fn()` split by stage: the calls of `model`'s methods named in `stages` (method -> the
+    stage it counts towards) and the search's own bookkeeping (beams, caches, choices: the rest). The methods
+    are wrapped on the instance for the call only; a call made inside another counts once, in the outer.
+    `sync` (e.g. `torch.cuda.synchronize`) runs before each clock read, so a device's queued work counts
+    where it was launched."""
+    spent = dict.fromkeys(stages.values(), 0.0)
+    depth = [0]
+    clock = (lambda: (sync(), time.perf_counter())[1]) if sync else time.perf_counter
+
+    def wrap(name: str) -> Callable[..., Any]:
+        method = getattr(model, name)
+
+        def timed_call(*args: Any, **kwargs: Any) -> Any:
+            depth[0] += 1
+            start = clock()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                depth[0] -= 1
+                if not depth[0]:
+                    spent[stages[name]] += clock() - start
+        return timed_call
+
+    for name in stages:
+        object.__setattr__(model, name, wrap(name))
+    start = clock()
+    try:
+        fn()
+    finally:
+        total = clock() - start
+        for name in stages:
+            del model.__dict__[name]
+    return {**spent, "search_bookkeeping": total - sum(spent.values()), "total": total}
 
 
 def _own_peak_rss_bytes() -> int:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from specbench.benchmarks.harness import runner
+from specbench.benchmarks.harness import profiled, runner
 from specbench.config import BenchSimultransConfig
 from specbench.data.multi30k import read_pairs
 from specbench.errors import DataError
@@ -29,39 +28,6 @@ from specbench.simultrans.tokenizer import EOS
 # the model's methods the search calls, by the stage of `profile_seconds` they count towards
 STAGES = {"encode": "encoder", "cross_kv": "encoder", "decoder_step": "decoder",
           "decoder_positions": "decoder"}
-
-
-def profiled(model: Any, fn: Callable[[], Any]) -> dict[str, float]:
-    """Seconds of `fn()` split by stage: the model's encoder and decoder calls (`STAGES`), and the search's
-    own bookkeeping (beams, caches, choices: the rest). The methods are wrapped on the instance for the call
-    only; a call made inside another (`decoder_step` calls `decoder_positions`) counts once, in the outer."""
-    spent = dict.fromkeys(STAGES.values(), 0.0)
-    depth = [0]
-
-    def wrap(name: str) -> Callable[..., Any]:
-        method = getattr(model, name)
-
-        def timed_call(*args: Any, **kwargs: Any) -> Any:
-            depth[0] += 1
-            start = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                depth[0] -= 1
-                if not depth[0]:
-                    spent[STAGES[name]] += time.perf_counter() - start
-        return timed_call
-
-    for name in STAGES:
-        object.__setattr__(model, name, wrap(name))
-    start = time.perf_counter()
-    try:
-        fn()
-    finally:
-        total = time.perf_counter() - start
-        for name in STAGES:
-            del model.__dict__[name]
-    return {**spent, "search_bookkeeping": total - sum(spent.values()), "total": total}
 
 
 def bench_simultrans(model_path: Path, bpe_path: Path, k: int = 3, beam: int = 5, window: int = 2,
@@ -96,8 +62,8 @@ def bench_simultrans(model_path: Path, bpe_path: Path, k: int = 3, beam: int = 5
         seconds["sbs"].append(run(sources, batch))
     ratios = [o / b for o, b in zip(seconds["one_at_a_time"], seconds["batched_same_sentences"], strict=True)]
     profile = {"tokenization": tokenization,
-               "one_at_a_time": profiled(ckpt.model, lambda: decode(few, 1)),
-               "batched_same_sentences": profiled(ckpt.model, lambda: decode(few, len(few)))}
+               "one_at_a_time": profiled(ckpt.model, STAGES, lambda: decode(few, 1)),
+               "batched_same_sentences": profiled(ckpt.model, STAGES, lambda: decode(few, len(few)))}
     median = statistics.median
     total = median(seconds["sbs"])
     return {"bench": "simultrans", "hardware": describe(), "torch_threads": torch.get_num_threads(), "k": k,
