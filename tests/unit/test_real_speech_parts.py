@@ -149,7 +149,8 @@ def test_the_scores_cache_key_follows_the_model_files_and_the_scoring_code(tmp_p
 
 def test_a_cached_chunk_that_cannot_be_read_is_scored_again(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture) -> None:
-    """A scores file damaged on disk counts as missing (`score_chunks` scores its chunk again), logged."""
+    """A scores file damaged on disk, or with a failed utterance, counts as missing (`score_chunks` scores its
+    chunk again), logged."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -157,8 +158,11 @@ def test_a_cached_chunk_that_cannot_be_read_is_scored_again(tmp_path: Path,
     pq.write_table(pa.table({"utt_id": ["a", "b"], "num_frames": [1, 0], "num_classes": [2, 0],
                              "loglikes": pa.array([[0.5, -1.0], None], pa.list_(pa.float32())),
                              "status": ["ok", "no audio"]}), path, compression="none")
-    assert job._cached_status(path) == [{"utt_id": "a", "status": "ok"},
-                                        {"utt_id": "b", "status": "no audio"}]
+    assert job._cached_status(path) is None  # a failure may pass (a full /tmp): not kept
+    assert "1 utterance(s) failed when it was scored (no audio)" in capsys.readouterr().err
+    table = pq.read_table(path)
+    pq.write_table(table.set_column(4, "status", pa.array(["ok", "ok"])), path, compression="none")
+    assert job._cached_status(path) == [{"utt_id": "a", "status": "ok"}, {"utt_id": "b", "status": "ok"}]
     path.write_bytes(path.read_bytes()[:-20])  # truncated: no Parquet footer
     assert job._cached_status(path) is None and job._cached_status(tmp_path / "missing.parquet") is None
     assert f"{path}: cached scores that cannot be read (" in capsys.readouterr().err

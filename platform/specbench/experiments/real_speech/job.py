@@ -119,17 +119,23 @@ def score_chunks(chunks: list[list[RealUtterance]], cache: Path) -> tuple[list[P
 
 
 def _cached_status(path: Path) -> list[dict] | None:
-    """The (utt_id, status) rows of a cached scores file; None when it is missing or cannot be read as scores
-    (damaged on disk: logged, and the chunk is scored again)."""
+    """The (utt_id, status) rows of a cached scores file; None when it is missing, cannot be read as scores
+    (damaged on disk) or holds an utterance that failed (a full /tmp fails pocketsphinx as a bad file does, and
+    a cached failure would last): logged, and the chunk is scored again."""
     if not path.is_file():
         return None
     try:
-        table = read_parquet_table(path)
-        return table.select(["utt_id", "status"]).to_pylist()
+        rows = read_parquet_table(path).select(["utt_id", "status"]).to_pylist()
     except (DataError, KeyError) as err:
         reason = err.__cause__ or err  # the reader's own words, without the fix for the eval_am scores
         _log(f"{path}: cached scores that cannot be read ({reason}); scoring their chunk again")
         return None
+    failed = [r["status"] for r in rows if r["status"] != STATUS_OK]
+    if failed:
+        _log(f"{path}: {len(failed)} utterance(s) failed when it was scored ({failed[0][:200]}); scoring the "
+             "chunk again")
+        return None
+    return rows
 
 
 def decode_ours(score_files: list[Path], graph: GraphArtifacts, backend: str, scale: float,
