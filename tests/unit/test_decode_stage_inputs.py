@@ -248,8 +248,32 @@ def test_unscored_rows_count_as_failed_a_repeated_id_is_refused_and_no_reference
     assert decode_file(words=words, references=text, **decodable)["wer"] == math.inf
 
 
-def test_a_folder_given_for_the_graph_or_the_words_is_named_as_a_folder(tmp_path: Path, decodable: dict) -> None:
+def test_folders_and_an_out_that_cannot_be_written_or_is_an_input_are_refused(tmp_path: Path,
+                                                                               decodable: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     for key, inside in (("graph", "TLG.fst or HCLG.fst"), ("words", "words.txt")):
         with pytest.raises(DataError, match=rf"--{key} {tmp_path}: a folder, not a file\. Fix: give the file in "
                                             rf"it \({inside}\)"):
             decode_file(**{**decodable, key: tmp_path})
+    text, words = tmp_path / "text", tmp_path / "words.txt"
+    SymbolTable(tuple(f"w{i}" for i in range(8))).write(words)
+    text.write_text("a w7\nb w7\n")
+    for key, says in (("scores", rf"scores file {tmp_path} is a folder, not a file\. Fix: give --scores"),
+                      ("references", rf"--references {tmp_path}: a folder, not a file\. Fix: give")):
+        with pytest.raises(DataError, match=says):
+            decode_file(**{**decodable, "words": words, "references": text, key: tmp_path})
+    (tmp_path / "d.jsonl").mkdir()
+    for out, says in ((tmp_path / "d.jsonl", "is a folder"), (text / "o.jsonl", r"cannot be written \(")):
+        with pytest.raises(DataError, match=rf"decode: option --out = {out} {says}.* Fix: name a \.jsonl or"):
+            decode_file(**{**decodable, "out": out})
+        assert not out.with_name(out.name + ".tmp").exists()
+    scores, refs = tmp_path / "s.parquet", text.rename(tmp_path / "text.jsonl")
+    pq.write_table(pa.table({"utt_id": ["a"], "num_frames": [2], "num_classes": [1], "loglikes": [[0.0, 0]]}),
+                   scores)
+    for key, given in (("scores", scores), ("references", refs)):
+        before = given.read_bytes()
+        with pytest.raises(DataError, match=rf"--out {given}: the same file as --{key} {given}.* Fix: name"):
+            decode_file(**{**decodable, "scores": scores, "words": words, "references": refs, "out": given})
+        assert given.read_bytes() == before

@@ -3,8 +3,9 @@ utterance with the decoder-output fields of `decoder.stage.OUTPUT_SCHEMA` (and p
 when asked for). The `DecoderStage` builds the backend by name (`decoder.backends.make_decoder`) with one
 `SearchOptions` from the command-line options. Bad utterances are reported in their rows and counted; they
 never stop the others; so are the rows of a Parquet scores file whose scoring failed (status "not
-scored: ...", no words). An utterance id the scores hold twice is refused. The lane backends (`twin`, `gpu`)
-decode `LANE_CHUNK` utterances together.
+scored: ...", no words). An utterance id the scores hold twice is refused, and so, before decoding, is an
+`--out` that cannot be written or is the scores or references file. The lane backends (`twin`, `gpu`) decode
+`LANE_CHUNK` utterances together.
 
 The one-utterance-at-a-time backends (`cpu`, `cpu_numpy`, `kaldi`) use every core of the machine: `workers`
 decoders (default: one per core for long decodes, see `worker_count`), each a Ray actor with its own
@@ -39,6 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
+from specbench.benchmarks.harness import check_output
 from specbench.data.scores import read_scores, unscored, utterance_ids
 from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.result import DecodeResult, DecodeStats
@@ -93,9 +95,15 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
     if Path(out).suffix not in (".jsonl", ".parquet"):
         raise DataError(f"--out {out}: unknown output format '{Path(out).suffix}'. Fix: end the file name in "
                         ".jsonl (one JSON line per utterance) or .parquet")
+    for option, given in (("--scores", scores), ("--references", references)):  # read, then overwritten
+        if given is not None and Path(out).exists() and Path(given).exists() and os.path.samefile(out, given):
+            raise DataError(f"--out {out}: the same file as {option} {given}, which the decode reads. Fix: "
+                            "name another --out file")
+    check_output(Path(out), "decode", "--out", "a .jsonl or .parquet file", f"out{Path(out).suffix}")
     if references is not None and not Path(references).is_file():
-        raise DataError(f"references {references}: no such file. Fix: give the path of an existing Kaldi "
-                        "text file (one line per utterance: its id, then its words)")
+        what = "a folder, not a file" if Path(references).is_dir() else "no such file"
+        raise DataError(f"--references {references}: {what}. Fix: give the path of an existing Kaldi text "
+                        "file (one line per utterance: its id, then its words)")
     if references is not None and words is None:
         raise DataError(f"references {references}: the reference words are compared with the decoded word "
                         "ids through the word list. Fix: give words too (words.txt beside the graph)")
