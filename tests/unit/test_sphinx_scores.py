@@ -89,6 +89,14 @@ def test_scores_do_not_depend_on_what_was_scored_before(scorer: SphinxSenoneScor
     assert first.column("loglikes").to_pylist() == again.column("loglikes").to_pylist()
 
 
+def test_scoring_leaves_no_folder_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where pocketsphinx's senone logs go
+    out = SphinxSenoneScorer()(pa.table({"utt_id": ["a"], "audio_path": [str(CLIPS[0])]}))
+    assert out.column("status").to_pylist() == [STATUS_OK] and list(tmp_path.iterdir()) == []
+
+
 def test_audio_that_is_not_16_khz_keeps_its_row_with_the_reason(scorer: SphinxSenoneScorer, tmp_path: Path) -> None:
     wav8k = write_pcm16(tmp_path / "eight.wav", 8000, np.zeros(8000, dtype="<i2"))
     out = scorer(pa.table({"utt_id": ["bad", "good"], "audio_path": [str(wav8k), str(CLIPS[0])]})).to_pylist()

@@ -95,26 +95,24 @@ class SphinxSenoneScorer(Stage):
         self.model_dir = Path(model_dir) if model_dir else None
         self.audio_root = Path(audio_root) if audio_root else None
         self._senones: int | None = None
-        self._log_dir: Path | None = None
 
     def setup(self) -> None:
         from specbench.wfst.sphinx_mdef import read_mdef
 
         self.model_dir = self.model_dir or default_model_dir()
         self._senones = read_mdef(self.model_dir / "mdef").n_senones
-        self._log_dir = Path(tempfile.mkdtemp(prefix="specbench-senlog-"))
 
     def score_pcm(self, pcm: np.ndarray) -> np.ndarray:
         """`(frames, n_sen)` float32 log-likelihoods of 16 kHz int16 samples, with a fresh decoder."""
         import pocketsphinx
 
-        if self._log_dir is None:
+        if self._senones is None:
             self.setup()
-        assert self._log_dir is not None and self.model_dir is not None
+        assert self.model_dir is not None
         if len(pcm) == 0:
             raise DataError("the audio has no samples, so there is no frame to score. Fix: leave the file out, "
                             "or record it again.")
-        out_dir = Path(tempfile.mkdtemp(dir=self._log_dir))
+        out_dir = Path(tempfile.mkdtemp(prefix="specbench-senlog-"))  # removed below, as its parent was not
         try:
             phone_lm = self.model_dir.parent / "en-us-phone.lm.bin"
             config = pocketsphinx.Config(hmm=str(self.model_dir), senlogdir=str(out_dir), compallsen=True,
@@ -135,7 +133,7 @@ class SphinxSenoneScorer(Stage):
             shutil.rmtree(out_dir, ignore_errors=True)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        if self._log_dir is None:
+        if self._senones is None:
             self.setup()
         ids = batch.column("utt_id").to_pylist()
         scores: list[np.ndarray | None] = [None] * len(ids)

@@ -267,7 +267,8 @@ def run_word_confidence(config: WordConfidenceConfig, path: Path, run: TrackedRu
     if run is not None:
         run.log_metrics(metrics(result))
         run.log_dict(result, "word_confidence.json")
-        run.log_artifact(calibration_plot(backends))
+        with tempfile.TemporaryDirectory(prefix="specbench-confidence-") as plots:  # the journal copies it
+            run.log_artifact(calibration_plot(backends, Path(plots)))
     return result
 
 
@@ -299,8 +300,9 @@ def legend_label(backend: str, b: dict[str, Any]) -> str:
     return f"{backend} (NCE {shown['nce']}, AUC {shown['auc']})"
 
 
-def calibration_plot(backends: dict[str, Any]) -> Path:
-    """Share of correct words against mean posterior per bin, one line per backend, on the diagonal."""
+def calibration_plot(backends: dict[str, Any], folder: Path) -> Path:
+    """Share of correct words against mean posterior per bin, one line per backend, on the diagonal:
+    `folder`/calibration.png."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 5))
     ax.plot([0, 1], [0, 1], color="grey", linestyle="--", label="perfectly calibrated")
@@ -314,7 +316,7 @@ def calibration_plot(backends: dict[str, Any]) -> Path:
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    out = Path(tempfile.mkdtemp(prefix="specbench-confidence-")) / "calibration.png"
+    out = folder / "calibration.png"
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
