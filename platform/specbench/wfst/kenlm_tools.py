@@ -85,8 +85,9 @@ def build_kenlm() -> None:
         jobs = str(max(1, os.cpu_count() or 1))
         _run(["make", f"-j{jobs}", *_TARGETS], build, "compiling", log)
         for name in _TARGETS:
-            shutil.copy2(build / "bin" / name, _bin_dir() / (name + ".tmp"))
-            os.replace(_bin_dir() / (name + ".tmp"), _bin_dir() / name)
+            part = _bin_dir() / f"{name}.{os.getpid()}.tmp"  # this process's own: two builds never mix
+            shutil.copy2(build / "bin" / name, part)
+            os.replace(part, _bin_dir() / name)
 
 
 def estimate_arpa(text: Path, arpa: Path, order: int, vocab_pad: int = 0, memory: str = "10%",
