@@ -225,7 +225,11 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
         stats = (sphinx_graph_recipe.build_into if sphinx else _build_into)(config, tmp, step)
         (tmp / "stats.json").write_text(json_text(asdict(stats), indent=2))
         shutil.rmtree(final, ignore_errors=True)
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except OSError:  # another process put the same graph (the same key) there since: theirs stands
+            if not (final / "stats.json").is_file():
+                raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return GraphArtifacts(final, stats, reused=False)
