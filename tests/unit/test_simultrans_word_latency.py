@@ -35,6 +35,9 @@ def test_word_ends_count_pieces_up_to_each_words_last() -> None:
     assert word_ends([f"{W}Ein", f"{W}Mann", f"{W}fähr", "t", "."]) == [1, 2, 5]
     assert word_ends([f"{W}Hund"]) == [1] and word_ends([]) == []
     assert word_ends(["t", f"{W}a"]) == [1, 2]  # the first piece starts a word, marked or not
+    # "▁" alone shows no word: before another word, at the end, or the whole output (then it is empty)
+    assert word_ends([W, f"{W}Mann"]) == [2] and word_ends([f"{W}Mann", W]) == [1] and word_ends([W]) == []
+    assert word_ends([W, "3", f"{W}a"]) == [2, 3]  # "▁" then a piece without it: one word, " 3"
 
 
 def test_word_delays_read_a_word_with_any_piece_and_write_one_when_the_next_begins() -> None:

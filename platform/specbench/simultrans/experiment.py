@@ -117,9 +117,11 @@ def translation_row(tok: Tokenizer, source_ids: list[int], t: Translation) -> di
 
 def word_ends(pieces: list[str]) -> list[int]:
     """Per word, the number of pieces up to and including its last one (a piece starting with "▁" starts a
-    word; the first piece always does)."""
-    ends = [i for i in range(1, len(pieces)) if pieces[i].startswith("\u2581")]
-    return [*ends, len(pieces)] if pieces else []
+    word; the first piece always does). A run of pieces that shows nothing ("▁" alone, before another word
+    or at the end) is no word: the detokenized text has none there."""
+    starts = [0] + [i for i in range(1, len(pieces)) if pieces[i].startswith("\u2581")]
+    spans = zip(starts, [*starts[1:], len(pieces)], strict=True)
+    return [end for start, end in spans if "".join(pieces[start:end]).replace("\u2581", "").strip()]
 
 
 def word_delays(token_delays: tuple[int, ...] | list[int], end_delay: int, source_ends: list[int],
