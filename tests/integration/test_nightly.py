@@ -46,8 +46,8 @@ def _write(tmp: Path, arcs_rule: str, unseen: str = UNSEEN) -> Path:
 
 def test_judge_rules() -> None:
     assert judge(ToleranceRule("m", max_drop=0.01), 0.95, 0.955) is None
-    assert "fell from" in judge(ToleranceRule("m", max_drop=0.01), 0.9, 0.95)
-    assert "rose from" in judge(ToleranceRule("m", max_rise=0.5), 56.6, 56.0)
+    assert "fell by" in judge(ToleranceRule("m", max_drop=0.01), 0.9, 0.95)
+    assert "rose by" in judge(ToleranceRule("m", max_rise=0.5), 56.6, 56.0)
     assert "below the minimum" in judge(ToleranceRule("m", min=1.0), 0.99, None)
     assert judge(ToleranceRule("m", max_drop=1.0), 3.0, None) is None
     with pytest.raises(ValueError, match="none of"):

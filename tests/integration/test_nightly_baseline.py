@@ -78,14 +78,14 @@ def test_a_regressed_nightly_is_not_the_next_baseline(nightly: Any) -> None:
     with 103 (and pass); 100.3 then passes against 100 and is the next baseline."""
     out = nightly(100.0)
     assert any("ok (no baseline)" in line and "graph.ppl_test" in line for line in out)
-    with pytest.raises(RegressionError, match=r"rose from 100 to 103 \(allowed rise 0.5\)"):
+    with pytest.raises(RegressionError, match=r"rose by 3 from 100 to 103 \(allowed rise 0.5\)"):
         nightly(103.0)
     first, regressed = _children(nightly.uri)[::-1]
     assert first.data.tags["nightly.verdict"] == "passed"
     assert regressed.data.tags["nightly.verdict"] == "regressed"
     assert regressed.info.status == "FINISHED"  # the child finished: only the verdict keeps it out
-    with pytest.raises(RegressionError, match=r"graph.ppl_test .*baseline 100, new 103.4: rose from 100 to "
-                                              r"103.4"):
+    with pytest.raises(RegressionError, match=r"graph.ppl_test .*baseline 100, new 103.4: rose by 3.4 from "
+                                              r"100 to 103.4"):
         nightly(103.4)
     out = nightly(100.3)
     assert any("graph.ppl_test: 100.3 (baseline 100)" in line for line in out)
@@ -124,7 +124,7 @@ def test_a_nan_baseline_value_falls_back_to_an_older_passing_run_or_is_reported(
     out = nightly(100.2)  # ppl against 100 (older than the pin), the other metrics against nan_run
     assert any("graph.ppl_test: 100.2 (baseline 100)" in line for line in out)
     assert any("graph.arcs: 20 (baseline 20)" in line for line in out)
-    with pytest.raises(RegressionError, match=r"rose from 100 to 106"):
+    with pytest.raises(RegressionError, match=r"rose by 6 from 100 to 106"):
         nightly(106.0)  # still 100: the passing 100.2 nightly is newer than the pinned run
     base = find_baseline(nan_run.info.experiment_id, JOB, "none", nightly.uri, 1, ["graph.ppl_test"])
     assert base is not None and base.run_id == nan_run.info.run_id and base.why == "baseline=true"
@@ -177,6 +177,7 @@ def test_a_failed_job_is_reported_and_the_nightly_goes_on(tmp_path: Path, monkey
     (parent,) = mlflow.search_runs(experiment_names=["nightly_test"], filter_string="tags.kind = 'nightly'",
                                    output_format="list")
     assert parent.info.status == "FAILED" and parent.data.metrics["nightly.regressions"] == 1.0
+    assert parent.data.tags["metrics.versions"] == "graph=1"  # the finished child's kind and version
     assert parent.data.metrics["nightly.checks"] == 5.0  # the failure, and the second job's four metrics
     report = Path(mlflow.artifacts.download_artifacts(run_id=parent.info.run_id,
                                                       artifact_path="regression_report.md", dst_path=str(tmp_path)))
@@ -310,7 +311,7 @@ experiment = "nightly_test"
     out = night(xeon, 1.9)  # against the Xeon's 2.0, not the newer EPYC nightly's 1.0
     assert any("decoder.cpu_vs_kaldi_median: 1.9 (baseline 2)" in line for line in out)
     assert any("decoder.lattice_density: 10 (baseline 11)" in line for line in out)
-    with pytest.raises(RegressionError, match=r"decoder.cpu_vs_kaldi_median .*baseline 1.9, new 1.5: fell from 1.9 to 1.5"):
+    with pytest.raises(RegressionError, match=r"cpu_vs_kaldi_median .*1.9, new 1.5: fell by 0.4 from 1.9"):
         night(xeon, 1.5)
     out = night(epyc, 0.9)  # against the EPYC's own 1.0
     assert any("decoder.cpu_vs_kaldi_median: 0.9 (baseline 1)" in line for line in out)

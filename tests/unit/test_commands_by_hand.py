@@ -1,6 +1,6 @@
 """What the `specbench` verbs print and return, run through `specbench.cli.main` on tiny inputs: `validate`
 lists each job of a suite or nightly and counts its jobs (and a nightly's tolerances); `runs` prints a table
-of the newest runs (ids cut to 12 characters, headline metrics only, sorted, to 4 significant digits, columns
+of the newest runs (ids cut to 12 characters, headline metrics only, sorted, as reports print them, columns
 as wide as their widest cell) and refuses an experiment the store does not hold; `compare` prints only what
 differs unless --all, and keeps its HTML table as a run named after the runs' ids; `baseline set` passes the
 reason and the current metrics versions; `sync` reports what it sent, what it left alone and a damaged
@@ -123,10 +123,11 @@ def test_runs_prints_the_newest_first_with_sorted_headline_metrics(runs_store: t
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     uri, ids = runs_store
     assert main(["--tracking-uri", uri, "runs"]) == 0
-    # 16514210 to 4 significant digits is 1.651e+07; 123.456789 is 123.5; loss is no headline metric
+    # a count in full (16514210 and 16514211 must differ), else 6 digits; loss is no headline metric
     assert capsys.readouterr().out.splitlines() == _table([
-        [ids["second-run"][:12], "mt", "second-run", "RUNNING", "2023-11-14 22:14", "graph.ppl_test=123.5"],
-        [ids["r1"][:12], "asr", "r1", "FINISHED", "2023-11-14 22:13", "graph.arcs=2.5, graph.states=1.651e+07"]])
+        [ids["second-run"][:12], "mt", "second-run", "RUNNING", "2023-11-14 22:14", "graph.ppl_test=123.457"],
+        [ids["r1"][:12], "asr", "r1", "FINISHED", "2023-11-14 22:13",
+         "graph.arcs=2.5; graph.states=16,514,210"]])
 
 
 def test_runs_flags_a_running_run_whose_process_is_gone(runs_store: tuple[str, dict[str, str]],

@@ -1,8 +1,8 @@
 """`tracking.compare`: which rows differ (NaN equals NaN), the deltas against the first run (None where a run
-lacks the metric), which runs the metrics-version warning names (per job kind), and what `compare_runs` reads
-from a real MLflow store (SQLite in a temporary folder): an untagged run is metrics version 1, a metric logged
-at several steps is marked swept (also when it does not differ, with `show_all`), a param that shares a swept
-metric's name is not, and fewer than two runs are refused."""
+lacks the metric), which runs the metrics-version warning names (per job kind, a suite's parent per child
+kind), and what `compare_runs` reads from a real MLflow store (SQLite in a temporary folder): an untagged run
+is metrics version 1, a metric logged at several steps is marked swept (also when it does not differ, with
+`show_all`), a param that shares a swept metric's name is not, and fewer than two runs are refused."""
 
 from __future__ import annotations
 
@@ -77,6 +77,14 @@ def test_an_untagged_run_is_metrics_version_1(store: tuple[str, MlflowClient, st
     comparison = compare_runs([untagged, tagged], store[0])
     assert comparison.versions == ("1", "1") and comparison.version_warning() is None
     assert comparison.kinds == ("asr", "asr") and comparison.run_names == ("untagged", "tagged")
+
+
+def test_suite_parents_are_warned_of_per_child_kind(store: tuple[str, MlflowClient, str]) -> None:
+    a, b = (_run(store, f"suite-{v}", {"kind": "suite", "metrics.versions": f"asr={v},graph=1"}, {}, [])
+            for v in (1, 2))
+    warning = compare_runs([a, b], store[0]).version_warning()
+    assert warning is not None and warning.count("\n") == 0 and "these asr runs" in warning
+    assert f"suite-1 [{a[:8]}]: metrics.version 1" in warning and "metrics.version 2" in warning
 
 
 def test_swept_metrics_values_and_hardware(store: tuple[str, MlflowClient, str]) -> None:

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize("rule, at_edge, past_edge, why", [
     (ToleranceRule("m", min=0.5), 0.5, 0.4375, "below the minimum"),
     (ToleranceRule("m", max=0.5), 0.5, 0.5625, "above the maximum"),
-    (ToleranceRule("m", max_drop=0.25), 0.75, 0.6875, "fell from"),  # baseline 1.0
-    (ToleranceRule("m", max_rise=0.25), 1.25, 1.3125, "rose from"),
+    (ToleranceRule("m", max_drop=0.25), 0.75, 0.6875, "fell by"),  # baseline 1.0
+    (ToleranceRule("m", max_rise=0.25), 1.25, 1.3125, "rose by"),
 ])
 def test_each_bound_holds_at_its_edge_and_fails_past_it(rule: ToleranceRule, at_edge: float, past_edge: float,
                                                         why: str) -> None:
@@ -37,7 +37,7 @@ def test_without_a_finite_baseline_only_the_absolute_bounds_are_judged() -> None
     for baseline in (None, math.nan, math.inf):
         assert judge(relative, 5.0, baseline) is None
         assert "above the maximum" in judge(ToleranceRule("m", max=1.0, max_drop=0.0), 2.0, baseline)
-    assert "fell from" in judge(relative, 0.5, 1.0) and "rose from" in judge(relative, 1.5, 1.0)
+    assert "fell by" in judge(relative, 0.5, 1.0) and "rose by" in judge(relative, 1.5, 1.0)
 
 
 @pytest.mark.parametrize("baseline, new, rule", [
@@ -53,5 +53,11 @@ def test_a_decimal_move_exactly_at_the_tolerance_passes(baseline: float, new: fl
 
 
 def test_a_zero_tolerance_still_flags_a_change_of_one_in_a_large_count() -> None:
-    assert "rose from" in judge(ToleranceRule("m", max_drop=0.0, max_rise=0.0), 16_514_211.0, 16_514_210.0)
-    assert "fell from" in judge(ToleranceRule("m", max_drop=0.0, max_rise=0.0), 2e-12, 3e-12)
+    assert "rose by" in judge(ToleranceRule("m", max_drop=0.0, max_rise=0.0), 16_514_211.0, 16_514_210.0)
+    assert "fell by" in judge(ToleranceRule("m", max_drop=0.0, max_rise=0.0), 2e-12, 3e-12)
+
+
+def test_a_regression_gives_its_move_to_the_digits_that_show_it_past_the_allowance() -> None:
+    assert judge(ToleranceRule("m", max_rise=0.5), 300.6238, 300.1236).startswith(
+        "rose by 0.5002 from 300.124 to 300.624 (allowed")
+    assert judge(ToleranceRule("m", max_drop=0.5), 1.0, 1.5000001).startswith("fell by 0.5000001 from")

@@ -27,6 +27,8 @@ def _nightly(tmp_path: Path, **changed: str) -> Path:
 @pytest.mark.parametrize("metric, rule, fix", [
     ("graph.ppl_test", "max_drop = 0.5", "use max_rise = 0.5"),  # lower is better: a drop is an improvement
     ("decoder.cpu_vs_kaldi_median", "max_rise = 0.25", "use max_drop = 0.25"),  # higher is better
+    ("graph.ppl_test", "min = 100", "use max = 100"),  # an absolute bound on the improving side only
+    ("decoder.cpu_vs_kaldi_median", "max = 9", "use min = 9"),
 ])
 def test_a_rule_bounding_only_improvements_is_refused(tmp_path: Path, metric: str, rule: str, fix: str) -> None:
     path = _nightly(tmp_path, **{metric.replace(".", "__"): rule})

@@ -30,7 +30,7 @@ def test_figures() -> None:
         ["2,345,679", "16,514,210", "100", "0.123457", "-3"]
     assert figure(None) == figure(math.nan) == "-" and (figure(math.inf), figure(-math.inf)) == ("inf", "-inf")
     assert judge(ToleranceRule("graph.arcs", max_rise=0), 2345679.0, 2345678.0) == \
-        "rose from 2,345,678 to 2,345,679 (allowed rise 0)"
+        "rose by 1 from 2,345,678 to 2,345,679 (allowed rise 0)"
 
 
 def test_a_failed_job_and_a_missing_value_keep_the_report_table_whole() -> None:
@@ -40,10 +40,11 @@ def test_a_failed_job_and_a_missing_value_keep_the_report_table_whole() -> None:
               Check("graph.toml", "graph.states", math.nan, 10.0, "r1", rule, "the job did not log it")]
     table = render_markdown(checks, "n1").strip().splitlines()
     assert len(table) == 2 + 2 + len(checks)  # title, blank, header, rule, one line per check
-    assert all(len(re.findall(r"(?<!\\)\|", line)) == 7 for line in table[2:])  # six cells in every row
-    assert "| JOB FAILED | a\\|b.toml | (the job) | - | - |" in table[4] and "<br>Fix:" in table[4]
-    assert "| 10 | - |" in table[5] and "nan" not in "\n".join(table)
-    assert "<td>-</td>" in render_html(checks, "n1") and "nan" not in render_html(checks, "n1")
+    assert all(len(re.findall(r"(?<!\\)\|", line)) == 8 for line in table[2:])  # seven cells in every row
+    assert "| JOB FAILED | a\\|b.toml | (the job) | - | - | - |" in table[4] and "<br>Fix:" in table[4]
+    assert "| 10 | r1 | - |" in table[5] and "nan" not in "\n".join(table)
+    page = render_html(checks, "n1")
+    assert "<td>10</td><td>r1</td>" in page and "<td>-</td>" in page and "nan" not in page
 
 
 def test_server_addresses() -> None:

@@ -312,6 +312,7 @@ def _some_names(name: str, names: Iterable[str], uri: str, most: int = 10) -> st
 def cmd_runs(args: argparse.Namespace) -> int:
     from specbench.errors import ConfigError
     from specbench.reports.headline import HEADLINE_METRICS
+    from specbench.reports.numbers import figure
     from specbench.tracking.journal import orphaned_runs
     from specbench.tracking.queries import experiment_names, recent_runs
     from specbench.tracking.store import check_readable_store, resolve_tracking_uri
@@ -341,7 +342,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
             r.name,
             f"{r.status} (process gone)" if r.run_id in orphaned else r.status,
             r.started,
-            ", ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items())),
+            "; ".join(f"{k}={figure(v)}" for k, v in sorted(r.metrics.items())),
         ]
         for r in rows
     ]

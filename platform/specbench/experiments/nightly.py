@@ -73,11 +73,18 @@ def judge(rule: ToleranceRule, new: float, baseline: float | None) -> str | None
     if baseline is None or not math.isfinite(baseline):  # find_baseline never gives one that is not finite
         return None
     scale = max(abs(baseline), abs(new))
-    if rule.max_drop is not None and _beyond(baseline - new, rule.max_drop, scale):
-        return f"fell from {figure(baseline)} to {figure(new)} (allowed drop {figure(rule.max_drop)})"
-    if rule.max_rise is not None and _beyond(new - baseline, rule.max_rise, scale):
-        return f"rose from {figure(baseline)} to {figure(new)} (allowed rise {figure(rule.max_rise)})"
+    for moved, allowed, verb, noun in ((baseline - new, rule.max_drop, "fell", "drop"),
+                                       (new - baseline, rule.max_rise, "rose", "rise")):
+        if allowed is not None and _beyond(moved, allowed, scale):
+            return (f"{verb} by {_by(moved, allowed)} from {figure(baseline)} to {figure(new)} "
+                    f"(allowed {noun} {figure(allowed)})")
     return None
+
+
+def _by(moved: float, allowed: float) -> str:
+    """A move past `allowed`, to as many digits (4 or more) as show it is past."""
+    return figure(moved) if float(moved).is_integer() else next(
+        f"{moved:.{d}g}" for d in range(4, 18) if f"{moved:.{d}g}" != f"{allowed:.{d}g}" or d == 17)
 
 
 def _beyond(moved: float, allowed: float, scale: float) -> bool:
@@ -123,18 +130,20 @@ def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
 
 
 def check_direction(path: Path, rule: ToleranceRule) -> None:
-    """Refuse a rule that bounds a metric's change against its baseline only in the direction that improves
-    it (`max_drop` alone on a metric where lower is better, `max_rise` alone where higher is better): the
-    regressions would never be checked, and every improvement would be reported as one."""
+    """Refuse a rule with no bound on the side where its metric gets worse (`max_drop` or `min` where higher
+    is better, `max_rise` or `max` where lower is better): the regressions would never be checked, and a bound
+    on the improving side (`max_drop` or `min` alone on a perplexity) reports improvements as regressions."""
     better = BETTER.get(rule.metric)
-    worse, improving = (("max_drop", "max_rise") if better == "higher" else ("max_rise", "max_drop")
-                        if better == "lower" else (None, None))
-    if worse is None or getattr(rule, worse) is not None or getattr(rule, improving) is None:
+    worse, improving = ("max_drop", "min"), ("max_rise", "max")
+    if better == "lower":
+        worse, improving = improving, worse
+    if better is None or any(getattr(rule, b) is not None for b in worse):
         return
-    raise ConfigError(f"{path}: [[tolerance]] metric = \"{rule.metric}\" sets {improving} but not {worse}, and "
-                      f"{better} is better for it: it would report improvements as regressions and never check "
-                      f"a regression. Fix: use {worse} = {getattr(rule, improving)} (or set both for a metric "
-                      "that must not move either way).")
+    i, bound = next((i, b) for i, b in enumerate(improving) if getattr(rule, b) is not None)
+    raise ConfigError(f"{path}: [[tolerance]] metric = \"{rule.metric}\" sets {bound} but neither "
+                      f"{' nor '.join(worse)}, and {better} is better for it: it would flag improvements "
+                      f"and never a regression. Fix: use {worse[i]} = {getattr(rule, bound)} (or both, for "
+                      "a metric that must not move either way).")
 
 
 def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nightly_id: str,

@@ -112,13 +112,15 @@ def _minutes(seconds: float) -> str:
 
 class SuiteRun:
     """The parent run of a suite: opened before the first job, it takes each finished child's headline
-    metrics at once (so the UI shows a suite's progress), and ends with the suite's summary as its
-    description; a job that raises ends it FAILED with what finished until then."""
+    metrics at once (so the UI shows a suite's progress) and its kind's metrics version (tag
+    `metrics.versions`, `graph=1,simultrans=5`, which `specbench compare` checks), and ends with the suite's
+    summary as its description; a job that raises ends it FAILED with what finished until then."""
 
     def __init__(self, experiment: str, name: str, kind: str, opts: RunOptions, path: Path,
                  job_files: Sequence[Path], tags: Mapping[str, str] | None = None) -> None:
         self.name, self.kind, self.opts = name, kind, opts
         self.jobs: list[JobRun] = []
+        self.versions: dict[str, str] = {}  # each finished child's kind: its metrics version
         self.run = TrackedRun(experiment, name if name == kind else f"{kind}-{name}", opts.tracking_uri,
                               {"kind": kind, "suite": name, "job_file": str(path), **(tags or {})})
         self.start = time.perf_counter()
@@ -134,6 +136,9 @@ class SuiteRun:
                                       f"{type(err).__name__}: {err}"[:2000]])
             raise
         self.jobs.append(job)
+        self.versions[config_kind(config)] = str(job_kind(config_kind(config)).metrics_version)
+        versions = ",".join(f"{k}={v}" for k, v in sorted(self.versions.items()))
+        self.run.set_tags({"metrics.versions": versions})
         self.run.log_metrics({**{k: v for k, (v, _) in parent_metrics(self.jobs).items()},
                               "suite.jobs_finished": float(len(self.jobs))})
         return job

@@ -41,26 +41,32 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
 
 
+def _run(check: Check) -> str:
+    """The baseline value's run, as a short id ("-" without one)."""
+    return check.baseline_run[:8] if check.baseline_run else "-"
+
+
 def render_markdown(checks: Sequence[Check], nightly_id: str) -> str:
     bad = sum(c.problem is not None for c in checks)
     out = [f"# Nightly {nightly_id}: {bad} regression(s) in {len(checks)} checks", "",
-           "| verdict | job | metric | baseline | new | why |", "| --- | --- | --- | --- | --- | --- |"]
+           "| verdict | job | metric | baseline | baseline run | new | why |", "| --- " * 7 + "|"]
     for c in checks:
-        out.append(f"| {c.verdict} | {_cell(c.job)} | {_cell(c.metric)} | {figure(c.baseline)} | {figure(c.new)} | "
-                   f"{_cell(c.problem or '')} |")
+        out.append(f"| {c.verdict} | {_cell(c.job)} | {_cell(c.metric)} | {figure(c.baseline)} | {_run(c)} | "
+                   f"{figure(c.new)} | {_cell(c.problem or '')} |")
     return "\n".join(out) + "\n"
 
 
 def render_html(checks: Sequence[Check], nightly_id: str) -> str:
     rows = "".join(
         f"<tr class={'bad' if c.problem else 'ok'}><td>{c.verdict}</td><td>{html.escape(c.job)}</td>"
-        f"<td>{html.escape(c.metric)}</td><td>{figure(c.baseline)}</td>"
+        f"<td>{html.escape(c.metric)}</td><td>{figure(c.baseline)}</td><td>{_run(c)}</td>"
         f"<td>{figure(c.new)}</td><td>{html.escape(c.problem or '')}</td></tr>" for c in checks)
     return ("<!doctype html><html><head><meta charset=utf-8><title>nightly</title><style>body{font-family:"
             "sans-serif}td,th{border:1px solid #ccc;padding:4px 8px}table{border-collapse:collapse}"
             "tr.bad{background:#fdd}</style></head><body>"
             f"<h1>Nightly {nightly_id}</h1><img src=regression_report.png><table><tr><th>verdict</th><th>job</th>"
-            f"<th>metric</th><th>baseline</th><th>new</th><th>why</th></tr>{rows}</table></body></html>\n")
+            "<th>metric</th><th>baseline</th><th>baseline run</th><th>new</th><th>why</th></tr>"
+            f"{rows}</table></body></html>\n")
 
 
 def relative_change(check: Check) -> float | None:

@@ -48,6 +48,7 @@ def _same(a: object, b: object) -> bool:
 
 
 VERSION_TAG = "metrics.version"  # what a job run's metrics mean, counted per job kind (absent: 1)
+VERSIONS_TAG = "metrics.versions"  # a suite's or nightly's parent run: its children's, "graph=1,simultrans=5"
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Comparison:
     run_names: tuple[str, ...]
     rows: tuple[Row, ...]
     kinds: tuple[str, ...] = ()  # each run's `kind` tag ('' where it has none)
-    versions: tuple[str, ...] = ()  # each run's `metrics.version` tag ("1" where it has none, as for baselines)
+    versions: tuple[str, ...] = ()  # each run's `metrics.versions`, else `metrics.version` tag (none: "1")
     hardware: tuple[str, ...] = ()  # each run's `hardware` tag ('' where it has none)
     statuses: tuple[str, ...] = ()  # each run's MLflow status (FINISHED, FAILED, RUNNING, KILLED)
     deleted: tuple[bool, ...] = ()  # whether each run is deleted (in MLflow's trash: its id still reads it)
@@ -67,14 +68,17 @@ class Comparison:
     def version_warning(self) -> str | None:
         """A warning naming the runs and their metrics versions where runs of the same job kind logged
         different metrics versions (their metrics of the same name may not mean the same, so the deltas
-        between them do not measure a change of the method); None where none do. Versions count per kind."""
+        between them do not measure a change of the method); None where none do. Versions count per kind; a
+        parent run with `metrics.versions` counts as a run of each of its children's kinds."""
         warnings = []
-        for kind in dict.fromkeys(self.kinds):
-            runs = [(n, i, v) for n, i, k, v in zip(self.run_names, self.run_ids, self.kinds, self.versions,
-                                                    strict=True) if k == kind]
-            if len({v for _, _, v in runs}) > 1:
+        runs = [(n, i, k, v) for n, i, kind, vs in zip(self.run_names, self.run_ids, self.kinds,
+                                                       self.versions, strict=True)
+                for k, v in ([p.partition("=")[::2] for p in vs.split(",")] if "=" in vs else [(kind, vs)])]
+        for kind in dict.fromkeys(k for _, _, k, _ in runs):
+            same = [(n, i, v) for n, i, k, v in runs if k == kind]
+            if len({v for _, _, v in same}) > 1:
                 warnings.append(f"warning: these {kind or 'untyped'} runs logged different metrics versions ("
-                                + ", ".join(f"{n} [{i[:8]}]: {VERSION_TAG} {v}" for n, i, v in runs)
+                                + ", ".join(f"{n} [{i[:8]}]: {VERSION_TAG} {v}" for n, i, v in same)
                                 + "): a metric's meaning changed between them, so their deltas are not like "
                                 "for like. Fix: compare runs of the same metrics version (rerun the older job).")
         return "\n".join(warnings) or None
@@ -103,7 +107,7 @@ def compare_runs(run_ids: Sequence[str], tracking_uri: str | None = None, show_a
     rows = [dataclasses.replace(r, swept=True) if r.kind == "metric" and r.name in swept else r for r in rows]
     return Comparison(tuple(run_ids), tuple(r.info.run_name or r.info.run_id[:8] for r in runs), tuple(rows),
                       tuple(r.data.tags.get("kind", "") for r in runs),
-                      tuple(r.data.tags.get(VERSION_TAG, "1") for r in runs),
+                      tuple(r.data.tags.get(VERSIONS_TAG) or r.data.tags.get(VERSION_TAG, "1") for r in runs),
                       tuple(r.data.tags.get("hardware", "") for r in runs),
                       tuple(r.info.status for r in runs), tuple(r.info.lifecycle_stage == "deleted" for r in runs))
 
