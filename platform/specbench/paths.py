@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from specbench.errors import ConfigError
+
 
 def project_root() -> Path:
     """The checkout this package was installed from (editable install), else the working directory."""
@@ -56,3 +58,11 @@ def from_root(path: Path) -> Path:
     if path.parts and path.parts[0] == WORK_DIR_NAME:
         return work_dir_location().resolve().joinpath(*path.parts[1:])
     return project_root() / path
+
+
+def resolve_path(path: Path, where: str) -> Path:
+    """`path` resolved; a link loop is a ConfigError naming `where`, the key or option that gave it."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as err:  # RuntimeError: a loop (Python 3.11)
+        raise ConfigError(f"{where}: {path}: a symbolic link loop. Fix: point it at a real file.") from err

@@ -168,6 +168,29 @@ def test_a_benchmark_verb_names_its_own_argument_or_option(tmp_path: Path, capsy
     assert main(["bench", "decoder", "--backends", ",", "--no-mlflow"]) == 2
     assert "bench decoder: options: gpu_decoders and backends must each list at least one value. Fix: change " \
            "those options." in capsys.readouterr().err
+    assert main(["bench", "decoder", "--backends", "foo", "--no-mlflow"]) == 2
+    assert "Fix: set option --backends to" in capsys.readouterr().err
+    assert main(["bench", "graph", "", "--no-mlflow"]) == 2
+    assert "argument graph_job = '': an empty path" in capsys.readouterr().err
+
+
+def test_link_loops_and_deep_nesting_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loop, said = tmp_path / "a.pt", "a symbolic link loop. Fix:"
+    loop.symlink_to("b.pt")
+    (tmp_path / "b.pt").symlink_to("a.pt")
+    (tmp_path / "c.toml").symlink_to("none")
+    (tmp_path / "d.toml").write_text("x = " + "[" * 5000 + "]" * 5000)
+    graph = JOBS / "graph_slurp.toml"
+    texts = ['suite"\njobs = ["a.pt"]', 'nightly"\njobs = ["a.pt"]', 'speech"\ngraph_job = "a.pt"',
+             f'predictive_asr"\nlm = "{loop}"', f'train_lm"\noutput = "{loop}"',  # output: a model, then not
+             f'train_confidence"\nmodels = ["no_personal"]\noutput = "{loop}"\nasr.graph_job = "{graph}"']
+    for i, text in enumerate(texts):
+        (tmp_path / f"{i}.toml").write_text(f'kind = "{text}\n')
+        assert said in _refused(tmp_path / f"{i}.toml", capsys)
+    for name, why in (("a.pt", "link that loops"), ("c.toml", "leads nowhere"), ("d.toml", "too deep")):
+        assert why in _refused(tmp_path / name, capsys)
+    for argv in (["bench", "graph"], ["server", "--store"]):
+        assert main([*argv, str(loop)]) == 2 and f"{loop}: {said}" in capsys.readouterr().err
 
 
 def test_a_job_file_option_is_found_in_jobs_when_the_working_directory_has_none(

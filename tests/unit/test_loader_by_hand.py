@@ -56,6 +56,11 @@ def test_a_tolerance_without_its_metric_names_the_required_key(tmp_path: Path) -
     assert "required key 'tolerance[0].metric' is missing. Fix: add it." in message
 
 
+def test_a_table_for_a_list_of_tables_says_to_double_its_brackets(tmp_path: Path) -> None:
+    message = refusal(write(tmp_path, 'kind = "nightly"\njobs = ["g.toml"]\n[tolerance]\nmetric = "x"'))
+    assert "allowed: a list. Fix: write each table as [[tolerance]]." in message
+
+
 def test_a_suite_lists_job_paths_as_strings(tmp_path: Path) -> None:
     message = refusal(write(tmp_path, 'kind = "suite"\njobs = [1]\n'))
     assert "key 'jobs' = [1]: must be a non-empty list of job file paths (relative to the suite)" in message

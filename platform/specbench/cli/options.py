@@ -114,7 +114,7 @@ def config_from_args(cls: type, args: argparse.Namespace, where: str) -> Any:
     the working directory has no such file. Errors name `where` (the command) and the option."""
     from specbench.config import build_config
     from specbench.errors import ConfigError
-    from specbench.paths import project_root
+    from specbench.paths import project_root, resolve_path
 
     hints = typing.get_type_hints(cls)
     table: dict[str, Any] = {}
@@ -122,16 +122,17 @@ def config_from_args(cls: type, args: argparse.Namespace, where: str) -> Any:
         value = getattr(args, field.name, None)
         if field.name in SKIPPED or value is None:
             continue
-        if _base_type(hints[field.name]) is Path:
+        if _base_type(hints[field.name]) is Path and value.strip():  # an empty one: the loader refuses it
             given, shipped = Path(value), project_root() / "jobs" / value
             use_jobs = _job_file_field(field) and not given.exists() and shipped.is_file()
-            value = str(shipped if use_jobs else given.resolve())
+            said = f"{where}: {command_line_name(args, field.name)}"
+            value = str(shipped if use_jobs else resolve_path(given, said))
         table[field.name] = value
     try:
         return build_config(Path(where), cls, table)
     except ConfigError as err:  # the loader speaks of a job file's keys; here they are options
         said = re.sub(r"key '(\w+)((?:\[\d+\])?)'", lambda m: command_line_name(args, m[1]) + m[2], str(err))
-        said = re.sub(r"Fix: set '(\w+)'", lambda m: "Fix: set " + command_line_name(args, m[1]), said)
+        said = re.sub(r"Fix: set '(\w+)[^']*'", lambda m: "Fix: set " + command_line_name(args, m[1]), said)
         said = said.replace("top-level keys: ", "options: ").replace("Fix: change those values in the job file.",
                                                                      "Fix: change those options.")
         raise ConfigError(said) from err

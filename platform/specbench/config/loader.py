@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 from specbench.checks import choice_problem, config_choices, config_range, range_problem
 from specbench.errors import ConfigError, DataError
-from specbench.paths import from_root
+from specbench.paths import from_root, resolve_path
 
 __all__ = ["SuiteConfig", "build_config", "check_inputs", "config_choices", "config_input", "config_kind",
            "config_range", "config_to_dict", "flatten", "load_job_file", "member_jobs", "read_toml"]
@@ -85,9 +85,10 @@ def _convert(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[st
             raise _fail(path, key, value, f"must be a table [{key}]")
         return build_config(path, typ, value, prefix=key + ".")
     if origin is tuple:
-        if not isinstance(value, list):
-            raise _fail(path, key, value, f"wrong type {type(value).__name__}; allowed: a list")
         item_type = typing.get_args(typ)[0]
+        if not isinstance(value, list):
+            tables = f"Fix: write each table as [[{key}]]." if dataclasses.is_dataclass(item_type) else None
+            raise _fail(path, key, value, f"wrong type {type(value).__name__}; allowed: a list", tables)
         items = tuple(_convert(path, f"{key}[{i}]", v, item_type, meta) for i, v in enumerate(value))
         if typing.get_args(typ)[-1] is Ellipsis and not meta.get("repeats"):  # choices, not a [low, high] pair
             twice = next((b for i, b in enumerate(items) if b in items[:i]), None)
@@ -138,7 +139,8 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: a folder, not a job file. Fix: give the path of a .toml job or suite in it "
                           "(see jobs/).")
     if not path.is_file():
-        raise ConfigError(f"{path}: no such job file. Fix: give the path of a .toml job or suite (see jobs/).")
+        what = "a symbolic link that loops or leads nowhere" if path.is_symlink() else "no such job file"
+        raise ConfigError(f"{path}: {what}. Fix: give the path of a .toml job or suite (see jobs/).")
     try:
         with path.open("rb") as fh:
             if fh.read(3) == b"\xef\xbb\xbf":
@@ -147,6 +149,8 @@ def read_toml(path: Path) -> dict[str, Any]:
                                   "\"UTF-8 with BOM\").")
             fh.seek(0)
             return tomllib.load(fh)
+    except RecursionError as err:
+        raise ConfigError(f"{path}: nested too deeply to read. Fix: nest it less deeply.") from err
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML ({err}). Fix: correct the syntax at that line.") from err
     except UnicodeDecodeError as err:
@@ -183,7 +187,7 @@ def _load_suite(path: Path, table: dict[str, Any]) -> SuiteConfig:
     jobs = table.get("jobs")
     if not isinstance(jobs, list) or not jobs or not all(isinstance(j, str) for j in jobs):
         raise _fail(path, "jobs", jobs, "must be a non-empty list of job file paths (relative to the suite)")
-    resolved = tuple((path.parent / j).resolve() for j in jobs)
+    resolved = tuple(resolve_path(path.parent / j, f"{path}: key 'jobs'") for j in jobs)
     if len(set(resolved)) < len(resolved):  # its runs would be logged twice under one name
         raise _fail(path, "jobs", jobs, "a job file is listed twice", "Fix: list each job file once.")
     for job, raw in zip(resolved, jobs):
@@ -247,9 +251,10 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
     for job_path, job_config in member_jobs(path, config, load):
         for key, value, file, fix, kind, reads, folder in _inputs(job_path, job_config):
             if not file.exists():
-                if file.resolve() not in written:
+                real = resolve_path(file, where(job_path, key))
+                if real not in written:
                     raise DataError(f"{where(job_path, key)} = '{value}': {file} does not exist. {fix}")
-                writes = written[file.resolve()]
+                writes = written[real]
                 if reads is not None and writes is not None and writes != reads:
                     a = "an" if reads[0] in "aeiou" else "a"
                     raise DataError(f"{where(job_path, key)} = '{value}': an earlier job of {path} writes {file} "
@@ -276,19 +281,20 @@ def check_inputs(path: Path, config: Any, load: Callable[[Path], Any],
                     raise DataError(f"{where(job_path, key)} = '{value}': {file} is not {a} {reads}: {wrong}. "
                                     f"Fix: point it at {a} {reads}.")
         for file, writes in getattr(job_config, "written_models", list)():
-            _check_output(where(job_path, "output"), job_config.output, file, writes, job_config.name)
-            written[from_root(file).resolve()] = writes
+            written[_check_output(where(job_path, "output"), job_config.output, file, writes,
+                                  job_config.name)] = writes
         output = getattr(job_config, "output", None)
         if isinstance(output, Path):
-            written.setdefault(from_root(output).resolve(), None)
+            written.setdefault(resolve_path(from_root(output), where(job_path, "output")), None)
 
 
-def _check_output(where: str, value: Path, file: Path, writes: str, name: str) -> None:
+def _check_output(where: str, value: Path, file: Path, writes: str, name: str) -> Path:
     """Refuse a training job's output path that would lose something: a checkpoint (`file`, relative to the
     project root, the job's `output` = `value` or a model written beside it) must be a .pt file, not a folder,
     and where a file is there already it must hold the kind of model the job writes (`writes`, a key of
     `input_files.KINDS`), which retraining replaces; anything else there (another kind of model, any other
-    file) is refused before the job starts, not overwritten after it trained. `name`: the job's name."""
+    file) is refused before the job starts, not overwritten after it trained. `name`: the job's name.
+    Returns its resolved path."""
     path = from_root(file)
     named = "" if file == value else f" (the model written beside it: {file})"
     example = f"models/{name}.pt"
@@ -311,6 +317,7 @@ def _check_output(where: str, value: Path, file: Path, writes: str, name: str) -
             raise DataError(f"{where} = '{value}'{named}: {path} already holds something this job would replace "
                             f"with a {writes} ({wrong}). Fix: give the job an output of its own, e.g. {example}, "
                             f"or move {path} away first if it may be replaced.")
+    return resolve_path(path, where)
 
 
 def member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[tuple[Path, Any]]:
@@ -318,7 +325,8 @@ def member_jobs(path: Path, config: Any, load: Callable[[Path], Any]) -> list[tu
     if isinstance(config, SuiteConfig):
         return [(job, load(job)) for job in config.jobs]
     if config_kind(config) == "nightly":
-        jobs = [job if job.is_absolute() else (path.parent / job).resolve() for job in config.jobs]
+        jobs = [job if job.is_absolute() else resolve_path(path.parent / job, f"{path}: key 'jobs'")
+                for job in config.jobs]
         return [(job, load(job)) for job in jobs if job.is_file()]  # the nightly names a missing one itself
     return [(path, config)]
 
@@ -336,8 +344,8 @@ def _inputs(job_path: Path, config: Any,
             relative_to, fix, kind, unless, reads = f.metadata["input"]
             if unless is not None and getattr(config, unless) is not None:
                 continue
-            resolved = from_root(value) if relative_to == "project" else (
-                value if value.is_absolute() else (job_path.parent / value).resolve())
+            resolved = from_root(value) if relative_to == "project" else value if value.is_absolute() else (
+                resolve_path(job_path.parent / value, f"{job_path}: key '{prefix}{f.name}'"))
             folder: bool | str = False
             if "input_folder_when" in f.metadata:
                 other, wanted, *there = f.metadata["input_folder_when"]

@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from specbench.errors import SpecbenchError
-from specbench.paths import work_dir
+from specbench.paths import resolve_path, work_dir
 
 ENV_URI = "MLFLOW_TRACKING_URI"
 OPTION = "--tracking-uri"
@@ -219,7 +219,7 @@ def check_server_reachable(uri: str, source: str = OPTION, timeout: float = _REA
 def check_store_file(path: Path, option: str) -> Path:
     """A SQLite store file the server may create: not a folder, not some other kind of file, in a folder that
     exists or can be made (made here) and can be written. Returns the absolute path."""
-    path = path.expanduser().resolve()
+    path = resolve_path(path.expanduser(), option)
     form = "a .db file path (e.g. .specbench/mlflow.db) whose folder exists or can be created"
     if path.is_dir():
         raise SpecbenchError(f"{option} {path}: this is a folder, not a store file. Fix: give {form}, e.g. "
