@@ -26,6 +26,18 @@ from specbench.wfst.lexicon import PHONES
 pytestmark = pytest.mark.unit
 
 
+def test_a_new_model_draws_its_weights_from_the_training_seed() -> None:
+    from specbench.acoustic.settings import ModelConfig
+    from specbench.acoustic.training import new_model
+
+    config = ModelConfig(hidden=8, layers=1)
+    first = new_model(config, 3).state_dict()
+    torch.rand(5)  # whatever else drew from torch's generator meanwhile
+    second, other = new_model(config, 3).state_dict(), new_model(config, 4).state_dict()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)
+
+
 def test_length_batches_by_hand() -> None:
     examples = [Example("u", np.zeros((n, 1)), np.zeros(1), "v") for n in (2, 3, 5, 5, 7)]
     # budget 10: [2, 3] pads to 3 * 2 (+5: 15), [5, 5] to exactly 10 (+7: 21)

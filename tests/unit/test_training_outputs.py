@@ -85,3 +85,17 @@ def test_the_confidence_models_are_checked_where_their_trainer_writes_them() -> 
                                    asr=TrainConfidenceConfig().asr.__class__(partial_posteriors=True))
     expected = [path_of(Path("m/c.pt")) for *_, path_of in train_confidence.ROLES.values()]
     assert [path for path, _ in config.written_models()] == expected
+
+
+def test_the_language_model_card_gives_the_size_of_the_file_beside_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench.config import TrainLmConfig
+    from specbench.experiments import train_lm
+    from specbench.prediction.settings import LmSettings, LmTrainSettings
+
+    words = [["turn", "on", "the", "lights"], ["play", "some", "jazz"], ["what", "time", "is", "it"]]
+    monkeypatch.setattr(train_lm, "lm_texts", lambda: {"train": words * 4, "devel": words, "test": words})
+    config = TrainLmConfig(output=tmp_path / "lm.pt", model=LmSettings(embed_dim=8, hidden_dim=8, layers=1),
+                           training=LmTrainSettings(epochs=1))
+    card = train_lm.run_train_lm(config, None)
+    assert card["checkpoint_bytes"] == (tmp_path / "lm.pt").stat().st_size  # the second save, with metrics

@@ -35,7 +35,8 @@ class AcousticCheckpoint:
 
 def save_checkpoint(path: Path, model: CausalCtcModel, cmvn: Cmvn, phones: tuple[str, ...],
                     metadata: dict[str, Any], fp16: bool = True) -> None:
-    """Write atomically (temp file + rename); weights in fp16 unless `fp16=False` (training resumes)."""
+    """Write atomically (temp file + rename); weights in fp16 unless `fp16=False` (the training job's
+    latest epoch, kept whole)."""
     state = {k: (v.half() if fp16 and v.is_floating_point() else v).cpu() for k, v in model.state_dict().items()}
     blob = {
         "format_version": FORMAT_VERSION,

@@ -16,7 +16,7 @@ import torch
 from specbench.acoustic.dataset import Example, epoch_view, length_batches
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel
-from specbench.acoustic.settings import TrainSettings
+from specbench.acoustic.settings import ModelConfig, TrainSettings
 from specbench.acoustic.vtln import warp_mel_axis
 from specbench.metrics.wer import error_rate
 from specbench.torch_threads import torch_threads
@@ -124,6 +124,12 @@ def phone_error_rate(model: CausalCtcModel, examples: Sequence[Example], cmvn: C
         for j, e in enumerate(chunk):
             pairs.append((e.targets.tolist(), greedy_ctc(logprobs[j], int(out_lengths[j]))))
     return error_rate(pairs)
+
+
+def new_model(config: ModelConfig, seed: int) -> CausalCtcModel:
+    """A model to train, its starting weights drawn from `seed` (the training seed: a run is reproduced whole)."""
+    torch.manual_seed(seed)
+    return CausalCtcModel(config)
 
 
 def train(model: CausalCtcModel, train_set: Sequence[Example], devel_set: Sequence[Example], cmvn: Cmvn,

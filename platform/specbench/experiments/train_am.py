@@ -15,7 +15,7 @@ from specbench.acoustic.checkpoint import save_checkpoint
 from specbench.acoustic.dataset import load_examples
 from specbench.acoustic.features import Cmvn
 from specbench.acoustic.model import CausalCtcModel, lookahead_ms
-from specbench.acoustic.training import train
+from specbench.acoustic.training import new_model, train
 from specbench.config import SpeechConfig, TrainAmConfig
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import ctc_graph_job, referenced_job
@@ -53,8 +53,8 @@ def run_train_am(config: TrainAmConfig, job_path: Path, run: TrackedRun | None,
     devel_set = load_examples(devel_rows, corpus.root, prons, PHONES, _progress("features (devel)"))
     cmvn = Cmvn.estimate([e.feats.astype("float32") for e in train_set])
     model_config = replace(config.model, num_classes=len(PHONES) + 1)
-    model = CausalCtcModel(model_config)
-    last = work_dir() / "checkpoints" / f"{config.name}.last.pt"
+    model = new_model(model_config, config.training.seed)
+    last = work_dir() / "checkpoints" / f"{config.name}.last.pt"  # the latest epoch whole, to inspect (no resume)
     bar = tqdm(desc="training", unit="batch", file=sys.stderr, mininterval=5.0)
 
     def on_step(i: int, n: int, loss: float) -> None:
