@@ -5,6 +5,7 @@ stage contract checked), the body of a `run_tasks` task, and that the module imp
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from specbench.runtime.stages import (
     execution_mode,
     run_local,
     stage_name,
+    task_name,
 )
 from specbench.stage import STATUS_COLUMN, STATUS_OK, Resources, Stage, map_rows
 
@@ -157,7 +159,7 @@ def test_run_local_checks_the_contract_and_the_batch_size() -> None:
     assert stage.setups == 0  # refused before any setup
 
 
-def test_a_task_returns_its_functions_result_and_hands_it_to_metrics() -> None:
+def test_a_task_returns_its_functions_result_and_hands_it_to_metrics(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
 
     def metrics(result: int) -> dict[str, float]:
@@ -167,6 +169,13 @@ def test_a_task_returns_its_functions_result_and_hands_it_to_metrics() -> None:
     assert _apply(lambda x: x * x, 7) == 49
     assert _apply(lambda x: x * x, 7, metrics) == 49
     assert seen == [49]  # the result, not the item
+    # the metrics' stage tag names a partial's function, as the task's name does ("partial" merged them all)
+    from specbench.runtime import metrics as runtime_metrics
+
+    tags: list[dict] = []
+    monkeypatch.setattr(runtime_metrics, "record", lambda values, **tag: tags.append(tag))
+    assert _apply(functools.partial(sorted, reverse=True), [2, 3, 1]) == [3, 2, 1] and tags == [{"stage": "sorted"}]
+    assert task_name(functools.partial(sorted, reverse=True)) == task_name(sorted) == "sorted"
 
 
 def test_the_module_imports_and_runs_locally_without_ray() -> None:

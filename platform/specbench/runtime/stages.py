@@ -194,8 +194,7 @@ def run_tasks(
 
     ray = _import_ray()
     ensure_connected()
-    inner = fn.func if isinstance(fn, functools.partial) else fn  # a partial names its function
-    fn_name = getattr(inner, "__qualname__", None) or type(inner).__name__
+    fn_name = task_name(fn)
     slots = require_resources(num_cpus, num_gpus, f"run_tasks({fn_name})")
     window = max_in_flight if max_in_flight is not None else max(2, 2 * slots)
     if window < 1:
@@ -394,13 +393,18 @@ def _dataset_schema(data: pa.Table | ray.data.Dataset) -> pa.Schema:
     return base
 
 
+def task_name(fn: Callable[..., Any]) -> str:
+    """The name tasks of `fn` carry (task names, errors and the metrics' `stage` tag): a partial's function's."""
+    inner = fn.func if isinstance(fn, functools.partial) else fn
+    return getattr(inner, "__qualname__", None) or type(inner).__name__
+
+
 def _apply(fn: Callable[[Any], Any], item: Any, metrics: Callable[[Any], dict[str, float]] | None = None) -> Any:
     """Body of one `run_tasks` task (its metrics recorded in the worker)."""
     from specbench.runtime.metrics import record
 
     result = fn(item)
-    record({"tasks_finished": 1.0, **(metrics(result) if metrics else {})},
-           stage=getattr(fn, "__qualname__", type(fn).__name__))
+    record({"tasks_finished": 1.0, **(metrics(result) if metrics else {})}, stage=task_name(fn))
     return result
 
 
