@@ -10,6 +10,7 @@ import mlflow
 import pytest
 
 from specbench.cli import main
+from specbench.errors import SpecbenchError
 from specbench.tracking.runs import DeletedExperiment, TrackedRun
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
@@ -50,3 +51,12 @@ def test_specbench_run_into_a_deleted_experiment_is_one_error_line(
     assert err.startswith('specbench: error: [tracking] experiment = "speech": the MLflow experiment'), err
     assert "Traceback" not in err and f"--experiment-id {exp_id}" in err
     assert client.search_runs([exp_id]) == []  # nothing was logged into it
+
+
+def test_an_experiment_whose_artifacts_a_server_keeps_is_refused_on_the_local_store(store: str) -> None:
+    """Made through `specbench server` over the same SQLite file, its artifact location is mlflow-artifacts:,
+    which only the server can write."""
+    client = mlflow.MlflowClient(tracking_uri=store)
+    client.create_experiment("viahttp", artifact_location="mlflow-artifacts:/1")
+    with pytest.raises(SpecbenchError, match='experiment = "viahttp": its artifacts .* Fix: log through that'):
+        TrackedRun("viahttp", "local", store)

@@ -72,10 +72,17 @@ def experiment_id(client: MlflowClient, name: str) -> str:
             f"it for good, its runs and artifacts with it (`MLFLOW_TRACKING_URI={uri} mlflow gc {store} "
             f"--experiment-ids {number}`), after which the job creates it afresh; or give the job another "
             'name under [tracking] experiment = "...".')
+    local = client.tracking_uri.startswith(("sqlite:", "file:"))
+    if exp is not None and local and str(exp.artifact_location).startswith("mlflow-artifacts:"):
+        raise SpecbenchError(  # MLflow would fail the job's first artifact with its own words
+            f'[tracking] experiment = "{name}": its artifacts ({exp.artifact_location}) are kept by an MLflow '
+            f"server (it was created through `specbench server`), which a local store ({client.tracking_uri}) "
+            "cannot write to. Fix: log through that server (--tracking-uri http://HOST:PORT), or give the job "
+            'another name under [tracking] experiment = "...".')
     if exp is not None:
         return exp.experiment_id
     location = None
-    if client.tracking_uri.startswith("sqlite:") or client.tracking_uri.startswith("file:"):
+    if local:
         location = (local_artifact_root() / artifact_folder(name)).as_uri()
     return client.create_experiment(name, artifact_location=location)
 
