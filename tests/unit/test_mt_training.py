@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from specbench.errors import DataError
+from specbench.simultrans import training
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
@@ -70,23 +73,26 @@ def test_training_learns_and_resumes(tmp_path: Path) -> None:
     assert config_hash(CONFIG, other, "toy") != tag
 
 
-def test_a_run_stopped_mid_epoch_goes_on_from_the_batch_where_it_stopped(tmp_path: Path) -> None:
+def test_a_run_stopped_mid_epoch_goes_on_from_the_batch_where_it_stopped(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(training, "time", SimpleNamespace(monotonic=itertools.count().__next__))  # 1 s a read
     examples, devel = copy_task(300), copy_task(40, seed=1)
-    settings = MtTrainSettings(max_minutes=5, max_epochs=1, batch_tokens=200, learning_rate=3e-3, warmup_steps=20,
+    settings = MtTrainSettings(max_minutes=5, max_epochs=1, batch_tokens=60, learning_rate=3e-3, warmup_steps=20,
                                k_min=1, k_max=3, patience=10, threads=1)
     tag, runs = config_hash(CONFIG, settings, "toy"), {}
-    for name, budgets in (("whole", [5]), ("cut", [1e-6, 5])):  # 1e-6 minutes: stopped after one batch
+    for name, budgets in (("whole", [5]), ("cut", [1e-6, 5]), ("late", [0.7, 5])):  # stopped at batch 1, 22 of 24
         torch.manual_seed(0)
         model = MtTransformer(CONFIG)
         for minutes in budgets:
             state = train(model, examples, devel, dataclasses.replace(settings, max_minutes=minutes),
                           tmp_path / f"{name}.pt", tag, lambda m, s, metrics: None)
             if minutes < 1:
-                assert (state.epoch, state.step) == (0, 1)
+                assert (state.epoch, state.step) == (0, 1 if name == "cut" else 22)
         runs[name] = (state, model.state_dict())
-    (whole, weights), (cut, resumed) = runs["whole"], runs["cut"]
-    assert cut.step == whole.step and cut.history[0]["train_loss"] == pytest.approx(whole.history[0]["train_loss"])
-    assert all(torch.equal(resumed[k], weights[k]) for k in weights)  # the same batches, once each, in order
+    whole, weights = runs.pop("whole")
+    for cut, resumed in runs.values():
+        assert cut.step == whole.step and cut.history[0]["train_loss"] == pytest.approx(whole.history[0]["train_loss"])
+        assert all(torch.equal(resumed[k], weights[k]) for k in weights)  # the same batches, once each, in order
 
 
 def test_weight_average_is_the_bias_corrected_moving_average_and_swaps_back() -> None:

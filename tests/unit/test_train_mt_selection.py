@@ -4,6 +4,7 @@ SBS BLEU, the card says how it was chosen, and a saved run selected by loss is r
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -39,6 +40,10 @@ def job(write: Callable[..., Path], tmp_path: Path, metric: str, epochs: int, ca
     return write("tiny_selection", tmp_path / "tiny.pt", BODY.format(metric=metric, epochs=epochs), causal)
 
 
+def train(path: Path) -> dict:
+    return run_train_mt(load_config(path), path, None, device="cpu")
+
+
 def test_sbs_bleu_selection_keeps_the_epoch_with_the_highest_devel_sbs_bleu(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_mt_job: Callable[..., Path]) -> None:
     monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
@@ -69,16 +74,16 @@ def test_a_run_kept_by_loss_is_not_resumed_as_one_selected_by_sbs_bleu(
     run whose kept weights are not at its output path says so too."""
     monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
     first = job(tiny_mt_job, tmp_path, "devel_loss", 1)
-    card = run_train_mt(load_config(first), first, None, device="cpu")
+    card = train(first)
     assert card["best_epoch"] == 1 and "best_selection_sbs_bleu" not in card
     assert "selection_sbs_bleu" not in card["history"][0]
     again = job(tiny_mt_job, tmp_path, "sbs_bleu", 1)
     with pytest.raises(ConfigError, match=r"tiny_selection/last\.pt kept epochs by devel loss.*Fix: delete"):
-        run_train_mt(load_config(again), again, None, device="cpu")
+        train(again)
     (tmp_path / "tiny.pt").unlink()  # as if the first run had written its model to another output path
     first = job(tiny_mt_job, tmp_path, "devel_loss", 1)  # the same file name: write it again
     with pytest.raises(ConfigError, match=r"kept epoch 1, but its weights are not at output = .*tiny\.pt"):
-        run_train_mt(load_config(first), first, None, device="cpu")
+        train(first)
 
 
 def test_sbs_bleu_selection_needs_a_wait_k_model(tmp_path: Path,
@@ -87,3 +92,30 @@ def test_sbs_bleu_selection_needs_a_wait_k_model(tmp_path: Path,
         load_config(job(tiny_mt_job, tmp_path, "sbs_bleu", 1, causal=False))
     with pytest.raises(ConfigError, match="selection.metric"):
         load_config(job(tiny_mt_job, tmp_path, "bleu", 1))
+
+
+def test_output_and_its_card_always_match(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          tiny_mt_job: Callable[..., Path]) -> None:
+    """Fixed scores stand in for devel BLEU: epoch 1 has the best SBS BLEU, epoch 2 the best loss."""
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    scores = iter([30.0, 10.0])
+    monkeypatch.setattr("specbench.experiments.train_mt.devel_bleu", lambda *a: next(scores) if "sbs" in a else 1.0)
+    path = job(tiny_mt_job, tmp_path, "sbs_bleu", 2)
+    assert train(path)["history"][1]["selection_at"] == "k 2, b 3, w 1"
+    pair = lambda: [(tmp_path / name).read_bytes() for name in ("tiny.pt", "tiny.json")]
+    old = pair()
+    path = job(tiny_mt_job, tmp_path, "devel_loss", 2)
+    with pytest.raises(ConfigError, match=r"keeps epoch 2, but .*tiny\.pt holds epoch 1\. Fix: rerun with"):
+        train(path)
+    path.write_text(path.read_text().replace("devel_loss", "sbs_bleu").replace("beam = 3", "beam = 4"))
+    with pytest.raises(ConfigError, match=r"scored at k 2, b 3, w 1, not at k 2, b 4, w 1"):
+        train(path)
+    path = job(tiny_mt_job, tmp_path, "devel_loss", 1)
+    path.write_text(path.read_text().replace("3e-3", "1e-3"))  # another run
+    with monkeypatch.context() as patched, pytest.raises(SystemExit):
+        patched.setattr("specbench.simultrans.training._save", lambda *a: sys.exit())  # stopped once epoch 1 is kept
+        train(path)
+    assert pair() == old  # untouched by the refused and the stopped runs
+    card = train(path)
+    assert card["training"]["learning_rate"] == 1e-3
+    assert load_mt(tmp_path / "tiny.pt", ROOT / "models" / "mt_bpe.model").metadata["epoch"] == card["best_epoch"]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import sacrebleu
 import torch
 
+from specbench.checkpoint_io import load_blob, write_checkpoint
 from specbench.config import TrainMtConfig
 from specbench.data.multi30k import read_pairs
 from specbench.errors import ConfigError
@@ -130,13 +131,18 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
 
     selection = config.selection
     by_bleu = selection.metric == "sbs_bleu"
+    at = f"k {selection.k}, b {selection.beam}, w {selection.window}"
+    best_path = state_path.with_name("best.pt")  # the kept weights, put at `output` with the card
 
-    def kept_entry(state: TrainState) -> dict[str, float] | None:
+    def kept_entry(state: TrainState) -> dict[str, Any] | None:
         """The history entry of the epoch kept so far: training's devel-loss choice, or the first epoch with
-        the highest devel SBS BLEU (None when no epoch qualifies)."""
+        the highest devel SBS BLEU (None when none qualifies; scores at other settings are refused)."""
         if not by_bleu:
             return next((h for h in state.history if h["epoch"] == state.best_epoch), None)
         scored = [h for h in state.history if "selection_sbs_bleu" in h]
+        if other := {h.get("selection_at", "unrecorded settings") for h in scored} - {at}:
+            raise ConfigError(f"{config.name}: {state_path} holds SBS BLEU scored at {' / '.join(other)}, "
+                              f"not at {at}. Fix: rerun with that [selection], or delete it to retrain")
         return max(scored, key=lambda h: h["selection_sbs_bleu"], default=None)
 
     def on_epoch(model: MtTransformer, state: TrainState, metrics: dict[str, float]) -> None:
@@ -148,41 +154,43 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
             metrics["selection_greedy_bleu"] = devel_bleu(model, tokenizer, devel_pairs, selection.k)
             metrics["selection_sbs_bleu"] = devel_bleu(model, tokenizer, devel_pairs, selection.k, "sbs",
                                                        selection.beam, selection.window)
-        state.history[-1].update(metrics)
+        state.history[-1].update(metrics, **{"selection_at": at} if by_bleu else {})
         if run is not None:
             run.log_metrics({f"mt.{k}": v for k, v in metrics.items()}, step=state.epoch)
         if kept_entry(state) is state.history[-1]:
-            keep(state.epoch, metrics)
-            save_model(out, model, tokenizer.sha256, {"epoch": state.epoch, **metrics})
+            save_model(best_path, model, tokenizer.sha256, {"epoch": state.epoch, **metrics})
         print(f"epoch {state.epoch}: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items()), flush=True)
-
-    def keep(epoch: int, metrics: dict[str, float]) -> None:
-        card.update(best_epoch=epoch, best_devel_loss=metrics["devel_loss"],
-                    best_devel_bleu=metrics.get("devel_bleu"))
-        if by_bleu:
-            card.update(best_selection_sbs_bleu=metrics["selection_sbs_bleu"],
-                        best_selection_greedy_bleu=metrics["selection_greedy_bleu"])
 
     state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch,
                   judged_on=judged_on(devel_pairs, bleu_pairs))
-    if "best_epoch" not in card:  # resumed after the kept epoch was written: take it from the history
-        best = kept_entry(state)
-        if by_bleu and state.history and best is None:
-            raise ConfigError(f"{config.name}: the saved run {state_path} kept epochs by devel loss, so none "
-                              "of its epochs has a devel SBS BLEU to select by. Fix: delete that file to "
-                              "train again with selection.metric = 'sbs_bleu', or select by 'devel_loss'")
-        if best is None:
-            raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
-                              "training.max_minutes")
-        if not out.is_file():
-            raise ConfigError(f"{config.name}: the saved run {state_path} kept epoch {int(best['epoch'])}, "
-                              f"but its weights are not at output = {out} (written to another output path "
-                              "before the run was resumed?). Fix: copy that checkpoint to it, or delete the "
-                              "saved run to train again")
-        keep(int(best["epoch"]), best)
-    card.update(epochs=state.epoch, minutes=state.elapsed_s / 60, stopped_because=stopped_because(
-        state, config.training), history=state.history)
+    best = kept_entry(state)
+    if by_bleu and state.history and best is None:
+        raise ConfigError(f"{config.name}: the saved run {state_path} kept epochs by devel loss, so none "
+                          "of its epochs has a devel SBS BLEU to select by. Fix: delete that file to "
+                          "train again with selection.metric = 'sbs_bleu', or select by 'devel_loss'")
+    if best is None:
+        raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
+                          "training.max_minutes")
+    weights = best_path if best_path.is_file() else out
+    if not weights.is_file():
+        raise ConfigError(f"{config.name}: the saved run {state_path} kept epoch {best['epoch']}, "
+                          f"but its weights are not at output = {out} (written to another output path "
+                          "before the run was resumed?). Fix: copy that checkpoint to it, or delete the "
+                          "saved run to train again")
+    blob = load_blob(weights)
+    if blob["metadata"]["epoch"] != best["epoch"]:
+        raise ConfigError(f"{config.name}: [selection] keeps epoch {best['epoch']}, but {weights} holds "
+                          f"epoch {blob['metadata']['epoch']}. Fix: rerun with the [selection] that kept "
+                          f"it, or delete {state_path} to retrain")
+    card.update(best_epoch=best["epoch"], best_devel_loss=best["devel_loss"],
+                best_devel_bleu=best.get("devel_bleu"))
+    card.update({f"best_{k}": best[k] for k in ("selection_sbs_bleu", "selection_greedy_bleu") if by_bleu},
+                epochs=state.epoch, minutes=state.elapsed_s / 60,
+                stopped_because=stopped_because(state, config.training), history=state.history)
     write_card(out, card, translation_markdown(card))
+    if weights != out:  # only now: an interrupted run leaves the old pair
+        write_checkpoint(blob, out)
+        weights.unlink()
     if run is not None:
         best = {"mt.best_devel_loss": card["best_devel_loss"], "mt.best_devel_bleu": card["best_devel_bleu"],
                 "mt.best_selection_sbs_bleu": card.get("best_selection_sbs_bleu")}

@@ -4,8 +4,8 @@ batch (one model serves every k). Resumable: the full state (fp32 weights, optim
 saved every few minutes and at each epoch's end; a rerun with the same config continues from it (on either
 device: the state is loaded to the CPU first; dropout draws on a GPU come from its own generator, so a resumed
 GPU run is not bit-identical to an uninterrupted one). Stops at the time budget, the epoch limit, or when devel
-loss has not improved for `patience` epochs. Runs on the CPU or a CUDA device: batches are built on the CPU
-and moved to the model's device."""
+loss has not improved for `patience` epochs; only whole epochs are scored. Runs on the CPU or a CUDA device:
+batches are built on the CPU and moved to the model's device."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class TrainState:
     best_devel_loss: float = math.inf
     best_epoch: int = 0
     bad_epochs: int = 0
-    history: list[dict[str, float]] = field(default_factory=list)
+    history: list[dict[str, Any]] = field(default_factory=list)
 
 
 def make_examples(pairs: list[tuple[list[int], list[int]]], max_len: int) -> list[Example]:
@@ -265,9 +265,8 @@ def _train(model: MtTransformer, train_set: list[Example], devel_set: list[Examp
                 last_save = time.monotonic()
             if state.elapsed_s >= budget:
                 break
-        finished = state.elapsed_s < budget or tokens >= 0.9 * sum(len(e.tgt) + 1 for e in train_set)
-        if not finished:
-            break  # a partial last epoch is not scored (its state is saved for a resumed run to go on with)
+        if done < len(plan):
+            break  # a partial epoch is not scored (its state is saved for a resumed run to go on with)
         progress = None
         state.epoch += 1
         with average.swapped_in() if average is not None else nullcontext():  # devel scores what is kept
