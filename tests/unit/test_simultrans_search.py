@@ -632,6 +632,11 @@ def test_bad_arguments_name_the_value() -> None:
         adaptive(model, sources(1), 1.5)
     with pytest.raises(ValueError, match="beam"):
         full_sentence(model, sources(1), beam=0)
+    vocabulary = model.config.vocab_size  # a beam keeps distinct tokens: no more than the vocabulary
+    for search in (lambda: wait_k(model, sources(1), 2, "sbs", beam=vocabulary + 1, window=2),
+                   lambda: adaptive(model, sources(1), 0.5, "beam", beam=vocabulary + 1)):
+        with pytest.raises(ValueError, match=f"beam must be 1..{vocabulary} .*got beam {vocabulary + 1}"):
+            search()
     too_long = [5] * longest_source(96) + [EOS]  # tiny models have 96 positions
     for search in (lambda s: wait_k(model, s, 3), lambda s: adaptive(model, s, 0.5),
                    lambda s: full_sentence(model, s)):

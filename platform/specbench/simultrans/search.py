@@ -19,7 +19,8 @@ Methods (the seed's notation: next_i^b is i steps of beam search with beam b):
   tail is beam search b;
 - `full_sentence(..., beam)`: the whole source, greedy (beam 1) or beam search;
 - `adaptive(...)`: READ/WRITE by the model's confidence (WRITE when the most probable next token has
-  probability >= threshold, or the source has ended); a run of WRITEs is a chunk of n tokens, committed by
+  probability >= threshold, or the source has ended); a run of WRITEs is a chunk of n tokens (at most
+  MAX_CHUNK = 30: a longer run, such as the rest of the output once the source has ended, is several), committed by
   greedy search, by beam search over the chunk (w = 0), or by chunk SBS (beam-search n + w steps, commit
   the first n: eqs. 6-7).
 
@@ -314,6 +315,14 @@ def best_speculation(state: Beam, beam: int, length_normalized: bool) -> torch.T
 
 
 @torch.no_grad()
+def _check_beam(model: MtTransformer, beam: int, window: int) -> None:
+    """A beam keeps distinct tokens, so it is at most the vocabulary; the window is >= 0."""
+    vocabulary = model.config.vocab_size
+    if not 1 <= beam <= vocabulary or window < 0:
+        raise ValueError(f"beam must be 1..{vocabulary} (the model's vocabulary) and window >= 0, got beam "
+                         f"{beam}, window {window}")
+
+
 def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str = "greedy", beam: int = 5,
            window: int = 2, length_normalized: bool = True, force_finish: bool = False) -> list[Translation]:
     """Wait-k decoding (see the module docstring); k >= 1 (k larger than a source reads it all first).
@@ -323,8 +332,7 @@ def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str =
         raise ValueError(f"k must be >= 1, got {k}")
     if method not in ("greedy", "tail", "sbs"):
         raise ValueError(f"method must be greedy, tail or sbs, got {method!r}")
-    if method != "greedy" and beam < 1 or window < 0:
-        raise ValueError(f"beam must be >= 1 and window >= 0, got beam {beam}, window {window}")
+    _check_beam(model, beam if method != "greedy" else 1, window)
     view = SourceView(model, sources)
     n = len(sources)
     out_tokens: list[list[int]] = [[] for _ in range(n)]
@@ -507,8 +515,7 @@ def adaptive(model: MtTransformer, sources: list[list[int]], threshold: float, m
         raise ValueError(f"threshold must be in [0, 1], got {threshold}")
     if method not in CHUNK_METHODS:
         raise ValueError(f"method must be one of {CHUNK_METHODS}, got {method!r}")
-    if beam < 1 or window < 0:
-        raise ValueError(f"beam must be >= 1 and window >= 0, got beam {beam}, window {window}")
+    _check_beam(model, beam, window)
     view = SourceView(model, sources)
     n = len(sources)
     out_tokens: list[list[int]] = [[] for _ in range(n)]
