@@ -16,7 +16,7 @@ an LM-only candidate at P = 0.3 passing `t - 0.6` is sent before a history candi
 `t = 0.85`. That keeps one score, and with it the sweep and the bootstrap; sending the most probable passing
 candidate instead would make the choice depend on the threshold. On the headline run (metrics version 4)
 the two rules differ in none of the 5,256 devel and 4,401 test outcomes; at version 3 they differed in 1 test
-outcome (`scripts/by_source_choice_rule.py`, docs/prediction.md).
+outcome (`scripts/by_source_choice_rule.py` at commit d3acfdb, docs/prediction.md).
 """
 
 from __future__ import annotations
