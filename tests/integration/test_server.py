@@ -5,28 +5,37 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+import requests
 
+from specbench.cli import main
 from specbench.tracking.runs import TrackedRun
 from specbench.tracking.ui import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
-def test_server_serves_runs_and_artifacts_then_stops(tmp_path: Path) -> None:
+def test_server_serves_runs_and_artifacts_then_stops(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "server", "--store", str(tmp_path / "m.db"),
-                             "--artifacts", str(tmp_path / "art"), "--port", str(port)],
+                             "--artifacts", str(tmp_path / "art"), "--port", str(port), "--host", "0.0.0.0",
+                             "--allowed-hosts", "mlflow.example.com"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
                             start_new_session=True)
     try:
         line = proc.stdout.readline()
-        assert f"http://127.0.0.1:{port}" in line, line
+        assert f"--tracking-uri http://{socket.gethostname()}:{port}" in line, line
+        url = f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search?max_results=1"
+        assert [requests.get(url, headers={"Host": f"{name}:{port}"}, timeout=30).status_code for name in
+                ("mlflow.example.com", socket.gethostname(), "example.org")] == [200, 200, 403]
+        assert main(["--tracking-uri", f"http://127.1:{port}", "runs"]) == 2  # 127.0.0.1, a name not allowed
+        assert "403). Fix: start it with `specbench server --allowed-hosts 127.1`" in capsys.readouterr().err
         with TrackedRun("server_test", "r", f"http://127.0.0.1:{port}") as run:
             run.log_metrics({"x": 1.0})
             run.log_text("hello", "note.txt")

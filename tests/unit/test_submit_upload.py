@@ -1,6 +1,6 @@
 """`specbench submit` refuses a job file inside the project that the upload to the cluster leaves out (under
-`.specbench/`, or git-ignored such as build/), before anything is submitted: the job would fail on the cluster
-with no such job file (`runtime.jobs.upload_exclusion`, decided as Ray decides what it uploads)."""
+`.specbench/`, or git-ignored such as build/), or a file it reads that is, before anything is submitted: the
+job would fail on the cluster with no such file (`runtime.jobs.upload_exclusion`, decided as Ray decides)."""
 
 from __future__ import annotations
 
@@ -40,9 +40,10 @@ def test_files_the_upload_leaves_out_are_named_with_why(tmp_path: Path,
     assert upload_exclusion(tmp_path, files["build/a.toml"]) is None
 
 
-def test_submit_refuses_a_job_file_under_the_work_directory(capsys: pytest.CaptureFixture[str]) -> None:
+def test_submit_refuses_job_files_under_the_work_directory(capsys: pytest.CaptureFixture[str]) -> None:
     folder = project_root() / ".specbench" / f"test-submit-{uuid.uuid4().hex[:8]}"
     folder.mkdir(parents=True)
+    suite = project_root() / "jobs" / f"_{folder.name}.toml"  # uploaded, but not the job it lists
     try:
         job = folder / "job.toml"
         shutil.copyfile(JOB, job)
@@ -51,5 +52,10 @@ def test_submit_refuses_a_job_file_under_the_work_directory(capsys: pytest.Captu
         assert f"{job}: the cluster would not receive this job file" in err and ".specbench is left out" in err
         assert f"Fix: put the job file in {project_root() / 'jobs'}/ or another tracked folder" in err
         assert "cannot reach" not in err and "Traceback" not in err
+        suite.write_text(f'kind = "suite"\njobs = ["../.specbench/{folder.name}/job.toml"]\n')
+        assert main(["submit", str(suite), "--address", "http://127.0.0.1:9"]) == 2
+        assert f"{suite}: key 'jobs': the cluster would not receive {job} (.specbench is left out by the " \
+            "upload's" in capsys.readouterr().err
     finally:
         shutil.rmtree(folder)
+        suite.unlink(missing_ok=True)

@@ -96,10 +96,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
+    from specbench.config.loader import _inputs, member_jobs
     from specbench.data.resolver import data_dir
     from specbench.errors import ConfigError
     from specbench.experiments.registry import load_config
-    from specbench.paths import project_root
+    from specbench.paths import project_root, work_dir
     from specbench.runtime.jobs import check_dashboard_address, submission_home, submit, upload_exclusion
     from specbench.tracking.store import absolute_sqlite_uri, resolve_tracking_uri
 
@@ -118,7 +119,16 @@ def cmd_submit(args: argparse.Namespace) -> int:
                           f"project leaves it out ({left_out}); the job would fail there with no such job file. "
                           f"Fix: put the job file in {root / 'jobs'}/ or another tracked folder (not under "
                           ".specbench/ or a git-ignored folder such as build/) and submit it from there.")
-    _checked_config(args.file)  # the files it reads and its preflight, before anything is started
+    config = _checked_config(args.file)  # the files it reads and its preflight, before anything is started
+    for job, job_config in member_jobs(args.file, config, load_config):  # which the upload must carry
+        named = [(f"{args.file}: key 'jobs'", job, None)] if job != args.file else []
+        named += [(f"{job}: key '{k}'", f, v) for k, v, f, *_ in _inputs(job, job_config)]
+        for where, file, v in named:  # an input's .specbench/... is the job's work directory, not uploaded
+            real = file.resolve()
+            if real.is_relative_to(root.resolve()) and not (v and real.is_relative_to(work_dir().resolve())) \
+                    and (left_out := upload_exclusion(root, real)):
+                raise ConfigError(f"{where}: the cluster would not receive {file} ({left_out}). Fix: move it "
+                                  "to a folder the upload carries.")
     # a relative SQLite file is the caller's, not one in the working_dir that Ray unpacks and deletes with the job
     uri = absolute_sqlite_uri(resolve_tracking_uri(args.submit_tracking_uri or args.tracking_uri))
     home = submission_home()  # never the working_dir, which Ray deletes with the job
@@ -367,7 +377,7 @@ def cmd_server(args: argparse.Namespace) -> int:
     if store is not None and not args.store:
         check_store_file(store, option)
     return _serve(lambda: start_ui(uri, host=args.host, port=args.port, artifacts=args.artifacts,
-                                   store_option=option),
+                                   store_option=option, allowed=args.allowed_hosts),
                   lambda address: f"MLflow tracking server at {address} (store {uri or 'the local store'}); jobs "
                   f"log to it with `specbench --tracking-uri {_reachable(address)} ...`; Ctrl-C or SIGTERM stops it")
 

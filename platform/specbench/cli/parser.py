@@ -336,6 +336,8 @@ def _add_server(sub) -> None:  # noqa: ANN001
         "--host", default="127.0.0.1", help="bind address (default 127.0.0.1: this machine only)"
     )
     srv.add_argument("--port", type=_port, default=5000, help="1 to 65535 (default 5000)")
+    srv.add_argument("--allowed-hosts", metavar="NAMES", help="more host names clients may use "
+                     "(A,B; '*': any)")
 
 
 def _add_ui(sub) -> None:  # noqa: ANN001

@@ -119,6 +119,10 @@ def mlflow_server(explicit: str | None) -> Iterator[None]:
         if status is None:
             raise
         uri, source = resolve_tracking_uri(explicit), uri_source(explicit) or OPTION
+        if status == 403 and "Invalid Host header" in err.message:
+            host = urllib3.util.parse_url(uri).host
+            raise NotMlflowServer(f"{source} {uri!r}: MLflow refuses the host name {host!r} (HTTP 403). Fix: "
+                                  f"start it with `specbench server --allowed-hosts {host}`.") from err
         raise NotMlflowServer(f"{source} {uri!r}: {not_mlflow(uri, status)}. Fix: point {OPTION} (or "
                               f"{ENV_URI}) at the address `specbench server` prints (http://HOST:PORT, port "
                               "5000 by default).") from err

@@ -15,7 +15,7 @@ import urllib.error
 import urllib.request
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from specbench.errors import SpecbenchError
@@ -58,7 +58,8 @@ def http_address(host: str, port: int) -> str:
 
 def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int = 0,
              log_path: Path | None = None, artifacts: Path | None = None,
-             store_option: str = "--tracking-uri") -> tuple[subprocess.Popen, str]:
+             store_option: str = "--tracking-uri", allowed: str | None = None
+             ) -> tuple[subprocess.Popen, str]:
     """Start `mlflow server` on the store with lean settings (one worker, no job execution); returns
     (process, address) once healthy (`server_command` says with which arguments).
 
@@ -69,7 +70,7 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
     check_bind_address(host, port)
     port = port or free_port(host)
     env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
-    cmd = server_command(uri, host, port, artifacts)
+    cmd = server_command(uri, host, port, artifacts, allowed)
     out = open(log_path, "ab") if log_path else subprocess.PIPE  # noqa: SIM115 - the child keeps it
     try:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -93,18 +94,30 @@ def start_ui(tracking_uri: str | None = None, host: str = "127.0.0.1", port: int
     return proc, address
 
 
-def server_command(uri: str, host: str, port: int, artifacts: Path | None = None) -> list[str]:
+def server_command(uri: str, host: str, port: int, artifacts: Path | None = None,
+                   allowed: str | None = None) -> list[str]:
     """The `mlflow server` command line for the store `uri`. The server serves artifacts, so clients and Ray
     workers upload them over HTTP, kept in `artifacts` (`--artifacts-destination`, which MLflow takes with any
     backend store; checked: created if missing, writable), by default `.specbench/mlartifacts` for a SQLite
-    store and MLflow's own default (`./mlartifacts`) for any other."""
+    store and MLflow's own default (`./mlartifacts`) for any other. It answers the host names in `_LOCAL` and,
+    off loopback or with `allowed` (A,B), those and this machine's."""
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
     if artifacts is not None:
         cmd += ["--artifacts-destination", str(check_artifact_root(artifacts))]
     elif uri.startswith("sqlite:"):
         cmd += ["--artifacts-destination", str(local_artifact_root())]
+    if allowed is not None or not host.startswith(("127.", "localhost", "::1")):
+        names = [host, socket.gethostname(), socket.getfqdn(), *(allowed or "").split(",")]
+        with suppress(OSError):
+            names += socket.gethostbyname_ex(names[1])[2]
+        names = [n if ":" in n or "*" in n else f"{n},{n}:*" for n in map(str.strip, names) if n]  # any port
+        cmd += ["--allowed-hosts", ",".join([_LOCAL, *names])]
     return cmd
+
+
+# MLflow's default, which --allowed-hosts replaces
+_LOCAL = "localhost:*,127.0.0.1:*,[[]::1]:*,10.*,192.168.*,172.1[6-9].*,172.2?.*,172.3[01].*"
 
 
 def check_bind_address(host: str, port: int) -> None:
