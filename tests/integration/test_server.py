@@ -15,13 +15,15 @@ import pytest
 import requests
 
 from specbench.cli import main
+from specbench.tracking.journal import Journal, writer
 from specbench.tracking.runs import TrackedRun
 from specbench.tracking.ui import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.isolated]
 
 
-def test_server_serves_runs_and_artifacts_then_stops(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def test_server_serves_runs_and_artifacts_then_stops(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "specbench", "server", "--store", str(tmp_path / "m.db"),
                              "--artifacts", str(tmp_path / "art"), "--port", str(port), "--host", "0.0.0.0",
@@ -36,6 +38,13 @@ def test_server_serves_runs_and_artifacts_then_stops(tmp_path: Path, capsys: pyt
                 ("mlflow.example.com", socket.gethostname(), "example.org")] == [200, 200, 403]
         assert main(["--tracking-uri", f"http://127.1:{port}", "runs"]) == 2  # 127.0.0.1, a name not allowed
         assert "403). Fix: start it with `specbench server --allowed-hosts 127.1`" in capsys.readouterr().err
+        monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))  # a journal for that name: sync says so too
+        kept = Journal()
+        kept.add({"op": "create", "tracking_uri": f"http://127.1:{port}", "experiment": "e", "run_name": "j",
+                  "tags": {}, "start_ms": 1_700_000_000_000, "run_id": None, **writer()}, sent=False)
+        kept.add({"op": "end", "status": "FINISHED", "end_ms": 1_700_000_000_001}, sent=False)  # not being written
+        assert main(["sync"]) == 2 and kept.path.is_file()
+        assert "refuses the host name '127.1' (HTTP 403); the journal is kept" in capsys.readouterr().err
         with TrackedRun("server_test", "r", f"http://127.0.0.1:{port}") as run:
             run.log_metrics({"x": 1.0})
             run.log_text("hello", "note.txt")

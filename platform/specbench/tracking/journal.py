@@ -102,6 +102,11 @@ def foreign_status(err: BaseException) -> int | None:
     return None if status in UNREACHABLE_STATUS else status
 
 
+def refused_host(uri: str, status: int, message: str) -> str | None:
+    """The host name of `uri` when an MLflow server refused it (its Host-header check: HTTP 403), else None."""
+    return urllib3.util.parse_url(uri).host if status == 403 and "Invalid Host header" in message else None
+
+
 def not_mlflow(uri: str, status: int) -> str:
     """What is wrong with a server whose answer has `foreign_status`."""
     return (f"{uri} answers HTTP but is not an MLflow tracking server (it answered MLflow's API with HTTP "
@@ -119,8 +124,7 @@ def mlflow_server(explicit: str | None) -> Iterator[None]:
         if status is None:
             raise
         uri, source = resolve_tracking_uri(explicit), uri_source(explicit) or OPTION
-        if status == 403 and "Invalid Host header" in err.message:
-            host = urllib3.util.parse_url(uri).host
+        if host := refused_host(uri, status, err.message):
             raise NotMlflowServer(f"{source} {uri!r}: MLflow refuses the host name {host!r} (HTTP 403). Fix: "
                                   f"start it with `specbench server --allowed-hosts {host}`.") from err
         raise NotMlflowServer(f"{source} {uri!r}: {not_mlflow(uri, status)}. Fix: point {OPTION} (or "

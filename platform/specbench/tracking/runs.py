@@ -38,6 +38,7 @@ from specbench.tracking.journal import (
     is_unreachable,
     mlflow_server,
     not_mlflow,
+    refused_host,
     writer,
 )
 from specbench.tracking.store import (
@@ -409,6 +410,10 @@ def _sync_journal(path: Path, report: SyncReport, new_ids: dict[str, str]) -> st
         if not isinstance(err, MlflowException):
             raise
         status = foreign_status(err)
+        if status is not None and (host := refused_host(uri, status, err.message)):
+            problems.append(f"journal {path}: {uri} refuses the host name {host!r} (HTTP 403); the journal is "
+                            f"kept. Fix: start it with `specbench server --allowed-hosts {host}`, then sync.")
+            return None
         if status is not None:
             problems.append(f"journal {path}: its tracking_uri {not_mlflow(uri, status)}; the journal is "
                             f"kept. Fix: {_RETARGET.format(path=path)}")
