@@ -1,5 +1,5 @@
 """Reading a text file the user gives as UTF-8 (a clear error otherwise); writing JSON strict readers accept;
-replacing a file's text whole or not at all."""
+replacing a file's text whole or not at all; refusing an output path that cannot be written."""
 
 from __future__ import annotations
 
@@ -72,3 +72,23 @@ def table_json(value: Any, level: int = 0, default: Any = None) -> str:
     if isinstance(value, (list, tuple)) and any(isinstance(v, (dict, list, tuple)) for v in value):
         return "[\n" + ",\n".join(f"{inner}{table_json(v, level + 1, default)}" for v in value) + f"\n{pad}]"
     return json.dumps(value, allow_nan=False, default=default)
+
+
+def check_output_path(output: Path | None, command: str, option: str = "--output", file: str = "a JSON file",
+                 example: str = "bench.json") -> None:
+    """Refuse, before anything is measured or decoded, an output `option` that cannot be written: a folder, a
+    path under a file, a folder without write permission (a temporary file beside it is created and
+    removed). The fix asks for `file`, e.g. `example` in the folder given."""
+    if output is None:
+        return
+    example_path = output / example if output.is_dir() else output.with_suffix(Path(example).suffix)
+    fix = f"Fix: name {file} in a folder you can write, e.g. {example_path}"
+    if output.is_dir():
+        raise DataError(f"{command}: option {option} = {output} is a folder. {fix}")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.with_name(output.name + ".tmp").write_text("")
+        output.with_name(output.name + ".tmp").unlink()
+    except OSError as err:
+        raise DataError(f"{command}: option {option} = {output} cannot be written ({err.strerror}: "
+                        f"{err.filename}). {fix}") from err

@@ -80,7 +80,7 @@ def test_runs_table_and_ui(store: str, capsys: pytest.CaptureFixture[str], tmp_p
         run.log_metrics({"graph.states": 1234.0, "graph.ppl_test": 42.5, "other": 1.0})
     assert main(["runs"]) == 0
     out = capsys.readouterr().out
-    assert run.run_id[:12] in out and "graph.states=1234" in out and "graph.ppl_test=42.5" in out
+    assert run.run_id[:12] in out and "graph.states=1,234" in out and "graph.ppl_test=42.5" in out
     assert "other" not in out
     proc, address = start_ui(log_path=tmp_path / "ui.log")
     try:

@@ -67,7 +67,7 @@ def test_grid_keys_mark_only_the_other_ranking() -> None:
 
 @pytest.mark.parametrize("line, message", [
     ('test_splits = ["test_2017_flickrx"]', "'test_2017_flickrx': not allowed; allowed: 'train'"),
-    ('test_splits = ["test_2016_flickr", "test_2016_flickr"]', "each once"),
+    ('test_splits = ["test_2016_flickr", "test_2016_flickr"]', "is listed twice"),
     ('test_splits = ["test_2016_flickr", "val"]', "none of them the val split 'val'"),
     ("test_splits = []", "at least one split"),
     # the adaptive curves and the ranking ablation are decoded on every test set: the old key is refused

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from specbench.errors import DataError, SpecbenchError
+from specbench.errors import SpecbenchError
 from specbench.hardware import describe, git_commit
 from specbench.text_files import json_text
 
@@ -179,26 +179,6 @@ def log_bench(result: dict[str, Any], tracking_uri: str | None) -> str:
     else:
         run.fail(BackendsFailed(failed))
     return run.run_id
-
-
-def check_output(output: Path | None, command: str, option: str = "--output", file: str = "a JSON file",
-                 example: str = "bench.json") -> None:
-    """Refuse, before anything is measured or decoded, an output `option` that cannot be written: a folder, a
-    path under a file, a folder without write permission (the temp file `emit` writes is created and
-    removed). The fix asks for `file`, e.g. `example` in the folder given."""
-    if output is None:
-        return
-    example_path = output / example if output.is_dir() else output.with_suffix(Path(example).suffix)
-    fix = f"Fix: name {file} in a folder you can write, e.g. {example_path}"
-    if output.is_dir():
-        raise DataError(f"{command}: option {option} = {output} is a folder. {fix}")
-    try:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.with_name(output.name + ".tmp").write_text("")
-        output.with_name(output.name + ".tmp").unlink()
-    except OSError as err:
-        raise DataError(f"{command}: option {option} = {output} cannot be written ({err.strerror}: "
-                        f"{err.filename}). {fix}") from err
 
 
 def emit(result: dict[str, Any], output: Path | None) -> None:

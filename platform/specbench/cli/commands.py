@@ -452,11 +452,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         limit_threads()  # before numpy is imported, so that its BLAS starts with one thread
     import importlib
 
-    from specbench.benchmarks.harness import check_output, emit, failed_backends_message, provenance
+    from specbench.benchmarks.harness import emit, failed_backends_message, provenance
     from specbench.config.loader import check_inputs
     from specbench.errors import SpecbenchError
     from specbench.experiments.registry import JOBS, load_config
     from specbench.paths import project_root
+    from specbench.text_files import check_output_path
 
     kind = BENCHES[args.bench_command][0]
     job = JOBS[kind]
@@ -469,7 +470,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except SpecbenchError as err:  # a job file's fix wording; an option's path is not relative to a job file
         raise type(err)(str(err).replace("job file, relative to this one", "job file, by its path from the "
                                          "working directory or its name in jobs/")) from err
-    check_output(args.output, command)
+    check_output_path(args.output, command)
     module = importlib.import_module(job.runner.split(":")[0])
     result = provenance(module.measure(config, job_path), config)
     result["mlflow_run_id"] = None

@@ -40,13 +40,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from tqdm import tqdm
 
-from specbench.benchmarks.harness import check_output
 from specbench.data.scores import read_scores, unscored, utterance_ids
 from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.result import DecodeResult, DecodeStats
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError, SpecbenchError
-from specbench.text_files import json_text, read_utf8
+from specbench.text_files import check_output_path, json_text, read_utf8
 from specbench.wfst.symbols import SymbolTable, first_ids
 
 LANE_CHUNK = 256
@@ -99,7 +98,7 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         if given is not None and Path(out).exists() and Path(given).exists() and os.path.samefile(out, given):
             raise DataError(f"--out {out}: the same file as {option} {given}, which the decode reads. Fix: "
                             "name another --out file")
-    check_output(Path(out), "decode", "--out", "a .jsonl or .parquet file", f"out{Path(out).suffix}")
+    check_output_path(Path(out), "decode", "--out", "a .jsonl or .parquet file", f"out{Path(out).suffix}")
     if references is not None and not Path(references).is_file():
         what = "a folder, not a file" if Path(references).is_dir() else "no such file"
         raise DataError(f"--references {references}: {what}. Fix: give the path of an existing Kaldi text "
