@@ -255,3 +255,11 @@ def test_candidates_without_tune_prompts_are_refused_before_any_work(tmp_path: P
         job.check_tune_prompts(replace(only_weights, sets=("asterisk",)), path, [], flagged)
     off = replace(only_weights, pocketsphinx=PocketsphinxSection(enabled=False, language_weights=(6.5, 8.0)))
     job.check_tune_prompts(off, path, [], flagged)  # pocketsphinx left out: its weights are not tuned
+
+
+def test_a_tied_language_weight_goes_to_the_smaller_whatever_the_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(job, "decode_sphinx", lambda rows, lm, weight, config, out_dir=None: ({}, 0.0, 0, 0.0))
+    monkeypatch.setattr(job, "_wer", lambda rows, words: 0.25)  # every candidate ties
+    for weights in ((6.5, 8.0, 10.0), (10.0, 8.0, 6.5)):
+        config = RealSpeechConfig(pocketsphinx=PocketsphinxSection(language_weights=weights))
+        assert job.tune_language_weight([object()], Path("lm"), config)[0] == 6.5

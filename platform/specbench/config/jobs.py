@@ -276,7 +276,7 @@ REAL_SPEECH_SETS = ("asterisk", "librivox", "cards", "recordings")
 class RealSearchSection:
     """`[search]` of the real-speech job: our decoders' beams. On the Asterisk `tune` half the acoustic scale
     is tuned from `acoustic_scales` at `beam`, then the beam from `beams` (when listed) at that scale: the
-    lowest WER, ties to the narrower beam."""
+    lowest WER, ties to the smaller scale and the narrower beam (pocketsphinx's weight: to the smaller)."""
 
     backends: tuple[str, ...] = field(default=("cpu", "twin", "kaldi"), metadata=_choices("cpu", "twin", "kaldi", "gpu"))
     beam: float = field(default=13.0, metadata=_range(1.0, 100.0))

@@ -228,7 +228,7 @@ def decode_sphinx(rows: list[RealUtterance], lm: Path, weight: float, config: Re
 
 def tune_language_weight(tune: list[RealUtterance], lm: Path, config: RealSpeechConfig,
                          out_dir: Path | None = None) -> tuple[float, dict[str, float]]:
-    """pocketsphinx's language weight (the tree pass's; the other passes follow in its ratios) with the lowest WER on `tune`, and the WER of
+    """pocketsphinx's language weight (the tree pass's; the other passes follow in its ratios) with the lowest WER on `tune` (ties: the smaller), and the WER of
     each candidate; the one weight listed when there is nothing to choose (`check_tune_prompts` refuses a job
     with several candidates and no tune prompt)."""
     weights, tuning = config.pocketsphinx.language_weights, {}
@@ -237,7 +237,7 @@ def tune_language_weight(tune: list[RealUtterance], lm: Path, config: RealSpeech
             raise ValueError("no tune prompts to choose pocketsphinx's language weight on")
         for weight in weights:
             tuning[f"{weight:g}"] = _wer(tune, decode_sphinx(tune, lm, weight, config, out_dir=out_dir)[0])
-    return min(weights, key=lambda w: tuning.get(f"{w:g}", 0.0)), tuning
+    return min(weights, key=lambda w: (tuning.get(f"{w:g}", 0.0), w)), tuning  # ties: the smaller weight
 
 
 def tuning_candidates(config: RealSpeechConfig) -> dict[str, tuple[float, ...]]:
@@ -357,7 +357,7 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
     for scale in scales if len(scales) > 1 else ():
         words, _, _, extra = decode_ours(tune_files, graph, "cpu", scale, config, out_dir / "tune")
         tuning["acoustic_scale"][f"{scale:g}"] = _tune_wer(tune, words, extra, f"scale {scale:g}")
-    scale = min(scales, key=lambda s: tuning["acoustic_scale"].get(f"{s:g}", 0.0))
+    scale = min(scales, key=lambda s: (tuning["acoustic_scale"].get(f"{s:g}", 0.0), s))  # ties: the smaller
     beams = config.search.beams
     for beam in beams if len(beams) > 1 else ():
         at_beam = replace(config, search=replace(config.search, beam=beam))
