@@ -76,7 +76,7 @@ def test_a_bpe_model_train_mt_could_not_write_or_read_is_refused(tmp_path: Path,
 def test_settings_are_never_chosen_on_training_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = tmp_path / "st.toml"
     job.write_text('kind = "simultrans"\nval_split = "train"\n')
-    assert "val_split = 'train': settings would be chosen on the data the models trained on" in _refused(job, capsys)
+    assert "val_split = 'train': settings are chosen on val only (the models trained on train" in _refused(job, capsys)
     job.write_text('kind = "predictive_asr"\nmax_attempts = [1, 1, 2]\n')
     assert "key 'max_attempts' = [1, 1, 2]: 1 is listed twice" in _refused(job, capsys)
 

@@ -103,9 +103,9 @@ def test_test_splits_exclude_val_train_and_repeats(tmp_path: Path, splits: str) 
             or "key 'test_splits' = ['test_2016_flickr', 'test_2016_flickr']: 'test_2016_flickr' is listed twice" in message)
 
 
-def test_test_splits_may_hold_the_split_val_is_not(tmp_path: Path) -> None:
-    config = loads(tmp_path, 'kind = "simultrans"\nval_split = "test_2016_flickr"\ntest_splits = ["val"]\n')
-    assert config.test_splits == ("val",)
+def test_settings_are_never_chosen_on_a_test_set(tmp_path: Path) -> None:
+    message = refusal(tmp_path, 'kind = "simultrans"\nval_split = "test_2016_flickr"\ntest_splits = ["val"]\n')
+    assert "val_split = 'test_2016_flickr': settings are chosen on val only" in message and "Fix: use 'val'" in message
 
 
 def test_grid_k_must_be_one_of_ks(tmp_path: Path) -> None:

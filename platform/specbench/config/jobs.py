@@ -468,9 +468,9 @@ class SimultransConfig:
             raise ValueError("ks, grid_beams, grid_windows and thresholds must each list at least one value")
         if {self.source, self.target} != {"de", "en"}:
             raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
-        if self.val_split == "train":
-            raise ValueError("val_split = 'train': settings would be chosen on the data the models trained on. "
-                             "Fix: use 'val' (or a test set left out of test_splits)")
+        if self.val_split != "val":  # train: what the models learned; a test set: one the report must hold
+            raise ValueError(f"val_split = {self.val_split!r}: settings are chosen on val only (the models "
+                             "trained on train, and every test set is reported). Fix: use 'val'")
         splits = self.test_splits
         if not splits or len(set(splits)) != len(splits) or self.val_split in splits or "train" in splits:
             raise ValueError(f"test_splits must name at least one split, each once, none of them the val split "
