@@ -15,6 +15,7 @@ from specbench.config import AsrSection, EvalAmConfig, SpeakerTransformSection, 
 from specbench.errors import DataError
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.experiments.predictive_asr import adaptation as ad
+from specbench.experiments.predictive_asr import checks
 from specbench.experiments.predictive_asr.adaptation import VoiceAdaptation, adapt_voices, adaptation_dir
 
 pytestmark = pytest.mark.unit
@@ -86,3 +87,11 @@ def test_each_voice_adapts_on_its_first_devel_rows_a_failed_one_replaced_by_its_
                        speaker_transform=SpeakerTransformSection(enabled=True, utterances=5))
     assert ad.per_voice_count(cfg) == 5  # the larger need of the parts that are on
     assert ad.per_voice_count(dataclasses.replace(cfg, speaker_transform=SpeakerTransformSection())) == 3
+
+
+def test_a_hand_set_scale_that_differs_from_the_devel_choice_is_a_warning(tmp_path: Path) -> None:
+    shipped = ROOT / "models" / "am_slurp.pt"  # its card: 1.2 chosen on devel for the adapted scores
+    assert "asr.acoustic_scale = 1, set by hand, but am_slurp.pt's eval job chose 1.2" in checks.scale_warning(
+        AsrSection(), shipped)
+    assert checks.scale_warning(AsrSection(acoustic_scale=1.2), shipped) is None
+    assert checks.scale_warning(AsrSection(), tmp_path / "no_card.pt") is None

@@ -8,6 +8,7 @@ adaptation job that adapts something. Light to import: no Ray, no decoder.
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,3 +177,16 @@ def train_confidence_preflight(config: TrainConfidenceConfig, job_path: Path) ->
     shares = config.habit.routine_shares if config.calibrate_routine_share else ()
     check_usage({"train": config.train_users, "devel": config.devel_users},
                 [config.usage, *(dataclasses.replace(config.usage, routine_share=s) for s in shares)], job_path)
+
+
+def scale_warning(asr: AsrSection, checkpoint: Path) -> str | None:
+    """A warning when the requests' acoustic scale (`asr.acoustic_scale`, set by hand) differs from the one
+    the checkpoint's eval job chose on devel for its adapted scores (its model card's `asr.acoustic_scale`);
+    None when they agree or the card has none."""
+    try:
+        chosen = json.loads(checkpoint.with_suffix(".json").read_text())["evaluation"]["asr.acoustic_scale"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return None if chosen == asr.acoustic_scale else (
+        f"asr.acoustic_scale = {asr.acoustic_scale:g}, set by hand, but {checkpoint.name}'s eval job chose "
+        f"{chosen:g} on devel for its adapted scores")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from specbench.errors import DataError
 from specbench.experiments.predictive_asr.checks import (
     Models,
     load_models,
+    scale_warning,
     simulate_population,
     usage_checks,
 )
@@ -438,6 +440,9 @@ def run_predictive_asr(config: PredictiveAsrConfig, job_path: Path, run: Tracked
     """Run the evaluation; returns the headline metrics, the sweeps and the habit sweep's rows."""
     start = time.perf_counter()
     usage_checks(config, job_path)
+    if config.asr.mode == "decoder" and config.asr.adaptation_job is not None and (
+            warning := scale_warning(config.asr, from_root(config.asr.checkpoint))):
+        print(f"predictive_asr: warning: {warning}", file=sys.stderr, flush=True)
     models = load_models(config, job_path)
     cache = LmCache(from_root(config.lm), config.completion, device="auto")
     connect(ray_address)
