@@ -101,6 +101,9 @@ epochs = 2
         assert f"asr.no_speaker_transform.{key}" in metrics  # VTLN alone
     for key in ("wer", "per_greedy", "acoustic_scale", "devel_wer", "wer_all_words_in_lm_text"):
         assert f"asr.no_vtln.{key}" in metrics  # the unadapted figures beside the adapted ones
+    gain = metrics["asr.adaptation_gain"]  # unadapted WER less adapted, with its paired interval
+    assert metrics["asr.adaptation_gain_low"] <= gain <= metrics["asr.adaptation_gain_high"]
+    assert gain == pytest.approx(metrics["asr.no_vtln.wer"] - metrics["asr.wer"])
     scores = pq.read_table(work_dir() / "scores" / "tiny" / "test.parquet")
     assert scores.num_rows == 6 and set(scores.column("status").to_pylist()) == {"ok"}
     assert (work_dir() / "scores" / "tiny" / "test.scp").is_file()

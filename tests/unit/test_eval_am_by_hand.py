@@ -136,3 +136,15 @@ def test_the_wer_counts_an_utterance_without_a_decode_as_all_deletions() -> None
 
 def test_a_voice_key_has_no_colon_or_plus() -> None:
     assert _voice_key("espeak:en+f3") == "espeak_en_f3"
+
+
+def test_the_adaptation_gain_is_paired_over_the_test_utterances() -> None:
+    from specbench.experiments.eval_am import adaptation_gain
+
+    test = [{"utt_id": f"u{i}", "normalized_text": "turn on the lights"} for i in range(20)]
+    unadapted = {f"u{i}": ["turn", "the", "lights"] for i in range(20)}  # one deletion each: WER 0.25
+    adapted = {f"u{i}": ["turn", "on", "the", "lights"] for i in range(20)} | {"u0": []}  # u0 lost: 4 errors
+    gain = adaptation_gain(test, unadapted, adapted)
+    assert gain["asr.adaptation_gain"] == pytest.approx(0.25 - 4 / 80)
+    assert gain["asr.adaptation_gain_low"] <= gain["asr.adaptation_gain"] <= gain["asr.adaptation_gain_high"]
+    assert gain["asr.adaptation_gain_high"] <= 0.25  # every draw: at most the whole unadapted WER

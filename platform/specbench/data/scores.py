@@ -186,8 +186,8 @@ def read_scores(path: Path, frame_shift_ms: float | None = None) -> Scores:
     """Dispatch on the suffix; a missing frame shift for a format without one is an error."""
     path = Path(path)
     if not path.is_file():
-        what = "is a folder, not a file" if path.is_dir() else "does not exist"
-        raise DataError(f"scores file {path} {what}. Fix: give --scores the path of a .parquet, "
+        raise DataError(f"scores file {path} {'is a folder, not a file' if path.is_dir() else 'does not exist'}. "
+                        "Fix: give --scores the path of a .parquet, "
                         ".scp, .ark, .npy or .npz scores file.")
     suffix = path.suffix.lower()
     if suffix == ".parquet":

@@ -46,6 +46,7 @@ from specbench.experiments.job_refs import ctc_graph_job, referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import build_corpus
 from specbench.metrics.wer import error_rate, wer
+from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import from_root, work_dir
 from specbench.reports import model_card
 from specbench.runtime import connect, run_ray, run_tasks
@@ -282,8 +283,8 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     warps: dict[str, float] = {}
     if config.vtln.enabled:
         plain_devel, plain_test = score_devel_and_test(partial(score_rows, checkpoint, corpus.root), devel, test)
-        plain, plain_tuning, _ = _scored_metrics(graph.tlg, devel, test, plain_devel, plain_test, config, words,
-                                                 prons, train_vocab)
+        plain, plain_tuning, unadapted = _scored_metrics(graph.tlg, devel, test, plain_devel, plain_test, config,
+                                                         words, prons, train_vocab)
         metrics.update({k.replace("asr.", "asr.no_vtln.", 1): v for k, v in plain.items()})
         voices = sorted({r["voice"] for r in test} | {r["voice"] for r in devel})
         chosen = choose_voice_warps(checkpoint, corpus.root, all_devel, voices, config)
@@ -294,8 +295,9 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
     devel_scores, test_scores = score_devel_and_test(partial(score_rows, checkpoint, corpus.root, warps=warps),
                                                      devel, test)
     if config.speaker_transform.enabled:
-        before, before_tuning, _ = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores, config,
-                                                   words, prons, train_vocab)
+        before, before_tuning, first_pass = _scored_metrics(graph.tlg, devel, test, devel_scores, test_scores,
+                                                            config, words, prons, train_vocab)
+        unadapted = unadapted if config.vtln.enabled else first_pass
         metrics.update({k.replace("asr.", "asr.no_speaker_transform.", 1): v for k, v in before.items()})
         voices = sorted({r["voice"] for r in test} | {r["voice"] for r in devel})
         fitted = fit_voice_transforms(checkpoint, corpus.root, all_devel, voices, warps,
@@ -315,6 +317,8 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
                                            prons, train_vocab)
     scores_record.write(out_dir, config, checkpoint, scored["asr.acoustic_scale"], speech_cfg, graph)
     metrics.update(scored)
+    if config.vtln.enabled or config.speaker_transform.enabled:
+        metrics.update(adaptation_gain(test, unadapted, hyps))
     metrics["asr.test_utterances"] = float(len(test))
     metrics["asr.score_failed"] = float(len(test) - test_scores.num_rows)
     metrics["asr.decode_failed"] = float(sum(r["utt_id"] not in hyps for r in test) - metrics["asr.score_failed"])
@@ -337,6 +341,17 @@ def run_eval_am(config: EvalAmConfig, job_path: Path, run: TrackedRun | None,
                       "vtln": str(config.vtln.enabled).lower(),
                       "speaker_transform": str(config.speaker_transform.enabled).lower()})
     return metrics
+
+
+def adaptation_gain(test: list[dict], unadapted: dict[str, list[str]], adapted: dict[str, list[str]]) -> dict:
+    """The test WER without adaptation less the WER with it (`asr.adaptation_gain`: > 0, adaptation helps)
+    and its paired bootstrap 95% interval over the test utterances (`_low`, `_high`)."""
+    refs = [r["normalized_text"].split() for r in test]
+    (before, words), (after, _) = (utterance_errors(refs, [hyps.get(r["utt_id"], []) for r in test])
+                                   for hyps in (unadapted, adapted))
+    gain = paired_wer_bootstrap(before, after, words)
+    return {"asr.adaptation_gain": gain.difference, "asr.adaptation_gain_low": gain.low,
+            "asr.adaptation_gain_high": gain.high}
 
 
 def _real_wer(checkpoint: Path, tlg: Path, scale: float, config: EvalAmConfig, words: SymbolTable) -> dict:
