@@ -93,6 +93,10 @@ def test_a_spent_budget_scores_the_cut_epoch_and_gives_the_threads_back() -> Non
     assert torch.get_num_threads() == 1 and trained.vocab == WordVocab.from_sentences(TRAIN, 2)
     assert (trained.stopped_because, trained.best_epoch, len(trained.history)) == ("time", 1, 1)
     assert trained.history[0]["fraction"] == pytest.approx(1 / 3)
+    # the budget spent only once the last epoch's every batch had run: it stopped because the epochs ran out
+    whole = train_lm(TRAIN, DEVEL, LM, LmTrainSettings(epochs=1, batch_size=100, max_minutes=1e-9, min_count=2),
+                     progress=False)  # one batch: the epoch is whole, then the budget is found spent
+    assert (whole.stopped_because, whole.history[0]["fraction"]) == ("epochs", 1.0)
 
 
 def test_an_equal_devel_perplexity_is_no_improvement_and_each_epoch_times_itself() -> None:

@@ -138,6 +138,9 @@ def decode_g722(source: Path, wav: Path) -> None:
         except FileNotFoundError as err:
             raise ToolError(f"{source}: ffmpeg is not installed, and it decodes G.722. Fix: apt-get install "
                             "ffmpeg") from err
+        except subprocess.TimeoutExpired as err:  # this file's row fails, not the whole job
+            raise ToolError(f"{source}: ffmpeg took more than {err.timeout:g} s to decode it. Fix: check the file "
+                            "and the machine's load, or leave the file out.") from err
         if proc.returncode != 0 or _samples(tmp) == 0:
             wav.unlink(missing_ok=True)
             raise ToolError(f"{source}: ffmpeg cannot decode it as G.722 ({proc.stderr.strip()[-300:] or 'no audio'}). "

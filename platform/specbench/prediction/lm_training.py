@@ -189,7 +189,7 @@ def _train(train: Sequence[Sequence[str]], devel: Sequence[Sequence[str]], lm_se
             bad_epochs += 1
         if progress:
             print(f"lm epoch {epoch}: train loss {loss:.3f}, devel perplexity {ppl:.2f}", file=sys.stderr)
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline and (epoch < settings.epochs or fraction < 1.0):  # else: all epochs ran
             stopped = "time"
             break
         if bad_epochs >= settings.patience:

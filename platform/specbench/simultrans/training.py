@@ -312,7 +312,7 @@ def read_state(path: Path) -> dict[str, Any]:
 def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: TrainState, rng: random.Random,
           tag: str, average: WeightAverage | None, judged_on: str = "", progress: dict | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # this process's own: two runs never mix
     blob = {"tag": tag, "judged_on": judged_on, "model": model.state_dict(), "optimizer": opt.state_dict(), "state": state.__dict__,
             "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}
     if progress is not None:  # mid-epoch: a resumed run rebuilds the epoch's plan and skips the batches done
