@@ -61,6 +61,8 @@ def test_a_nightly_or_suite_lists_jobs_only(tmp_path: Path, capsys: pytest.Captu
     assert "is itself a nightly; a suite lists jobs only" in _refused(suite, capsys)
     suite.write_text('kind = "suite"\njobs = ["sub"]\n')
     assert "is a directory, not a job file" in _refused(suite, capsys)
+    (tmp_path / "graph_copy.toml").write_text((JOBS / "graph_slurp.toml").read_text())  # the same run name
+    assert "whose runs are both named 'graph-slurp'" in _refused(_nightly(tmp_path, "", "graph_copy.toml"), capsys)
     suite.write_text(f'kind = "suite"\njobs = ["{JOBS / "graph_slurp.toml"}", "{JOBS}/../jobs/graph_slurp.toml"]\n')
     assert "a job file is listed twice. Fix: list each job file once" in _refused(suite, capsys)
 

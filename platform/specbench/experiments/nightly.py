@@ -111,6 +111,10 @@ def validate(path: Path, config: NightlyConfig) -> list[tuple[Path, Any]]:
             quoted(run_name(job_config))
         except ConfigError as err:
             raise ConfigError(f"{path}: key 'jobs' lists '{raw}', whose {err}") from err
+        twin = next((other for other, c in jobs if run_name(c) == run_name(job_config)), None)
+        if twin is not None:  # their baselines would be each other's runs, and their bars one label
+            raise ConfigError(f"{path}: key 'jobs' lists {twin} and {job}, whose runs are both named "
+                              f"'{run_name(job_config)}'. Fix: give one of them another name = \"...\".")
         jobs.append((job, job_config))
     rules = {r.metric for r in config.tolerance}
     comparable = {m for kind in JOBS.values() for m in kind.nightly_metrics} | set(OPTIONAL_NIGHTLY_METRICS)
