@@ -104,7 +104,7 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
         raise DataError(f"--references {references}: {what}. Fix: give the path of an existing Kaldi text "
                         "file (one line per utterance: its id, then its words)")
     if references is not None and words is None:
-        raise DataError(f"references {references}: the reference words are compared with the decoded word "
+        raise DataError(f"--references {references}: the reference words are compared with the decoded word "
                         "ids through the word list. Fix: give words too (words.txt beside the graph)")
     if frame_shift_ms is not None and not 0 < frame_shift_ms < math.inf:
         raise DataError(f"--frame-shift-ms {frame_shift_ms}: must be a positive number of milliseconds. Fix: "
@@ -203,7 +203,7 @@ def check_references(references: Path, texts: dict[str, list[str]], ids: list[st
     """A DataError naming the utterances of `ids` that `texts` (read from `references`) has no line for."""
     missing = [u for u in ids if u not in texts]
     if missing:
-        raise DataError(f"references {references}: no reference for {len(missing)} of the {len(ids)} "
+        raise DataError(f"--references {references}: no reference for {len(missing)} of the {len(ids)} "
                         f"utterance(s) of the scores, e.g. {missing[0]!r}. Fix: give a references file with "
                         "a line for every utterance of the scores (its id, then its words)")
 
@@ -211,13 +211,13 @@ def check_references(references: Path, texts: dict[str, list[str]], ids: list[st
 def read_references(path: Path) -> dict[str, list[str]]:
     """A Kaldi `text` file (UTF-8): utterance id -> words (blank lines skipped)."""
     texts: dict[str, list[str]] = {}
-    text = read_utf8(path, f"references {path}")
+    text = read_utf8(path, f"--references {path}")
     for number, line in enumerate(text.splitlines(), 1):
         fields = line.split()
         if not fields:
             continue
         if fields[0] in texts:
-            raise DataError(f"references {path}, line {number}: utterance {fields[0]!r} is listed twice. "
+            raise DataError(f"--references {path}, line {number}: utterance {fields[0]!r} is listed twice. "
                             "Fix: give each utterance one line (its id, then its words)")
         texts[fields[0]] = fields[1:]
     return texts
