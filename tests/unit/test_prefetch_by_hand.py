@@ -66,6 +66,10 @@ def test_oracle_gain_is_that_of_the_earliest_correct_candidate() -> None:
     pred, req = tables(rows, {"a": 1000.0, "b": 700.0})
     assert oracle_rate(pred, req) == 0.5
     assert oracle_gain_ms(pred, req) == 880.0
+    numbered = {k: t.with_columns(pl.col("request_id").replace_strict({"a": 1, "b": 2})) for k, t in
+                (("pred", pred), ("req", req))}  # integer request ids, as sweep takes them
+    assert (oracle_rate(numbered["pred"], numbered["req"]), oracle_gain_ms(numbered["pred"], numbered["req"])) == (
+        0.5, 880.0)
 
 
 def test_summarize_refuses_an_outcome_table_that_counts_a_request_nowhere() -> None:

@@ -366,7 +366,8 @@ def _oracle_hits(predictions: Any, requests: Any) -> tuple[int, np.ndarray]:
     pred = as_polars(predictions, "predictions")
     require_columns(pred, ("request_id", "partial_index", "partial_time_ms", "added_words", "correct"),
                     "predictions")
-    check_known_requests(pred.with_columns(pl.col("request_id").cast(pl.String)), req)
+    pred = pred.with_columns(pl.col("request_id").cast(pl.String))  # as the requests' ids (any type given)
+    check_known_requests(pred, req)
     hits = (pred.filter((pl.col("added_words") >= 1) & pl.col("correct"))
             .group_by("request_id")
             .agg(pl.col("partial_time_ms").sort_by("partial_index").first())
