@@ -20,6 +20,7 @@ _OUTPUT = re.compile(r"(?:[a-z']+(?: [a-z']+)*)?")
     [
         ("What's Happening Today", "what's happening today"),  # rule 1
         ("STRASSE Straße", "strasse strasse"),
+        ("Call № 5, ℌello 𝐇𝐢", "call no five hello hi"),  # capitals NFKD makes are lower-cased too
     ],
 )
 def test_lower_case(raw: str, expected: str) -> None:

@@ -66,3 +66,15 @@ def test_content_problems_names_missing_files_and_a_broken_one(tmp_path: Path) -
     assert set(problems) == others | {"cmudict/cmudict.phones"}
     assert all(problems[rel] == f"missing: {tmp_path / rel}" for rel in others)
     assert "cmudict.phones, line 2: expected 'PHONE class'" in problems["cmudict/cmudict.phones"]
+
+
+def test_a_damaged_side_of_a_multi30k_split_is_blamed_alone(tmp_path: Path) -> None:
+    _gz(tmp_path / "multi30k/val.de.gz", "Ein Hund rennt.\n")  # intact
+    bad = tmp_path / "multi30k/val.en.gz"
+    bad.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(bad, "wb") as f:
+        f.write(b"A dog \xff runs.\n")
+    problems = verify.content_problems(tmp_path)
+    assert "multi30k/val.de.gz" not in problems and "not UTF-8" in problems["multi30k/val.en.gz"]
+    _gz(bad, "A dog runs.\nA cat sleeps.\n")  # both read, the counts differ: a problem of each
+    assert {"multi30k/val.de.gz", "multi30k/val.en.gz"} <= set(verify.content_problems(tmp_path))

@@ -120,7 +120,7 @@ def _spell_number_token(match: re.Match[str]) -> str:
 
 def _fold(text: str) -> str:
     """Rules 1 and 7 (letters): case-fold, NFKD, drop combining marks, transliterate a few letters."""
-    text = unicodedata.normalize("NFKD", text.casefold())
+    text = unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", text).casefold())  # NFKD makes capitals too
     text = "".join(ch for ch in text if not unicodedata.combining(ch))
     return text.translate(_LETTERS)
 

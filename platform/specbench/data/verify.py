@@ -77,14 +77,19 @@ def check_phones(path: Path) -> None:
 
 
 def _multi30k_pair(path: Path) -> None:
-    """Read both sides of the split `path` belongs to, and compare their line counts; `path` alone when the
-    other side is missing (which is reported as missing itself, so that an intact file is not blamed)."""
+    """Read `path`, then, when the other side of its split is there and reads cleanly, compare their line
+    counts; a missing or damaged other side is reported on its own row, so that an intact file is not blamed."""
     name = path.name
     lang = name.rsplit(".", 2)[-2]
     other = path.with_name(name.replace(f".{lang}.gz", f".{'en' if lang == 'de' else 'de'}.gz"))
+    multi30k.read_lines_file(path)  # this file's own faults first: the other side's are its own row's
     if not other.is_file():
-        multi30k.read_lines_file(path)
-    elif lang == "de":
+        return
+    try:
+        multi30k.read_lines_file(other)
+    except DataError:
+        return
+    if lang == "de":
         multi30k.read_pairs_files(path, other)
     else:
         multi30k.read_pairs_files(other, path)
