@@ -54,7 +54,7 @@ SETTINGS = (  # every branch of Kaldi's GetCutoff, at acoustic scales 1 and 0.3
     SearchOptions(beam=4.0, max_active=4, min_active=2, acoustic_scale=0.3),
     SearchOptions(beam=0.5, max_active=6, min_active=3),
     SearchOptions(beam=1.0, max_active=NO_LIMIT, min_active=2, beam_delta=1.0, acoustic_scale=0.3),
-    SearchOptions(beam=8.0, max_active=2, min_active=0, beam_delta=0.25, acoustic_scale=0.3),
+    SearchOptions(beam=8.0, max_active=2, min_active=0, beam_delta=0.1, acoustic_scale=0.3),  # 0.1: not a float32
 )
 GRAPH_KINDS = ((0.0, 0.0), (0.4, 0.0), (0.0, 0.5), (0.4, 0.5))  # (share of zero-weight epsilons, weight step)
 NUM_GRAPHS = 8 * len(SETTINGS) * len(GRAPH_KINDS)  # every setting on every kind of graph, 8 times

@@ -93,3 +93,13 @@ def test_cutoffs_of_tiny_token_sets_counted_by_hand() -> None:
         math.inf, math.inf, 1, BIND_MIN_ACTIVE, True)
     # every token within the beam: all below the cutoff 0 + 8
     assert get_cutoff(costs, PruningConfig(beam=8.0, max_active=10, min_active=4)) == (8.0, 8.0, 1, BIND_BEAM, True)
+
+
+def test_the_adaptive_beam_adds_beam_delta_as_kaldis_float32() -> None:
+    f32 = np.float32
+    # a best cost where float64 0.1 and float32 0.1 round the adaptive beam to different float32 values
+    best = next(c for c in (float(f32(0.01 + k * 1e-7)) for k in range(1, 100_000))
+                if f32(3.5 - c + 0.1) != f32(3.5 - c + float(f32(0.1))))
+    cut = get_cutoff(np.array([best, 1.0, 2.0, 3.5]), PruningConfig(beam=10.0, max_active=3, min_active=1,
+                                                                    beam_delta=0.1))
+    assert cut.adaptive_beam == float(f32(3.5 - best + float(f32(0.1))))  # Kaldi's `float beam_delta`

@@ -13,7 +13,8 @@ every token with cost < weight cutoff expands all its emitting arcs, `new = (cos
 Epsilon step (epsilon.py): tokens at or below the cutoff move along epsilon moves; candidates above the
 cutoff are pruned; a state's token is replaced only by a strictly cheaper one.
 
-Two ways to run the epsilon step, with the same tokens up to exact ties:
+Two ways to run the epsilon step, with the same tokens up to exact ties (a move landing exactly on the cutoff
+included: closure drops it, arcs keeps it, as Kaldi does):
 - closure (the default when all epsilon weights are >= 0): every emitting arc is precomputed bare and
   followed by each shortest epsilon path out of its destination (`ClosedArcs`), so one gather and one
   recombination per frame do both steps (an epsilon prefix never costs more than its path, so pruning the

@@ -177,7 +177,7 @@ class CompiledCpuDecoder(CpuDecoder):
             tokens.costs.astype(np.float64, copy=True), tokens.ids.astype(np.int64, copy=True),
             np.int64(state.arena.size), np.int64(state.stats["frames"]),
             *self._tables, config.beam32, np.int64(config.max_active), np.int64(config.min_active),
-            float(config.beam_delta), config.unconstrained, np.int64(self._partial_every), lattice_beam,
+            config.beam_delta32, config.unconstrained, np.int64(self._partial_every), lattice_beam,
             *self._eps, self._dense_cost, self._dense_code, stats)
         self.profile["frame_loop"] += time.perf_counter() - start
         states, costs, ids, prev, code, partials, *links = out

@@ -56,7 +56,7 @@ class PruningConfig:
     beam: > 0, the beam in cost units (stored rounded to float32, as Kaldi's `float beam`).
     max_active: > 1, the most tokens kept per frame (INT32_MAX = no limit).
     min_active: in [0, max_active), the fewest tokens kept per frame when the beam would keep fewer.
-    beam_delta: >= 0, added to the adaptive beam when max_active or min_active sets the cutoff.
+    beam_delta: >= 0, added to the adaptive beam when max_active or min_active sets the cutoff (as float32).
     """
 
     beam: float = 16.0
@@ -71,6 +71,11 @@ class PruningConfig:
     def beam32(self) -> float:
         """The beam rounded to float32, as a Python float."""
         return float(np.float32(self.beam))
+
+    @cached_property
+    def beam_delta32(self) -> float:
+        """beam_delta rounded to float32, as Kaldi's `float beam_delta` holds it (0.1 is not 0.1 there)."""
+        return float(np.float32(self.beam_delta))
 
     @property
     def unconstrained(self) -> bool:
@@ -122,7 +127,7 @@ def get_cutoff(costs: np.ndarray, config: PruningConfig) -> Cutoff:
         costs32 = costs.astype(np.float32)
         max_active_cutoff = _order_statistic(costs32, config.max_active)
         if max_active_cutoff < beam_cutoff:
-            adaptive = float(np.float32(max_active_cutoff - best_cost + config.beam_delta))
+            adaptive = float(np.float32(max_active_cutoff - best_cost + config.beam_delta32))
             return Cutoff(max_active_cutoff, adaptive, best, BIND_MAX_ACTIVE, worst < max_active_cutoff)
     min_active_cutoff = np.inf  # with min_active tokens or fewer, nothing is pruned (as in Kaldi)
     if count > config.min_active:
@@ -134,6 +139,6 @@ def get_cutoff(costs: np.ndarray, config: PruningConfig) -> Cutoff:
             costs32 = costs.astype(np.float32) if costs32 is None else costs32
             min_active_cutoff = _order_statistic(costs32, config.min_active)
     if min_active_cutoff > beam_cutoff:
-        adaptive = float(np.float32(min_active_cutoff - best_cost + config.beam_delta))
+        adaptive = float(np.float32(min_active_cutoff - best_cost + config.beam_delta32))
         return Cutoff(min_active_cutoff, adaptive, best, BIND_MIN_ACTIVE, worst < min_active_cutoff)
     return Cutoff(beam_cutoff, config.beam32, best, BIND_BEAM, worst < beam_cutoff)

@@ -251,7 +251,7 @@ class NumpyLaneKernels(LaneKernels):
         cutoff = np.where(max_binds, selected[:, 0], np.where(min_binds, min_cut, beam_cutoff))
         adaptive = np.full(self.num_lanes, beam32)
         bound = max_binds | min_binds
-        adaptive[bound] = ((cutoff[bound] - best[bound]) + cfg.beam_delta).astype(np.float32)
+        adaptive[bound] = ((cutoff[bound] - best[bound]) + cfg.beam_delta32).astype(np.float32)
         cutoff[~has] = np.inf
         self.stats[:, STAT["max_active_binds"]] += max_binds
         self.stats[:, STAT["min_active_binds"]] += min_binds

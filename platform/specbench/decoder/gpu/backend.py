@@ -139,7 +139,7 @@ class CudaLaneKernels(LaneKernels):
         self.per_lane = 1 + lg.init_dest.shape[0]
         cfg = settings.pruning
         self.max_active, self.min_active = np.int64(cfg.max_active), np.int64(cfg.min_active)
-        self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta)
+        self.beam32, self.beam_delta = np.float64(cfg.beam32), np.float64(cfg.beam_delta32)
         sms = cp.cuda.Device().attributes["MultiProcessorCount"]
         self.grid = int(min(4 * sms, 1024))  # blocks of every fixed-grid kernel (scan_partials scans their sums)
         self.arena_ring = min(settings.arena_window, settings.arena_capacity)
