@@ -23,13 +23,14 @@ from specbench.stage import STATUS_OK
 def test_the_installed_asterisk_prompts_are_listed_with_their_halves() -> None:
     prompts = asterisk_prompts()
     ok = [p for p in prompts if p.status == STATUS_OK]
-    assert len(ok) == 563  # 568 G.722 files, five of them tones
-    assert sum(p.status.startswith("not speech") for p in prompts) == 5
+    assert len(ok) == 551  # 568 G.722 files, five of them tones, ten silences and two beeps
+    assert sum(p.status.startswith("not speech") for p in prompts) == 17
     assert all(p.text and p.audio_path.suffix == ".g722" for p in ok)
     halves = [prompt_half(p.utt_id) for p in ok]
-    assert halves.count("test") == 272 and halves.count("tune") == 291  # the declared split (docs/real_speech.md)
-    letters = next(p for p in ok if p.utt_id == "letters/at")
-    assert letters.text == "at"  # the bracketed aside "[@]" is dropped
+    assert halves.count("test") == 266 and halves.count("tune") == 285  # the declared split (docs/real_speech.md)
+    texts = {p.utt_id: p.text for p in prompts}
+    assert texts["letters/at"] == "at"  # the bracketed aside "[@]" is dropped, and so are (...) and <...>:
+    assert texts["silence/10"] == "" and texts["confbridge-join"] == "" and texts["spy-iax2"] == "iax"
 
 
 def test_the_telephone_keys_are_read_as_the_speaker_says_them() -> None:
@@ -110,7 +111,7 @@ def test_a_sample_decodes_only_the_prompts_it_keeps(tmp_path: Path) -> None:
     decoded = sorted(p.relative_to(tmp_path / "asterisk").with_suffix("").as_posix()
                      for p in (tmp_path / "asterisk").rglob("*.wav"))
     assert decoded == sorted(r.utt_id for r in usable if r.set == "asterisk")  # not the other 559
-    assert sum(r.status.startswith("not speech") for r in rows) == 5  # flagged rows are kept
+    assert sum(r.status.startswith("not speech") for r in rows) == 17  # flagged rows are kept
     ok = [p.utt_id for p in asterisk_prompts() if p.status == STATUS_OK]
     first_tune = next(u for u in ok if prompt_half(u) == "tune")
     assert first_tune in decoded  # the first usable ones in name order
@@ -126,4 +127,4 @@ def test_a_sample_can_skip_clips_of_few_words(tmp_path: Path) -> None:
     first_long = next(p.utt_id for p in ok if len(p.text.split()) >= 3)
     assert ok[0].utt_id != first_long and first_long in {r.utt_id for r in usable}  # a one-word prompt skipped
     assert ok[0].utt_id not in {r.utt_id for r in usable}
-    assert sum(r.status.startswith("not speech") for r in rows) == 5  # flagged rows are still kept
+    assert sum(r.status.startswith("not speech") for r in rows) == 17  # flagged rows are still kept

@@ -34,7 +34,7 @@ ASTERISK_SOUNDS = Path("/usr/share/asterisk/sounds/en")
 ASTERISK_TRANSCRIPTS = Path("/usr/share/doc/asterisk-core-sounds-en/core-sounds-en.txt.gz")
 SPHINX_TESTDATA = Path("/usr/share/pocketsphinx/test/data")
 _INSTALL = "Fix: apt-get install asterisk-core-sounds-en-g722 asterisk-core-sounds-en pocketsphinx-testdata"
-_BRACKETED = re.compile(r"\[[^\]]*\]")
+_BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|<[^>]*>")  # descriptions, never spoken: [...], (...), <...>
 _KEYS = str.maketrans({"*": " star ", "#": " pound "})  # telephone keys, as the prompts speak them
 _SPHINX_LINE = re.compile(r"^\s*(?:<s>)?(?P<text>.*?)(?:</s>)?\s*\((?P<id>[^)]+)\)\s*$")
 

@@ -75,12 +75,11 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
     JobKind(cfg.EvalAmConfig, f"{_EXP}.eval_am:execute", ("asr.wer", "asr.per_greedy"), preflight=_CTC_GRAPH),
     JobKind(cfg.RealSpeechConfig, f"{_EXP}.real_speech.job:execute", ("asr.real.wer",),
             preflight=f"{_EXP}.job_refs:hclg_graph_preflight",
-            metrics_version=2,
-            metrics_change="pocketsphinx's tuned LM weight reaches its flat and best-path passes too (in its "
-                           "default ratios; before: the tree pass alone) and each utterance gets a fresh "
-                           "decoder (before: one per chunk), so its WERs and our differences to them change; "
-                           "its frames per second leave out decoder construction; cpu_twin_identical counts "
-                           "only utterances both decoded; asr.real.wer (ours) unchanged"),
+            metrics_version=3,
+            metrics_change="the Asterisk references leave out descriptions in (...) and <...> too, as in [...]: "
+                           "the ten silences and two beeps are not speech, and 29 never-spoken words of the test "
+                           "half's 1,574 are gone (266 test and 285 tune prompts), so every Asterisk WER changes "
+                           "(version 2: pocketsphinx's weight in all its passes, a fresh decoder per utterance)"),
     JobKind(cfg.WordConfidenceConfig, f"{_EXP}.word_confidence:execute",
             preflight=f"{_EXP}.job_refs:scores_job_graph_preflight",
             metrics_version=2,
