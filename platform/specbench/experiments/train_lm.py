@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 LICENCE = ("Trained on the SLURP training text (Bastianelli et al. 2020), CC BY 4.0; this model is a derived "
            "work under the same licence.")
 DATA_NOTE = ("SLURP training text (slurp/lm.txt.gz, deduplicated, normalized like the decoder's words); early "
-             "stopping on the SLURP devel texts; perplexity on the unique devel and test texts. The vocabulary "
+             "stopping on the SLURP devel texts; perplexity on the devel and test texts, one per SLURP text id. The vocabulary "
              "is the {vocab:,} words found in at least {min_count} training sentences; every other word is "
              "<unk>, which counts as a token in the perplexity (the usual closed-vocabulary convention; the "
              "OOV rates are given), so it is not directly comparable with the paper's 283k-word LM.")
@@ -38,7 +38,8 @@ def _sentences(raw: list[str]) -> list[list[str]]:
 
 
 def lm_texts() -> dict[str, list[list[str]]]:
-    """Normalized word lists: `train` (lm.txt, unique sentences), `devel` and `test` (unique SLURP texts)."""
+    """Normalized word lists: `train` (lm.txt's distinct lines: 11,502, of which two pairs normalize alike),
+    `devel` and `test` (one per SLURP text id: 2,033 and 2,974; 2,032 and 2,972 distinct once normalized)."""
     return {"train": _sentences(read_training_text(deduplicate=True)),
             "devel": _sentences([u.sentence for u in read_split("devel")]),
             "test": _sentences([u.sentence for u in read_split("test")])}

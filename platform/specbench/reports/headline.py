@@ -49,7 +49,7 @@ HEADLINE_METRICS: dict[str, str] = {
                               "(De->En)",
     "simul.speculation_gain_bleu": "speculation-only gain: BLEU of speculative beam search minus the same wait-k "
                                    "model's tail-beam-only search, at the grid's k, over the test sets pooled",
-    "lm.test_perplexity": "word LSTM perplexity on the unique SLURP test texts (words and </s>)",
+    "lm.test_perplexity": "word LSTM perplexity on the SLURP test texts, one per text id (words and </s>)",
     "prefetch.success_at_fail10": "LM + personal predictions, confidence with the personal feature: successful "
                                   "prefetches over evaluated test requests at the threshold chosen on devel users "
                                   "for at most 10% failed",
