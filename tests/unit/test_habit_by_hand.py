@@ -42,6 +42,8 @@ def test_a_falling_oracle_curve_is_interpolated_too() -> None:
     """0.8 at share 0.2 and 0.4 at share 0.9: the oracle 0.6 lies halfway, at share 0.55."""
     assert calibrate(rows([(0.2, 0.8), (0.9, 0.4)]), 0.6) == pytest.approx(0.55)
     assert calibrate(rows([(0.2, 0.9), (0.5, 0.7), (0.9, 0.3)]), 0.5) == pytest.approx(0.7)
+    # a share off the 0.01 grid at the edge: rounding may not leave the swept pair (0.125 would round to 0.12)
+    assert calibrate(rows([(0.125, 0.5), (0.9, 0.6)]), 0.5) == 0.125
 
 
 @settings(max_examples=150, deadline=None)

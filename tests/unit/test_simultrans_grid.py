@@ -73,6 +73,7 @@ def test_grid_keys_mark_only_the_other_ranking() -> None:
     # the adaptive curves and the ranking ablation are decoded on every test set: the old key is refused
     ('adaptive_split = "test_2016_flickr"', "unknown key; allowed keys here"),
     ("grid_k = 4", "grid_k 4 must be one of ks"),
+    ("ks = [5, 1, 3]", "ks = [5, 1, 3]: list them in increasing order"),
     ('extra_test_splits = ["test_2017_flickr"]', "unknown key; allowed keys here"),  # the key before test_splits
 ])
 def test_test_splits_are_checked_naming_the_job_file(tmp_path: Path, line: str, message: str) -> None:

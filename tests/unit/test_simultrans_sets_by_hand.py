@@ -55,3 +55,16 @@ def test_a_pooled_set_scores_its_parts_in_order_and_decomposes_gains() -> None:
         columns.append([out[name][f"{m}_increase"] for m in ("laal", "al_ref", "al")])
         assert columns[-1] == [pooled(a)[m] - pooled(b)[m] for m in ("laal_words", "al_ref_words", "al_words")]
     assert len(set(zip(*columns, strict=True))) == 3, columns  # the three latencies differ, so each is checked
+
+
+def test_a_latency_difference_is_paired_over_the_sentences_both_systems_wrote() -> None:
+    """SBS leaves the slow sentence empty: its latency mean alone would look over a word faster, though every
+    sentence both systems wrote has the same latency."""
+    split = SplitEvaluator(CFG, "val", 4, BPE)
+    for m in (SBS, TAIL):
+        split.rows[m] = [{"hypothesis": "a dog runs" if m == TAIL or i < 3 else "", "target_tokens": 3,
+                          "delays": [1, 2, 3, 4], "source_tokens": 20, "source_words": 9,
+                          "word_delays": [] if m == SBS and i == 3 else [8 if i == 3 else 3] * 3} for i in range(4)]
+    out = split.compare(SBS, TAIL, samples=10)
+    assert out["latency_sentences"] == 3 and out["laal_increase"] == out["al_increase"] == 0.0
+    assert split(SBS)["laal_words"] - split(TAIL)["laal_words"] < -1  # the unpaired means

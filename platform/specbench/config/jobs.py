@@ -466,6 +466,10 @@ class SimultransConfig:
     def __post_init__(self) -> None:
         if not self.ks or not self.grid_beams or not self.grid_windows or not self.thresholds:
             raise ValueError("ks, grid_beams, grid_windows and thresholds must each list at least one value")
+        for name in ("ks", "grid_beams", "grid_windows", "thresholds"):  # curves and steps follow the lists
+            if list(getattr(self, name)) != sorted(getattr(self, name)):
+                raise ValueError(f"{name} = {list(getattr(self, name))}: list them in increasing order (the curves, "
+                                 f"their MLflow steps and plots follow it). Fix: {name} = {sorted(getattr(self, name))}")
         if {self.source, self.target} != {"de", "en"}:
             raise ValueError(f"source and target must be 'de' and 'en', got {self.source!r} -> {self.target!r}")
         if self.val_split != "val":  # train: what the models learned; a test set: one the report must hold

@@ -197,8 +197,9 @@ def _adaptive_curves(evaluator: ScoredSet, config: SimultransConfig, path: str,
                      report: dict[str, Any]) -> dict[str, list[dict[str, float]]]:
     normalized, b, w = _chosen(report, "waitk")
     curves = {}
-    for search in ("greedy", "beam", "sbs"):
-        curves[f"adaptive_{search}"] = [
+    for name in ("greedy", "beam", "sbs"):
+        search = "beam" if name == "sbs" and w == 0 else name  # chunk SBS with w = 0 is beam per chunk: decoded once
+        curves[f"adaptive_{name}"] = [
             {"threshold": threshold, **evaluator(Method("adaptive", path, search=search, threshold=threshold,
                                                         beam=b if search != "greedy" else 1,
                                                         window=w if search == "sbs" else 0,

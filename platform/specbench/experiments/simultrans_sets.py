@@ -52,9 +52,18 @@ class ScoredSet:
         return paired_bootstrap(self.hypotheses(better), self.hypotheses(baseline), self.references, samples=samples)
 
     def compare(self, better: Method, baseline: Method, samples: int) -> dict[str, float]:
-        """The BLEU gain with its interval, and the latency differences (better minus baseline)."""
-        a, b = self(better), self(baseline)
-        return {**asdict(self.gain(better, baseline, samples)),
+        """The BLEU gain with its interval, and the latency differences (better minus baseline), paired: over
+        the `latency_sentences` where both outputs have a word (a mean over each system's own would credit
+        one that left its slow sentences empty)."""
+        rows = self.decoded(better), self.decoded(baseline)
+        both = [i for i, (x, y) in enumerate(zip(*rows, strict=True))
+                if x["source_tokens"] and y["source_tokens"] and x["word_delays"] and y["word_delays"]]
+        if len(both) == len(self.references):
+            a, b = self(better), self(baseline)
+        else:
+            a, b = (score([r[i] for i in both], [self.references[i] for i in both],
+                          [self.reference_tokens[i] for i in both]) for r in rows)
+        return {**asdict(self.gain(better, baseline, samples)), "latency_sentences": float(len(both)),
                 **{name: a[metric] - b[metric] for name, metric in LATENCY_DIFFERENCES.items()}}
 
     def decomposition(self, methods: dict[str, Method], samples: int) -> dict[str, dict[str, float]]:

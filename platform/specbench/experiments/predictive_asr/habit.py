@@ -82,7 +82,7 @@ def calibrate(rows: list[dict[str, float]], target: float) -> float:
     for (s0, o0), (s1, o1) in zip(points, points[1:]):
         if min(o0, o1) <= target <= max(o0, o1):
             share = s0 if o1 == o0 else s0 + (target - o0) * (s1 - s0) / (o1 - o0)
-            return round(float(share), 2)
+            return min(max(round(float(share), 2), s0), s1)  # to 0.01, never off the bracketing pair
     return round(float(points[int(np.argmin([abs(o - target) for o in oracles]))][0]), 2)
 
 
