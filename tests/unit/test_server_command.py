@@ -5,6 +5,7 @@ parser's `--port` and the bind check share one port range."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,13 @@ def test_the_parser_and_the_bind_check_share_one_port_range(capsys: pytest.Captu
     check_bind_address("127.0.0.1", 0)  # any free port: fine
     assert main(["ui", "--port", "65536"]) == 2
     assert f"'65536' is not a port. Fix: give {PORTS} (e.g. 5000)" in capsys.readouterr().err
+
+
+def test_off_loopback_the_server_keeps_mlflows_default_hosts_and_adds_its_own(tmp_path: Path) -> None:
+    from mlflow.server.security_utils import get_default_allowed_hosts, is_allowed_host_header
+
+    cmd = server_command(f"sqlite:///{tmp_path / 'm.db'}", "0.0.0.0", 5000, tmp_path / "art", "mlflow.example.com")
+    allowed = cmd[cmd.index("--allowed-hosts") + 1].split(",")
+    for host in ("[::1]", "fd00::1", "10.1.2.3:5000", "mlflow.example.com:5000", f"{socket.gethostname()}:5000"):
+        assert is_allowed_host_header(allowed, host), host  # MLflow's defaults stay (IPv6 private ones too)
+    assert set(get_default_allowed_hosts()) <= set(allowed) and not is_allowed_host_header(allowed, "example.org")

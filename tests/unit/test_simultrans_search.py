@@ -620,6 +620,16 @@ def test_adaptive_policy_extremes(seed: int, scale: float) -> None:
         assert all(max(t.delays, default=1) <= t.end_delay <= len(src) for t, src in zip(out, srcs, strict=True))
 
 
+def test_every_search_runs_without_autograd(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, seen = tiny(True), []
+    step = model.decoder_step
+    monkeypatch.setattr(model, "decoder_step", lambda *a, **k: (seen.append(torch.is_grad_enabled()), step(*a, **k))[1])
+    wait_k(model, sources(2), 2, "sbs", beam=2, window=1)
+    adaptive(model, sources(2), 0.5, "sbs", beam=2, window=1)
+    full_sentence(model, sources(2), beam=2)
+    assert seen and not any(seen)
+
+
 def test_bad_arguments_name_the_value() -> None:
     model = tiny(True)
     with pytest.raises(ValueError, match="source 0"):

@@ -68,3 +68,6 @@ def test_a_latency_difference_is_paired_over_the_sentences_both_systems_wrote() 
     out = split.compare(SBS, TAIL, samples=10)
     assert out["latency_sentences"] == 3 and out["laal_increase"] == out["al_increase"] == 0.0
     assert split(SBS)["laal_words"] - split(TAIL)["laal_words"] < -1  # the unpaired means
+    split.rows[TAIL] = [{**r, "hypothesis": "", "word_delays": []} if i < 3 else r for i, r in enumerate(split.rows[TAIL])]
+    out = split.compare(SBS, TAIL, samples=10)  # no sentence both wrote: no latency difference, no crash
+    assert out["latency_sentences"] == 0 and all(out[k] != out[k] for k in ("laal_increase", "al_increase"))

@@ -60,6 +60,8 @@ class ScoredSet:
                 if x["source_tokens"] and y["source_tokens"] and x["word_delays"] and y["word_delays"]]
         if len(both) == len(self.references):
             a, b = self(better), self(baseline)
+        elif not both:  # no sentence to pair: no latency difference
+            a = b = {metric: float("nan") for metric in LATENCY_DIFFERENCES.values()}
         else:
             a, b = (score([r[i] for i in both], [self.references[i] for i in both],
                           [self.reference_tokens[i] for i in both]) for r in rows)

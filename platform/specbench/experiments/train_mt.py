@@ -140,7 +140,7 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
         if not by_bleu:
             return next((h for h in state.history if h["epoch"] == state.best_epoch), None)
         scored = [h for h in state.history if "selection_sbs_bleu" in h]
-        if other := {h.get("selection_at", "unrecorded settings") for h in scored} - {at}:
+        if other := {h.get("selection_at", at) for h in scored} - {at}:  # none recorded (older runs): taken as at
             raise ConfigError(f"{config.name}: {state_path} holds SBS BLEU scored at {' / '.join(other)}, "
                               f"not at {at}. Fix: rerun with that [selection], or delete it to retrain")
         return max(scored, key=lambda h: h["selection_sbs_bleu"], default=None)

@@ -314,7 +314,6 @@ def best_speculation(state: Beam, beam: int, length_normalized: bool) -> torch.T
 # ---- wait-k -------------------------------------------------------------------------------------------------
 
 
-@torch.no_grad()
 def _check_beam(model: MtTransformer, beam: int, window: int) -> None:
     """A beam keeps distinct tokens, so it is at most the vocabulary; the window is >= 0."""
     vocabulary = model.config.vocab_size
@@ -323,6 +322,7 @@ def _check_beam(model: MtTransformer, beam: int, window: int) -> None:
                          f"{beam}, window {window}")
 
 
+@torch.no_grad()
 def wait_k(model: MtTransformer, sources: list[list[int]], k: int, method: str = "greedy", beam: int = 5,
            window: int = 2, length_normalized: bool = True, force_finish: bool = False) -> list[Translation]:
     """Wait-k decoding (see the module docstring); k >= 1 (k larger than a source reads it all first).

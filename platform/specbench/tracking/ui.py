@@ -99,7 +99,7 @@ def server_command(uri: str, host: str, port: int, artifacts: Path | None = None
     """The `mlflow server` command line for the store `uri`. The server serves artifacts, so clients and Ray
     workers upload them over HTTP, kept in `artifacts` (`--artifacts-destination`, which MLflow takes with any
     backend store; checked: created if missing, writable), by default `.specbench/mlartifacts` for a SQLite
-    store and MLflow's own default (`./mlartifacts`) for any other. It answers the host names in `_LOCAL` and,
+    store and MLflow's own default (`./mlartifacts`) for any other. It answers MLflow's default host names and,
     off loopback or with `allowed` (A,B), those and this machine's."""
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host", host,
            "--port", str(port), "--workers", "1"]
@@ -112,12 +112,10 @@ def server_command(uri: str, host: str, port: int, artifacts: Path | None = None
         with suppress(OSError):
             names += socket.gethostbyname_ex(names[1])[2]
         names = [n if ":" in n or "*" in n else f"{n},{n}:*" for n in map(str.strip, names) if n]  # any port
-        cmd += ["--allowed-hosts", ",".join([_LOCAL, *names])]
+        from mlflow.server.security_utils import get_default_allowed_hosts  # what --allowed-hosts replaces
+
+        cmd += ["--allowed-hosts", ",".join([*get_default_allowed_hosts(), *names])]
     return cmd
-
-
-# MLflow's default, which --allowed-hosts replaces
-_LOCAL = "localhost:*,127.0.0.1:*,[[]::1]:*,10.*,192.168.*,172.1[6-9].*,172.2?.*,172.3[01].*"
 
 
 def check_bind_address(host: str, port: int) -> None:
