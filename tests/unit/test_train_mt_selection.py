@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 
 from specbench.errors import ConfigError
 from specbench.experiments.registry import load_config
@@ -65,6 +66,12 @@ def test_sbs_bleu_selection_keeps_the_epoch_with_the_highest_devel_sbs_bleu(
     assert "devel SBS BLEU" in line and f"at epoch {best['epoch']} of 2" in line
     markdown = (tmp_path / "tiny.md").read_text()
     assert "| selection.metric | sbs_bleu |" in markdown and "SBS BLEU at the selection point" in markdown
+    state_file = tmp_path / "home" / "checkpoints" / "tiny_selection" / "last.pt"  # saved before the settings
+    blob = torch.load(state_file, weights_only=False)  # each score was measured at were recorded: taken as now
+    for entry in blob["state"]["history"]:
+        entry.pop("selection_at")
+    torch.save(blob, state_file)
+    assert train(path)["best_epoch"] == best["epoch"]
 
 
 def test_a_run_kept_by_loss_is_not_resumed_as_one_selected_by_sbs_bleu(
