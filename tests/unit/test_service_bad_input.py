@@ -228,9 +228,20 @@ def test_read_verbs_refuse_a_server_that_is_not_mlflow(capsys: pytest.CaptureFix
             assert "Fix: point --tracking-uri" in err and "Traceback" not in err
 
 
-def test_the_default_store_may_not_exist_yet() -> None:
+def test_the_default_store_may_not_exist_yet_and_a_read_verb_does_not_create_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     uri = check_readable_store(None)  # the embedded default: the verb then says "no runs yet"
-    assert uri.startswith("sqlite:///") and uri.endswith("mlflow.db")
+    store = tmp_path / "home" / "mlflow.db"
+    assert uri == f"sqlite:///{store}"
+    assert main(["runs"]) == 0
+    assert capsys.readouterr().out == (f"no runs yet (no local store at {uri}): try `specbench run "
+                                       "jobs/quick.toml`\n")
+    for argv in (["compare", "abc", "def"], ["baseline", "set", "abc", "--reason", "first"]):
+        assert main(argv) == 2
+        err = _err(capsys)
+        assert f"no runs yet, the local store {uri} does not exist. Fix: run a job first" in err, err
+        assert "Traceback" not in err
+    assert not store.exists()
 
 
 # ---- --ray-address ---------------------------------------------------------------------------------------

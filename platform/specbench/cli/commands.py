@@ -204,10 +204,23 @@ def cmd_baseline(args: argparse.Namespace) -> int:
     from specbench.tracking.store import check_readable_store
 
     check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
+    _refuse_missing_local_store(args.tracking_uri, "baseline set")
     versions = {kind: job.metrics_version for kind, job in JOBS.items()}
     run_id, name = set_baseline(args.run_id, args.tracking_uri, args.reason, versions)  # a full id or a prefix
     print(f"run {run_id} ({name}) is now the baseline of its job")
     return 0
+
+
+def _refuse_missing_local_store(explicit: str | None, verb: str) -> None:
+    """A verb that reads given runs, on an embedded default store no job has created yet: one clear error
+    instead of an empty store created to find nothing in."""
+    from specbench.errors import ConfigError
+    from specbench.tracking.store import OPTION, local_store_missing, local_store_uri
+
+    if local_store_missing(explicit):
+        raise ConfigError(f"specbench {verb}: no runs yet, the local store {local_store_uri()} does not exist. "
+                          f"Fix: run a job first (`specbench run jobs/quick.toml`), or give the store that "
+                          f"holds the runs with {OPTION}.")
 
 
 def cmd_data_speech(args: argparse.Namespace) -> int:
@@ -293,6 +306,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specbench.tracking.store import check_readable_store
 
     check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
+    _refuse_missing_local_store(args.tracking_uri, "compare")
     comparison = compare_runs(args.run_ids, args.tracking_uri, args.all)  # full ids or unique prefixes
     print(render_text(comparison, args.all))
     if not args.no_artifact:
@@ -325,9 +339,17 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from specbench.reports.numbers import figure
     from specbench.tracking.journal import orphaned_runs
     from specbench.tracking.queries import experiment_names, recent_runs
-    from specbench.tracking.store import check_readable_store, resolve_tracking_uri
+    from specbench.tracking.store import (
+        check_readable_store,
+        local_store_missing,
+        local_store_uri,
+        resolve_tracking_uri,
+    )
 
     check_readable_store(args.tracking_uri)  # an explicit store that is not there is refused, not created
+    if local_store_missing(args.tracking_uri):  # read, not created: the first job creates it
+        print(f"no runs yet (no local store at {local_store_uri()}): try `specbench run jobs/quick.toml`")
+        return 0
     rows = recent_runs(args.tracking_uri, args.limit, args.experiment, list(HEADLINE_METRICS))
     if not rows and args.experiment is not None:
         known, gone = (experiment_names(args.tracking_uri, d) for d in (False, True))

@@ -7,8 +7,8 @@ A URI given on the command line or in the environment is checked before MLflow s
 (`check_tracking_uri`): a scheme MLflow cannot use, or a malformed one, is one clear error that names where it
 came from, and a SQLite file that is there but is no database is refused (`check_sqlite_store`). The read
 verbs check further (`check_readable_store`) that the store they read exists: an explicit SQLite file that is
-not there or is empty, or a server that does not answer, is refused instead of being created or retried.
-Writing verbs (`run`, `server`) may create a store. Nothing here imports mlflow.
+not there or is empty, or a server that does not answer, is refused instead of being created or retried,
+and the embedded store is not created by a verb that only reads it (`local_store_missing`). Writing verbs (`run`, `server`) may create a store. Nothing here imports mlflow.
 """
 
 from __future__ import annotations
@@ -194,6 +194,15 @@ def check_readable_store(explicit: str | None = None) -> str:
     if uri.lower().startswith(("http://", "https://")):
         check_server_reachable(uri, source)
     return uri
+
+
+def local_store_missing(explicit: str | None = None) -> bool:
+    """True when the verb would read the embedded default store and no job has created it yet: a read verb
+    then says so instead of letting MLflow create an empty store."""
+    if uri_source(explicit) is not None:
+        return False
+    path = sqlite_path(local_store_uri())
+    return path is not None and not path.is_file()
 
 
 def check_server_reachable(uri: str, source: str = OPTION, timeout: float = _REACH_TIMEOUT_S) -> None:
