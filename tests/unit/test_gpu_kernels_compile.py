@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from specbench.decoder.gpu import backend as gpu
-from specbench.decoder.gpu.ceiling import CEILING_SOURCE
-from specbench.decoder.gpu.nvrtc import KERNELS, compile_ptx, kernel_names
+from specbench.decoder.gpu.nvrtc import compile_ptx, kernel_names
+from specbench.decoder.gpu.sources import CEILING, HEADER, LANES, kernel_source
 
 pytestmark = pytest.mark.unit
 
@@ -24,16 +24,16 @@ def _no_flushing_conversion(ptx: str) -> None:
 
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 def test_kernels_compile_without_warnings(arch: str) -> None:
-    ptx, log = compile_ptx(KERNELS.read_text(encoding="utf-8"), arch)
+    ptx, log = compile_ptx(kernel_source(LANES), arch)
     assert "warning" not in log.lower(), log
     _no_flushing_conversion(ptx)
-    for name in kernel_names(KERNELS.read_text(encoding="utf-8")):
+    for name in kernel_names(kernel_source(LANES)):
         assert f".entry {name}(" in ptx
 
 
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 def test_the_arc_ceiling_kernel_compiles_without_warnings(arch: str) -> None:
-    source = CEILING_SOURCE.read_text(encoding="utf-8")
+    source = kernel_source(CEILING)
     ptx, log = compile_ptx(source, arch, name="ceiling.cu")
     assert "warning" not in log.lower(), log
     assert kernel_names(source) == ["ceiling_expand"] and ".entry ceiling_expand(" in ptx
@@ -43,9 +43,19 @@ def test_the_arc_ceiling_kernel_compiles_without_warnings(arch: str) -> None:
 def test_every_launched_kernel_is_defined() -> None:
     host = open(gpu.__file__, encoding="utf-8").read()
     launched = set(re.findall(r'_launch\("(\w+)"', host))
-    defined = set(kernel_names(KERNELS.read_text(encoding="utf-8")))
+    defined = set(kernel_names(kernel_source(LANES)))
     assert launched and launched <= defined, launched - defined
     assert defined <= launched, f"kernels never launched: {defined - launched}"
+
+
+def test_the_shared_header_is_compiled_with_each_source_and_errors_keep_the_files_lines() -> None:
+    for path in (LANES, CEILING):
+        source = kernel_source(path)
+        assert source.startswith(HEADER.read_text(encoding="utf-8")) and "typedef" not in path.read_text("utf-8")
+    broken = LANES.read_text(encoding="utf-8").splitlines()
+    broken.insert(40, "__device__ int broken = undefined_name;")  # line 41 of lanes.cu, after the header's lines
+    with pytest.raises(RuntimeError, match=r'lanes\.cu\(41\): error: identifier "undefined_name" is undefined'):
+        compile_ptx(kernel_source(LANES).replace(LANES.read_text(encoding="utf-8"), "\n".join(broken) + "\n"))
 
 
 def test_a_broken_kernel_fails_with_the_compiler_log() -> None:

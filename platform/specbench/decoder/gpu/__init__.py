@@ -2,7 +2,8 @@
 
 `backend.py`: `GpuDecoder`, the lane algorithm (`decoder/lanes.py`) on CUDA kernels through cupy;
 `kernels/lanes.cu`: the kernels; `ceiling.py` and `kernels/ceiling.cu`: the arc-rate ceiling the decoder
-benchmark compares the decoder with; `nvrtc.py`: compiles the kernels without a GPU (a check that runs in CI).
+benchmark compares the decoder with; `kernels/float_keys.cuh`: what both sources share, put before each by
+`sources.py`; `nvrtc.py`: compiles the kernels without a GPU (a check that runs in CI).
 """
 
 from specbench.decoder.gpu.backend import GpuDecoder, GpuUnavailableError, gpu_available, peak_memory_bytes

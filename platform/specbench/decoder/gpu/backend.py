@@ -22,11 +22,11 @@ from __future__ import annotations
 import functools
 import re
 from functools import partial
-from pathlib import Path
 
 import numpy as np
 
 from specbench.decoder.gpu.nvrtc import thread_locale_kept
+from specbench.decoder.gpu.sources import LANES, kernel_source
 from specbench.decoder.lane_tables import (
     RECORD_DTYPE,
     STAT,
@@ -45,7 +45,6 @@ from specbench.decoder.options import DEFAULT_OPTIONS, SearchOptions
 from specbench.errors import SpecbenchError
 from specbench.wfst.graph import CsrGraph
 
-KERNEL_SOURCE = Path(__file__).with_name("kernels") / "lanes.cu"
 BLOCK = 256  # threads per block of the fixed-grid kernels (at most lanes.cu's SCAN_BLOCK)
 SELECT_BLOCK = 256  # threads of lane_select's block per lane
 ONE_BLOCK = 1024  # threads of the one-block kernels (scan_partials, refill_lanes, set_taken)
@@ -131,7 +130,7 @@ class CudaLaneKernels(LaneKernels):
                              "per-kernel events). Fix: time without cuda_graphs")
         self.graphs: dict | None = {} if graphs else None  # (parity, key) -> the captured frame (CUDA graph)
         self.stream = cp.cuda.Stream(non_blocking=True)  # all of the decoder's work, in order
-        source = KERNEL_SOURCE.read_text(encoding="utf-8")
+        source = kernel_source(LANES)
         self.module = cp.RawModule(code=source, options=("--std=c++14",))
         with thread_locale_kept():  # compiled by NVRTC here (unless cupy's cache has it)
             self.fn = {name: self.module.get_function(name)  # loaded now: a graph capture may not load a module

@@ -6,15 +6,13 @@ candidate arcs over its time) by this figure: the fraction of the hardware's arc
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
 
 import numpy as np
 
 from specbench.decoder.gpu.backend import BLOCK, _cupy
 from specbench.decoder.gpu.nvrtc import thread_locale_kept
+from specbench.decoder.gpu.sources import CEILING, kernel_source
 from specbench.decoder.lane_tables import LaneGraph
-
-CEILING_SOURCE = Path(__file__).with_name("kernels") / "ceiling.cu"
 
 
 def arc_rate_ceiling(lg: LaneGraph, tok_lane: np.ndarray, tok_state: np.ndarray, tok_cost: np.ndarray,
@@ -29,7 +27,7 @@ def arc_rate_ceiling(lg: LaneGraph, tok_lane: np.ndarray, tok_state: np.ndarray,
     cum = np.cumsum(lg.degree[tok_state].astype(np.int64))
     arcs, lanes, width = int(cum[-1]), int(ac.shape[0]), int(ac.shape[1])
     with thread_locale_kept():  # compiled by NVRTC here (unless cupy's cache has it)
-        fn = cp.RawModule(code=CEILING_SOURCE.read_text(encoding="utf-8"), options=("--std=c++14",)).get_function(
+        fn = cp.RawModule(code=kernel_source(CEILING), options=("--std=c++14",)).get_function(
             "ceiling_expand")
     args = [np.int64(arcs), np.int32(tok_state.shape[0]), np.int32(lg.num_states), np.int32(width)]
     args += [cp.asarray(np.ascontiguousarray(a, dtype=t)) for a, t in (

@@ -13,9 +13,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-KERNELS = Path(__file__).with_name("kernels") / "lanes.cu"
-
-
 _LIBC = ctypes.CDLL(None)
 _LIBC.uselocale.restype = ctypes.c_void_p
 _LIBC.uselocale.argtypes = [ctypes.c_void_p]

@@ -2,26 +2,7 @@
 // the closed arcs of a token set, each candidate's cost packed with its arc entry into a uint64 and
 // atomicMin'ed into a dense per-lane state table, as the decoder's expansion and recombination do, with
 // nothing else: no cutoffs, no tie passes, no compaction, one launch.
-typedef unsigned long long u64;
-typedef unsigned int u32;
-typedef long long i64;
-
-// The conversions in inline PTX: cupy compiles with -ftz=true, which would flush subnormal costs (the
-// decoder's kernels and the numpy check keep them)
-__device__ __forceinline__ float to_f32(double x) {
-    float r;
-    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
-    return r;
-}
-__device__ __forceinline__ double to_f64(float x) {
-    double r;
-    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ u32 ord32(float x) {
-    u32 b = __float_as_uint(x);
-    return (b >> 31) ? ~b : (b | 0x80000000u);
-}
+// float_keys.cuh comes first (gpu/sources.py): u64, u32, i64, to_f32, to_f64, ord32.
 
 // Grid-stride over arc slots j < arcs: the token by binary search in the inclusive prefix sums `cum` of the
 // tokens' out-degrees, the arc entry as an offset into its state's closed arcs; ac is (lanes, P) float32.

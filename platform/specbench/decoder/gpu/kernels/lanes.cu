@@ -13,9 +13,7 @@
 // host downloads, and set_taken frees the entries that no utterance in a lane needs. The lattice records
 // (4 ints: lane, frame step, source state, code) go into a ring buffer that the host empties at status points.
 
-typedef unsigned long long u64;
-typedef unsigned int u32;
-typedef long long i64;
+// float_keys.cuh comes first (gpu/sources.py): u64, u32, i64; to_f32, to_f64; ord64, unord64, ord32, unord32.
 
 #define NSTAT 8
 #define INF64 __longlong_as_double(0x7ff0000000000000LL)
@@ -42,34 +40,6 @@ typedef long long i64;
 #define NCTR 16
 #define SCAN_BLOCK 256    // threads per block of the chunked kernels
 
-// Exact IEEE conversions between float and double, also under cupy's -ftz=true (which would flush
-// subnormals to zero in plain casts, unlike numpy): inline PTX without the .ftz modifier.
-__device__ __forceinline__ float to_f32(double x) {
-    float r;
-    asm("cvt.rn.f32.f64 %0, %1;" : "=f"(r) : "d"(x));
-    return r;
-}
-__device__ __forceinline__ double to_f64(float x) {
-    double r;
-    asm("cvt.f64.f32 %0, %1;" : "=d"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ u64 ord64(double x) {
-    u64 b = (u64)__double_as_longlong(x);
-    return (b >> 63) ? ~b : (b | 0x8000000000000000ULL);
-}
-__device__ __forceinline__ double unord64(u64 k) {
-    u64 b = (k >> 63) ? (k & 0x7fffffffffffffffULL) : ~k;
-    return __longlong_as_double((i64)b);
-}
-__device__ __forceinline__ u32 ord32(float x) {
-    u32 b = __float_as_uint(x);
-    return (b >> 31) ? ~b : (b | 0x80000000u);
-}
-__device__ __forceinline__ float unord32(u32 k) {
-    u32 b = (k >> 31) ? (k & 0x7fffffffu) : ~k;
-    return __uint_as_float(b);
-}
 __device__ __forceinline__ i64 thread_index() { return (i64)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ i64 grid_stride() { return (i64)gridDim.x * blockDim.x; }
 __device__ __forceinline__ i64 min64(i64 a, i64 b) { return a < b ? a : b; }
