@@ -2,8 +2,10 @@
 
 Every method of `NumpyLaneKernels` does what the CUDA kernel of the same name in `kernels/lanes.cu` does,
 over the same fixed-capacity queues: `np.minimum.at` on the same order-preserving uint64 keys stands for
-`atomicMin`, `np.searchsorted` on the prefix sums for the kernels' binary search, `np.add.at` on 256-bin
-histograms for their atomicAdd. `TwinDecoder` is the lane decoder on these kernels; tests compare it with
+`atomicMin`, `np.repeat` by out-degree for the kernels' binary search of the prefix sums (the same slot to
+token map), `np.bincount` into 256-bin histograms for their atomicAdd. Where a kernel's threads test every
+candidate, the numpy passes after recombination index the kept candidates only (the same values, less memory
+traffic into tables of lanes x states). `TwinDecoder` is the lane decoder on these kernels; tests compare it with
 the CPU backend on every commit, so the GPU algorithm is checked without a GPU. Its `KernelLog` counts the
 launches and host reads the GPU backend makes for the same batch (`tests/gpu` compares the two logs).
 """
@@ -83,7 +85,9 @@ class NumpyLaneKernels(LaneKernels):
         lg, lanes, count = self.lg, num_lanes, len(batch.utt_ids)
         self.batch, self.num_lanes = batch, lanes
         self.table = self.s.table_size(lg.num_states)
-        if self._clean_tables != lanes:  # a wave leaves every entry it touched reset
+        # a wave leaves every entry it touched reset, so tables kept from the last one serve as many lanes
+        # (their first lanes); filling new ones touches every page (gigabytes with a large graph's states)
+        if self._clean_tables < lanes:
             self.dense_key = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
             self.dense_cost = np.full(lanes * self.table, U64_MAX, dtype=np.uint64)
             self.dense_entry = np.full(lanes * self.table, U32_MAX, dtype=np.uint32)
@@ -152,7 +156,7 @@ class NumpyLaneKernels(LaneKernels):
         self.tok_state = np.concatenate([self.tok_state, state])
         self.tok_cost = np.concatenate([self.tok_cost, cost])
         self.tok_id = np.concatenate([self.tok_id, ids])
-        self._arena_write(ids, prev, code)
+        self._arena_write(prev, code)
 
     def links(self, step: int) -> None:
         if self.lattice is not None:
@@ -171,9 +175,9 @@ class NumpyLaneKernels(LaneKernels):
         deg, cum = self.token_degree(cutoff)
         self.log.arcs += min(int(cum[-1]) if cum.shape[0] else 0, self.s.arc_capacity)
         slot_tok, entry, new = self.expand_min(f, deg, cum)
-        keep, index = self.expand_recombine(slot_tok, entry, new, adaptive)
-        win = self.resolve(keep, index, entry, new)
-        self.emit_winners(f, win, keep, index, slot_tok, entry, new)
+        kept, key, index = self.expand_recombine(slot_tok, entry, new, adaptive)
+        winners = self.resolve(kept, key, index, entry, new)
+        self.emit_winners(f, winners, kept, index, slot_tok, entry, new)
         if finals:
             self.lane_best(f, finals=True, out_id=self.final_id, out_state=self.final_state)
         if partials:
@@ -211,18 +215,23 @@ class NumpyLaneKernels(LaneKernels):
         beam_cutoff = best + self.beam32
         need[:, 1] = ((count > cfg.min_active) & (cfg.min_active > 0)
                       & (worst.astype(np.float32).astype(np.float64) > beam_cutoff))
+        if not need.any():  # no lane has more tokens than max_active or min_active asks about
+            return np.full((self.num_lanes, 2), np.inf)
         remaining = np.tile(np.array([cfg.max_active, cfg.min_active], dtype=np.int64), (self.num_lanes, 1))
         prefix = np.zeros((self.num_lanes, 2), dtype=np.uint32)
         keys = ordered32(self.tok_cost.astype(np.float32))
+        need_token = need[self.tok_lane]
+        bins = self.num_lanes * 2 * 256
         for shift in (24, 16, 8, 0):
-            hist = np.zeros((self.num_lanes, 2, 256), dtype=np.int64)
-            digit = (keys >> np.uint32(shift)) & np.uint32(255)
+            hist = np.zeros(bins, dtype=np.int64)  # (lane, slot, digit): the kernels' atomicAdd, as a bincount
+            digit = ((keys >> np.uint32(shift)) & np.uint32(255)).astype(np.int64)
             for slot in (0, 1):
-                match = need[self.tok_lane, slot]
+                match = need_token[:, slot].copy()
                 if shift < 24:
                     match &= (keys >> np.uint32(shift + 8)) == prefix[self.tok_lane, slot]
-                np.add.at(hist, (self.tok_lane[match], slot, digit[match]), 1)
-            cum = hist.cumsum(axis=2)  # one thread per (lane, slot) walks its 256 bins
+                where = (self.tok_lane[match].astype(np.int64) * 2 + slot) * 256 + digit[match]
+                hist += np.bincount(where, minlength=bins)
+            cum = hist.reshape(self.num_lanes, 2, 256).cumsum(axis=2)  # one thread per (lane, slot) walks its bins
             chosen = (cum <= remaining[:, :, None]).sum(axis=2)
             before = np.take_along_axis(cum, np.maximum(chosen - 1, 0)[:, :, None], axis=2)[:, :, 0]
             remaining -= np.where(chosen > 0, before, 0)
@@ -275,17 +284,23 @@ class NumpyLaneKernels(LaneKernels):
             lost = np.clip(cum - np.maximum(first, slots), 0, None)
             self.stats[:, STAT["queue_overflows"]] += np.bincount(self.tok_lane, lost, self.num_lanes).astype(
                 np.int64)
-        j = np.arange(slots, dtype=np.int64)
-        tok = np.searchsorted(cum, j, side="right")
-        entry = self.lg.offsets[self.tok_state[tok]] + (j - (cum[tok] - deg[tok]))
-        ac = self.batch.costs[self.lane_row[self.tok_lane[tok]] + f, self.lg.column[entry]].astype(np.float64)
-        new = (self.tok_cost[tok] + self.lg.weight[entry]) + ac
+        # slot j's token: the one whose range [cum - deg, cum) holds j (the kernels' binary search); spread
+        # per token by repeat, then cut at the capacity
+        tok = np.repeat(np.arange(deg.shape[0], dtype=np.int64), deg)[:slots]
+        base = self.lg.offsets[self.tok_state] - (cum - deg)  # slot j's entry: its token's base + j
+        entry = np.repeat(base, deg)[:slots] + np.arange(slots, dtype=np.int64)
+        costs = self.batch.costs
+        row = np.repeat((self.lane_row[self.tok_lane] + f) * costs.shape[1], deg)[:slots]
+        ac = costs.reshape(-1).take(row + self.lg.column[entry]).astype(np.float64)
+        new = (np.repeat(self.tok_cost, deg)[:slots] + self.lg.weight[entry]) + ac
         return tok, entry, new
 
     def expand_recombine(self, tok: np.ndarray, entry: np.ndarray, new: np.ndarray,
-                         adaptive: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                         adaptive: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Next cutoff per lane = min new + adaptive beam; candidates below it atomicMin their packed key into
-        their destination's entry of the lane's table (with `table_slots`, a hash slot: `_hash_slots`)."""
+        their destination's entry of the lane's table (with `table_slots`, a hash slot: `_hash_slots`).
+        Returns the kept candidates (positions, ascending) with their keys, and every candidate's table index
+        (the later passes read the kept ones only)."""
         lanes = self.tok_lane[tok]
         min_new = np.full(self.num_lanes, U64_MAX, dtype=np.uint64)
         np.minimum.at(min_new, lanes, ordered64(new))
@@ -299,10 +314,11 @@ class NumpyLaneKernels(LaneKernels):
         else:
             index = lanes.astype(np.int64) * self.lg.num_states + self.lg.dest[entry]
         _add_per_lane(self.stats, STAT["tokens_created"], lanes[keep])
-        key = (ordered32(new.astype(np.float32)).astype(np.uint64) << np.uint64(32)) | entry.astype(np.uint64)
-        np.minimum.at(self.dense_key, index[keep], key[keep])
-        self._key = key
-        return keep, index
+        kept = np.flatnonzero(keep)
+        key = (ordered32(new[kept].astype(np.float32)).astype(np.uint64) << np.uint64(32)) | entry[kept].astype(
+            np.uint64)
+        np.minimum.at(self.dense_key, index[kept], key)
+        return kept, key, index
 
     def _hash_slots(self, lanes: np.ndarray, dest: np.ndarray, keep: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Table index of every kept candidate (0 for the others) and whether it found a slot: a slot per
@@ -319,34 +335,39 @@ class NumpyLaneKernels(LaneKernels):
         index[~placed] = 0
         return index, placed
 
-    def resolve(self, keep: np.ndarray, index: np.ndarray, entry: np.ndarray, new: np.ndarray) -> np.ndarray:
-        """`resolve_cost` and `resolve_index`: exact float64 cost, then entry, among float32 ties."""
-        high = self._key >> np.uint64(32)
-        tie = keep & (high == (self.dense_key[index] >> np.uint64(32)))
-        cost_key = ordered64(new)
-        np.minimum.at(self.dense_cost, index[tie], cost_key[tie])
-        tie &= cost_key == self.dense_cost[index]
-        np.minimum.at(self.dense_entry, index[tie], entry[tie].astype(np.uint32))
-        return tie & (entry.astype(np.uint32) == self.dense_entry[index])
+    def resolve(self, kept: np.ndarray, key: np.ndarray, index: np.ndarray, entry: np.ndarray,
+                new: np.ndarray) -> np.ndarray:
+        """`resolve_cost` and `resolve_index`: exact float64 cost, then entry, among the float32 ties of the
+        kept candidates; returns the winners' positions, ascending (`mark`)."""
+        at, where = kept, index[kept]
+        tie = (key >> np.uint64(32)) == (self.dense_key[where] >> np.uint64(32))
+        at, where = at[tie], where[tie]
+        cost_key = ordered64(new[at])
+        np.minimum.at(self.dense_cost, where, cost_key)
+        tie = cost_key == self.dense_cost[where]
+        at, where = at[tie], where[tie]
+        low = entry[at].astype(np.uint32)
+        np.minimum.at(self.dense_entry, where, low)
+        return at[low == self.dense_entry[where]]
 
-    def emit_winners(self, f: int, win: np.ndarray, keep: np.ndarray, index: np.ndarray, tok: np.ndarray,
+    def emit_winners(self, f: int, winners: np.ndarray, kept: np.ndarray, index: np.ndarray, tok: np.ndarray,
                      entry: np.ndarray, new: np.ndarray) -> None:
-        """`mark` + prefix sums + `emit_winners`: the next token queue, arena entries, lattice records;
-        the dense entries touched are reset."""
+        """Prefix sums + `emit_winners`: the next token queue, arena entries, lattice records; the dense entries
+        the kept candidates touched are reset."""
         s = self.s
         if s.lattice_beam is not None:
-            best_here = from_ordered64(self.dense_cost[index])
-            bare = self.lg.bare_arc[entry]
-            near = np.flatnonzero(keep & (bare >= 0) & (new <= best_here + s.lattice_beam))
-            self._record(self.tok_lane[tok[near]], f, self.tok_state[tok[near]], bare[near])
-        winners = np.flatnonzero(win)
+            best_here = from_ordered64(self.dense_cost[index[kept]])
+            bare = self.lg.bare_arc[entry[kept]]
+            near = (bare >= 0) & (new[kept] <= best_here + s.lattice_beam)
+            at = kept[near]
+            self._record(self.tok_lane[tok[at]], f, self.tok_state[tok[at]], bare[near])
         room = min(s.token_capacity, s.arena_room(self.arena_size, self.arena_taken))
         _add_per_lane(self.stats, STAT["queue_overflows"], self.tok_lane[tok[winners[max(room, 0):]]])
         winners = winners[:max(room, 0)]
         src = tok[winners]
         ids = self.arena_size + np.arange(winners.shape[0], dtype=np.int64)
-        self._arena_write(ids, self.tok_id[src], self.lg.code[entry[winners]])
-        touched = index[keep]
+        self._arena_write(self.tok_id[src], self.lg.code[entry[winners]])
+        touched = index[kept]
         self.dense_key[touched] = U64_MAX
         self.dense_cost[touched] = U64_MAX
         self.dense_entry[touched] = U32_MAX
@@ -355,11 +376,17 @@ class NumpyLaneKernels(LaneKernels):
         self.tok_cost = new[winners]
         self.tok_id = ids
 
-    def _arena_write(self, ids: np.ndarray, prev: np.ndarray, code: np.ndarray) -> None:
-        """Arena entries `ids` (the next ones of the wave) into the ring."""
-        self.arena_prev[ids % self.arena_ring] = prev
-        self.arena_code[ids % self.arena_ring] = code
-        self.arena_size += ids.shape[0]
+    def _arena_write(self, prev: np.ndarray, code: np.ndarray) -> None:
+        """The wave's next arena entries (`arena_size` on) into the ring, entry i at slot i % ring: a slice per
+        turn of the ring."""
+        count, ring, done = prev.shape[0], self.arena_ring, 0
+        while done < count:
+            at = (self.arena_size + done) % ring
+            part = min(count - done, ring - at)
+            self.arena_prev[at:at + part] = prev[done:done + part]
+            self.arena_code[at:at + part] = code[done:done + part]
+            done += part
+        self.arena_size += count
 
     def _record(self, lanes: np.ndarray, frame: int, src: np.ndarray, code: np.ndarray) -> None:
         """Append lattice records (lane, frame, src state, code) up to the capacity; count the rest."""
@@ -504,7 +531,7 @@ class NumpyLaneKernels(LaneKernels):
                           stats=self.utt_stats[rows], lattice=records)
 
     def finish(self, lanes: np.ndarray, utts: np.ndarray, untaken: np.ndarray) -> LaneOutput:
-        self._clean_tables = self.num_lanes
+        self._clean_tables = self.dense_key.shape[0] // self.table  # every lane of the tables is clean again
         self.utt_stats[utts] = self.stats[lanes]
         self.log.launch("trace_paths")
         self.trace_paths(untaken, self.since, unreleased=True)
