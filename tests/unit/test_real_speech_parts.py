@@ -16,7 +16,7 @@ from test_decoder_bruteforce import CHAIN, INFINITE_BEAM, compile_graph
 
 from specbench.acoustic import sphinx_scores
 from specbench.config import RealSpeechConfig
-from specbench.config.jobs import PocketsphinxSection, RealSearchSection
+from specbench.config.jobs import REAL_SPEECH_SETS, PocketsphinxSection, RealSearchSection
 from specbench.data.recorded_speech import SPHINX_TESTDATA
 from specbench.data.synthesis import read_wav, write_wav
 from specbench.decoder.cpu import CpuDecoder
@@ -35,6 +35,7 @@ from specbench.experiments.real_speech.sphinx_decode import (
     hypothesis_words,
     sphinx_lm,
 )
+from specbench.reports.coverage import left_out
 from specbench.wfst.arpa import read_arpa
 from specbench.wfst.symbols import word_table
 
@@ -214,6 +215,10 @@ def test_utterances_a_backend_did_not_decode_are_counted_beside_the_wer_and_neve
     lines = "\n".join(job.summary(result))
     assert "4 of 4 not decoded" in lines and "2 of 4 not decoded" in lines
     assert any(line.startswith("  not decoded by twin: 4 (") and STATUS_OVERFLOW in line for line in lines.split("\n"))
+    assert "not evaluated" not in lines  # every set, or a result from before the key
+    result["sets_left_out"] = left_out(["cards"], REAL_SPEECH_SETS)
+    assert job.summary(result)[-1] == ("  not evaluated: asterisk, librivox, recordings (not in the job file's sets; "
+                                       "the figures above cover only the sets it names)")
 
 
 def test_the_oov_rate_counts_no_symbol_of_the_word_table_as_a_word(tmp_path: Path) -> None:

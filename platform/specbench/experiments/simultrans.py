@@ -40,11 +40,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from specbench.config import SimultransConfig
+from specbench.data.multi30k import TEST_SPLITS as MULTI30K_TEST_SPLITS
 from specbench.errors import DataError
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.simultrans_sets import COMPARISONS, PooledEvaluator, ScoredSet, SplitEvaluator
 from specbench.experiments.stage_clock import clock
 from specbench.paths import from_root
+from specbench.reports.coverage import left_out, left_out_lines
 from specbench.reports.plots import pyplot
 from specbench.simultrans.experiment import Method, bleu_signature, model_for
 from specbench.simultrans.search import longest_source
@@ -109,6 +111,7 @@ def run_simultrans(config: SimultransConfig, job_path: Path, run: TrackedRun | N
     report: dict[str, Any] = {"bleu_signature": bleu_signature(), "grid_k": config.grid_k,
                               "val_sentences": len(val.pairs),
                               "test_splits": list(config.test_splits),
+                              "test_splits_left_out": left_out(config.test_splits, MULTI30K_TEST_SPLITS),
                               "test_sentences": {t.split: len(t.pairs) for t in tests},
                               "pooled_sentences": len(pooled.references), "grid": {}, "best": {}, "val": {},
                               "sets": {}, "seconds": {}}
@@ -356,7 +359,8 @@ def summary(report: dict[str, Any]) -> list[str]:
               if "simul.testtime_speculation_gain_bleu" in h else []),
             "  minutes per stage: " + ", ".join(f"{stage} {s / 60:.1f}" for stage, s in report["seconds"].items()),
             (f"  full-sentence beam BLEU {h['simul.bleu_full_pooled']:.2f} pooled (b={int(h['simul.best_beam'])}); "
-             f"BLEU signature {report['bleu_signature']}")]  # the window is the wait-k model's, not the baseline's
+             f"BLEU signature {report['bleu_signature']}"),  # the window is the wait-k model's, not the baseline's
+            *left_out_lines(report.get("test_splits_left_out", []), "test_splits")]
 
 
 def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:

@@ -42,6 +42,7 @@ from specbench.acoustic import sphinx_scores
 from specbench.acoustic.sphinx_scores import SphinxSenoneScorer, default_model_dir
 from specbench.code_digest import code_digest, files_digest
 from specbench.config import RealSpeechConfig
+from specbench.config.jobs import REAL_SPEECH_SETS
 from specbench.data import synthesis
 from specbench.data.scores import iter_rows, read_parquet_table
 from specbench.data.text_norm import normalize
@@ -61,6 +62,7 @@ from specbench.experiments.registry import RunOptions
 from specbench.experiments.stage_clock import stage_printer
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import work_dir
+from specbench.reports.coverage import left_out, left_out_lines
 from specbench.runtime import run_stage, run_tasks
 from specbench.text_files import json_text
 from specbench.wfst.symbols import EPS, SymbolTable
@@ -394,6 +396,7 @@ def run_real_speech(config: RealSpeechConfig, path: Path, run: TrackedRun | None
                                        if config.pocketsphinx.enabled else {}),
               "tuning": tuning, "wer": report, "oov_rate": oov_rates(usable, graph), "speed": speed,
               "cpu_twin_identical": identical, "decode_failed": decode_failed,
+              "sets_left_out": left_out(config.sets, REAL_SPEECH_SETS),
               "graph": {"directory": str(graph.directory), "states": graph.stats.states, "arcs": graph.stats.arcs},
               "seconds": time.perf_counter() - start}
     if run is not None:
@@ -461,7 +464,7 @@ def summary(result: dict[str, Any]) -> list[str]:
     for backend, failed in result.get("decode_failed", {}).items():
         if failed:
             lines.append(f"  not decoded by {backend}: {len(failed)} ({', '.join(sorted(set(failed.values())))})")
-    return lines
+    return lines + left_out_lines(result.get("sets_left_out", []), "sets")
 
 
 def execute(config: Any, path: Path, run: TrackedRun | None, opts: RunOptions) -> list[str]:
