@@ -8,7 +8,8 @@ A URI given on the command line or in the environment is checked before MLflow s
 came from, and a SQLite file that is there but is no database is refused (`check_sqlite_store`). The read
 verbs check further (`check_readable_store`) that the store they read exists: an explicit SQLite file that is
 not there or is empty, or a server that does not answer, is refused instead of being created or retried,
-and the embedded store is not created by a verb that only reads it (`local_store_missing`). Writing verbs (`run`, `server`) may create a store. Nothing here imports mlflow.
+and the embedded store is not created by a verb that only reads it (`local_store_missing`). Writing verbs
+(`run`, `server`) may create a store. Nothing here imports mlflow.
 """
 
 from __future__ import annotations
