@@ -136,6 +136,11 @@ def test_a_word_floor_without_a_sample_is_refused_with_the_fix(tmp_path: Path) -
         load_config(write(tmp_path, 'kind = "eval_am"\n[decode]\nacoustic_scales = []\n'))
 
 
+def test_a_real_speech_job_without_sets_is_refused_with_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"sets = \[\]: no recordings to decode. Fix: name at least one of"):
+        load_config(write(tmp_path, 'kind = "real_speech"\nsets = []\n'))
+
+
 def test_a_file_that_is_not_utf8_is_refused_with_the_fix(tmp_path: Path) -> None:
     path = tmp_path / "bin.toml"
     path.write_bytes(b"\xff\xfe\x00")

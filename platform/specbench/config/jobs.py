@@ -325,6 +325,9 @@ class RealSpeechConfig:
 
     def __post_init__(self) -> None:
         check_job_name(self.name)  # decodes/<name> in its cache
+        if not self.sets:  # nothing would be decoded, and the report would hold no set
+            raise ValueError(f"sets = []: no recordings to decode. Fix: name at least one of "
+                             f"{list(REAL_SPEECH_SETS)}, or remove the key to decode them all")
         if self.sample_min_words and not self.max_per_set:
             raise ValueError("sample_min_words only chooses the clips of a sample: set max_per_set too "
                              "(e.g. 2), or leave sample_min_words at 0 to decode every clip")
