@@ -4,12 +4,16 @@ in MLflow; and a graph job of the wrong recipe refused with the fix."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import mlflow
 import pytest
 
 from specbench.cli import main
+from specbench.data.recorded_speech import SPHINX_TESTDATA
+from specbench.experiments.real_speech.audio import RealUtterance
+from specbench.experiments.real_speech.score_cache import score_chunks
 from specbench.paths import work_dir
 
 pytestmark = pytest.mark.integration
@@ -89,3 +93,33 @@ def test_candidates_to_tune_without_tune_prompts_are_refused_with_the_fix(tmp_pa
     assert main(["--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}", "run", str(job)]) != 0
     err = capsys.readouterr().err
     assert "sets = ['cards'] has no tune prompts" in err and "acoustic_scales = [0.08, 0.1]" in err and "Fix" in err
+
+
+def test_scores_are_cached_per_utterance_whatever_the_chunks(tmp_path: Path, ray_cluster: object,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """pocketsphinx scores each utterance once: regrouped into other chunks nothing is scored again; a damaged
+    file is scored again alone; an utterance that fails is reported, not cached, and tried again next time."""
+    clips = []
+    for name in ("001", "002", "003"):
+        wav = tmp_path / f"{name}.wav"
+        shutil.copy(SPHINX_TESTDATA / "cards" / f"{name}.wav", wav)
+        clips.append(RealUtterance("cards", name, wav, "-", "-"))
+    cache = tmp_path / "scores"
+    first, failed = score_chunks([clips], cache)
+    assert failed == {} and len(first[0]) == 3 and "scoring chunk 1/1 (3 utterances)" in capsys.readouterr().err
+    stamps = {path: path.stat().st_mtime_ns for path in first[0]}
+    again, failed = score_chunks([clips[2:], clips[:2]], cache)
+    assert failed == {} and again == [first[0][2:], first[0][:2]]
+    assert "scoring" not in capsys.readouterr().err
+    assert {path: path.stat().st_mtime_ns for path in first[0]} == stamps  # read, not written again
+    first[0][1].write_bytes(first[0][1].read_bytes()[:-20])  # damaged on disk: no Parquet footer
+    bad = tmp_path / "bad.wav"
+    bad.write_bytes(b"RIFF not a wave file")
+    broken = RealUtterance("cards", "bad", bad, "-", "-")
+    paths, failed = score_chunks([clips + [broken]], cache)
+    err = capsys.readouterr().err
+    assert "cached scores that cannot be read" in err and "2 of 4 utterances (the others are cached)" in err
+    assert paths == [first[0]] and set(failed) == {"cards/bad"}  # the failed one has no file
+    assert first[0][0].stat().st_mtime_ns == stamps[first[0][0]]
+    _, failed = score_chunks([[broken]], cache)
+    assert set(failed) == {"cards/bad"} and "scoring chunk 1/1 (1 utterances)" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from specbench.errors import ConfigError
 from specbench.experiments.graph_recipe import GraphArtifacts
 from specbench.experiments.real_speech import job
 from specbench.experiments.real_speech.audio import RealUtterance
+from specbench.experiments.real_speech.score_cache import cached, score_key, scorer_digest
 from specbench.experiments.real_speech.sphinx_decode import (
     LM_WEIGHTS,
     SphinxJob,
@@ -113,59 +114,68 @@ def _utterance(tmp_path: Path) -> RealUtterance:
     return RealUtterance("cards", "clip", wav, "ten of clubs", "-")
 
 
-def test_the_scores_cache_key_follows_the_model_files_and_the_scoring_code(tmp_path: Path) -> None:
+def test_the_scores_cache_key_follows_the_model_files_the_scoring_code_and_the_audio(tmp_path: Path) -> None:
     from specbench.data import synthesis
 
-    chunk = [_utterance(tmp_path)]
+    clip = _utterance(tmp_path)
     model = tmp_path / "model"
     shutil.copytree(sphinx_scores.default_model_dir(), model)
     code = tmp_path / "code" / "sphinx_scores.py"
     code.parent.mkdir()
     shutil.copy(sphinx_scores.__file__, code)
     reader = tmp_path / "code" / "synthesis.py"  # read_wav: every sample scored goes through it
+
+    def key() -> str:
+        return score_key(clip, scorer_digest(model, code, reader))
+
     shutil.copy(synthesis.__file__, reader)
-    base = job._chunk_key(chunk)
-    assert job._chunk_key(chunk, model, code, reader) == base  # the same files and the same code: the same key
+    base = score_key(clip, scorer_digest())
+    assert key() == base  # the same files and the same code: the same key
     keys = {base}
     for name, edit in (("feat.params", lambda b: b.replace(b"-remove_noise yes", b"-remove_noise no")),
                        ("mdef", lambda b: b[:-1] + bytes([b[-1] ^ 1]))):
         path = model / name
         original = path.read_bytes()
         path.write_bytes(edit(original))
-        keys.add(job._chunk_key(chunk, model, code, reader))
+        keys.add(key())
         path.write_bytes(original)
     text = code.read_text()
     code.write_text(text.replace("SCORE_SHIFT_BITS = 10", "SCORE_SHIFT_BITS = 11"))
-    keys.add(job._chunk_key(chunk, model, code, reader))
+    keys.add(key())
     code.write_text(text.replace('"""Senone scores', '"""Scores'))  # a docstring is not code
-    assert job._chunk_key(chunk, model, code, reader) == base
+    assert key() == base
     code.write_text(text)
     reader_text = reader.read_text()
     reader.write_text(reader_text + "\nSAMPLE_RATE = 8000\n")  # the reader's code changed
-    keys.add(job._chunk_key(chunk, model, code, reader))
+    keys.add(key())
     reader.write_text(reader_text + "\n# a comment is not code\n")
-    assert job._chunk_key(chunk, model, code, reader) == base
-    assert len(keys) == 5
+    assert key() == base
+    keys.add(score_key(replace(clip, utt_id="other"), scorer_digest()))  # another utterance
+    write_wav(clip.wav, np.zeros(3200, dtype=np.float32))  # the same utterance, new audio
+    keys.add(score_key(clip, scorer_digest()))
+    assert len(keys) == 7
 
 
-def test_a_cached_chunk_that_cannot_be_read_is_scored_again(tmp_path: Path,
-                                                            capsys: pytest.CaptureFixture) -> None:
-    """A scores file damaged on disk, or with a failed utterance, counts as missing (`score_chunks` scores its
-    chunk again), logged."""
+def test_a_cached_file_that_is_not_one_ok_utterance_is_scored_again(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    """A scores file damaged on disk, or not holding one ok row, counts as missing (`score_chunks` scores its
+    utterance again), logged."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    path = tmp_path / "0123.parquet"
-    pq.write_table(pa.table({"utt_id": ["a", "b"], "num_frames": [1, 0], "num_classes": [2, 0],
-                             "loglikes": pa.array([[0.5, -1.0], None], pa.list_(pa.float32())),
-                             "status": ["ok", "no audio"]}), path, compression="none")
-    assert job._cached_status(path) is None  # a failure may pass (a full /tmp): not kept
-    assert "1 utterance(s) failed when it was scored (no audio)" in capsys.readouterr().err
-    table = pq.read_table(path)
+    path = tmp_path / "utt-0123.parquet"
+    table = pa.table({"utt_id": ["a", "b"], "num_frames": [1, 0], "num_classes": [2, 0],
+                      "loglikes": pa.array([[0.5, -1.0], None], pa.list_(pa.float32())),
+                      "status": ["ok", "no audio"]})
+    pq.write_table(table.slice(1, 1), path, compression="none")
+    assert not cached(path)  # a failure may pass (a full /tmp): never kept
     pq.write_table(table.set_column(4, "status", pa.array(["ok", "ok"])), path, compression="none")
-    assert job._cached_status(path) == [{"utt_id": "a", "status": "ok"}, {"utt_id": "b", "status": "ok"}]
+    assert not cached(path)  # two rows: not one utterance's file
+    assert capsys.readouterr().err.count("not the one ok row of an utterance's scores") == 2
+    pq.write_table(table.slice(0, 1), path, compression="none")
+    assert cached(path)
     path.write_bytes(path.read_bytes()[:-20])  # truncated: no Parquet footer
-    assert job._cached_status(path) is None and job._cached_status(tmp_path / "missing.parquet") is None
+    assert not cached(path) and not cached(tmp_path / "missing.parquet")
     assert f"{path}: cached scores that cannot be read (" in capsys.readouterr().err
 
 

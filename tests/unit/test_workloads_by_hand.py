@@ -51,3 +51,16 @@ def test_frame_shifts_and_refused_scores(tmp_path: Path) -> None:
                         ((tmp_path / "no.fst", good, 2), DataError)]:
         with pytest.raises(error):
             real_speech(*args)
+
+
+def test_real_speech_reads_the_per_utterance_files_of_a_score_cache_folder(tmp_path: Path) -> None:
+    graph = tmp_path / "g.fst"
+    graph.write_bytes(b"")
+    cache = tmp_path / "scores"
+    cache.mkdir()
+    _pq(cache / "0123456789abcdef0123.parquet", {U0: (1, [9.0, 9.0]), U1: ROWS[U1]})  # an earlier layout's chunk
+    assert real_speech(graph, cache, 5).ids == [U0, U1]  # no per-utterance file: every Parquet file is read
+    _pq(cache / "utt-1.parquet", {U0: ROWS[U0]})
+    _pq(cache / "utt-2.parquet", {U2: ROWS[U2]})
+    workload = real_speech(graph, cache, 5)
+    assert workload.ids == [U0, U2] and workload.audio_seconds == pytest.approx(2 * 0.01)  # the chunk unread

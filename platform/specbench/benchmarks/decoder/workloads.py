@@ -5,9 +5,10 @@ Workload` (adding one is adding an entry):
 - `held_out_test`: the graph given (the SLURP TLG) and the first `utterances` held-out-voice utterances of a
   scores file, sorted by id;
 - `real_speech`: the graph given (the Sphinx model's HCLG, `jobs/graph_sphinx.toml`) and the first
-  `utterances` ok rows, by id, of a scores file or of every `*.parquet` in a folder (the `real_speech` job's
-  score cache, `.specbench/real_speech/scores/`): recorded speech over a context-dependent graph of millions
-  of states, the realistic case for memory per lane.
+  `utterances` ok rows, by id, of a scores file or of the `*.parquet` files in a folder (the `real_speech`
+  job's score cache, `.specbench/real_speech/scores/`: its per-utterance `utt-*.parquet` files where there
+  are any, so that files of its earlier per-chunk layout are not read too): recorded speech over a
+  context-dependent graph of millions of states, the realistic case for memory per lane.
 
 Scores come from a Parquet file (DESIGN.md's scores format, read with `data.scores.read_parquet_table`; rows
 whose status is not ok are left out) or a `.npz` of one (T, P) float32 array per utterance (the frame shift
@@ -87,12 +88,14 @@ def real_speech(graph_path: Path, scores_path: Path, utterances: int,
     """The graph at `graph_path` and the first `utterances` ok rows (by id) of `scores_path`: a scores
     Parquet file or a folder of them."""
     from specbench.data.scores import iter_rows, read_parquet_table
+    from specbench.experiments.real_speech.score_cache import PREFIX
 
     if not graph_path.is_file():
         raise DataError(f"--graph {graph_path}: no such file")
     if utterances < 1:
         raise ValueError(f"utterances must be >= 1, got {utterances}")
-    files = sorted(scores_path.glob("*.parquet")) if scores_path.is_dir() else [scores_path]
+    files = ((sorted(scores_path.glob(f"{PREFIX}*.parquet")) or sorted(scores_path.glob("*.parquet")))
+             if scores_path.is_dir() else [scores_path])
     if not files or not files[0].is_file():
         raise DataError(f"--scores {scores_path}: no scores Parquet file there. Fix: run the real-speech job "
                         "(`specbench run jobs/real_speech.toml`), which writes them to "

@@ -2,8 +2,8 @@
 
 1. The sets (`audio.gather`) as 16 kHz WAVs; unusable files are flagged rows, reported and skipped.
 2. Senone scores (`acoustic.sphinx_scores.SphinxSenoneScorer`, a Ray stage), `chunk_utterances` at a time,
-   cached in `.specbench/real_speech/scores/` (keyed by pocketsphinx's version, the model's files, the
-   scoring code and the WAV reader it uses, `data/synthesis.py`, and the audio files).
+   cached per utterance in `.specbench/real_speech/scores/` (`score_cache`: keyed by pocketsphinx's version,
+   the model's files, the scoring code and the WAV reader it uses, `data/synthesis.py`, and the audio file).
 3. The acoustic scale is chosen on the Asterisk `tune` half (its first `tune_utterances` prompts by name)
    with our CPU backend (lowest WER) at `[search] beam`, then the beam from `[search] beams` at that scale
    (lowest WER, ties to the narrower), and pocketsphinx's language weight (its tree pass's, the other two passes' in its default ratios) on
@@ -26,31 +26,22 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.metadata
-import os
 import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from specbench.acoustic import sphinx_scores
-from specbench.acoustic.sphinx_scores import SphinxSenoneScorer, default_model_dir
-from specbench.code_digest import code_digest, files_digest
 from specbench.config import RealSpeechConfig
 from specbench.config.jobs import REAL_SPEECH_SETS
-from specbench.data import synthesis
 from specbench.data.scores import iter_rows, read_parquet_table
 from specbench.data.text_norm import normalize
 from specbench.decoder.stage import DecoderStage
-from specbench.errors import ConfigError, DataError
+from specbench.errors import ConfigError
 from specbench.experiments.graph_recipe import GraphArtifacts, build_graph
 from specbench.experiments.job_refs import SPHINX_RECIPE, graph_job_of_recipe
 from specbench.experiments.real_speech.audio import STATUS_OK, RealUtterance, gather
+from specbench.experiments.real_speech.score_cache import score_chunks
 from specbench.experiments.real_speech.sphinx_decode import (
     LM_WEIGHTS,
     SphinxJob,
@@ -63,7 +54,7 @@ from specbench.experiments.stage_clock import stage_printer
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import work_dir
 from specbench.reports.coverage import left_out, left_out_lines
-from specbench.runtime import run_stage, run_tasks
+from specbench.runtime import run_tasks
 from specbench.text_files import json_text
 from specbench.wfst.symbols import EPS, SymbolTable
 
@@ -83,77 +74,21 @@ def _chunks(rows: list[RealUtterance], size: int) -> list[list[RealUtterance]]:
     return [rows[i:i + size] for i in range(0, len(rows), size)]
 
 
-def _chunk_key(chunk: list[RealUtterance], model_dir: Path | None = None, scorer_source: Path | None = None,
-               reader_source: Path | None = None) -> str:
-    """The scores cache key of a chunk: pocketsphinx's version, the acoustic model's files (mdef, feat.params,
-    the Gaussians: `model_dir`, by default pocketsphinx's en-us), the scoring code, read as code: the scorer
-    (`scorer_source`, by default `acoustic/sphinx_scores.py`) and the WAV reader its samples go through
-    (`reader_source`, by default `data/synthesis.py`, whose `read_wav` it calls), and each audio file's key,
-    size and time."""
-    h = hashlib.sha256(importlib.metadata.version("pocketsphinx").encode())
-    h.update(files_digest(model_dir or default_model_dir(), exclude=("README",)).encode())
-    h.update(code_digest([scorer_source or Path(sphinx_scores.__file__),
-                          reader_source or Path(synthesis.__file__)]).encode())
-    for u in chunk:
-        stat = u.wav.stat()
-        h.update(f"{u.key}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
-    return h.hexdigest()[:20]
-
-
-def score_chunks(chunks: list[list[RealUtterance]], cache: Path) -> tuple[list[Path], dict[str, str]]:
-    """Each chunk's scores file (scored now or read from the cache) and the failures by key."""
-    paths, failed = [], {}
-    for k, chunk in enumerate(chunks):
-        path = cache / f"{_chunk_key(chunk)}.parquet"
-        status = _cached_status(path)
-        if status is None:
-            _log(f"scoring chunk {k + 1}/{len(chunks)} ({len(chunk)} utterances) with pocketsphinx")
-            table = pa.table({"utt_id": [u.key for u in chunk], "audio_path": [str(u.wav) for u in chunk]})
-            scored = run_stage(SphinxSenoneScorer(), table, backend="ray", batch_size=8)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # this process's own; renamed atomically
-            pq.write_table(scored, tmp, compression="none")
-            tmp.replace(path)
-            status = pq.read_table(path, columns=["utt_id", "status"]).to_pylist()
-        failed.update({r["utt_id"]: r["status"] for r in status if r["status"] != STATUS_OK})
-        paths.append(path)
-    return paths, failed
-
-
-def _cached_status(path: Path) -> list[dict] | None:
-    """The (utt_id, status) rows of a cached scores file; None when it is missing, cannot be read as scores
-    (damaged on disk) or holds an utterance that failed (a full /tmp fails pocketsphinx as a bad file does, and
-    a cached failure would last): logged, and the chunk is scored again."""
-    if not path.is_file():
-        return None
-    try:
-        rows = read_parquet_table(path).select(["utt_id", "status"]).to_pylist()
-    except (DataError, KeyError) as err:
-        reason = err.__cause__ or err  # the reader's own words, without the fix for the eval_am scores
-        _log(f"{path}: cached scores that cannot be read ({reason}); scoring their chunk again")
-        return None
-    failed = [r["status"] for r in rows if r["status"] != STATUS_OK]
-    if failed:
-        _log(f"{path}: {len(failed)} utterance(s) failed when it was scored ({failed[0][:200]}); scoring the "
-             "chunk again")
-        return None
-    return rows
-
-
-def decode_ours(score_files: list[Path], graph: GraphArtifacts, backend: str, scale: float,
+def decode_ours(score_files: list[list[Path]], graph: GraphArtifacts, backend: str, scale: float,
                 config: RealSpeechConfig, out_dir: Path) -> tuple[dict[str, list[str]], float, int, dict]:
-    """Words per key, search seconds and frames, and the rows' other fields, for one backend and scale.
-    One decoder over the graph serves every chunk; its setup (reading and mapping the graph) and the reading
-    of the scores are not in the seconds, which time the search alone. Each chunk's rows are also written
-    to `out_dir/<backend>-<scale>-b<beam>-<chunk>.jsonl`."""
+    """Words per key, search seconds and frames, and the rows' other fields, for one backend and scale;
+    `score_files` holds each chunk's scores files (`score_cache.score_chunks`). One decoder over the graph
+    serves every chunk; its setup (reading and mapping the graph) and the reading of the scores are not in
+    the seconds, which time the search alone. Each chunk's rows are also written to
+    `out_dir/<backend>-<scale>-b<beam>-<chunk>.jsonl`."""
     stage = DecoderStage(graph.fst, backend, beam=config.search.beam, max_active=config.search.max_active,
                          acoustic_scale=scale)
     stage.setup()
     symbols = SymbolTable.read(graph.directory / "words.txt").symbols
     words, extra, seconds, frames = {}, {}, 0.0, 0
     out_dir.mkdir(parents=True, exist_ok=True)
-    for k, path in enumerate(score_files):
-        items = list(iter_rows(read_parquet_table(path), str(path)))  # the ok rows only
+    for k, paths in enumerate(score_files):
+        items = [item for path in paths for item in iter_rows(read_parquet_table(path), str(path))]  # ok rows
         start = time.perf_counter()
         rows = stage.decode_many(items) if items else []
         seconds += time.perf_counter() - start
