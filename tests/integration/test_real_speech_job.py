@@ -106,7 +106,7 @@ def test_scores_are_cached_per_utterance_whatever_the_chunks(tmp_path: Path, ray
         clips.append(RealUtterance("cards", name, wav, "-", "-"))
     cache = tmp_path / "scores"
     first, failed = score_chunks([clips], cache)
-    assert failed == {} and len(first[0]) == 3 and "scoring chunk 1/1 (3 utterances)" in capsys.readouterr().err
+    assert failed == {} and len(first[0]) == 3 and "scoring chunk 1/1 with pocketsphinx: 3 utterances\n" in capsys.readouterr().err
     stamps = {path: path.stat().st_mtime_ns for path in first[0]}
     again, failed = score_chunks([clips[2:], clips[:2]], cache)
     assert failed == {} and again == [first[0][2:], first[0][:2]]
@@ -118,8 +118,8 @@ def test_scores_are_cached_per_utterance_whatever_the_chunks(tmp_path: Path, ray
     broken = RealUtterance("cards", "bad", bad, "-", "-")
     paths, failed = score_chunks([clips + [broken]], cache)
     err = capsys.readouterr().err
-    assert "cached scores that cannot be read" in err and "2 of 4 utterances (the others are cached)" in err
+    assert "cached scores that cannot be read" in err and "2 of 4 utterances (2 cached)" in err
     assert paths == [first[0]] and set(failed) == {"cards/bad"}  # the failed one has no file
     assert first[0][0].stat().st_mtime_ns == stamps[first[0][0]]
     _, failed = score_chunks([[broken]], cache)
-    assert set(failed) == {"cards/bad"} and "scoring chunk 1/1 (1 utterances)" in capsys.readouterr().err
+    assert set(failed) == {"cards/bad"} and "scoring chunk 1/1 with pocketsphinx: 1 utterance\n" in capsys.readouterr().err

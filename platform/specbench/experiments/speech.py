@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from specbench.errors import DataError
 from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.job_refs import ctc_graph_job
 from specbench.experiments.registry import RunOptions
+from specbench.experiments.stage_clock import job_logger
 from specbench.paths import from_root, work_dir
 from specbench.runtime import connect, run_tasks
 from specbench.stage import STATUS_COLUMN, STATUS_OK
@@ -61,8 +61,7 @@ class Corpus:
 _AUDIO_COLUMNS = ("normalized_text", "voice", "rate", "snr_db", "noise_seed")
 
 
-def _log(message: str) -> None:
-    print(f"[speech] {message}", file=sys.stderr, flush=True)
+_log = job_logger("speech")
 
 
 def corpus_root(config: SpeechConfig) -> Path:

@@ -1,5 +1,5 @@
 """Where a job's minutes go: the wall time of each of its stages, added up per stage name, for its report
-and its MLflow metrics."""
+and its MLflow metrics; and the job's progress lines on stderr."""
 
 from __future__ import annotations
 
@@ -28,3 +28,13 @@ def stage_printer(prefix: str) -> Callable[[str], None]:
         print(f"[{prefix} {time.perf_counter() - start:6.1f}s] {name}", file=sys.stderr, flush=True)
 
     return step
+
+
+def job_logger(prefix: str) -> Callable[[str], None]:
+    """A job's progress line on stderr, ``[prefix] message``, flushed at once (Ray workers and CI logs
+    interleave it with other output)."""
+
+    def log(message: str) -> None:
+        print(f"[{prefix}] {message}", file=sys.stderr, flush=True)
+
+    return log

@@ -26,7 +26,6 @@ An utterance whose lattice gives no posteriors (no lattice, no complete path) is
 from __future__ import annotations
 
 import math
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ from specbench.experiments.graph_recipe import build_graph
 from specbench.experiments.job_refs import ctc_graph_job, referenced_job
 from specbench.experiments.registry import RunOptions
 from specbench.experiments.speech import corpus_root
+from specbench.experiments.stage_clock import job_logger
 from specbench.metrics import confidence_measures as cm
 from specbench.metrics.wer import edit_distance, rate
 from specbench.paths import from_root, work_dir
@@ -59,8 +59,7 @@ if TYPE_CHECKING:
 Items = list[tuple[str, np.ndarray]]
 
 
-def _log(message: str) -> None:
-    print(f"[word_confidence] {message}", file=sys.stderr, flush=True)
+_log = job_logger("word_confidence")
 
 
 def _inputs(config: WordConfidenceConfig,

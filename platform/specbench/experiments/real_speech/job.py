@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -50,7 +49,7 @@ from specbench.experiments.real_speech.sphinx_decode import (
     sphinx_lm,
 )
 from specbench.experiments.registry import RunOptions
-from specbench.experiments.stage_clock import stage_printer
+from specbench.experiments.stage_clock import job_logger, stage_printer
 from specbench.metrics.wer_bootstrap import paired_wer_bootstrap, utterance_errors
 from specbench.paths import work_dir
 from specbench.reports.coverage import left_out, left_out_lines
@@ -66,8 +65,7 @@ NO_OUTPUT = "no decoder output for this utterance"
 RESERVED = frozenset({EPS, "#0", "<s>", "</s>"})  # words.txt symbols that are not words
 
 
-def _log(message: str) -> None:
-    print(f"[real_speech] {message}", file=sys.stderr, flush=True)
+_log = job_logger("real_speech")
 
 
 def _chunks(rows: list[RealUtterance], size: int) -> list[list[RealUtterance]]:

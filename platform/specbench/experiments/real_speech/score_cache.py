@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import os
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,14 +27,14 @@ from specbench.data import synthesis
 from specbench.data.scores import read_parquet_table
 from specbench.errors import DataError
 from specbench.experiments.real_speech.audio import STATUS_OK, RealUtterance
+from specbench.experiments.stage_clock import job_logger
 from specbench.runtime import run_stage
 
 PREFIX = "utt-"  # per-utterance files; the 20-hex-digit names without it are an earlier layout's chunks
 NOT_SCORED = "not scored: the scoring stage returned no row for it"
 
 
-def _log(message: str) -> None:
-    print(f"[real_speech] {message}", file=sys.stderr, flush=True)
+_log = job_logger("real_speech")
 
 
 def scorer_digest(model_dir: Path | None = None, scorer_source: Path | None = None,
@@ -69,9 +68,11 @@ def score_chunks(chunks: list[list[RealUtterance]], cache: Path
         files = {u.key: cache / f"{PREFIX}{score_key(u, scorer)}.parquet" for u in chunk}
         missing = [u for u in chunk if not cached(files[u.key])]
         if missing:
+            cached_count = len(chunk) - len(missing)
             _log(f"scoring chunk {k + 1}/{len(chunks)} with pocketsphinx: {len(missing)} of {len(chunk)} "
-                 "utterances (the others are cached)" if len(missing) < len(chunk) else
-                 f"scoring chunk {k + 1}/{len(chunks)} ({len(chunk)} utterances) with pocketsphinx")
+                 f"utterances ({cached_count} cached)" if cached_count else
+                 f"scoring chunk {k + 1}/{len(chunks)} with pocketsphinx: {len(chunk)} "
+                 f"utterance{'' if len(chunk) == 1 else 's'}")
             failed.update(_score(missing, files))
         paths.append([files[u.key] for u in chunk if u.key not in failed])
     return paths, failed
