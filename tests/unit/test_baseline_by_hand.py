@@ -213,3 +213,45 @@ def test_a_baseline_beyond_the_lookback_is_out_of_reach_not_missing(store: Store
     with pytest.raises(baseline.BaselineOutOfReach, match="newest 3 nightly runs .* Fix: pin one with"):
         find_baseline(exp, "job", "tonight", store.uri)
     assert find_baseline(store.experiment(), "job", "tonight", store.uri) is None  # no run at all: none
+
+
+def test_runs_of_another_metrics_version_do_not_use_up_the_lookback(store: Store,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The version is part of the search: after a version change, more runs of the old version than the
+    lookback leave the new version with no baseline (a reset), not one out of reach; and a run of the new
+    version behind them is found."""
+    from specbench.tracking import baseline
+
+    monkeypatch.setattr(baseline, "_MAX_LOOKBACK", 3)
+    monkeypatch.setattr(baseline, "_PAGE", 2)
+    exp = store.experiment()
+    v2 = store.job_run(exp, 0, {"ppl": 90.0}, tags={"metrics.version": "2"})
+    for minute in range(1, 6):
+        store.job_run(exp, minute, {"ppl": 100.0}, tags={"metrics.version": "3"})
+    assert find_baseline(exp, "job", "tonight", store.uri, metrics_version=2).run_id == v2
+    assert find_baseline(exp, "job", "tonight", store.uri, metrics_version=4) is None
+    with pytest.raises(baseline.BaselineOutOfReach, match="newest 3 nightly runs of metrics version 1 "):
+        find_baseline(exp, "job", "tonight", store.uri, metrics_version=1)  # version 1: untagged runs too
+
+
+def test_exactly_the_lookback_of_regressed_runs_and_nothing_older_is_no_baseline(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench.tracking import baseline
+
+    monkeypatch.setattr(baseline, "_MAX_LOOKBACK", 4)
+    monkeypatch.setattr(baseline, "_PAGE", 2)
+    exp = store.experiment()
+    for minute in range(4):  # two full pages, every run searched
+        store.job_run(exp, minute, {"ppl": 150.0}, verdict="regressed")
+    assert find_baseline(exp, "job", "tonight", store.uri) is None
+
+
+def test_an_untagged_run_whose_nightly_was_deleted_is_no_baseline(store: Store) -> None:
+    """MLflow keeps a deleted run's FINISHED status; its verdict is not one to trust."""
+    exp = store.experiment()
+    old = store.job_run(exp, 0, {"m": 1.0}, verdict=None)
+    newer = store.job_run(exp, 10, {"m": 2.0}, verdict=None)
+    parent = store.client.get_run(newer).data.tags[PARENT_TAG]
+    assert find_baseline(exp, "job", "tonight", store.uri).run_id == newer
+    store.client.delete_run(parent)
+    assert find_baseline(exp, "job", "tonight", store.uri).run_id == old

@@ -2,7 +2,8 @@
 MLflow's 6000 characters (also where MLflow would refuse it rather than cut it), a curve without steps is logged
 at steps 0, 1, 2, ..., the run keeps the latest value of each metric, a failed run keeps a description it
 already had and a 5000-character error tag, the description's lines lose trailing blanks, an experiment of a
-SQLite store keeps its artifacts in the work directory, a checkout with uncommitted changes is `-dirty`; and
+SQLite store keeps its artifacts in the work directory, an artifact the job did not write fails the run (not an
+outage), a checkout with uncommitted changes is `-dirty`; and
 `sync_journals` on hand-written journals: a run whose writer is gone is ended FAILED (with the reason of a torn
 or an abandoned journal) unless the server has it ended, and a journal written on another host is left alone;
 a run whose server is unreachable goes on offline and keeps its journal unsent, while a store file that is no
@@ -98,6 +99,16 @@ def test_no_experiment_name_puts_artifacts_outside_the_work_directory_and_a_brok
         with TrackedRun("runs", "too big", store.uri) as run:
             patch.setattr("specbench.tracking.runs.apply", refused)
             run.log_artifact(tmp_path / "a.txt")
+
+
+def test_an_artifact_the_job_did_not_write_fails_the_run_online(store: Store, tmp_path: Path) -> None:
+    """A missing file is the job's fault, not an outage: the run is not taken offline, ends FAILED on the
+    store, and the error names the file."""
+    missing = tmp_path / "never-written.txt"
+    with (pytest.raises(SpecbenchError, match="cannot log the artifact .*never-written.txt: no such file"),
+          TrackedRun("runs", "missing artifact", store.uri) as run):
+        run.log_artifact(missing)
+    assert not run.offline and store.client.get_run(run.run_id).info.status == "FAILED"
 
 
 def test_a_failed_run_keeps_its_description_and_a_long_error(store: Store) -> None:

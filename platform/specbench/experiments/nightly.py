@@ -181,7 +181,7 @@ def checks_of(job: JobRun, job_config: Any, rules: dict[str, ToleranceRule], nig
                                 "the job did not log it"))
             continue
         old = base.metrics.get(metric) if base else None
-        source = base.sources.get(metric, base.run_id) if base else None
+        source = base.sources.get(metric) if base else None  # none where no run gave a value
         checks.append(Check(job.run_name, metric, metrics[metric], old, source, rules[metric],
                             judge(rules[metric], metrics[metric], old)))
     return checks
@@ -196,11 +196,19 @@ def _baseline(job: JobRun, kind: Any, nightly_id: str, opts: RunOptions, wanted:
         return _OFFLINE
     base = find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri, kind.metrics_version,
                          wanted, job.hardware, TIMED_METRICS)
-    if base is None and find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri):
+    if base is None and _has_earlier_baseline(job, nightly_id, opts):
         reason = f"metrics version {kind.metrics_version}: {kind.metrics_change}"
         note_baseline_reset(job.run_id, reason, opts.tracking_uri)
         job.lines.append(f"  baseline reset for {job.run_name} ({reason})")
     return base
+
+
+def _has_earlier_baseline(job: JobRun, nightly_id: str, opts: RunOptions) -> bool:
+    """Whether the job had a baseline of any metrics version (so that none of the current one is a reset)."""
+    try:
+        return find_baseline(job.experiment_id, job.run_name, nightly_id, opts.tracking_uri) is not None
+    except BaselineOutOfReach:  # runs of earlier versions exist, only none from a passing nightly in reach
+        return True
 
 
 def _not_compared(job: JobRun, wanted: list[str], rules: dict[str, ToleranceRule], why: str,

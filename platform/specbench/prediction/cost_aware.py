@@ -49,7 +49,8 @@ def ms_per_added_word(predictions: Any, requests: Any) -> float:
     req = requests_frame(requests)
     check_known_requests(pred, req)
     hits = (pred.filter((pl.col("added_words") >= 1) & pl.col("correct"))
-            .join(req.select(["request_id", "end_of_speech_ms"]), on="request_id", how="inner"))
+            .join(req.select(["request_id", "end_of_speech_ms"]), on="request_id", how="inner",
+                  maintain_order="left"))
     if hits.height == 0:
         raise ValueError("no correct prediction to fit the ms per added word on")
     words = hits["added_words"].cast(pl.Float64).to_numpy()

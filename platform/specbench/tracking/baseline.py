@@ -129,13 +129,13 @@ def _runs(client: MlflowClient, experiment_id: str, where: str, cut: list[str] |
     to `cut`, when given, if more runs matched than that)."""
     token, seen = None, 0
     while True:
-        if seen >= _MAX_LOOKBACK:
-            if cut is not None:
-                cut.append(where)
-            return
         page = client.search_runs([experiment_id], filter_string=where, max_results=_PAGE, page_token=token,
                                   order_by=["attributes.start_time DESC"])
         for run in page:
+            if seen >= _MAX_LOOKBACK:  # a run past the lookback exists: the search was cut short
+                if cut is not None:
+                    cut.append(where)
+                return
             seen += 1
             yield run
         token = page.token
@@ -143,9 +143,18 @@ def _runs(client: MlflowClient, experiment_id: str, where: str, cut: list[str] |
             return
 
 
+def _version_filter(metrics_version: int | None) -> str:
+    """The search clause that keeps only runs of `metrics_version`, so that runs of another version do not
+    use up the lookback. Version 1 is also every run without the tag (`_version_ok`), which a search cannot
+    ask for, so those runs are sorted out after the search."""
+    if metrics_version is None or metrics_version == 1:
+        return ""
+    return f" and tags.`metrics.version` = '{int(metrics_version)}'"
+
+
 def nightly_passed(client: MlflowClient, run: Run, parents: dict[str, str | None] | None = None) -> bool:
     """Whether `run`, a nightly's child run, belongs to a nightly that passed: its `nightly.verdict` tag, or,
-    without one, its parent run's status (FINISHED: passed; FAILED, missing, or no parent: not)."""
+    without one, its parent run's status (FINISHED: passed; FAILED, deleted, missing, or no parent: not)."""
     verdict = run.data.tags.get(VERDICT_TAG)
     if verdict is not None:
         return verdict == PASSED
@@ -155,11 +164,13 @@ def nightly_passed(client: MlflowClient, run: Run, parents: dict[str, str | None
     parents = {} if parents is None else parents
     if parent not in parents:
         try:
-            parents[parent] = client.get_run(parent).info.status
+            info = client.get_run(parent).info
+            # a deleted parent keeps its status in the store, but its verdict is no longer one to trust
+            parents[parent] = info.status if info.lifecycle_stage == "active" else None
         except MlflowException as err:
             if is_unreachable(err):
                 raise
-            parents[parent] = None  # deleted or never synced: no verdict to trust
+            parents[parent] = None  # purged or never synced: no verdict to trust
     return parents[parent] == "FINISHED"
 
 
@@ -184,15 +195,17 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
     def eligible(run: Run) -> bool:
         return run.data.tags.get("nightly.id") != nightly_id and _version_ok(run, metrics_version)
 
+    version = _version_filter(metrics_version)
     explicit = next((r for r in _runs(client, experiment_id,
-                                      f"tags.baseline = 'true' and attributes.run_name = {name}")
+                                      f"tags.baseline = 'true' and attributes.run_name = {name}{version}")
                      if eligible(r)), None)
     parents: dict[str, str | None] = {}
     cut: list[str] = []  # searches stopped at the lookback
 
     def passing_nightlies(before: int | None = None) -> Iterator[Run]:
         """Finished runs of the job from passing nightlies, newest first, started before `before` (ms)."""
-        where = f"tags.suite = 'nightly' and attributes.run_name = {name} and attributes.status = 'FINISHED'"
+        where = (f"tags.suite = 'nightly' and attributes.run_name = {name} and attributes.status = 'FINISHED'"
+                 f"{version}")
         if before is not None:
             where += f" and attributes.start_time < {int(before)}"
         return (r for r in _runs(client, experiment_id, where, cut)
@@ -206,7 +219,8 @@ def find_baseline(experiment_id: str, run_name: str, nightly_id: str, tracking_u
         if cut:  # the newest runs all came from failed nightlies: no baseline found is not "no baseline"
             raise BaselineOutOfReach(
                 f"no run of job {run_name!r} from a nightly that passed is among its newest {_MAX_LOOKBACK} "
-                f"nightly runs in experiment {experiment_id} ({resolve_tracking_uri(tracking_uri)}), so its "
+                f"nightly runs{'' if metrics_version is None else f' of metrics version {metrics_version}'} in "
+                f"experiment {experiment_id} ({resolve_tracking_uri(tracking_uri)}), so its "
                 "baseline is out of reach. Fix: pin one with `specbench baseline set RUN_ID`")
         return None
     values = {k: v for k, v in chosen.data.metrics.items() if usable(chosen, k)}

@@ -214,6 +214,10 @@ class TrackedRun:
         self._do({"op": "metrics", "metrics": [(name, float(v), now, int(s)) for v, s in zip(values, steps)]})
 
     def log_artifact(self, path: Path, artifact_path: str | None = None) -> None:
+        # checked here: MLflow's copy would raise FileNotFoundError, an OSError that reads as a store outage
+        if not Path(path).exists():
+            raise SpecbenchError(f"cannot log the artifact {path}: no such file or folder (the job did not write "
+                                 "it), so nothing was sent or journaled for it")
         self._do({"op": "artifact", "path": str(path), "artifact_path": artifact_path})
 
     def log_text(self, text: str, name: str) -> None:

@@ -121,7 +121,7 @@ def build_predictions(requests: pa.Table, transcripts: pa.Table, cache: LmCache,
                                        "said_mean_hour": pl.Float64, "source": pl.String})
     finals = frame.select(["request_id", "final_words"])
     preds = (partials.join(cands, on=["request_id", "prefix_key"], how="inner", maintain_order="left")
-             .join(finals, on="request_id", how="left")
+             .join(finals, on="request_id", how="left", maintain_order="left")
              .with_columns((pl.col("prediction_words").list.len() - pl.col("partial_words").list.len())
                            .cast(pl.Int32).alias("added_words"),
                            (pl.col("prediction_words") == pl.col("final_words")).alias("correct"))
