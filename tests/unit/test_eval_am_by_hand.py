@@ -8,6 +8,7 @@ found no path for as all deletions; a voice's metric key has ':' and '+' replace
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -132,6 +133,7 @@ def test_the_wer_counts_an_utterance_without_a_decode_as_all_deletions() -> None
             {"utt_id": "u3", "normalized_text": "play"}]
     # u1 right, u2 not decoded (1 deletion), u3 one substitution: 2 errors / 4 reference words
     assert _wer_of(rows, {"u1": ["play", "jazz"], "u3": ["stop"]}) == pytest.approx(0.5)
+    assert math.isnan(_wer_of([], {"u1": ["play"]}))  # no utterance (say, none with only seen words): no WER
 
 
 def test_a_voice_key_has_no_colon_or_plus() -> None:

@@ -86,6 +86,9 @@ def _search_options(config: EvalAmConfig, scale: float) -> SearchOptions:
 
 
 def _wer_of(rows: list[dict], hyps: dict[str, list[str]]) -> float:
+    """The pooled WER of `rows`; NaN for no rows (no utterance is not a perfect score)."""
+    if not rows:
+        return float("nan")
     return wer([r["normalized_text"].split() for r in rows], [hyps.get(r["utt_id"], []) for r in rows])
 
 
@@ -256,7 +259,7 @@ def _scored_metrics(tlg: Path, devel: list[dict], test: list[dict], devel_scores
     unseen = [r for r in test if _has_unseen_word(r, train_vocab)]
     seen = [r for r in test if not _has_unseen_word(r, train_vocab)]
     metrics["asr.wer_all_words_in_lm_text"] = _wer_of(seen, hyps)
-    metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps) if unseen else float("nan")
+    metrics["asr.wer_with_unseen_words"] = _wer_of(unseen, hyps)
     return metrics, tuning, hyps
 
 
