@@ -8,6 +8,8 @@ import math
 import numbers
 import os
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +50,31 @@ def json_number(value: Any) -> float:
     return math.nan if value is None else float(value)
 
 
+def own_temp_path(path: Path) -> Path:
+    """A temporary file beside `path` that only this call writes (process id and a random part), for a write
+    that ends in an atomic rename onto `path`: two writers of one output never write into the same temporary
+    file, so neither can rename the other's half-written file into place."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+
+
+@contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """The block writes the yielded temporary file (`own_temp_path`); when it ends without an error the file
+    is renamed onto `path`, and when it raises the temporary file is removed and `path` left as it was."""
+    tmp = own_temp_path(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def replace_text(path: Path, text: str) -> None:
     """Write `text` (UTF-8) to `path` through a temporary file beside it and a rename, so that a reader never
     sees half of it and a crash leaves the old file (and no temporary one)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")  # the umask's mode
+    tmp = own_temp_path(path)  # the umask's mode
     try:
         with tmp.open("x", encoding="utf-8") as fh:
             fh.write(text)

@@ -152,3 +152,19 @@ def test_a_damaged_scores_file_names_the_eval_job_that_writes_its_folder(
         "home/scores/bench"]
     assert scores.SCORES_FIX in fixes["elsewhere"]
     assert "job named <name>, e.g. jobs/am_eval.toml or jobs/am_eval_quick.toml" in scores.SCORES_FIX
+
+
+def test_two_writers_of_one_file_never_share_a_temporary_file(tmp_path: Path) -> None:
+    """Each write renames only its own temporary file into place (writer B does not truncate or publish A's
+    half-written one); a write that fails leaves the old file and no temporary file."""
+    path = tmp_path / "s.parquet"
+    with scores.replacing(path) as a_tmp:
+        a_tmp.write_bytes(b"half of writer A's file")
+        scores.write_parquet(_table(), path)  # writer B, meanwhile
+        assert a_tmp.exists() and [u for u, *_ in scores.read_scores(path)] == ["a", "b"]
+        a_tmp.unlink()
+        pq.write_table(_table(), a_tmp)
+    with pytest.raises(pa.ArrowInvalid), scores.replacing(path) as tmp:
+        tmp.write_bytes(b"x")
+        raise pa.ArrowInvalid("the writer failed")
+    assert [u for u, *_ in scores.read_scores(path)] == ["a", "b"] and list(tmp_path.iterdir()) == [path]

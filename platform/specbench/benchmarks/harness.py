@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from specbench.errors import SpecbenchError
 from specbench.hardware import describe, git_commit
-from specbench.text_files import json_text
+from specbench.text_files import json_text, replace_text
 
 T = TypeVar("T")
 
@@ -187,9 +187,7 @@ def emit(result: dict[str, Any], output: Path | None) -> None:
     print(text)
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = output.with_name(output.name + ".tmp")
-        tmp.write_text(text + "\n")
-        os.replace(tmp, output)
+        replace_text(output, text + "\n")
 
 
 def failed_backends_message(result: dict[str, Any], job_path: Path | None = None) -> str | None:

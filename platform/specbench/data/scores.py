@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from specbench.errors import DataError
 from specbench.paths import project_root, work_dir_location
 from specbench.stage import STATUS_COLUMN, STATUS_OK
+from specbench.text_files import own_temp_path, replacing
 
 # (utt_id, loglikes (T, P) float32, frame_shift_ms); column j scores graph input label j + 1
 Scores = Iterator[tuple[str, np.ndarray, float]]
@@ -86,9 +87,8 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     """Write atomically (temp file + rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp)
 
 
 def iter_rows(table: pa.Table, where: str = "scores") -> Iterator[tuple[str, np.ndarray, float]]:
@@ -160,14 +160,18 @@ def write_kaldi(table: pa.Table, ark: Path) -> Path:
     ark = Path(ark)
     scp = ark.with_suffix(".scp")
     ark.parent.mkdir(parents=True, exist_ok=True)
-    tmp_ark, tmp_scp = ark.with_name(ark.name + ".tmp"), scp.with_name(scp.name + ".tmp")
-    with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-        for utt_id, mat in iter_matrices(table):
-            writer(utt_id, mat)
-    os.replace(tmp_ark, ark)
-    # the scp names the ark it was written beside: point it at the final name
-    tmp_scp.write_text(tmp_scp.read_text().replace(str(tmp_ark), str(ark)))
-    os.replace(tmp_scp, scp)
+    tmp_ark, tmp_scp = own_temp_path(ark), own_temp_path(scp)
+    try:
+        with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
+            for utt_id, mat in iter_matrices(table):
+                writer(utt_id, mat)
+        os.replace(tmp_ark, ark)
+        # the scp names the ark it was written beside: point it at the final name
+        tmp_scp.write_text(tmp_scp.read_text().replace(str(tmp_ark), str(ark)))
+        os.replace(tmp_scp, scp)
+    finally:
+        tmp_ark.unlink(missing_ok=True)
+        tmp_scp.unlink(missing_ok=True)
     return scp
 
 

@@ -45,7 +45,7 @@ from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.result import DecodeResult, DecodeStats
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError, SpecbenchError
-from specbench.text_files import check_output_path, json_text, read_utf8
+from specbench.text_files import check_output_path, json_text, read_utf8, replacing
 from specbench.wfst.symbols import SymbolTable, first_ids
 
 LANE_CHUNK = 256
@@ -309,16 +309,16 @@ def _spell(word_ids: list[int], symbols: list[str]) -> list[str]:
 
 def _write(rows: list[dict], out: Path, with_words: bool) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    if out.suffix == ".parquet":
-        schema = OUTPUT_SCHEMA
-        if with_words:
-            partial = pa.struct(list(PARTIAL_TYPE) + [pa.field("words", pa.list_(pa.string()))])
-            schema = schema.set(schema.get_field_index("partials"), pa.field("partials", pa.list_(partial)))
-            schema = schema.append(pa.field("words", pa.list_(pa.string())))
-        pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
-    else:
-        with tmp.open("w", encoding="utf-8") as fh:
-            for row in rows:
-                fh.write(json_text(row) + "\n")
-    tmp.replace(out)
+    with replacing(out) as tmp:
+        if out.suffix == ".parquet":
+            schema = OUTPUT_SCHEMA
+            if with_words:
+                partial = pa.struct(list(PARTIAL_TYPE) + [pa.field("words", pa.list_(pa.string()))])
+                where = schema.get_field_index("partials")
+                schema = schema.set(where, pa.field("partials", pa.list_(partial)))
+                schema = schema.append(pa.field("words", pa.list_(pa.string())))
+            pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+        else:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for row in rows:
+                    fh.write(json_text(row) + "\n")

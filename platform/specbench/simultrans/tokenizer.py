@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import lzma
-import os
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import sentencepiece as spm
 
 from specbench.checkpoint_io import XZ_MAGIC
 from specbench.errors import DataError
+from specbench.text_files import replacing
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
@@ -35,9 +35,8 @@ def train_bpe(texts: Iterable[str], path: Path, vocab_size: int) -> Path:
     )
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(lzma.compress(buffer.getvalue(), preset=9 | lzma.PRESET_EXTREME))
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        tmp.write_bytes(lzma.compress(buffer.getvalue(), preset=9 | lzma.PRESET_EXTREME))
     return path
 
 
