@@ -39,6 +39,8 @@ def test_a_node_holds_as_many_workers_as_its_scarcest_resource_allows() -> None:
     assert _fit_count({"CPU": 8.0}, 1, 0.5) == 0  # no GPU on the node
     assert _fit_count({"CPU": 0.3}, 0.1, 0) == 3  # 0.3 / 0.1 is 2.9999999999999996 in floats
     assert _fit_count({"GPU": 1.0}, 1, 0) == 0
+    assert _fit_count(node, 0, 0.4) == 4  # a fraction stays on one GPU: 2 a GPU (2.5 would not start)
+    assert _fit_count({"CPU": 9.0, "GPU": 3.0}, 1, 1 / 3) == 9
 
 
 def test_work_that_needs_nothing_is_bounded_by_the_nodes_cpus() -> None:

@@ -323,11 +323,16 @@ def require_resources(num_cpus: float, num_gpus: float, what: str) -> int:
 
 
 def _fit_count(resources: Mapping[str, float], num_cpus: float, num_gpus: float) -> int:
-    """Workers of (`num_cpus`, `num_gpus`) that one node with `resources` holds (CPUs bound 0-CPU work)."""
+    """Workers of (`num_cpus`, `num_gpus`) that one node with `resources` holds (CPUs bound 0-CPU work). Ray
+    puts a fraction of a GPU on one GPU, never across two, so a GPU holds floor(1 / fraction) such workers
+    (0.4 each: two a GPU, not five on two GPUs)."""
     counts = []
-    for need, have in ((num_cpus, resources.get("CPU", 0.0)), (num_gpus, resources.get("GPU", 0.0))):
-        if need > 0:
-            counts.append(math.floor(float(have) / need + 1e-9))
+    if num_cpus > 0:
+        counts.append(math.floor(float(resources.get("CPU", 0.0)) / num_cpus + 1e-9))
+    if num_gpus > 0:
+        gpus = float(resources.get("GPU", 0.0))
+        counts.append(math.floor(gpus + 1e-9) * math.floor(1 / num_gpus + 1e-9) if num_gpus < 1
+                      else math.floor(gpus / num_gpus + 1e-9))
     if not counts:
         return max(1, int(resources.get("CPU", 1.0)))
     return min(counts)
