@@ -64,10 +64,26 @@ def all_paths(lat: WordLattice) -> list[tuple[list[int], float]]:
 
 
 def runs_of(words: list[int]) -> list[tuple[int, int]]:
-    """(first index, length) of each run of identical consecutive words (by itertools.groupby, apart from
-    the module's own `word_runs`)."""
+    """(first index, length) of each run of identical consecutive words (by itertools.groupby)."""
     lengths = [len(list(group)) for _, group in itertools.groupby(words)]
     return [(sum(lengths[:i]), n) for i, n in enumerate(lengths)]
+
+
+def groups_of(words: list[int], frames: list[int], num_frames: int) -> list[tuple[list[int], set[int]]]:
+    """(indices, frames of the shared window) of the copies of a word that share a window (apart from the
+    module's `word_groups`): a word's window is the frames strictly between its 1-best neighbours' and its
+    own; a copy joins the group of the same word that it follows directly or whose window it meets."""
+    bounds = [-1] + frames + [num_frames + 1]
+    window = [set(range(bounds[k] + 1, bounds[k + 2])) | {frames[k]} for k in range(len(words))]
+    groups: list[tuple[list[int], set[int]]] = []
+    for k, word in enumerate(words):
+        same = [g for g in groups if words[g[0][0]] == word]
+        if same and (same[-1][0][-1] == k - 1 or same[-1][1] & window[k]):
+            same[-1][0].append(k)
+            same[-1][1].update(window[k])
+        else:
+            groups.append(([k], set(window[k])))
+    return groups
 
 
 def brute_force(lat: WordLattice, scale: float) -> tuple[np.ndarray, tuple[int, ...], list[float]]:
@@ -83,18 +99,13 @@ def brute_force(lat: WordLattice, scale: float) -> tuple[np.ndarray, tuple[int, 
     word_arcs = [a for a in best if lat.olabel[a]]
     words = [int(lat.olabel[a]) for a in word_arcs]
     frames = [int(lat.node_frame[lat.src[a]]) for a in word_arcs]
-    bounds = [-1] + frames + [lat.num_frames + 1]  # the frames of each word's 1-best neighbours
-    posteriors = []
-    for first, length in runs_of(words):
-        word, lo, hi = words[first], bounds[first], bounds[first + length + 1]
-        own = set(frames[first:first + length])
-
-        def in_window(arc: int) -> bool:
-            frame = int(lat.node_frame[lat.src[arc]])
-            return bool(lat.olabel[arc] == word) and (lo < frame < hi or frame in own)
-
-        hits = [sum(map(in_window, arcs)) for arcs, _ in paths]
-        posteriors += [float(sum(p for h, p in zip(hits, probs) if h >= j)) for j in range(1, length + 1)]
+    posteriors = [0.0] * len(words)
+    for members, shared in groups_of(words, frames, lat.num_frames):
+        word = words[members[0]]
+        hits = [sum(bool(lat.olabel[a] == word) and int(lat.node_frame[lat.src[a]]) in shared for a in arcs)
+                for arcs, _ in paths]
+        for j, k in enumerate(members, 1):
+            posteriors[k] = float(sum(p for h, p in zip(hits, probs) if h >= j))
     return gamma, tuple(words), posteriors
 
 
@@ -152,6 +163,23 @@ def test_a_path_with_one_copy_of_a_repeated_word_confirms_only_one_of_them() -> 
     assert list(result.posteriors) == pytest.approx(brute_force(lat, 1.0)[2], abs=1e-12)
     heavy = WordLattice(**{**lat.__dict__, "acoustic_cost": lat.acoustic_cost + 500.0})  # no underflow
     assert wc.word_posteriors(heavy, 1.0).posteriors == pytest.approx((1.0, 0.5), abs=1e-8)
+
+
+def test_copies_of_a_word_with_another_between_share_a_window_where_theirs_overlap() -> None:
+    """The 1-best `a b a`, every word leaving frame 0 (epsilon arcs), against `b a` (cost 0.5 more): only
+    the 1-best emits `a` twice, so the second copy gets P(1-best), not the 1.0 of a window of its own."""
+    a, b = 1, 2
+    arcs = sorted([(0, 1, a, 0.0), (1, 2, b, 0.0), (2, 3, a, 0.0), (3, 6, 0, 0.0),
+                   (0, 4, b, 0.5), (4, 5, a, 0.0), (5, 6, 0, 0.0)])
+    src, dst, olabel, cost = (np.array(x) for x in zip(*arcs))
+    lat = WordLattice(num_frames=1, node_frame=np.array([0, 0, 0, 0, 0, 0, 1], np.int32),
+                      node_state=np.arange(7, dtype=np.int32), final_cost=np.array([np.inf] * 6 + [0.0]),
+                      src=src.astype(np.int32), dst=dst.astype(np.int32), ilabel=np.where(olabel, 0, 5),
+                      olabel=olabel, graph_cost=cost, acoustic_cost=np.zeros(len(arcs)))
+    result = wc.word_posteriors(lat, 1.0)
+    assert result.word_ids == (a, b, a) and result.frames == (0, 0, 0)
+    expected = [1.0, 1.0, 1 / (1 + math.exp(-0.5))]
+    assert list(result.posteriors) == pytest.approx(expected, abs=1e-12) == brute_force(lat, 1.0)[2]
 
 
 def test_the_path_sum_equals_kaldis_n_best_paths() -> None:

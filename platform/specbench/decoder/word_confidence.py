@@ -16,10 +16,11 @@ first word's window starts at frame 0, the last word's ends after frame T). Othe
 a word's label a few frames earlier or later than the 1-best does (other alignments, labels the graph's
 determinization moved), so a window that stopped halfway to the neighbours would miss them.
 
-A run of r identical consecutive 1-best words (k..k+r-1) shares one window, from the first word's window's
-start to the last one's end (the union of theirs), and the run's j-th word gets the probability that a path
-emits the word at least j times in it. Separate windows would overlap, and a path with one copy of the word
-where they overlap would confirm every word of the run. For r = 1 this is the probability of at least one
+A group of r copies of one 1-best word shares one window, from the first copy's window's start to the last
+one's end (the union of theirs), and the group's j-th copy gets the probability that a path emits the word
+at least j times in it: consecutive copies, and copies whose windows overlap (in `a b a` with all three
+leaving one frame). Separate windows would overlap, and a path with one copy of the word where they overlap
+would confirm every copy. For r = 1 this is the probability of at least one
 emission in the word's own window. It is computed exactly by a forward pass over r + 1 copies of the
 lattice (copy c: c matching arcs so far, the top copy r or more): the word's posterior in [0, 1],
 time-localized as Wessel et al.'s word posteriors are, and with no sausage alignment to approximate it.
@@ -223,15 +224,20 @@ def word_windows(frames: tuple[int, ...], num_frames: int) -> list[tuple[float, 
     return [(float(min(b + 1, f)), float(max(a, f + 1))) for b, f, a in zip(before, frames, after)]
 
 
-def word_runs(words: tuple[int, ...]) -> list[tuple[int, int]]:
-    """(index of the first word, length) of each run of identical consecutive words, in order."""
-    runs: list[tuple[int, int]] = []
+def word_groups(words: tuple[int, ...], windows: list[tuple[float, float]]) -> list[list[int]]:
+    """The 1-best words that share one window, as lists of indices in order: copies of one word that are
+    consecutive, or whose windows overlap the group's (several words can leave one frame, so in `a b a` the
+    two copies of `a` can share frames); every other word alone."""
+    groups: list[list[int]] = []
+    latest: dict[int, int] = {}  # word -> its latest group
     for k, word in enumerate(words):
-        if runs and words[runs[-1][0]] == word:
-            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        g = latest.get(word)
+        if g is not None and (groups[g][-1] == k - 1 or windows[k][0] < windows[groups[g][-1]][1]):
+            groups[g].append(k)
         else:
-            runs.append((k, 1))
-    return runs
+            latest[word] = len(groups)
+            groups.append([k])
+    return groups
 
 
 def word_posteriors(lattice: WordLattice | None, scale: float = 1.0) -> WordPosteriors:
@@ -246,10 +252,11 @@ def word_posteriors(lattice: WordLattice | None, scale: float = 1.0) -> WordPost
     words, frames = best_path_words(lattice)
     windows = word_windows(frames, lattice.num_frames)
     arc_frame = lattice.node_frame[lattice.src]
-    posteriors: list[float] = []
-    for first, runs in word_runs(words):
-        lo, hi = windows[first][0], windows[first + runs - 1][1]
-        hit = (lattice.olabel == words[first]) & (arc_frame >= lo) & (arc_frame < hi)
-        masses = _log_masses_by_hits(lattice.num_nodes, order, src, dst, logw, log_final, hit, runs)
-        posteriors += [float(min(1.0, math.exp(m - total))) if math.isfinite(m) else 0.0 for m in masses]
+    posteriors = [0.0] * len(words)
+    for group in word_groups(words, windows):
+        lo, hi = windows[group[0]][0], windows[group[-1]][1]
+        hit = (lattice.olabel == words[group[0]]) & (arc_frame >= lo) & (arc_frame < hi)
+        masses = _log_masses_by_hits(lattice.num_nodes, order, src, dst, logw, log_final, hit, len(group))
+        for k, m in zip(group, masses):
+            posteriors[k] = float(min(1.0, math.exp(m - total))) if math.isfinite(m) else 0.0
     return WordPosteriors(STATUS_OK, words, frames, tuple(posteriors))
