@@ -112,6 +112,27 @@ def test_untagged_legacy_runs_count_only_when_their_nightly_finished(nightly: An
     assert find_baseline(passed.info.experiment_id, JOB, "none", nightly.uri, 1) is None
 
 
+def test_a_crash_while_ending_the_nightly_leaves_no_passed_run(nightly: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The checks pass, then ending the parent run fails: the parent ends FAILED and no run says `passed`,
+    so the next nightly has no baseline (its 200 passes as a first run rather than failing against 100)."""
+    from specbench.experiments import runner
+
+    def crash(self: Any, lines: Any = ()) -> list[str]:
+        raise RuntimeError("the store refused the parent's end")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(runner.SuiteRun, "finish", crash)
+        with pytest.raises(RuntimeError, match="refused the parent's end"):
+            nightly(100.0)
+    (child,) = _children(nightly.uri)
+    assert child.info.status == "FINISHED" and "nightly.verdict" not in child.data.tags
+    (parent,) = _children(nightly.uri, "nightly")
+    assert parent.info.status == "FAILED" and "nightly.verdict" not in parent.data.tags
+    assert any("ok (no baseline)" in line and "graph.ppl_test" in line for line in nightly(200.0))
+    assert _children(nightly.uri)[0].data.tags["nightly.verdict"] == "passed"
+
+
 def test_a_nan_baseline_value_falls_back_to_an_older_passing_run_or_is_reported(nightly: Any) -> None:
     """A run made the baseline by hand that logged NaN does not switch the check off: the value comes from
     the newest passing nightly older than it (never a newer one, which would move a pinned baseline night by

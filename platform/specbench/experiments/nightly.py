@@ -9,7 +9,8 @@ summary as its description; it ends FAILED when there is a regression or a job f
 error, or a benchmark whose backends failed) ends its own run FAILED and is reported as a failed check
 (`JOB FAILED`); the nightly goes on with the next job, so one failure does not hide the others' regressions.
 Once the checks have run, the parent and every child run that finished are tagged `nightly.verdict` =
-`passed` or `regressed` (the nightly's outcome; a failed child run, never a baseline, is left as it is).
+`passed` or `regressed` (the nightly's outcome; a failed child run, never a baseline, is left as it is);
+`passed` only once the parent has ended FINISHED, so a crash while ending it leaves no run `passed`.
 
 Checked before anything runs: every job file loads, and every headline metric the jobs produce
 (the registry's `nightly_metrics`) has a `[[tolerance]]`. The baseline of a job's run is the run of the same job
@@ -221,6 +222,15 @@ def _not_compared(job: JobRun, wanted: list[str], rules: dict[str, ToleranceRule
                   or f"not compared with a baseline: {why}") for metric in wanted]
 
 
+def _tag_verdict(parent_id: str, jobs: list[JobRun], verdict: str, opts: RunOptions) -> list[str]:
+    """Tag the nightly's parent and its finished child runs with the verdict; a line for those left untagged."""
+    untagged = record_nightly_verdict([parent_id, *(j.run_id for j in jobs)], verdict, opts.tracking_uri)
+    if not untagged:
+        return []
+    why = "(offline, or the server was unreachable): as baselines they count if the nightly's parent FINISHED"
+    return [f"  {VERDICT_TAG} not tagged on {', '.join(untagged)} {why}"]
+
+
 def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str]:
     jobs = validate(path, config)
     nightly_id = uuid.uuid4().hex[:12]
@@ -247,19 +257,14 @@ def run_nightly(path: Path, config: NightlyConfig, opts: RunOptions) -> list[str
             run.log_artifact(plot)
         bad = [c for c in checks if c.problem]
         run.log_metrics({"nightly.checks": float(len(checks)), "nightly.regressions": float(len(bad))})
-        verdict = REGRESSED if bad else PASSED  # only a passed nightly's runs are later baselines
-        run.set_tags({VERDICT_TAG: verdict})
-        untagged = record_nightly_verdict([j.run_id for j in suite.jobs], verdict, opts.tracking_uri)
-        if untagged:
-            lines.append(f"  {VERDICT_TAG} not tagged on {', '.join(untagged)} (offline, or the server was "
-                         "unreachable): as later baselines they count only if this nightly's parent run ends "
-                         "FINISHED")
         verdicts = [f"  {c.verdict:16} {c.job}: {c.problem}" if c.rule is None else
                     f"  {c.verdict:16} {c.job} {c.metric}: {figure(c.new)} (baseline {figure(c.baseline)})"
                     for c in checks]
         report = [f"  report: artifacts regression_report.md/.html of run {run.run_id}"]
-        if not bad:
-            return lines + suite.finish([*verdicts, *report])
+        if not bad:  # tagged only once the parent ended FINISHED: a crash while ending it leaves no `passed`
+            done = suite.finish([*verdicts, *report])
+            return lines + _tag_verdict(run.run_id, suite.jobs, PASSED, opts) + done
+        lines += _tag_verdict(run.run_id, suite.jobs, REGRESSED, opts)  # only a passed nightly's are baselines
         error = RegressionError("nightly regressions: " + "; ".join(
             f"{c.job}: {c.problem}" if c.rule is None else
             f"{c.metric} ({c.job}): baseline {figure(c.baseline)}, new {figure(c.new)}: {c.problem}" for c in bad))
