@@ -110,7 +110,7 @@ def test_bad_submissions_fail_before_anything_starts(ray_head: str, tmp_path: Pa
 
 def test_a_followed_job_that_fails_and_a_refused_token_are_said_so(
         ray_head: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from specbench.runtime.jobs import client, follow_logs
+    from specbench.runtime.jobs import client, follow_logs, status
 
     job = client(ray_head).submit_job(entrypoint="seq 3000; sleep 2; echo started; exit 3")
     assert main(["logs", job, "--address", ray_head, "--follow"]) == 1
@@ -124,6 +124,19 @@ def test_a_followed_job_that_fails_and_a_refused_token_are_said_so(
     text = "".join(follow_logs(ray_head, job, True, jobs=jobs))
     assert [line for line in text.splitlines() if line.startswith("line")] == [f"line {i}" for i in range(1, 5)]
     assert reads == [job]  # streamed: the whole log read once, at the end, not once a second
+
+    streamed = jobs.tail_job_logs
+
+    async def closed_early(job_id: str) -> AsyncIterator[str]:  # as a proxy that closes the stream cleanly
+        async for text in streamed(job_id):
+            yield text
+            return
+
+    jobs.tail_job_logs = closed_early
+    job = jobs.submit_job(entrypoint="echo first; sleep 2; for i in 1 2 3; do echo after $i; sleep 1; done")
+    text = "".join(follow_logs(ray_head, job, True, jobs=jobs))
+    assert [line for line in text.splitlines() if line.startswith("after")] == [f"after {i}" for i in (1, 2, 3)]
+    assert status(ray_head, job) == "SUCCEEDED"  # followed to the end, not left while RUNNING
 
     async def no_websocket(job_id: str) -> AsyncIterator[str]:  # as behind a proxy that refuses websockets
         raise RuntimeError(f"websocket for {job_id} refused")

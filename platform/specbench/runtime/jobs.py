@@ -214,8 +214,9 @@ def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0,
     """The job's log text; with `follow`, new text as it comes until the job ends. Following streams the
     log (Ray's tail websocket: each byte crosses once), asks for the job's status after every
     `STATUS_EVERY_S` seconds of silence, and reads the whole log once at the end for anything the stream
-    had not brought; where the websocket fails but the dashboard answers (a proxy without websockets), it
-    polls the whole log every `poll_s` seconds instead. A dashboard that stops answering (the cluster
+    had not brought; where the websocket fails or closes before the job ends but the dashboard answers (a
+    proxy without websockets, or one that closes idle streams), it polls the whole log every `poll_s`
+    seconds instead. A dashboard that stops answering (the cluster
     stopped, or no answer within `POLL_WAIT_S`) is a SpecbenchError, not a traceback or a silent wait.
     `jobs`: the client to use (else a new one)."""
     jobs = jobs or client(address)
@@ -237,7 +238,8 @@ def follow_logs(address: str, job_id: str, follow: bool, poll_s: float = 1.0,
             break
         shown += len(str(item))
         yield str(item)
-    if kind == "failed":  # the websocket broke: poll while the head answers (`_ask` raises where it does not)
+    if kind != "text":  # the stream broke, or closed with the job still running (a proxy's idle timeout):
+        # poll while the job runs and the head answers (`_ask` raises where it does not)
         while not JobStatus(_ask(address, job_id, jobs.get_job_status)).is_terminal():
             text = _ask(address, job_id, jobs.get_job_logs)
             if len(text) > shown:
