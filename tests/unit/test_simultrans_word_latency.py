@@ -21,6 +21,7 @@ from specbench.simultrans.experiment import (
     translation_row,
     word_delays,
     word_ends,
+    word_starts,
     words_touched,
 )
 from specbench.simultrans.search import Translation
@@ -41,7 +42,7 @@ def test_word_ends_count_pieces_up_to_each_words_last() -> None:
 
 
 def test_word_delays_read_a_word_with_any_piece_and_write_one_when_the_next_begins() -> None:
-    source = word_ends([f"{W}Ein", f"{W}Mann", f"{W}fähr", "t", "."])  # 3 words, 5 pieces, then </s>
+    source = word_starts([f"{W}Ein", f"{W}Mann", f"{W}fähr", "t", "."])  # 3 words, 5 pieces, then </s>
     target = word_ends([f"{W}A", f"{W}man", f"{W}ri", "des", "."])  # 3 words
     # token delays per target piece: pieces read (</s> is the 6th); then the delay of the target's </s>
     assert word_delays([1, 2, 3, 4, 6], 6, source, target) == [2, 3, 3]  # "A" is known whole with "man"
@@ -51,8 +52,27 @@ def test_word_delays_read_a_word_with_any_piece_and_write_one_when_the_next_begi
 
 
 def test_words_touched_by_a_read_never_count_eos() -> None:
-    source = word_ends([f"{W}Ein", f"{W}Mann", f"{W}fähr", "t", "."])  # [1, 2, 5]
+    source = word_starts([f"{W}Ein", f"{W}Mann", f"{W}fähr", "t", "."])  # [0, 1, 2]
     assert [words_touched(source, g) for g in range(7)] == [0, 1, 2, 3, 3, 3, 3]
+
+
+def test_words_touched_equal_a_count_of_words_with_a_piece_read() -> None:
+    """Against brute force on random piece sequences, lone "▁" pieces among them: a lone "▁" read before a
+    word does not read it (it is no piece of any word)."""
+    assert [words_touched(word_starts([f"{W}a", W, f"{W}b"]), g) for g in range(4)] == [0, 1, 1, 2]
+    rng = random.Random(7)
+    for _ in range(2000):
+        pieces = [rng.choice([W, f"{W}x", "y", f"{W}z", ".", f"{W} "]) for _ in range(rng.randint(0, 7))]
+        text = "".join(pieces).replace(W, " ")
+        word_of_char = [None if c.isspace() else len(text[:i + 1].split()) - 1 for i, c in enumerate(text)]
+        owner, at = [], 0  # per piece, the words its characters fall in
+        for piece in pieces:
+            owner.append({word_of_char[i] for i in range(at, at + len(piece))} - {None})
+            at += len(piece)
+        for read in range(len(pieces) + 2):
+            assert words_touched(word_starts(pieces), read) == len(set().union(*owner[:read])), (pieces, read)
+        assert len(word_starts(pieces)) == len(word_ends(pieces)) == len(text.split()), pieces
+        assert len(word_starts(pieces)) == len(text.split())
 
 
 def test_token_latency_counts_eos_on_both_sides_so_wait_k_lags_k() -> None:
@@ -76,7 +96,7 @@ def test_a_wait_k_row_of_a_real_sentence_lags_k_tokens() -> None:
         t = Translation(tuple(out), tuple(min(k + i, n) for i in range(len(out))), min(k + len(out), n))
         row = translation_row(tok, src, t)
         assert row["delays"] == [*t.delays, t.end_delay] and row["source_tokens"] == n
-        assert row["word_delays"] == word_delays(t.delays, t.end_delay, word_ends(tok.pieces(src)),
+        assert row["word_delays"] == word_delays(t.delays, t.end_delay, word_starts(tok.pieces(src)),
                                                  word_ends(tok.pieces(out)))
         got = score([row], [target], [len(out)])
         assert got["al"] == pytest.approx(k) and got["laal"] == pytest.approx(k)
@@ -174,4 +194,4 @@ def test_word_delays_equal_an_event_log_replay_on_random_segmentations() -> None
         delays = sorted(rng.randint(0, n) for _ in target)
         end = rng.randint(delays[-1] if delays else 0, n)
         expected = _event_log_word_delays(source, target, delays, end)
-        assert word_delays(delays, end, word_ends(source), word_ends(target)) == expected, (source, target, delays)
+        assert word_delays(delays, end, word_starts(source), word_ends(target)) == expected, (source, target, delays)

@@ -108,23 +108,35 @@ def decode_shard(shard: Shard) -> list[dict[str, Any]]:
 def translation_row(tok: Tokenizer, source_ids: list[int], t: Translation) -> dict[str, Any]:
     """The row `score` reads for one translation of a non-empty source (its pieces without `</s>`): token
     delays with the target's `</s>` written at `end_delay`, and the word delays."""
-    source_ends = word_ends(tok.pieces(source_ids))
+    source_starts = word_starts(tok.pieces(source_ids))
     return {"hypothesis": tok.decode(t.tokens), "target_tokens": len(t.tokens),
             "delays": [*t.delays, t.end_delay], "source_tokens": len(source_ids) + 1,
-            "source_words": len(source_ends),
-            "word_delays": word_delays(t.delays, t.end_delay, source_ends, word_ends(tok.pieces(t.tokens)))}
+            "source_words": len(source_starts),
+            "word_delays": word_delays(t.delays, t.end_delay, source_starts, word_ends(tok.pieces(t.tokens)))}
+
+
+def _word_spans(pieces: list[str]) -> list[tuple[int, int]]:
+    """Per word, its pieces' [start, end): from its first piece that shows a character to its last piece (a
+    piece starting with "▁" starts a word; the first piece always does). A run of pieces that shows nothing
+    ("▁" alone, before another word or at the end) is no word: the detokenized text has none there."""
+    starts = [0] + [i for i in range(1, len(pieces)) if pieces[i].startswith("\u2581")]
+    shown = [i for i, piece in enumerate(pieces) if piece.replace("\u2581", "").strip()]
+    spans = zip(starts, [*starts[1:], len(pieces)], strict=True)
+    return [(shown[bisect_left(shown, start)], end) for start, end in spans
+            if bisect_left(shown, start) < bisect_left(shown, end)]
 
 
 def word_ends(pieces: list[str]) -> list[int]:
-    """Per word, the number of pieces up to and including its last one (a piece starting with "▁" starts a
-    word; the first piece always does). A run of pieces that shows nothing ("▁" alone, before another word
-    or at the end) is no word: the detokenized text has none there."""
-    starts = [0] + [i for i in range(1, len(pieces)) if pieces[i].startswith("\u2581")]
-    spans = zip(starts, [*starts[1:], len(pieces)], strict=True)
-    return [end for start, end in spans if "".join(pieces[start:end]).replace("\u2581", "").strip()]
+    """Per word, the number of pieces up to and including its last one (`_word_spans`)."""
+    return [end for _, end in _word_spans(pieces)]
 
 
-def word_delays(token_delays: tuple[int, ...] | list[int], end_delay: int, source_ends: list[int],
+def word_starts(pieces: list[str]) -> list[int]:
+    """Per word, the index of its first piece that shows a character (`_word_spans`)."""
+    return [start for start, _ in _word_spans(pieces)]
+
+
+def word_delays(token_delays: tuple[int, ...] | list[int], end_delay: int, source_starts: list[int],
                 target_ends: list[int]) -> list[int]:
     """Per target word, the source words read when it was written, as SimulEval counts text read and written
     word by word: a target word is written when the output shows it complete, i.e. with the first piece of
@@ -132,14 +144,13 @@ def word_delays(token_delays: tuple[int, ...] | list[int], end_delay: int, sourc
     as any of its pieces is (a word-by-word reader gets the whole word at once). `</s>`, the piece after the
     last source word, adds no word."""
     done_at = [token_delays[end] if end < len(token_delays) else end_delay for end in target_ends]
-    return [words_touched(source_ends, read) for read in done_at]
+    return [words_touched(source_starts, read) for read in done_at]
 
 
-def words_touched(source_ends: list[int], pieces_read: int) -> int:
-    """How many source words have at least one of their pieces among the first `pieces_read` (at most all)."""
-    if pieces_read <= 0:
-        return 0
-    return min(bisect_left(source_ends, pieces_read) + 1, len(source_ends))
+def words_touched(source_starts: list[int], pieces_read: int) -> int:
+    """How many source words have at least one of their pieces among the first `pieces_read`: those whose
+    first piece (`word_starts`) is among them."""
+    return bisect_left(source_starts, pieces_read)
 
 
 def _run(ckpt: MtCheckpoint, m: Method, sources: list[list[int]]) -> list[Translation]:
