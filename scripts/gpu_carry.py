@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -118,10 +117,10 @@ def write_scores_npz(items: list[tuple[str, object]], path: Path) -> None:
     """One compressed float32 array per utterance, keyed by its id; written atomically."""
     import numpy as np
 
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:  # a file object keeps numpy from appending ".npz"
+    from specbench.text_files import replacing
+
+    with replacing(path) as tmp, open(tmp, "wb") as fh:  # a file object keeps numpy from appending ".npz"
         np.savez_compressed(fh, **{u: np.asarray(m, dtype=np.float32) for u, m in items})
-    os.replace(tmp, path)
 
 
 # ---- gathering ---------------------------------------------------------------------------------------
@@ -162,6 +161,7 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
     from specbench.benchmarks.decoder.bench import load_scores
     from specbench.experiments.graph_recipe import build_graph
     from specbench.experiments.registry import load_config
+    from specbench.text_files import replace_text, replacing
     from specbench.wfst.graph import read_graph
 
     if not scores.is_file():
@@ -172,8 +172,8 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
     files = {}
     for name in ("TLG.fst", "words.txt", "tokens.txt"):
         src = art.directory / name
-        shutil.copyfile(src, out / (name + ".tmp"))
-        os.replace(out / (name + ".tmp"), out / name)
+        with replacing(out / name) as tmp:
+            shutil.copyfile(src, tmp)
         files[name] = {"source": _rel(src), "sha256": sha256(out / name), "bytes": (out / name).stat().st_size}
     graph = read_graph(out / "TLG.fst")
     files["TLG.fst"].update(states=graph.num_states, arcs=graph.num_arcs)
@@ -209,8 +209,7 @@ def gather(scores: Path, graph_job: Path, utterances: int, out: Path, wheels: bo
     tree, carry = travelling_bytes(ROOT), folder_bytes(out)
     manifest["bytes"] = {"working_tree": tree, "carry": carry, "total": tree + carry, "limit": LIMIT_BYTES}
     check_budget(tree, carry)
-    (out / "manifest.json.tmp").write_text(json.dumps(manifest, indent=2) + "\n")
-    os.replace(out / "manifest.json.tmp", out / "manifest.json")
+    replace_text(out / "manifest.json", json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

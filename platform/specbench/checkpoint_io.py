@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import io
 import lzma
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from specbench.errors import DataError
+from specbench.text_files import replacing
 
 # The kinds of specbench checkpoint, by the name their loaders give them (`what`): the keys that only that
 # kind holds, and how a message names it. `read_checkpoint` uses them to tell one kind from another.
@@ -61,12 +61,8 @@ def write_checkpoint(blob: Mapping[str, Any], path: Path) -> None:
     torch.save(dict(blob), buffer)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
-    try:
+    with replacing(path) as tmp:
         tmp.write_bytes(lzma.compress(buffer.getbuffer(), format=lzma.FORMAT_XZ, filters=XZ_FILTERS))
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def load_blob(path: Path) -> Any:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import random
 import sys
 import time
@@ -32,6 +31,7 @@ from specbench.errors import DataError
 from specbench.simultrans.model import MtTransformer
 from specbench.simultrans.settings import MtModelConfig, MtTrainSettings
 from specbench.simultrans.tokenizer import BOS, EOS, PAD
+from specbench.text_files import replacing
 from specbench.torch_threads import torch_threads
 
 STATE_VERSION = 1
@@ -312,15 +312,14 @@ def read_state(path: Path) -> dict[str, Any]:
 def _save(path: Path, model: MtTransformer, opt: torch.optim.Optimizer, state: TrainState, rng: random.Random,
           tag: str, average: WeightAverage | None, judged_on: str = "", progress: dict | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")  # this process's own: two runs never mix
     blob = {"tag": tag, "judged_on": judged_on, "model": model.state_dict(), "optimizer": opt.state_dict(), "state": state.__dict__,
             "rng": rng.getstate(), "torch_rng": torch.get_rng_state()}
     if progress is not None:  # mid-epoch: a resumed run rebuilds the epoch's plan and skips the batches done
         blob["epoch_progress"] = {**progress, "total": float(progress["total"])}
     if average is not None:
         blob["average"] = average.state()
-    torch.save(blob, tmp)
-    os.replace(tmp, path)
+    with replacing(path) as tmp:  # a temporary file of this call's own: two runs never mix
+        torch.save(blob, tmp)
 
 
 def save_model(path: Path, model: MtTransformer, bpe_sha256: str, metadata: dict[str, Any]) -> None:
