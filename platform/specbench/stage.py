@@ -82,21 +82,25 @@ def map_rows(
     fn: Callable[[Mapping[str, Any]], Mapping[str, Any]],
     output_schema: pa.Schema,
 ) -> pa.Table:
-    """Apply `fn` to each row of `batch`; a row whose `fn` raises gets its error in `status`.
+    """Apply `fn` to each row of `batch`; a row whose `fn` raises, or whose output does not fit
+    `output_schema`, gets its error in `status` (the other rows of the batch are kept).
 
     The output has the columns of `output_schema` plus `status`; a failed row keeps nulls in the other
     columns. Rows keep their order and their count.
     """
     rows: list[dict[str, Any]] = []
+    schema = output_schema.append(pa.field(STATUS_COLUMN, pa.string(), nullable=False))
     for row in batch.to_pylist():
+        what = "failed"
         try:
             out = dict(fn(row))
             out[STATUS_COLUMN] = STATUS_OK
+            what = "its output does not fit the stage's schema"
+            pa.RecordBatch.from_pylist([out], schema=schema)
         except Exception as err:  # noqa: BLE001 - the reason is kept in the row
             out = {name: None for name in output_schema.names}
-            out[STATUS_COLUMN] = failure_status(err)
+            out[STATUS_COLUMN] = failure_status(err, what)
         rows.append(out)
-    schema = output_schema.append(pa.field(STATUS_COLUMN, pa.string(), nullable=False))
     return pa.Table.from_pylist(rows, schema=schema)
 
 

@@ -76,6 +76,14 @@ def _ids(n: int) -> pa.Table:
     return pa.table({"id": pa.array(range(n), pa.int64())})
 
 
+def test_a_row_whose_output_does_not_fit_the_schema_fails_alone() -> None:
+    out = map_rows(_ids(3), lambda row: {"id": row["id"], "twice": "two" if row["id"] == 1 else 2 * row["id"]},
+                   Doubler.schema)
+    assert out.column("twice").to_pylist() == [0, None, 4]
+    status = out.column(STATUS_COLUMN).to_pylist()
+    assert status[0] == status[2] == STATUS_OK and status[1].startswith("its output does not fit the stage's schema:")
+
+
 def test_a_stage_is_named_by_its_name_else_its_class() -> None:
     assert stage_name(Named()) == "doubling"
     assert stage_name(Doubler()) == "Doubler"
