@@ -162,8 +162,9 @@ def stage_metrics(timings: list[dict[str, float]], prefix: str = "prefetch.") ->
 
 def score_columns(predictions: pl.DataFrame, models: Models, cache_weight: float,
                   source_offset: float = 0.0) -> dict[str, np.ndarray]:
-    """The decision score of every prediction under each decider (added_words == 0 rows get -inf: never
-    candidates anyway, and the confidence models were not trained on them); `cache_lm` with the personal
+    """The decision score of every prediction under each decider (under the confidence deciders, added_words
+    == 0 rows get -inf: the models were not trained on them; no decider prefetches them, `prefetch`'s
+    candidates add a word); `cache_lm` with the personal
     cache model at `cache_weight`; `conf_by_source`, `conf_personal` with the LM-only candidates raised by
     `source_offset`; `conf_posterior` only with a posterior model."""
     cand = (predictions["added_words"] >= 1).to_numpy()
