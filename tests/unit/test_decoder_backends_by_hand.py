@@ -78,3 +78,22 @@ def test_exact_ties_in_our_backends_kaldi_and_the_lattice_follow_their_documente
     for name in ("cpu_numpy", "cpu", "twin"):
         result = make_decoder(name, path, options).decode(loglikes, "u")
         assert (result.word_ids, result.lattice.best_path()[0]) == (ours, lattice), name
+
+
+def test_a_lattice_beam_of_zero_keeps_the_best_path_despite_rounding(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A word, then two epsilon arcs, the second with a word: the closure adds the moves' costs before the
+    token's, the link test after it, so the last link can come out an ulp dearer than the token it leads to
+    (these weights and a near-zero acoustic cost make it so). Every backend records links within a slack of
+    the beam (`SearchOptions.link_beam`), so a lattice beam of 0 still holds the 1-best."""
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    text = ("0 1 1 5 0\n1 2 2 0 2.505009412765503\n2 3 0 0 1.2737865447998047\n"
+            "3 4 0 7 0.9714801907539368\n4 0\n")
+    path = tmp_path / "chain.fst"
+    assert kaldifst.StdConstFst(kaldifst.compile(text, keep_state_numbering=True)).write(str(path))
+    loglikes = np.array([[-5.264902958046491e-10, -5.0], [-5.0, -0.7353246212005615]], np.float32)
+    for name in ("cpu_numpy", "cpu", "twin"):
+        result = make_decoder(name, path, SearchOptions(beam=16.0, lattice_beam=0.0)).decode(loglikes, "u")
+        assert result.word_ids == (5, 7) and result.lattice is not None, name
+        words, cost, _ = result.lattice.best_path()
+        assert words == (5, 7) and cost == pytest.approx(result.graph_cost), name

@@ -124,7 +124,7 @@ def _best_token_bound(state: int, cost: float, row: np.ndarray, emit_offsets: np
 
 @kernel
 def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np.ndarray, dense_pos: np.ndarray,
-                   eps_offsets: np.ndarray, eps_dest: np.ndarray, eps_weight: np.ndarray, lattice_beam: float,
+                   eps_offsets: np.ndarray, eps_dest: np.ndarray, eps_weight: np.ndarray, link_beam: float,
                    frame: int, links: np.ndarray, link_cost: np.ndarray, count: int) -> tuple:
     """lattice_paths.epsilon_links for tokens (states, costs)[:n], appended to links[count:] as (frame,
     source token, destination token, epsilon arc) with the arc's cost in link_cost; dense_cost and dense_pos
@@ -139,7 +139,7 @@ def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np
         s = states[i]
         for e in range(eps_offsets[s], eps_offsets[s + 1]):
             target = dense_cost[eps_dest[e]]
-            if np.isfinite(target) and costs[i] + eps_weight[e] <= target + lattice_beam:
+            if np.isfinite(target) and costs[i] + eps_weight[e] <= target + link_beam:
                 if count == links.shape[0]:
                     links = _grow(links.ravel(), 4 * (count + 1)).reshape(-1, 4)
                     link_cost = _grow(link_cost, count + 1)
@@ -157,7 +157,7 @@ def _epsilon_links(states: np.ndarray, costs: np.ndarray, n: int, dense_cost: np
                "int64[:, ::1], float64[::1], int64[:, ::1], float64[::1], int64[::1], int64[::1]))")
 def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, arc_weight, arc_packed, code,
                   code_base, emit_offsets, emit_weight, emit_column, beam32, max_active, min_active,
-                  beam_delta, unconstrained, partial_every, lattice_beam, eps_offsets, eps_dest, eps_weight,
+                  beam_delta, unconstrained, partial_every, link_beam, eps_offsets, eps_dest, eps_weight,
                   dense_cost, dense_code, stats):
     """Decode the frames `rows` ((t, P) float64 acoustic costs) from the tokens (states (N,) int64, costs
     (N,) float64, arena ids (N,) int64); new arena entries are numbered from `arena_start`, frames from
@@ -165,7 +165,7 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
     entry e has its weight at arc_weight[2 e] (float64) and `dest << 16 | column` at arc_packed[2 e + 1]
     (int64; the two are views of one buffer, so an arc is one 16-byte record), its code at code[e].
     dense_cost (S,) float64 all +inf and dense_code (S,) int64 all NO_CODE are scratch,
-    restored on return; stats (8,) int64 is updated in place. lattice_beam < 0: no lattice records.
+    restored on return; stats (8,) int64 is updated in place. link_beam < 0: no lattice records.
 
     Returns (states, costs, ids, arena prev (E,), arena code (E,), partials (K, 3) (frame, arena id,
     state), then the lattice links (see lattice_kernels.prune_links): emitting links (R, 4) (frame, source
@@ -175,12 +175,12 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
     frame's token list).
     """
     n = states.shape[0]
-    lattice = lattice_beam >= 0
+    lattice = link_beam >= 0
     cand_new = np.empty(4096, dtype=np.float64)
     cand_src = np.empty(4096, dtype=np.int64)
     cand_dest = np.empty(4096, dtype=np.int64)
     cand_code = np.empty(4096, dtype=np.int64)
-    cand_link = np.empty(4096 if lattice_beam >= 0 else 0, dtype=np.float64)  # arc weight + acoustic cost
+    cand_link = np.empty(4096 if link_beam >= 0 else 0, dtype=np.float64)  # arc weight + acoustic cost
     arena_prev = np.empty(1024, dtype=np.int64)
     arena_code = np.empty(1024, dtype=np.int64)
     partials = np.empty((16, 3), dtype=np.int64)
@@ -287,7 +287,7 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
                 emit_cost = _grow(emit_cost, emit_count + stored)
             for j in range(stored):  # bare emitting candidates within the beam of their destination's winner
                 new = cand_new[j]
-                if new < cutoff and new <= dense_cost[cand_dest[j]] + lattice_beam:
+                if new < cutoff and new <= dense_cost[cand_dest[j]] + link_beam:
                     arc, rest = divmod(cand_code[j], code_base)
                     if rest == 0:
                         emit_links[emit_count, 0], emit_links[emit_count, 1] = frame, cand_src[j]
@@ -303,7 +303,7 @@ def decode_frames(rows, states, costs, ids, arena_start, first_frame, offsets, a
         n = m
         if lattice:  # dense_cost holds exactly the new tokens' costs here, dense_code their positions
             eps_links, eps_cost, eps_count = _epsilon_links(
-                states, costs, n, dense_cost, dense_code, eps_offsets, eps_dest, eps_weight, lattice_beam,
+                states, costs, n, dense_cost, dense_code, eps_offsets, eps_dest, eps_weight, link_beam,
                 frame + 1, eps_links, eps_cost, eps_count)
             token_states = _grow(token_states, state_count + n)
             token_states[state_count:state_count + n] = states[:n]

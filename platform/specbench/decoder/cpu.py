@@ -109,7 +109,7 @@ class CpuDecoder:
             raise ValueError(f"lattices need the epsilon closure, which this decoder lacks: "
                              f"{self.moves.open_because}. Fix: decode without lattice_beam, or use epsilon "
                              "mode 'auto' on a graph whose closure applies")
-        self.lattice_beam = options.lattice_beam
+        self.lattice_beam, self.link_beam = options.lattice_beam, options.link_beam
 
     # ---- the frame-by-frame interface -------------------------------------------------------------
 
@@ -298,7 +298,7 @@ class CpuDecoder:
         lattice beam of their destination's token, as (frame, src state, emitting arc)."""
         best = self._dense_cost
         best[dest[win]] = new[win]
-        near = ((codes % self._code_base == 0) & (new <= best.take(dest) + self.lattice_beam)).nonzero()[0]
+        near = ((codes % self._code_base == 0) & (new <= best.take(dest) + self.link_beam)).nonzero()[0]
         best[dest[win]] = np.inf
         frame = np.full(near.shape[0], self._state.stats["frames"], dtype=np.int64)
         self._records.append(np.stack([frame, self._src_states[near].astype(np.int64),
@@ -309,7 +309,7 @@ class CpuDecoder:
         lattice beam of its destination token, as (frame, src state, -1 - epsilon arc)."""
         tokens, dense = self._state.tokens, self._dense_cost
         dense[tokens.states] = tokens.costs
-        src, code = epsilon_links(self.graph, tokens.states, tokens.costs, dense, self.lattice_beam)
+        src, code = epsilon_links(self.graph, tokens.states, tokens.costs, dense, self.link_beam)
         dense[tokens.states] = np.inf
         frames = np.full(src.shape[0], frame, dtype=np.int64)
         self._records.append(np.stack([frames, src.astype(np.int64), code.astype(np.int64)], axis=1))

@@ -112,7 +112,7 @@ class CompiledCpuDecoder(CpuDecoder):
         states = tokens.states.astype(np.int64)
         dense = self._dense_cost
         dense[states] = tokens.costs
-        src, code = epsilon_links(self.graph, states, tokens.costs, dense, self.lattice_beam)
+        src, code = epsilon_links(self.graph, states, tokens.costs, dense, self.link_beam)
         dense[states] = np.inf
         order = np.argsort(states, kind="stable")
         position = order[np.searchsorted(states[order], src)]
@@ -170,14 +170,14 @@ class CompiledCpuDecoder(CpuDecoder):
         state.scores.append(neg)
         stats = np.array([state.stats[k] for k in COUNTERS], dtype=np.int64)
         config, tokens = self.config, state.tokens
-        lattice_beam = -1.0 if self.lattice_beam is None else float(self.lattice_beam)
+        link_beam = -1.0 if self.link_beam is None else float(self.link_beam)
         start = time.perf_counter()
         out = decode_frames(
             np.ascontiguousarray(neg, dtype=np.float64), tokens.states.astype(np.int64),
             tokens.costs.astype(np.float64, copy=True), tokens.ids.astype(np.int64, copy=True),
             np.int64(state.arena.size), np.int64(state.stats["frames"]),
             *self._tables, config.beam32, np.int64(config.max_active), np.int64(config.min_active),
-            config.beam_delta32, config.unconstrained, np.int64(self._partial_every), lattice_beam,
+            config.beam_delta32, config.unconstrained, np.int64(self._partial_every), link_beam,
             *self._eps, self._dense_cost, self._dense_code, stats)
         self.profile["frame_loop"] += time.perf_counter() - start
         states, costs, ids, prev, code, partials, *links = out

@@ -185,6 +185,10 @@ class LaneSettings:
     def lattice_beam(self) -> float | None:
         return self.options.lattice_beam
 
+    @property
+    def link_beam(self) -> float | None:
+        return self.options.link_beam
+
 
 @dataclass
 class LaneBatch:

@@ -65,16 +65,16 @@ def partial_lattice(graph: CsrGraph, costs: np.ndarray, records: np.ndarray, fra
 
 
 def epsilon_links(graph: CsrGraph, states: np.ndarray, costs: np.ndarray, token_cost: np.ndarray,
-                  lattice_beam: float) -> tuple[np.ndarray, np.ndarray]:
+                  link_beam: float) -> tuple[np.ndarray, np.ndarray]:
     """Epsilon links among one frame's tokens: for each token (states (N,), costs (N,)) every epsilon arc to
-    a state that holds a token, within the lattice beam of it. token_cost: (S,) float64 dense token costs
+    a state that holds a token, within `link_beam` of it (`SearchOptions.link_beam`). token_cost: (S,) float64 dense token costs
     (+inf where no token). Returns (src states, codes -1 - epsilon arc)."""
     eps = graph.epsilon
     index, counts = gather_arcs(eps.offsets, eps.out_degree, states)
     src = states.repeat(counts)
     reach = costs.repeat(counts) + eps.weight[index].astype(np.float64)
     target = token_cost[eps.dest[index]]
-    near = (np.isfinite(target) & (reach <= target + lattice_beam)).nonzero()[0]  # only states holding a token
+    near = (np.isfinite(target) & (reach <= target + link_beam)).nonzero()[0]  # only states holding a token
     return src[near], -1 - index[near]
 
 

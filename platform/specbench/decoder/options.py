@@ -15,6 +15,11 @@ from functools import cached_property
 
 from specbench.decoder.pruning import PruningConfig, check_pruning, is_int, is_number
 
+# Added to the lattice beam when a link is recorded (cost units): a token's cost and the cost through a link
+# into it are sums of the same terms in different orders, so they may differ by a few ulps; without it a
+# lattice beam of 0 could drop a link of the 1-best path itself. Pruning uses the beam as given.
+LINK_SLACK = 1e-6
+
 
 @dataclass(frozen=True)
 class SearchOptions:
@@ -59,6 +64,11 @@ class SearchOptions:
                              f"hypotheses, got {every!r}")
         if self.partial_lattices and self.lattice_beam is None:
             raise ValueError("SearchOptions.partial_lattices needs a lattice: set lattice_beam (e.g. 8.0) too")
+
+    @property
+    def link_beam(self) -> float | None:
+        """The beam within which a link is recorded during the search: `lattice_beam` + `LINK_SLACK`."""
+        return None if self.lattice_beam is None else float(self.lattice_beam) + LINK_SLACK
 
     @cached_property
     def pruning(self) -> PruningConfig:

@@ -358,7 +358,7 @@ class NumpyLaneKernels(LaneKernels):
         if s.lattice_beam is not None:
             best_here = from_ordered64(self.dense_cost[index[kept]])
             bare = self.lg.bare_arc[entry[kept]]
-            near = (bare >= 0) & (new[kept] <= best_here + s.lattice_beam)
+            near = (bare >= 0) & (new[kept] <= best_here + s.link_beam)
             at = kept[near]
             self._record(self.tok_lane[tok[at]], f, self.tok_state[tok[at]], bare[near])
         room = min(s.token_capacity, s.arena_room(self.arena_size, self.arena_taken))
@@ -408,7 +408,7 @@ class NumpyLaneKernels(LaneKernels):
         lanes = self.tok_lane.repeat(counts)
         target = lanes.astype(np.int64) * lg.num_states + lg.eps_dest[index]
         held = self.dense_tok[target]
-        near = np.flatnonzero(np.isfinite(held) & (reach <= held + self.s.lattice_beam))
+        near = np.flatnonzero(np.isfinite(held) & (reach <= held + self.s.link_beam))
         self._record(lanes[near], frame, self.tok_state.repeat(counts)[near], -1 - index[near])
         self.dense_tok[states] = np.inf
 

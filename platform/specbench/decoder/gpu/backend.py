@@ -402,7 +402,7 @@ class CudaLaneKernels(LaneKernels):
         self._launch("resolve_index", grid, ctr, self.c_keep, self.c_key, self.c_index, self.c_cost, self.c_entry,
                      self.dense_key, self.dense_cost, self.dense_entry)
         with_lattice = self.s.lattice_beam is not None
-        self._launch("mark", grid, ctr, i32(with_lattice), np.float64(self.s.lattice_beam or 0.0), self.c_keep,
+        self._launch("mark", grid, ctr, i32(with_lattice), np.float64(self.s.link_beam or 0.0), self.c_keep,
                      self.c_key, self.c_index, self.c_cost, self.c_entry, g["bare_arc"], self.dense_key,
                      self.dense_cost, self.dense_entry, self.flags, self.partial)
         self._scan(2, 1)
@@ -419,7 +419,7 @@ class CudaLaneKernels(LaneKernels):
         states = i32(self.lg.num_states)
         tok_lane, tok_state, tok_cost, _ = self.queues[self.current]
         common = (tok_lane, tok_state, tok_cost)
-        beam = np.float64(self.s.lattice_beam)
+        beam = np.float64(self.s.link_beam)
         arcs = (g["eps_offsets"], g["eps_dest"], g["eps_weight"], self.dense_tok)
         table = (i32(self.s.table_slots), self.tok_hash)
         self._launch("dense_tok_set", grid, ctr, states, *common, self.dense_tok, i32(0), *table, self.tok_slot,
