@@ -19,7 +19,11 @@ from specbench.errors import DataError
 def read_utf8(path: Path, name: str, fix: str = "Fix: save it as UTF-8") -> str:
     """The text of `path`; a DataError naming `name` (how the message calls the file), the line and the byte
     that is not UTF-8, and `fix`, when it is not UTF-8."""
-    data = Path(path).read_bytes()
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise DataError(f"{name}: cannot be read ({err.strerror or err}). Fix: give a file this user can read "
+                        "(check the path, its permissions and the disk)") from err
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:

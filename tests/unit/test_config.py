@@ -146,6 +146,8 @@ def test_a_file_that_is_not_utf8_is_refused_with_the_fix(tmp_path: Path) -> None
     path.write_bytes(b"\xff\xfe\x00")
     with pytest.raises(ConfigError, match=r"bin.toml: not a UTF-8 text file .* Fix: save the job file as UTF-8"):
         load_config(path)
+    with pytest.raises(ConfigError, match=r"/proc/self/mem: cannot be read \(.*\)\. Fix: give a job file this user"):
+        load_config(Path("/proc/self/mem"))  # a file whose reading fails (EIO), as an unreadable one does
 
 
 @pytest.mark.parametrize(("corpus", "expected"), [

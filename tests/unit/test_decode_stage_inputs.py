@@ -156,6 +156,8 @@ def test_references_that_are_not_utf8_name_the_file_and_line(tmp_path: Path) -> 
         read_references(path)
     path.write_bytes("u1 caf\xe9\n".encode())
     assert read_references(path) == {"u1": ["caf\xe9"]}
+    with pytest.raises(DataError, match=r"references .*: cannot be read \(Is a directory\)\. Fix: give a file"):
+        read_references(tmp_path)
 
 
 def test_a_symbol_table_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None:

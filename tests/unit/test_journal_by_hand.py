@@ -117,13 +117,22 @@ def test_a_nan_or_inf_metric_is_standard_json_and_sent_as_it_was(store: Store, t
 
 def test_read_entries_skips_blank_lines_and_needs_the_tracking_uri(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
-    create = '{"op": "create", "tracking_uri": "sqlite:///x.db", "sent": false}\n'
+    fields = {"op": "create", "tracking_uri": "sqlite:///x.db", "experiment": "e", "run_name": "r", "tags": {},
+              "start_ms": T0, "sent": False}
     metrics = '{"op": "metrics", "metrics": [], "sent": false}\n'
-    path.write_text(create + "\n   \n" + metrics)
+    path.write_text(json.dumps(fields) + "\n\n   \n" + metrics)
     entries, torn = read_entries(path)
     assert [e["op"] for e in entries] == ["create", "metrics"] and torn == ""
-    path.write_text('{"op": "create", "sent": false}\n' + metrics)
+    path.write_text('{"op": "metrics", "metrics": [], "sent": false}\n' + metrics)
     with pytest.raises(DamagedJournal, match="line 1 is not the run's `create` operation with its tracking_uri"):
+        read_entries(path)
+    # a create or another operation without a field the replay needs is damaged, not a KeyError later
+    path.write_text(json.dumps({**fields, "experiment": None, "tags": "t"}) + "\n" + metrics)
+    with pytest.raises(DamagedJournal, match=r"line 1, a 'create' operation, has no valid experiment \(a str\), "
+                                             r"tags \(a dict\); nothing of it was sent"):
+        read_entries(path)
+    path.write_text(json.dumps(fields) + '\n{"op": "end", "sent": false}\n' + metrics)
+    with pytest.raises(DamagedJournal, match=r"line 2, a 'end' operation, has no valid status \(a str\)"):
         read_entries(path)
 
 

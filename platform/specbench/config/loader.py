@@ -156,6 +156,9 @@ def read_toml(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason}). Fix: save the job "
                           "file as UTF-8 TOML.") from err
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot be read ({err.strerror or err}). Fix: give a job file this user can "
+                          "read (check its permissions and the disk).") from err
 
 
 def load_job_file(path: Path, kinds: typing.Mapping[str, type]) -> Any:

@@ -338,7 +338,19 @@ def _operation(path: Path, number: int, line: str) -> dict[str, Any]:
     if not isinstance(entry, dict) or "op" not in entry or "sent" not in entry:
         raise DamagedJournal(_damaged(path, f"line {number} is not an operation (an object with op and "
                                             "sent)"))
+    wrong = [f"{key} (a {getattr(kind, '__name__', 'number')})" for key, kind in _FIELDS.get(entry["op"], {}).items()
+             if not isinstance(entry.get(key), kind) or isinstance(entry.get(key), bool)]
+    if wrong:
+        raise DamagedJournal(_damaged(path, f"line {number}, a {entry['op']!r} operation, has no valid "
+                                            f"{', '.join(wrong)}"))
     return entry
+
+
+# the fields each operation needs when it is sent, with their types
+_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "create": {"tracking_uri": str, "experiment": str, "run_name": str, "tags": dict, "start_ms": (int, float)},
+    "params": {"params": dict}, "tags": {"tags": dict}, "metrics": {"metrics": list},
+    "artifact": {"path": str}, "end": {"status": str}}
 
 
 def _damaged(path: Path, what: str) -> str:
