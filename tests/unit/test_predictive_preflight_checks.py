@@ -112,6 +112,16 @@ def test_a_requests_per_day_typo_is_refused_at_once(tmp_path: Path, capsys: pyte
     assert "usage.requests_per_day" in err and "1000" in err
 
 
+@pytest.mark.parametrize(("usage", "bound"), [("weeks = 100000", "104"), ("routine_size = [3, 100000000000000000000]",
+                                                                          "1000")])
+def test_a_usage_size_typo_is_refused_at_once(tmp_path: Path, usage: str, bound: str,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """They were simulated (for minutes), or overflowed numpy's integers, before anything said so."""
+    start = time.perf_counter()
+    err = _refused(_predictive(tmp_path, f"[usage]\n{usage}"), capsys)
+    assert time.perf_counter() - start < 30 and "usage" in err and usage.split()[0] in err and bound in err, err
+
+
 @pytest.mark.parametrize("kind", ["graph", "speech", "eval_am", "train_am", "train_mt", "real_speech"])
 @pytest.mark.parametrize("name", ["../../escape", "", "a/b", "."])
 def test_a_job_name_that_would_leave_the_work_directory_is_refused(tmp_path: Path, kind: str, name: str,

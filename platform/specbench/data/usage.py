@@ -88,6 +88,7 @@ MINI_SPEAKER_FILES = tuple(
 )
 UNKNOWN_SCENARIO = "unknown"
 MAX_REQUESTS_PER_DAY = 1000.0  # UsageSettings.requests_per_day's upper bound
+MAX_WEEKS, MAX_ROUTINE = 104, 1000  # UsageSettings.weeks' and routine_size's: a typo is refused, not simulated
 ROUTINE_HOURS = (7.0, 22.0)
 SECONDS_PER_DAY = 24 * 3600
 
@@ -302,11 +303,11 @@ class UsageSettings:
 
     Attributes:
         seed: seeds every draw (>= 0).
-        weeks: simulated weeks (>= 1), 7 days each.
+        weeks: simulated weeks (1 to `MAX_WEEKS`), 7 days each.
         history_weeks: leading weeks that are history only (0 <= history_weeks < weeks).
         requests_per_day: mean requests per user and day over users (> 0, at most `MAX_REQUESTS_PER_DAY`).
         activity_sigma: log-normal spread of a user's daily rate (>= 0; 0 = every user has the mean).
-        routine_size: (min, max) items of a user's routine, 1 <= min <= max.
+        routine_size: (min, max) items of a user's routine, 1 <= min <= max <= `MAX_ROUTINE`.
         zipf_exponent: routine item i (1-based) has weight 1 / i**zipf_exponent (>= 0; 0 = uniform).
         routine_share: probability that a request comes from the routine, in [0, 1].
         hour_std: hours; spread of routine requests around the item's preferred hour (>= 0).
@@ -314,7 +315,7 @@ class UsageSettings:
     """
 
     seed: int = 0
-    weeks: int = 4
+    weeks: int = field(default=4, metadata=config_range(1, MAX_WEEKS))
     history_weeks: int = 1
     # bounded so that a typo (34000 for 3.4) is refused at once rather than simulated (the supply check
     # would search down from it for minutes); the seed's users make a few requests a day
@@ -327,8 +328,8 @@ class UsageSettings:
     one_off_hours: tuple[float, float] = (7.0, 23.0)
 
     def __post_init__(self) -> None:
-        for name, lo in (("seed", 0), ("weeks", 1), ("history_weeks", 0)):
-            object.__setattr__(self, name, check_int(name, getattr(self, name), lo))
+        for name, lo, top in (("seed", 0, None), ("weeks", 1, MAX_WEEKS), ("history_weeks", 0, None)):
+            object.__setattr__(self, name, check_int(name, getattr(self, name), lo, top))
         if self.history_weeks >= self.weeks:
             raise ConfigError(
                 f"history_weeks: need fewer than weeks={self.weeks} so that some weeks are "
@@ -341,7 +342,7 @@ class UsageSettings:
             object.__setattr__(self, name, check_float(name, getattr(self, name), 0.0, hi))
         lo, hi = check_pair("routine_size", self.routine_size)
         lo = check_int("routine_size[0] (min)", lo, 1)
-        hi = check_int("routine_size[1] (max)", hi, lo)
+        hi = check_int("routine_size[1] (max)", hi, lo, MAX_ROUTINE)
         start, end = check_pair("one_off_hours", self.one_off_hours)
         start = check_float("one_off_hours[0] (start)", start, 0.0, 24.0, hi_open=True)
         end = check_float("one_off_hours[1] (end)", end, 0.0, 24.0)
