@@ -114,8 +114,25 @@ def check_output_path(output: Path | None, command: str, option: str = "--output
         raise DataError(f"{command}: option {option} = {output} is a folder. {fix}")
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.with_name(output.name + ".tmp").write_text("")
-        output.with_name(output.name + ".tmp").unlink()
     except OSError as err:
-        raise DataError(f"{command}: option {option} = {output} cannot be written ({err.strerror}: "
-                        f"{err.filename}). {fix}") from err
+        problem: OSError | None = err
+    else:
+        problem = write_problem(output.parent)
+    if problem is not None:
+        raise DataError(f"{command}: option {option} = {output} cannot be written ({problem.strerror}: "
+                        f"{problem.filename}). {fix}") from problem
+
+
+def write_problem(folder: Path) -> OSError | None:
+    """Why a file cannot be written in `folder` (or in its nearest existing parent, where the writer would
+    make the rest), found by writing and removing a temporary file of its own there; None when it can."""
+    folder = Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    probe = own_temp_path(folder / "write-check")
+    try:
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        return err
+    return None

@@ -43,6 +43,7 @@ def _job(tmp_path: Path, body: str) -> Path:
     ("lm_tiny.txt", "a checkpoint's name must end in .pt (its model card is written beside it as <name>.json and "
                     "<name>.md). Fix: name a .pt file, e.g. models/lm_tiny.pt."),
     ("am.pt/lm.pt", "am.pt is a file, so nothing can be written in it. Fix: name a file in a folder"),
+    ("/proc/lm.pt", "nothing can be written there (No such file or directory: /proc/.write-check."),  # not after
 ])
 def test_a_language_model_job_may_not_write_over_anything_but_a_language_model(
         tmp_path: Path, output: str, said: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,6 +29,7 @@ from typing import Any, ClassVar
 from specbench.checks import choice_problem, config_choices, config_range, range_problem
 from specbench.errors import ConfigError, DataError
 from specbench.paths import from_root, resolve_path
+from specbench.text_files import write_problem
 
 __all__ = ["SuiteConfig", "build_config", "check_inputs", "config_choices", "config_input", "config_kind",
            "config_range", "config_to_dict", "flatten", "load_job_file", "member_jobs", "read_toml"]
@@ -300,7 +301,7 @@ def _check_output(where: str, value: Path, file: Path, writes: str, name: str) -
     Returns its resolved path."""
     path = from_root(file)
     named = "" if file == value else f" (the model written beside it: {file})"
-    example = f"models/{name}.pt"
+    example = f"models/{name}.pt" if from_root(Path(f"models/{name}.pt")) != path else f"models/{name}_new.pt"
     if path.parent.exists() and not path.parent.is_dir():
         raise ConfigError(f"{where} = '{value}'{named}: {path.parent} is a file, so nothing can be written in it. "
                           f"Fix: name a file in a folder, e.g. {example}.")
@@ -320,6 +321,9 @@ def _check_output(where: str, value: Path, file: Path, writes: str, name: str) -
             raise DataError(f"{where} = '{value}'{named}: {path} already holds something this job would replace "
                             f"with a {writes} ({wrong}). Fix: give the job an output of its own, e.g. {example}, "
                             f"or move {path} away first if it may be replaced.")
+    if (problem := write_problem(path.parent)) is not None:  # refused now, not after the training
+        raise ConfigError(f"{where} = '{value}'{named}: nothing can be written there ({problem.strerror}: "
+                          f"{problem.filename}). Fix: name a file in a folder you can write, e.g. {example}.")
     return resolve_path(path, where)
 
 
