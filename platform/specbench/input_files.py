@@ -10,6 +10,7 @@ sentencepiece on first use.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from specbench.errors import DataError
@@ -23,6 +24,21 @@ KINDS: dict[str, str | None] = {
     "full-sentence translation model": "translation model",
     "BPE model": None,
 }
+
+
+def check_frame_shift(path: Path, given: float | None, stored: Iterable[float | None]) -> float | None:
+    """The frame shift to use for the scores at `path`: `given` (--frame-shift-ms), else the one they record
+    (`stored`, one per row or one for the file); a given shift the file contradicts is refused, not obeyed
+    (it would rescale every time and real-time figure) nor silently ignored."""
+    if given is not None and not 0 < given < float("inf"):
+        raise DataError(f"--frame-shift-ms {given:g}: must be a positive number of milliseconds. Fix: leave it "
+                        "out where the scores record their shift, or pass theirs, e.g. --frame-shift-ms 40")
+    known = sorted({float(s) for s in stored if s})
+    wrong = [s for s in known if given is not None and abs(s - given) > 1e-6 * max(s, given)]
+    if wrong:
+        raise DataError(f"--frame-shift-ms {given:g}: {path} records its frames {wrong[0]:g} ms apart. Fix: "
+                        "leave --frame-shift-ms out (the scores' own shift is used), or score them again")
+    return given if given is not None else (known[0] if known else None)
 
 
 def problem(reads: str, path: Path) -> str | None:

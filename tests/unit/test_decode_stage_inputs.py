@@ -240,6 +240,9 @@ def test_unscored_rows_count_as_failed_a_repeated_id_is_refused_and_no_reference
     for bad in (tmp_path / "missing.parquet", text):  # named by the scores reader, not a pyarrow traceback
         with pytest.raises(DataError, match="scores"):
             decode_file(**{**decodable, "scores": bad if bad.suffix else bad.rename(tmp_path / "junk.parquet")})
+    pq.write_table(pa.table({**rows, "frame_shift_ms": [40.0, 40.0]}), scores)
+    with pytest.raises(DataError, match=r"--frame-shift-ms 10: .*s.parquet records its frames 40 ms apart\. Fix"):
+        decode_file(**{**decodable, "scores": scores, "frame_shift_ms": 10.0})  # was ignored without a word
     pq.write_table(pa.table({**rows, "utt_id": ["a", "a"]}), scores)
     with pytest.raises(DataError, match=r"s.parquet: utterance 'a' appears 2 times .* Fix: give each utterance"):
         decode_file(**{**decodable, "scores": scores})

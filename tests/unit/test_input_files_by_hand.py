@@ -11,7 +11,8 @@ import pytest
 import sentencepiece
 
 from specbench.checkpoint_io import write_checkpoint
-from specbench.input_files import problem
+from specbench.errors import DataError
+from specbench.input_files import check_frame_shift, problem
 
 pytestmark = pytest.mark.unit
 MODELS = Path(__file__).resolve().parents[2] / "models"
@@ -33,3 +34,10 @@ def test_the_problem_of_each_wrong_file_in_words(tmp_path: Path) -> None:
         sentencepiece.SentencePieceProcessor(model_proto=text.read_bytes())
     said = " ".join(str(err.value).split())
     assert len(said) > 40 and problem("BPE model", text) == f"not a SentencePiece (BPE) model ({said[:120]})"
+
+
+def test_a_given_frame_shift_must_agree_with_the_one_the_scores_record() -> None:
+    assert check_frame_shift(Path("s.npz"), None, [None]) is None and check_frame_shift(Path("s"), 40.0, []) == 40.0
+    assert check_frame_shift(Path("s"), None, [40.0, 40.0]) == 40.0 == check_frame_shift(Path("s"), 40.0, [40.0])
+    with pytest.raises(DataError, match=r"--frame-shift-ms 10: s records its frames 40 ms apart\. Fix: leave"):
+        check_frame_shift(Path("s"), 10.0, [40.0])

@@ -30,8 +30,10 @@ def _pq(path: Path, rows: dict[str, tuple[int, list[float]]]) -> Path:
 def test_frame_shifts_and_refused_scores(tmp_path: Path) -> None:
     good = _pq(tmp_path / "s.parquet", ROWS)
     items, shift = load_scores(good, 5)
-    assert shift == 10.0 and [u for u, _ in items] == [U0, U1] and load_scores(good, 5, 25.0)[1] == 25.0
-    for path, shift, message in [(good, -5.0, "no frame shift"), (_pq(tmp_path / "n.parquet", {U2: ROWS[U2]}),
+    assert shift == 10.0 and [u for u, _ in items] == [U0, U1] and load_scores(good, 5, 10.0)[1] == 10.0
+    with pytest.raises(DataError, match=r"--frame-shift-ms 25: .*s.parquet records its frames 10 ms apart"):
+        load_scores(good, 5, 25.0)  # obeyed before: every real-time figure scaled by 2.5
+    for path, shift, message in [(good, -5.0, "-5: must be a positive number of milliseconds"), (_pq(tmp_path / "n.parquet", {U2: ROWS[U2]}),
                                   None, "no held-out-voice"),
                                  (_pq(tmp_path / "b.parquet", {U1: (1, [1.0, 2.0, 3.0])}), None, "holds 3 scores")]:
         with pytest.raises(DataError, match=message):
@@ -41,13 +43,13 @@ def test_frame_shifts_and_refused_scores(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="no frame shift"):
         load_scores(tmp_path / "s.npz", 5)
     (tmp_path / "manifest.json").write_text(json.dumps({"scores": {"file": "s.npz", "frame_shift_ms": 40}}))
-    assert load_scores(tmp_path / "s.npz", 5)[1] == 40.0 and load_scores(tmp_path / "s.npz", 5, 25.0)[1] == 25.0
+    assert load_scores(tmp_path / "s.npz", 5)[1] == 40.0 == load_scores(tmp_path / "s.npz", 5, 40.0)[1]
     graph = tmp_path / "g.fst"
     graph.write_bytes(b"")
-    workload = real_speech(graph, good, 2, 25.0)
-    assert workload.ids == [U0, U1] and workload.audio_seconds == pytest.approx(3 * 0.025)
+    workload = real_speech(graph, good, 2, 10.0)
+    assert workload.ids == [U0, U1] and workload.audio_seconds == pytest.approx(3 * 0.010)
     assert real_speech(graph, good, 5).ids == [U0, U1, U2]
-    for args, error in [((graph, good, 0), ValueError), ((graph, good, 2, -5.0), DataError),
+    for args, error in [((graph, good, 0), ValueError), ((graph, good, 2, 25.0), DataError),
                         ((tmp_path / "no.fst", good, 2), DataError)]:
         with pytest.raises(error):
             real_speech(*args)

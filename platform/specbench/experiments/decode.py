@@ -45,6 +45,7 @@ from specbench.decoder.backends import LANE_BACKENDS
 from specbench.decoder.result import DecodeResult, DecodeStats
 from specbench.decoder.stage import OUTPUT_SCHEMA, PARTIAL_TYPE, DecoderStage
 from specbench.errors import DataError, SpecbenchError
+from specbench.input_files import check_frame_shift
 from specbench.text_files import check_output_path, json_text, read_utf8, replacing
 from specbench.wfst.symbols import SymbolTable, first_ids
 
@@ -129,6 +130,12 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
     if symbols is not None:
         check_word_list(graph, words, len(symbols), stage.backend)
     texts = read_references(references) if references is not None else None
+    if frame_shift_ms is not None and Path(scores).suffix.lower() == ".parquet":
+        try:
+            stored = pq.read_table(scores, columns=["frame_shift_ms"]).column(0).to_pylist()
+        except (OSError, KeyError, pa.ArrowException):
+            stored = []  # read_scores names what is wrong with the file
+        check_frame_shift(Path(scores), frame_shift_ms, stored)
     failed = unscored(scores)  # in the output and the WER as failed rows, not left out
     known = [*(utterance_ids(scores) or []), *(u for u, _ in failed)]  # the ids, read without their scores
     check_unique(scores, known)  # before decoding

@@ -28,6 +28,7 @@ import numpy as np
 from specbench.data.voices import VOICES
 from specbench.decoder.backends import GraphFile
 from specbench.errors import DataError
+from specbench.input_files import check_frame_shift
 
 HELD_OUT_SLUGS = tuple(v.slug for v in VOICES if v.held_out)  # ("espeak-en-us-f4", "flite-rms")
 _HELD_OUT = re.compile(r"(?:^|-)(?:" + "|".join(map(re.escape, HELD_OUT_SLUGS)) + r")(?:-|$)")
@@ -107,7 +108,7 @@ def real_speech(graph_path: Path, scores_path: Path, utterances: int,
             if len(chosen) > utterances:  # keep the memory bounded: the first N by id survive
                 chosen.pop(max(chosen))
     items = [(u, chosen[u][0]) for u in sorted(chosen)]
-    shift = frame_shift_ms or (chosen[items[0][0]][1] if items else 0.0)
+    shift = check_frame_shift(scores_path, frame_shift_ms, [chosen[u][1] for u, _ in items])
     if not items:
         raise DataError(f"--scores {scores_path}: no usable utterance (every row's status is an error)")
     if not shift or shift <= 0:
@@ -142,13 +143,13 @@ def load_scores(path: Path, utterances: int, frame_shift_ms: float | None = None
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         items, shift = _parquet_scores(path, utterances)
-        frame_shift_ms = frame_shift_ms or shift
+        frame_shift_ms = check_frame_shift(path, frame_shift_ms, [shift])
     elif suffix == ".npz":
         from specbench.data.scores import read_npz  # its module imports kaldiio lazily: safe without it
 
         chosen = read_npz(path, lambda keys: select_utterances(keys, utterances))
         items = [(u, np.ascontiguousarray(m)) for u, m in chosen.items()]
-        frame_shift_ms = frame_shift_ms or _manifest_frame_shift(path)
+        frame_shift_ms = check_frame_shift(path, frame_shift_ms, [_manifest_frame_shift(path)])
     else:
         raise DataError(f"{path}: `bench decoder` reads .parquet or .npz scores, not {suffix!r}. Fix: "
                         "convert them to one of those (`specbench decode` also reads .scp, .ark and .npy)")
