@@ -261,7 +261,8 @@ def _add_decode(sub) -> None:  # noqa: ANN001
         default="cpu",
         help="auto: gpu when a CUDA device is usable, else cpu",
     )
-    dec.add_argument("--frame-shift-ms", type=float, help="frame shift of Kaldi/numpy scores (Parquet scores record their own; one that disagrees is refused)")
+    dec.add_argument("--frame-shift-ms", type=float,
+                     help="frame shift of Kaldi/numpy scores (Parquet scores record theirs: another is refused)")
     dec.add_argument("--beam", type=float, default=15.0, help="search beam, in cost units (default 15)")
     dec.add_argument("--max-active", type=int, default=10000, help="most tokens kept a frame (default 10000)")
     dec.add_argument("--min-active", type=int, default=20, help="fewest tokens kept a frame (default 20)")
