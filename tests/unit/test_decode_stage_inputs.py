@@ -243,6 +243,10 @@ def test_unscored_rows_count_as_failed_a_repeated_id_is_refused_and_no_reference
     pq.write_table(pa.table({**rows, "frame_shift_ms": [40.0, 40.0]}), scores)
     with pytest.raises(DataError, match=r"--frame-shift-ms 10: .*s.parquet records its frames 40 ms apart\. Fix"):
         decode_file(**{**decodable, "scores": scores, "frame_shift_ms": 10.0})  # was ignored without a word
+    SymbolTable(("<eps>", "<blk>", "x", "#0")).write(tmp_path / "tokens.txt")  # a graph of 2 tokens
+    with pytest.raises(DataError, match=r"s.parquet: scores of 1 columns, but .*tokens.txt lists 2 tokens"):
+        decode_file(**{**decodable, "scores": scores})  # another model's scores decoded to nonsense before
+    (tmp_path / "tokens.txt").unlink()
     pq.write_table(pa.table({**rows, "utt_id": ["a", "a"]}), scores)
     with pytest.raises(DataError, match=r"s.parquet: utterance 'a' appears 2 times .* Fix: give each utterance"):
         decode_file(**{**decodable, "scores": scores})

@@ -130,12 +130,9 @@ def decode_file(graph: Path, scores: Path, out: Path, backend: str = "cpu", beam
     if symbols is not None:
         check_word_list(graph, words, len(symbols), stage.backend)
     texts = read_references(references) if references is not None else None
-    if frame_shift_ms is not None and Path(scores).suffix.lower() == ".parquet":
-        try:
-            stored = pq.read_table(scores, columns=["frame_shift_ms"]).column(0).to_pylist()
-        except (OSError, KeyError, pa.ArrowException):
-            stored = []  # read_scores names what is wrong with the file
-        check_frame_shift(Path(scores), frame_shift_ms, stored)
+    if Path(scores).suffix.lower() == ".parquet":
+        check_frame_shift(Path(scores), frame_shift_ms, _stored(scores, "frame_shift_ms"))
+        check_token_count(Path(graph), Path(scores), _stored(scores, "num_classes"))
     failed = unscored(scores)  # in the output and the WER as failed rows, not left out
     known = [*(utterance_ids(scores) or []), *(u for u, _ in failed)]  # the ids, read without their scores
     check_unique(scores, known)  # before decoding
@@ -195,6 +192,29 @@ def check_word_list(graph: Path, words: Path, size: int, backend: str) -> None:
                         f"up to {top} (which needs at least {top + 1}): it is not that graph's word list (a "
                         "tokens.txt, or another graph's words.txt?). Fix: give the words.txt the graph was "
                         "built with (beside it in its folder under .specbench/graphs/)")
+
+
+def _stored(scores: Path, column: str) -> list[Any]:
+    """One column of a Parquet scores file; none where it cannot be read (read_scores names the problem)."""
+    try:
+        return pq.read_table(scores, columns=[column]).column(0).to_pylist()
+    except (OSError, KeyError, pa.ArrowException):
+        return []
+
+
+def check_token_count(graph: Path, scores: Path, columns: list[int | None]) -> None:
+    """A DataError when scores hold another number of columns than the graph's tokens (its `tokens.txt`,
+    where there is one: every symbol but <eps> and the disambiguation symbols #N): scores of another acoustic
+    model, which would decode to nonsense as if nothing were wrong."""
+    tokens = graph.with_name("tokens.txt")
+    if not tokens.is_file():
+        return
+    want = sum(1 for s in SymbolTable.read(tokens).symbols if s != "<eps>" and not s.startswith("#"))
+    wrong = sorted({c for c in columns if c is not None and c != want})
+    if wrong:
+        raise DataError(f"--scores {scores}: scores of {wrong[0]} columns, but {tokens} lists {want} tokens "
+                        "(column j scores input label j + 1). Fix: decode the scores of the acoustic model this "
+                        "graph was built for")
 
 
 def check_unique(scores: Path, ids: list[str]) -> None:
