@@ -192,3 +192,16 @@ def test_a_benchmark_job_names_missing_scores_and_graphs_before_it_runs(tmp_path
     write(tmp_path, 'kind = "eval_am"\n', "e.toml")  # scores_job replaces scores; graph replaces graph_job
     with pytest.raises(DataError, match=r"key 'graph' = '/nonexistent.fst'"):
         check_inputs(graph, load_config(graph), load_config)
+
+
+def test_a_speech_jobs_align_checkpoint_is_an_acoustic_model_or_the_missing_default(tmp_path: Path) -> None:
+    """Checked before the synthesis: another model failed after it, a mistyped path gave no word times."""
+    from specbench.errors import DataError
+
+    head = f'kind = "speech"\ngraph_job = "{ROOT / "jobs" / "graph_slurp.toml"}"\n'
+    for value, says in (("models/lm_slurp.pt", "is not an acoustic model: this is a prediction LM checkpoint"),
+                        ("models/am_slrup.pt", "does not exist. Fix: name the acoustic model to align with")):
+        path = write(tmp_path, head + f'align_checkpoint = "{value}"\n')
+        with pytest.raises(DataError, match=f"key 'align_checkpoint' = '{value}': .*{says}"):
+            preflight(path, load_config(path))
+    preflight(path := write(tmp_path, head), load_config(path))

@@ -70,6 +70,28 @@ def ctc_graph_preflight(config: Any, job_path: Path) -> None:
     ctc_graph_job(job_path, "graph_job", config.graph_job)
 
 
+def speech_preflight(config: Any, job_path: Path) -> None:
+    """The speech job's preflight: `ctc_graph_preflight`, and `align_checkpoint` must hold an acoustic model
+    where it exists; only the default may be missing (the corpus is then not aligned): a mistyped path would
+    give a corpus without word times, and another kind of model would fail after the synthesis."""
+    from dataclasses import fields
+
+    from specbench.errors import DataError
+    from specbench.input_files import problem
+    from specbench.paths import from_root
+
+    ctc_graph_preflight(config, job_path)
+    value, file = config.align_checkpoint, from_root(config.align_checkpoint)
+    default = next(f.default for f in fields(config) if f.name == "align_checkpoint")
+    if not file.exists() and value != default:
+        raise DataError(f"{job_path}: key 'align_checkpoint' = '{value}': {file} does not exist. Fix: name the "
+                        f"acoustic model to align with, or leave the key out ({default}, aligned when it exists)")
+    wrong = problem("acoustic model", file) if file.exists() else None
+    if wrong is not None:
+        raise DataError(f"{job_path}: key 'align_checkpoint' = '{value}': {file} is not an acoustic model: "
+                        f"{wrong}. Fix: point it at an acoustic model (`specbench train am`)")
+
+
 def scores_job_graph_preflight(config: Any, job_path: Path) -> None:
     """The preflight of a job that decodes an eval_am job's scores on that job's graph (word_confidence): the
     eval job's `graph_job` must be a CTC TLG job (`ctc_graph_job`; the error names the eval job's file)."""
