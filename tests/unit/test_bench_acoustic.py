@@ -43,3 +43,16 @@ def test_an_engine_not_installed_is_unavailable(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("PATH", str(tmp_path / "none"))  # no synthesizer at all: nothing to time, said so
     with pytest.raises(DataError, match=r"no synthesizer can speak here.*install flite\..*--audio DIR"):
         bench_acoustic(Path(__file__).resolve().parents[2] / "models" / "am_slurp.pt", 1)
+
+
+def test_the_audio_key_must_name_a_folder_of_wav_files_when_the_job_is_read(tmp_path: Path) -> None:
+    from specbench.experiments.registry import load_config, preflight
+
+    (tmp_path / "file").write_text("")
+    (tmp_path / "empty").mkdir()
+    for audio, says in (("nowhere", "does not exist"), ("file", "is a file, not a folder"),
+                        ("empty", "holds no .wav files")):
+        job = tmp_path / "b.toml"
+        job.write_text(f'kind = "bench_acoustic"\naudio = "{tmp_path / audio}"\n')
+        with pytest.raises(DataError, match=f"b.toml: key 'audio' = '.*{audio}': .* {says}. Fix: point it at"):
+            preflight(job, load_config(job))

@@ -178,3 +178,17 @@ def summary(result: dict[str, Any]) -> list[str]:
 
 
 execute = runner(measure, summary)
+
+
+def preflight(config: BenchAcousticConfig, job_path: Path) -> None:
+    """`audio`, where set, must be a folder holding .wav files: refused when the job is read, naming the key,
+    not after its run has started."""
+    if config.audio is None:
+        return
+    folder = from_root(config.audio)
+    what = ("does not exist" if not folder.exists() else "is a file, not a folder" if not folder.is_dir() else
+            "holds no .wav files" if not any(folder.glob("*.wav")) else None)
+    if what is not None:
+        raise DataError(f"{job_path}: key 'audio' = '{config.audio}': {folder} {what}. Fix: point it at a "
+                        "folder of 16 kHz mono WAV files (scripts/gpu_carry.py gathers one), or leave the key "
+                        "out to time synthesized speech")

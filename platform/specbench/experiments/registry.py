@@ -114,7 +114,7 @@ JOBS: dict[str, JobKind] = {job.kind: job for job in (
             metrics_change="the loaders are timed alternately in --rounds rounds (3): times are medians over "
                            "rounds and speedups the medians of the per-round ratios (before: the median of 5 "
                            "CSR loads against one kaldifst arc walk timed after them)"),
-    JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute",
+    JobKind(cfg.BenchAcousticConfig, f"{_BENCH}.acoustic:execute", preflight=f"{_BENCH}.acoustic:preflight",
             metrics_version=2,
             metrics_change="CPU and CUDA inference are timed alternately in --rounds rounds (3): real-time "
                            "factors are medians over rounds and speedup_cuda_vs_cpu the median of the "
