@@ -55,6 +55,8 @@ def test_defaults_fill_missing_sections(tmp_path: Path) -> None:
         ('kind = "graph"\n[lm]\nmemory = "lots"\n', ["section [lm]: memory = 'lots' is not a size lmplz reads"]),
         ('kind = "graph"\n[lm]\nmemory = "0%"\n', ["memory = '0%'", 'Fix: a whole number followed by %']),
         ('kind = "graph"\n[lm]\nmemory = "1.5G"\n', ["memory = '1.5G'"]),
+        ('kind = "graph"\n[lm]\nmemory = "1b"\n', ["memory = '1b': lmplz needs at least 64M"]),
+        ('kind = "graph"\n[lm]\nmemory = "99999999999999999999G"\n', ["more than 1P is a typo"]),
         ('kind = "predictive_asr"\n[usage]\nrouting_share = 1\n', ["'usage.routing_share'", "unknown key"]),
         ('kind = "predictive_asr"\n[usage]\nroutine_share = 1.5\n',
          ["section [usage]: routine_share = 1.5: out of range; allowed: 0.0 <= routine_share <= 1.0"]),
@@ -80,7 +82,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 
 def test_lmplz_sizes_are_accepted_as_lmplz_reads_them(tmp_path: Path) -> None:
-    for memory in ("10%", "100%", "2G", "800M", "4096"):  # a bare number is in K, as lmplz's -S reads it
+    for memory in ("10%", "100%", "2G", "800M", "65536"):  # a bare number is in K, as lmplz's -S reads it
         assert load_config(write(tmp_path, f'kind = "graph"\n[lm]\nmemory = "{memory}"\n')).lm.memory == memory
 
 

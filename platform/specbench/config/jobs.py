@@ -90,6 +90,9 @@ class LmSection:
             raise ValueError(f"memory = {self.memory!r} is not a size lmplz reads (its -S option). Fix: a whole "
                              'number followed by % of the machine\'s memory (1 to 100, e.g. "10%") or by b, K, M, '
                              'G, T, P or E (e.g. "2G"; a bare number is in K)')
+        if size[2] != "%" and not 2**26 <= int(size[1]) * 1024 ** "bKMGTPE".find(size[2] or "K") <= 2**50:
+            raise ValueError(f"memory = {self.memory!r}: lmplz needs at least 64M (its vocabulary hash alone takes "
+                             'tens of MB), and more than 1P is a typo. Fix: e.g. "2G", or a share, "10%"')
 
 
 @dataclass(frozen=True)
