@@ -36,7 +36,12 @@ def work_dir_location() -> Path:
 def work_dir() -> Path:
     """`SPECBENCH_HOME`, else `<root>/.specbench`; created on first use."""
     path = work_dir_location()
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"the work directory {path} (SPECBENCH_HOME, else .specbench/ in the checkout) cannot "
+                          f"be made ({err.strerror}: {err.filename}). Fix: point SPECBENCH_HOME at a folder you "
+                          "can write, or unset it") from err
     return path.resolve()
 
 

@@ -56,6 +56,7 @@ def test_defaults_fill_missing_sections(tmp_path: Path) -> None:
         ('kind = "graph"\n[lm]\nmemory = "0%"\n', ["memory = '0%'", 'Fix: a whole number followed by %']),
         ('kind = "graph"\n[lm]\nmemory = "1.5G"\n', ["memory = '1.5G'"]),
         ('kind = "graph"\n[lm]\nmemory = "1b"\n', ["memory = '1b': lmplz needs at least 64M"]),
+        ('kind = "eval_am"\ncheckpoint = "am\\u0000.pt"\n', ["key 'checkpoint'", "a path with a NUL character"]),
         ('kind = "graph"\n[lm]\nmemory = "99999999999999999999G"\n', ["more than 1P is a typo"]),
         ('kind = "predictive_asr"\n[usage]\nrouting_share = 1\n', ["'usage.routing_share'", "unknown key"]),
         ('kind = "predictive_asr"\n[usage]\nroutine_share = 1.5\n',
@@ -207,3 +208,13 @@ def test_a_speech_jobs_align_checkpoint_is_an_acoustic_model_or_the_missing_defa
         with pytest.raises(DataError, match=f"key 'align_checkpoint' = '{value}': .*{says}"):
             preflight(path, load_config(path))
     preflight(path := write(tmp_path, head), load_config(path))
+
+
+def test_a_work_directory_that_cannot_be_made_is_an_error_with_the_fix(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from specbench.paths import work_dir
+
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "file"))
+    with pytest.raises(ConfigError, match=r"work directory .*file .* cannot be made \(File exists.*Fix: point"):
+        work_dir()

@@ -105,6 +105,8 @@ def _convert(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[st
         if not value.strip():
             raise _fail(path, key, value, "an empty path (it would mean the project folder itself)",
                         f"Fix: set '{key}' to the path of a file, or remove the key to use its default.")
+        if "\x00" in value:  # no file system takes it: every later use of the path would fail
+            raise _fail(path, key, value, "a path with a NUL character (\\u0000)", "Fix: remove it.")
         return Path(value)
     return _check_scalar(path, key, value, typ, meta)
 
