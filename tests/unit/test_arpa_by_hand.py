@@ -180,3 +180,17 @@ def test_g_scores_ngrams_whose_suffix_is_not_listed_as_the_model(tmp_path: Path)
     for sentence in itertools.chain.from_iterable(itertools.product("abc", repeat=n) for n in range(5)):
         cost = _g_cost(g_path, [words[w] for w in sentence], words["#0"])
         assert cost == pytest.approx(-math.log(10) * lm.sentence_log10(sentence), rel=1e-6), sentence
+
+
+def test_a_zero_probability_reads_as_srilm_writes_it_and_g_is_built(tmp_path: Path) -> None:
+    """lmplz writes -inf for a word its discounting left nothing; kaldilm's arpa2fst aborted the process on it
+    (its reason hidden in the captured log). Read as -99, written back so, G is built and never prefers it."""
+    raw = tmp_path / "raw.arpa"
+    raw.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-1.0 </s>\n-99 <s> -inf\n-0.3 yes\n-inf no\n\n\\end\\\n")
+    model = read_arpa(raw)
+    assert model.ngrams[0][("no",)] == (-99.0, 0.0) and model.ngrams[0][("<s>",)] == (-99.0, -99.0)
+    write_arpa(model, tmp_path / "lm.arpa")
+    assert "inf" not in (tmp_path / "lm.arpa").read_text()
+    word_table(["yes", "no"]).write(tmp_path / "words.txt")
+    arpa_to_g(tmp_path / "lm.arpa", tmp_path / "words.txt", tmp_path / "G.fst")
+    assert (tmp_path / "G.fst").stat().st_size > 0

@@ -76,6 +76,10 @@ def test_a_cached_hclg_directory_is_checked_and_picked_as_the_graph(tmp_path) ->
     write_vector_fst(tmp_path / "HCLG.fst", from_arrays(0, [0], src=[0], dest=[0], ilabel=[1], olabel=[1], weight=[0]))
     for name in ("words.txt", "phones.txt"):
         (tmp_path / name).write_text("<eps> 0\nx 1\n")
+    with pytest.raises(DataError, match="this cached graph lacks G.fst, lm.arpa"):  # the job reads lm.arpa later
+        sphinx.verify(tmp_path)
+    for name in ("G.fst", "lm.arpa"):
+        (tmp_path / name).write_text("")
     sphinx.verify(tmp_path)
     assert tlg.GraphArtifacts(tmp_path, SPHINX, True).fst == tmp_path / "HCLG.fst"
     assert tlg.GraphArtifacts(tmp_path / "t", TLG, True).fst == tlg.GraphArtifacts(tmp_path / "t", TLG, True).tlg

@@ -109,7 +109,8 @@ def inputs_hash(config: GraphConfig) -> str:
 def verify(directory: Path) -> None:
     """Check a cached HCLG before reuse (the FST and symbol tables are there and read); DataError naming the
     file and the fix otherwise."""
-    missing = [name for name in ("HCLG.fst", "words.txt", "phones.txt") if not (directory / name).is_file()]
+    missing = [name for name in ("HCLG.fst", "G.fst", "lm.arpa", "words.txt", "phones.txt")  # the job reads lm.arpa
+               if not (directory / name).is_file()]
     if missing:
         raise DataError(f"{directory}: this cached graph lacks {', '.join(missing)} (removed since it was built, or "
                         f"a copy in part). {lexicon.REBUILD_FIX}")

@@ -129,12 +129,17 @@ def _parse_entry(line: str, n: int, path: Path, lineno: int) -> tuple[tuple[str,
     if not logp <= 0.0 or math.isnan(bow) or bow == math.inf:  # NaN fails every comparison
         raise ArpaFormatError(f"{path}, line {lineno}: {line.strip()!r} holds no valid log10 probability "
                               f"(a number <= 0) and back-off weight (a finite number). {_FIX}")
-    return tuple(parts[1:n + 1]), logp, bow
+    return tuple(parts[1:n + 1]), max(logp, ZERO_LOG10), max(bow, ZERO_LOG10)
+
+
+# A probability of zero (lmplz writes -inf for a word its discounting left nothing, which Kaldi's arpa2fst
+# refuses by aborting the process) is read as SRILM writes it, -99: finite, and never on a best path.
+ZERO_LOG10 = -99.0
 
 
 def read_arpa(path: Path) -> ArpaModel:
-    """Parse an ARPA file; any malformed line raises `ArpaFormatError` naming the file and line: a value that
-    is no log10 probability (NaN, > 0) or back-off weight, an n-gram listed twice, or one whose first n - 1
+    """Parse an ARPA file (-inf read as `ZERO_LOG10`); any malformed line raises `ArpaFormatError` naming the
+    file and line: a value that is no log10 probability (NaN, > 0) or back-off weight, an n-gram listed twice, or one whose first n - 1
     words are not listed as an (n - 1)-gram (KenLM refuses those, and G could never reach them). As KenLM,
     it skips blank lines and, before `\\data\\`, lines starting with '#'."""
     path = Path(path)
