@@ -9,7 +9,7 @@ the work directory (`SPECBENCH_HOME` when set; `paths.from_root`); `graph_job` i
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import ClassVar
 
@@ -116,6 +116,10 @@ class BenchDecoderConfig(BenchConfig):
     def __post_init__(self) -> None:
         if not self.gpu_decoders or not self.backends:
             raise ValueError("gpu_decoders and backends must each list at least one value")
+        default = next(f.default for f in fields(self) if f.name == "scores")
+        if self.scores_job is not None and self.scores != default:
+            raise ValueError(f"scores = '{self.scores}' and scores_job = '{self.scores_job}' both name the scores "
+                             "to decode (scores_job's would win). Fix: keep one of them")
 
 
 @dataclass(frozen=True)

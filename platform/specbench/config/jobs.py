@@ -757,6 +757,9 @@ class NightlyConfig:
     tracking: TrackingSection = TrackingSection(experiment="nightly")
 
     def __post_init__(self) -> None:
+        if not self.name.strip() or self.name != self.name.strip():  # as a suite's: it names the parent run
+            raise ValueError(f"name = {self.name!r}: an empty name or spaces around it. Fix: write name = "
+                             f"{(self.name.strip() or 'nightly')!r}, or remove the key")
         if not self.jobs:
             raise ValueError("jobs must list at least one job file")
         names = [r.metric for r in self.tolerance]

@@ -45,10 +45,18 @@ class SuiteConfig:
 
 
 
+def _plain(value: Any) -> Any:
+    """`value` with its paths as strings, as the job file wrote them (no PosixPath('...') in a message)."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return str(value) if isinstance(value, Path) else value
+
+
 def _fail(path: Path, key: str, value: Any, problem: str, fix: str | None = None) -> ConfigError:
     """The message of a bad value: the file, the key, the value, the problem and the fix (by default: give
     the key an allowed value)."""
-    shown = repr(value) if len(repr(value)) < 80 else repr(value)[:77] + "..."
+    shown = repr(_plain(value))
+    shown = shown if len(shown) < 80 else shown[:77] + "..."
     fix = fix or f"Fix: set '{key}' to an allowed value."
     return ConfigError(f"{path}: key '{key}' = {shown}: {problem}. {fix}")
 
@@ -94,7 +102,8 @@ def _convert(path: Path, key: str, value: Any, typ: Any, meta: typing.Mapping[st
         if typing.get_args(typ)[-1] is Ellipsis and not meta.get("repeats"):  # choices, not a [low, high] pair
             twice = next((b for i, b in enumerate(items) if b in items[:i]), None)
             if twice is not None:  # each value would be run, trained or counted once more under one name
-                raise _fail(path, key, value, f"{twice!r} is listed twice", f"Fix: list each value of '{key}' once.")
+                raise _fail(path, key, value, f"{_plain(twice)!r} is listed twice",
+                            f"Fix: list each value of '{key}' once.")
         return items
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(typ) if a is not type(None)]
