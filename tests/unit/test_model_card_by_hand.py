@@ -143,3 +143,10 @@ def test_a_card_that_cannot_be_written_leaves_the_old_one_whole(tmp_path: Path) 
     os.umask(mask)
     assert (checkpoint.with_suffix(".md").stat().st_mode & 0o777) == 0o666 & ~mask  # readable as write_text's
 
+
+
+def test_markdown_keeps_angle_brackets_and_bars_and_a_share_short_of_all_is_not_1() -> None:
+    """`<unk>` was read as an HTML tag and vanished; a `|` in a value split its cell; 0.99996 printed as 1."""
+    text = render("T", "Intro.", [Text("every other word is <unk> & so on"), Fields([("x", "a | b")])])
+    assert "every other word is &lt;unk&gt; &amp; so on" in text and "| x | a \\| b |" in text
+    assert format_value(0.99996) == "0.99996" and format_value(1.0) == "1" and format_value(0.5) == "0.5"

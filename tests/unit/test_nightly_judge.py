@@ -61,3 +61,13 @@ def test_a_regression_gives_its_move_to_the_digits_that_show_it_past_the_allowan
     assert judge(ToleranceRule("m", max_rise=0.5), 300.6238, 300.1236).startswith(
         "rose by 0.5002 from 300.124 to 300.624 (allowed")
     assert judge(ToleranceRule("m", max_drop=0.5), 1.0, 1.5000001).startswith("fell by 0.5000001 from")
+
+
+def test_an_absolute_bound_allows_float_rounding_and_a_failure_never_reads_as_equal_numbers() -> None:
+    """0.1 + 0.2 is 0.30000000000000004: at the maximum 0.3, not above it, as for the relative bounds; where a
+    value is past a bound or its baseline by less than six digits show, more digits are printed."""
+    assert judge(ToleranceRule("m", max=0.3), 0.1 + 0.2, None) is None
+    assert judge(ToleranceRule("m", min=0.3), 0.29999999999999993, None) is None
+    assert judge(ToleranceRule("m", min=1.0), 0.9999996, None) == "0.9999996 is below the minimum 1"
+    assert judge(ToleranceRule("m", max_drop=0.0), 31.2345649, 31.2345651) == (
+        "fell by 2e-07 from 31.23457 to 31.23456 (allowed drop 0)")

@@ -36,12 +36,13 @@ def test_figures() -> None:
 def test_a_failed_job_and_a_missing_value_keep_the_report_table_whole() -> None:
     rule = ToleranceRule("graph.states", max_rise=0)
     checks = [Check("a|b.toml", JOB_FAILED, math.nan, None, None, None,
-                    "the job failed: ConfigError: key 'x' = 'a|b' bad.\nFix: give one of a | b"),
+                    "the job failed: KeyError: '<unk>': key 'x' = 'a|b' bad.\nFix: give one of a | b"),
               Check("graph.toml", "graph.states", math.nan, 10.0, "r1", rule, "the job did not log it")]
     table = render_markdown(checks, "n1").strip().splitlines()
     assert len(table) == 2 + 2 + len(checks)  # title, blank, header, rule, one line per check
     assert all(len(re.findall(r"(?<!\\)\|", line)) == 8 for line in table[2:])  # seven cells in every row
     assert "| JOB FAILED | a\\|b.toml | (the job) | - | - | - |" in table[4] and "<br>Fix:" in table[4]
+    assert "KeyError: '&lt;unk&gt;'" in table[4]  # not an HTML tag that Markdown would hide
     assert "| 10 | r1 | - |" in table[5] and "nan" not in "\n".join(table)
     page = render_html(checks, "n1")
     assert "<td>10</td><td>r1</td>" in page and "<td>-</td>" in page and "nan" not in page

@@ -44,7 +44,7 @@ from specbench.experiments.registry import JOBS, OPTIONAL_NIGHTLY_METRICS, RunOp
 from specbench.experiments.runner import JobRun, SuiteRun, run_name
 from specbench.reports.headline import BETTER, TIMED_METRICS
 from specbench.reports.nightly import JOB_FAILED, Check, render_html, render_markdown, write_plot
-from specbench.reports.numbers import figure
+from specbench.reports.numbers import apart, figure
 from specbench.tracking.baseline import (
     PASSED,
     REGRESSED,
@@ -67,18 +67,19 @@ def judge(rule: ToleranceRule, new: float, baseline: float | None) -> str | None
     """Why `new` breaks `rule` against `baseline` (None when it does not)."""
     if not math.isfinite(new):
         return f"new value {new} is not finite"
-    if rule.min is not None and new < rule.min:
-        return f"{figure(new)} is below the minimum {figure(rule.min)}"
-    if rule.max is not None and new > rule.max:
-        return f"{figure(new)} is above the maximum {figure(rule.max)}"
+    for bound, past, side in ((rule.min, -1.0, "below the minimum"), (rule.max, 1.0, "above the maximum")):
+        # as for moves: a value at the bound, but for the rounding of binary floats, is within it
+        if bound is not None and _beyond(past * (new - bound), 0.0, max(abs(bound), abs(new))):
+            shown, limit = apart(new, bound)
+            return f"{shown} is {side} {limit}"
     if baseline is None or not math.isfinite(baseline):  # find_baseline never gives one that is not finite
         return None
     scale = max(abs(baseline), abs(new))
     for moved, allowed, verb, noun in ((baseline - new, rule.max_drop, "fell", "drop"),
                                        (new - baseline, rule.max_rise, "rose", "rise")):
         if allowed is not None and _beyond(moved, allowed, scale):
-            return (f"{verb} by {_by(moved, allowed)} from {figure(baseline)} to {figure(new)} "
-                    f"(allowed {noun} {figure(allowed)})")
+            before, after = apart(baseline, new)
+            return f"{verb} by {_by(moved, allowed)} from {before} to {after} (allowed {noun} {figure(allowed)})"
     return None
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specbench.reports.numbers import figure, markdown_cell, markdown_text
 from specbench.text_files import json_number, plain_json, replace_text, table_json
 
 
@@ -49,8 +50,9 @@ Section = Fields | Text | Table
 
 def format_value(value: Any) -> str:
     """A table cell: floats to 4 significant digits, lists and tuples comma-separated, the rest `str`."""
-    if isinstance(value, float):
-        return f"{value:.4g}"
+    if isinstance(value, float):  # but never a share short of all (0.99996) printed as all, "1", or as none
+        short = f"{value:.4g}"
+        return figure(value) if short in ("0", "1", "-0", "-1") and float(short) != value else short
     if isinstance(value, (list, tuple)):
         return ", ".join(map(str, value))
     return str(value)
@@ -58,14 +60,14 @@ def format_value(value: Any) -> str:
 
 def _table_lines(columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
     lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
-    return lines + ["| " + " | ".join(format_value(v) for v in row) + " |" for row in rows]
+    return lines + ["| " + " | ".join(markdown_cell(format_value(v)) for v in row) + " |" for row in rows]
 
 
 def _section_lines(section: Section) -> list[str]:
     """A section's Markdown lines: a blank line, its `## title` and a blank line (when titled), its body."""
     lines = ["", f"## {section.title}", ""] if section.title else [""]
     if isinstance(section, Text):
-        return lines + [section.text]
+        return lines + [markdown_text(section.text)]
     if isinstance(section, Fields):
         return lines + _table_lines(("field", "value"), section.rows)
     return lines + _table_lines(section.columns, section.rows)

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specbench.config import ToleranceRule
-from specbench.reports.numbers import figure
+from specbench.reports.numbers import apart
+from specbench.reports.numbers import markdown_cell as _cell
 from specbench.reports.plots import pyplot
 
 
@@ -36,11 +37,6 @@ class Check:
 JOB_FAILED = "(the job)"  # the metric column of a job that failed: it logged nothing to compare
 
 
-def _cell(text: str) -> str:
-    """A Markdown table cell: a `|` escaped and line breaks as <br>, so an error message stays in its row."""
-    return text.replace("|", "\\|").replace("\r\n", "\n").replace("\n", "<br>")
-
-
 def _run(check: Check) -> str:
     """The baseline value's run, as a short id ("-" without one)."""
     return check.baseline_run[:8] if check.baseline_run else "-"
@@ -51,16 +47,17 @@ def render_markdown(checks: Sequence[Check], nightly_id: str) -> str:
     out = [f"# Nightly {nightly_id}: {bad} regression(s) in {len(checks)} checks", "",
            "| verdict | job | metric | baseline | baseline run | new | why |", "| --- " * 7 + "|"]
     for c in checks:
-        out.append(f"| {c.verdict} | {_cell(c.job)} | {_cell(c.metric)} | {figure(c.baseline)} | {_run(c)} | "
-                   f"{figure(c.new)} | {_cell(c.problem or '')} |")
+        baseline, new = apart(c.baseline, c.new)
+        out.append(f"| {c.verdict} | {_cell(c.job)} | {_cell(c.metric)} | {baseline} | {_run(c)} | {new} | "
+                   f"{_cell(c.problem or '')} |")
     return "\n".join(out) + "\n"
 
 
 def render_html(checks: Sequence[Check], nightly_id: str) -> str:
     rows = "".join(
         f"<tr class={'bad' if c.problem else 'ok'}><td>{c.verdict}</td><td>{html.escape(c.job)}</td>"
-        f"<td>{html.escape(c.metric)}</td><td>{figure(c.baseline)}</td><td>{_run(c)}</td>"
-        f"<td>{figure(c.new)}</td><td>{html.escape(c.problem or '')}</td></tr>" for c in checks)
+        f"<td>{html.escape(c.metric)}</td><td>{apart(c.baseline, c.new)[0]}</td><td>{_run(c)}</td>"
+        f"<td>{apart(c.baseline, c.new)[1]}</td><td>{html.escape(c.problem or '')}</td></tr>" for c in checks)
     return ("<!doctype html><html><head><meta charset=utf-8><title>nightly</title><style>body{font-family:"
             "sans-serif}td,th{border:1px solid #ccc;padding:4px 8px}table{border-collapse:collapse}"
             "tr.bad{background:#fdd}</style></head><body>"
