@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -132,12 +133,15 @@ def test_a_build_removes_the_partial_folders_of_dead_builds_only(tmp_path: Path)
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                           text=True, check=True)
     dead = done.stdout.strip()  # the pid of a process that has ended
-    gone, running = (final.with_name(f"{final.name}.partial-{pid}") for pid in (dead, os.getpid()))
-    other = final.with_name(f"other-0123.partial-{dead}")  # another graph's: not this build's
-    for folder in (gone, running, other):
+    here = socket.gethostname()
+    gone, running = (final.with_name(f"{final.name}.partial-{here}-{pid}") for pid in (dead, os.getpid()))
+    legacy, aside = final.with_name(f"{final.name}.partial-{dead}"), final.with_name(f"{final.name}.old-{here}-{dead}")
+    other = final.with_name(f"other-0123.partial-{here}-{dead}")  # another graph's: not this build's
+    elsewhere = final.with_name(f"{final.name}.partial-another-host-{dead}")  # its pid says nothing here
+    for folder in (gone, running, legacy, aside, other, elsewhere):
         folder.mkdir(parents=True)
     remove_abandoned_builds(final)
-    assert not gone.exists() and running.is_dir() and other.is_dir()
+    assert not any(f.exists() for f in (gone, legacy, aside)) and all(f.is_dir() for f in (running, other, elsewhere))
 
 
 def test_the_graph_folder_keys_on_what_shapes_the_graph_only(tmp_path: Path) -> None:
@@ -149,3 +153,26 @@ def test_the_graph_folder_keys_on_what_shapes_the_graph_only(tmp_path: Path) -> 
     assert folder('[tracking]\nexperiment = "elsewhere"\n') == same  # where the run is logged
     assert folder('[lm]\nmemory = "2G"\n') == same  # lmplz's sorting memory
     assert folder("[lm]\norder = 2\n") != same
+
+
+def test_a_forced_rebuild_swaps_the_old_graph_out_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The old folder used to be deleted file by file before the new one was renamed in, so a reader could
+    find it half deleted; now it is renamed aside whole and removed once the new one is in place."""
+    from specbench.experiments import graph_recipe
+
+    monkeypatch.setenv("SPECBENCH_HOME", str(tmp_path / "home"))
+    config = load_config(ROOT / "jobs" / "graph_slurp.toml")
+    final = graph_dir(config)
+    final.mkdir(parents=True)
+    for name in ("stats.json", "TLG.fst"):
+        (final / name).write_text("old")
+    during = []
+
+    def build(config: object, out: Path, step: object) -> GraphStats:
+        during.append((final / "TLG.fst").read_text())  # the old graph stays whole while the new one builds
+        (out / "TLG.fst").write_text("new")
+        return GraphStats(**{f.name: 0 for f in fields(GraphStats)})
+
+    monkeypatch.setattr(graph_recipe, "_build_into", build)
+    assert not build_graph(config, force=True).reused and during == ["old"]
+    assert (final / "TLG.fst").read_text() == "new" and [p.name for p in final.parent.iterdir()] == [final.name]

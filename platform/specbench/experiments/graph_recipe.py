@@ -18,6 +18,7 @@ import importlib.metadata
 import json
 import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -218,13 +219,15 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
         (sphinx_graph_recipe.verify if sphinx else verify_graph)(final)
         return GraphArtifacts(final, (sphinx_graph_recipe.load_stats if sphinx else load_stats)(final), reused=True)
     remove_abandoned_builds(final)
-    tmp = final.with_name(f"{final.name}.partial-{os.getpid()}")
+    tmp, old = (final.with_name(f"{final.name}.{kind}-{socket.gethostname()}-{os.getpid()}")
+                for kind in ("partial", "old"))
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         stats = (sphinx_graph_recipe.build_into if sphinx else _build_into)(config, tmp, step)
         (tmp / "stats.json").write_text(json_text(asdict(stats), indent=2))
-        shutil.rmtree(final, ignore_errors=True)
+        if final.exists():  # a forced rebuild: the old graph is renamed aside whole, never seen half deleted
+            os.replace(final, old)
         try:
             os.replace(tmp, final)
         except OSError:  # another process put the same graph (the same key) there since: theirs stands
@@ -232,22 +235,25 @@ def build_graph(config: GraphConfig, step: Step = lambda _: None, force: bool = 
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
     return GraphArtifacts(final, stats, reused=False)
 
 
 def remove_abandoned_builds(final: Path) -> None:
-    """Remove the `<final>.partial-<pid>` folders of builds whose process no longer runs (killed before it
-    could remove its own); a folder of a running build is left to it."""
-    for partial in final.parent.glob(f"{final.name}.partial-*"):
-        pid = partial.name.rpartition("-")[2]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(partial, ignore_errors=True)
-        except (OSError, OverflowError):  # another user's running process, or not a pid
-            pass
+    """Remove the `<final>.partial-<host>-<pid>` and `<final>.old-<host>-<pid>` folders that builds on this
+    host left when killed (their process no longer runs); a running build's folders, and those of builds on
+    other hosts (a work directory shared between machines), are left alone."""
+    for kind in ("partial", "old"):
+        for folder in final.parent.glob(f"{final.name}.{kind}-*"):
+            host, _, pid = folder.name.removeprefix(f"{final.name}.{kind}-").rpartition("-")
+            if host not in ("", socket.gethostname()) or not pid.isdigit() or int(pid) == os.getpid():
+                continue  # "": a folder named before the host was (`partial-<pid>`)
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                shutil.rmtree(folder, ignore_errors=True)
+            except (OSError, OverflowError):  # another user's running process, or not a pid
+                pass
 
 
 def texts(config: GraphConfig) -> tuple[list[list[str]], dict[str, list[list[str]]]]:
