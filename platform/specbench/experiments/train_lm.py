@@ -27,7 +27,7 @@ LICENCE = ("Trained on the SLURP training text (Bastianelli et al. 2020), CC BY 
            "work under the same licence.")
 DATA_NOTE = ("SLURP training text (slurp/lm.txt.gz, deduplicated, normalized like the decoder's words); early "
              "stopping on the SLURP devel texts; perplexity on the devel and test texts, one per SLURP text id. The vocabulary "
-             "is the {vocab:,} words found in at least {min_count} training sentences; every other word is "
+             "is the {vocab:,} words seen at least {min_count} times in the training text; every other word is "
              "<unk>, which counts as a token in the perplexity (the usual closed-vocabulary convention; the "
              "OOV rates are given), so it is not directly comparable with the paper's 283k-word LM.")
 PAPER_PERPLEXITY = 31.0  # the paper's SLURP LM on test: a 149M-parameter LM fine-tuned on SLURP

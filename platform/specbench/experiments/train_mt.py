@@ -140,6 +140,11 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
         if not by_bleu:
             return next((h for h in state.history if h["epoch"] == state.best_epoch), None)
         scored = [h for h in state.history if "selection_sbs_bleu" in h]
+        if unscored := [str(h["epoch"]) for h in state.history if "selection_sbs_bleu" not in h]:
+            raise ConfigError(f"{config.name}: the saved run {state_path} kept epoch(s) {', '.join(unscored)} by "
+                              "devel loss, which have no devel SBS BLEU to select by (only the later ones "
+                              "would be candidates). Fix: delete that file to train again with "
+                              "selection.metric = 'sbs_bleu', or select by 'devel_loss'")
         if other := {h.get("selection_at", at) for h in scored} - {at}:  # none recorded (older runs): taken as at
             raise ConfigError(f"{config.name}: {state_path} holds SBS BLEU scored at {' / '.join(other)}, "
                               f"not at {at}. Fix: rerun with that [selection], or delete it to retrain")
@@ -164,10 +169,6 @@ def run_train_mt(config: TrainMtConfig, job_path: Path, run: TrackedRun | None,
     state = train(model, train_set, devel_set, config.training, state_path, tag, on_epoch,
                   judged_on=judged_on(devel_pairs, bleu_pairs))
     best = kept_entry(state)
-    if by_bleu and state.history and best is None:
-        raise ConfigError(f"{config.name}: the saved run {state_path} kept epochs by devel loss, so none "
-                          "of its epochs has a devel SBS BLEU to select by. Fix: delete that file to "
-                          "train again with selection.metric = 'sbs_bleu', or select by 'devel_loss'")
     if best is None:
         raise ConfigError(f"{config.name}: training ended without a finished epoch; raise "
                           "training.max_minutes")
