@@ -312,6 +312,18 @@ def test_hash_table_recombination_equals_the_dense_table_and_overflows_when_full
             TwinDecoder(graph, options, table_slots=bad)
 
 
+def test_hash_tables_smaller_than_a_new_lanes_tokens_are_refused_with_lattices() -> None:
+    """A new lane starts with the start state and its epsilon closure (here 21 states): the GPU's table of
+    epsilon-link token costs, of table_slots slots, would overflow and lose the links (the twin's is dense)."""
+    arcs = [(0, s, 0, 0, 0.05 * s) for s in range(1, 21)] + [(s, s, 1, s, 0.0) for s in range(1, 21)]
+    graph = compile_graph(fst_text(arcs, {s: 0.0 for s in range(1, 21)}))
+    options = replace(INFINITE_BEAM, lattice_beam=1.0)
+    with pytest.raises(ValueError, match=r"table_slots = 16 holds fewer states than a new lane starts with \(21"):
+        TwinDecoder(graph, options, table_slots=16)
+    TwinDecoder(graph, INFINITE_BEAM, table_slots=16)  # without lattices no link table is kept
+    TwinDecoder(graph, options, table_slots=32)
+
+
 def test_lanes_that_overflow_together_are_decoded_again_apart() -> None:
     """With an arena just big enough for each utterance alone, a batch of them overflows the shared queue;
     the overflowed lanes are decoded again in smaller batches and end with the results of ample queues."""

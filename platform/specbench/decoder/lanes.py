@@ -162,6 +162,12 @@ class LaneDecoder:
         if self.settings.lattice_beam is not None and arcs > np.iinfo(RECORD_DTYPE).max:
             raise ValueError(f"lattice records hold arc indices as {np.dtype(RECORD_DTYPE).name}, and this graph "
                              f"has {arcs:,} arcs of one kind; decode it without lattices, or on the cpu backend")
+        start = 1 + self.lane_graph.init_dest.shape[0]  # a new lane's tokens: the start state and its closure
+        slots = self.settings.table_slots
+        if self.settings.lattice_beam is not None and 0 < slots < start:  # the GPU's link table would overflow
+            raise ValueError(f"table_slots = {slots} holds fewer states than a new lane starts with ({start}: the "
+                             "start state and its epsilon closure), whose lattice links would be lost. Fix: "
+                             f"table_slots of at least {1 << (start - 1).bit_length()}, or 0 (dense tables)")
         self._kernels_factory = kernels_factory
         self.kernels: LaneKernels = kernels_factory(self.lane_graph, self.settings)
         self._arena_ring = min(self.settings.arena_window, self.settings.arena_capacity)  # the kernels' ring
