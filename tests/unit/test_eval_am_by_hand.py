@@ -22,9 +22,11 @@ from specbench.acoustic.inference import score_features, scores_table
 from specbench.acoustic.vtln import choose_warp, warp_grid
 from specbench.config import EvalAmConfig, SpeakerTransformSection, VtlnSection
 from specbench.data.synthesis import read_wav, write_wav
+from specbench.errors import DataError
 from specbench.experiments.eval_am import (
     _greedy_per,
     _has_unseen_word,
+    _scored_metrics,
     _voice_key,
     _wer_of,
     choose_voice_warps,
@@ -134,6 +136,8 @@ def test_the_wer_counts_an_utterance_without_a_decode_as_all_deletions() -> None
     # u1 right, u2 not decoded (1 deletion), u3 one substitution: 2 errors / 4 reference words
     assert _wer_of(rows, {"u1": ["play", "jazz"], "u3": ["stop"]}) == pytest.approx(0.5)
     assert math.isnan(_wer_of([], {"u1": ["play"]}))  # no utterance (say, none with only seen words): no WER
+    with pytest.raises(DataError, match="no devel utterance was scored .* no acoustic scale can be chosen"):
+        _scored_metrics(Path("TLG.fst"), [], rows, None, None, EvalAmConfig(), None, {}, set())  # took 1st
 
 
 def test_a_voice_key_has_no_colon_or_plus() -> None:

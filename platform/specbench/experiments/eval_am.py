@@ -245,6 +245,10 @@ def _scored_metrics(tlg: Path, devel: list[dict], test: list[dict], devel_scores
                     train_vocab: set[str]) -> tuple[dict[str, float], dict, dict]:
     """WER (devel-tuned acoustic scale), PER, per-voice WER and WER by whether an utterance holds a word the
     LM text never had, of one set of scores; also the devel WER per scale and the test hypotheses."""
+    if not devel:  # min() below would pick the first scale listed, as if devel had chosen it
+        raise DataError("eval_am: no devel utterance was scored (each is flagged in the scores' status), "
+                        "so no acoustic scale can be chosen on devel. Fix: see why they failed, then run "
+                        "the job again; test is not decoded at a scale devel did not choose")
     tuning = {s: _wer_of(devel, decode_scores(tlg, devel_scores, s, config, words))
               for s in config.decode.acoustic_scales}
     scale = min(tuning, key=lambda s: (tuning[s], s))
