@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from specbench.config import HabitSection, PredictiveAsrConfig
@@ -48,6 +48,7 @@ def test_a_falling_oracle_curve_is_interpolated_too() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(oracles=st.lists(st.integers(0, 100), min_size=2, max_size=6), where=st.floats(0.0, 1.0))
+@example(oracles=[6, 57], where=1.0)  # 0.06 + 0.51 is 0.5700000000000001: the top of the range, not past it
 def test_the_calibrated_share_meets_the_target_on_any_curve(oracles: list[int], where: float) -> None:
     """On sweeps of any shape (rising, falling, bumpy, flat), the curve through the points at the returned
     share is the target, up to the rounding of the share to 0.01."""

@@ -71,7 +71,7 @@ def calibrate(rows: list[dict[str, float]], target: float) -> float:
     points = sorted((r["routine_share"], r["devel_oracle_rate"]) for r in rows)
     oracles = [o for _, o in points]
     lo, hi = min(oracles), max(oracles)
-    if not lo <= target <= hi:
+    if not lo - 1e-9 <= target <= hi + 1e-9:  # an end of the range but for float rounding is in it
         nearest = lo if target < lo else hi
         share = points[oracles.index(nearest)][0]
         raise DataError(
@@ -79,6 +79,7 @@ def calibrate(rows: list[dict[str, float]], target: float) -> float:
             f"{[s for s, _ in points]} reaches LM + personal oracle rates {lo:.3f} to {hi:.3f}. Fix: set "
             f"target_oracle to a reachable value (nearest: {nearest:.3f}, at routine share {share:g}), or "
             "widen routine_shares.")
+    target = min(max(target, lo), hi)
     for (s0, o0), (s1, o1) in zip(points, points[1:]):
         if min(o0, o1) <= target <= max(o0, o1):
             share = s0 if o1 == o0 else s0 + (target - o0) * (s1 - s0) / (o1 - o0)
